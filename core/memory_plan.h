@@ -1,0 +1,79 @@
+// The memory plan: every tensor a run needs, laid out before anything is allocated.
+//
+// Layers declare their parameters, gradients, optimizer state and activations to a
+// MemoryPlan; the plan assigns each an offset in one arena per category. `ustrain train`
+// allocates exactly these arenas (one allocation each) and hands out views; `--dry-run`
+// and `ustrain plan` print the same numbers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace ustrain {
+
+enum class MemCategory : int { parameters = 0, gradients, optimizer, activations, workspace };
+inline constexpr int kMemCategories = 5;
+const char* mem_category_name(MemCategory c);
+
+struct PlanEntry {
+  std::string name;
+  MemCategory category;
+  Shape shape;
+  DType dtype;
+  std::size_t offset = 0;  // bytes from the start of the category's arena
+  std::size_t bytes = 0;
+};
+
+class MemoryPlan {
+ public:
+  static constexpr std::size_t kAlignment = 256;  // bytes; enough for AVX-512 and GPU loads
+
+  // Declares a tensor; returns its handle. Entries of one category are contiguous in
+  // declaration order (with alignment padding), so a run of declarations can be viewed
+  // as one flat tensor (e.g. all gradients for the norm, q/k/v for one fused GEMM).
+  int add(std::string name, MemCategory category, Shape shape, DType dtype = DType::f32);
+  // Like add, but packed with no padding after the previous entry of the category, so the
+  // two can be addressed as one tensor. The previous entry must have the same dtype.
+  int add_packed(std::string name, MemCategory category, Shape shape, DType dtype = DType::f32);
+
+  const PlanEntry& entry(int handle) const { return entries_.at(static_cast<std::size_t>(handle)); }
+  const std::vector<PlanEntry>& entries() const { return entries_; }
+  std::size_t bytes(MemCategory c) const { return sizes_[static_cast<std::size_t>(c)]; }
+  std::size_t total_bytes() const;
+
+  // A human-readable table: bytes per category and the biggest entries.
+  std::string summary() const;
+
+ private:
+  std::vector<PlanEntry> entries_;
+  std::array<std::size_t, kMemCategories> sizes_{};
+};
+
+// The allocated plan: one allocation per non-empty category, from a backend.
+class PlannedMemory {
+ public:
+  PlannedMemory(const MemoryPlan& plan, Backend& backend);
+  ~PlannedMemory();
+  PlannedMemory(const PlannedMemory&) = delete;
+  PlannedMemory& operator=(const PlannedMemory&) = delete;
+
+  Tensor tensor(int handle) const;
+  // All bytes of a category viewed as one flat tensor of `dtype` elements.
+  Tensor category(MemCategory c, DType dtype = DType::f32) const;
+  // Entries [first, last] (inclusive handles, same category) viewed as one flat tensor.
+  Tensor span(int first, int last) const;
+  const MemoryPlan& plan() const { return plan_; }
+
+ private:
+  const MemoryPlan& plan_;
+  Backend& backend_;
+  std::array<void*, kMemCategories> base_{};
+};
+
+std::string format_bytes(std::size_t bytes);  // "12.3 MiB"
+
+}  // namespace ustrain

@@ -1,0 +1,127 @@
+// Recipe: the typed, validated configuration of a run, read from TOML.
+//
+// Every key has a default, a type, a range and a one-line meaning in one schema
+// (core/recipe_schema.cpp); the README's recipe reference and `--dry-run` are printed
+// from it. Errors are UserError with "FILE:LINE: key: what is wrong; how to fix it".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ustrain {
+
+struct RunSection {
+  std::string name = "run";
+  std::uint64_t seed = 1234;
+  std::string output_dir = "runs";  // the run directory is output_dir/name
+};
+
+struct ModelSection {
+  std::int64_t vocab_size = 256;
+  std::int64_t d_model = 256;
+  std::int64_t n_layers = 4;
+  std::int64_t n_heads = 8;
+  std::int64_t n_kv_heads = 4;
+  std::int64_t ffn_hidden = 768;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tied_embeddings = false;
+  std::int64_t max_seq_len = 256;
+  double init_std = 0.02;
+};
+
+struct DataSection {
+  std::string path;              // dataset directory written by `ustrain data convert`
+  std::string tokenizer = "byte";
+};
+
+struct TrainSection {
+  std::int64_t steps = 100;
+  std::int64_t micro_batch = 8;    // sequences per micro-batch per data-parallel rank
+  std::int64_t global_batch = 8;   // sequences per optimizer step, all ranks together
+  std::int64_t seq_len = 256;
+  double grad_clip = 1.0;          // 0 disables clipping
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 | fp8
+  std::string recompute = "none";  // none | selective | full
+  std::int64_t eval_interval = 50; // 0 disables periodic validation
+  std::int64_t eval_batches = 8;
+};
+
+struct OptimSection {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+struct ScheduleSection {
+  std::int64_t warmup_steps = 0;
+  std::string decay = "cosine";   // cosine | linear | wsd | constant
+  double min_lr = 0.0;
+  double wsd_decay_fraction = 0.2; // wsd: share of steps in the final decay
+};
+
+struct ParallelSection {
+  std::int64_t dp = 1;
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t cp = 1;
+  std::int64_t ep = 1;
+  std::int64_t zero = 0;
+  std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
+  std::int64_t virtual_stages = 1;
+};
+
+struct CheckpointSection {
+  std::int64_t interval = 0;  // steps between weight snapshots; 0 = only at the end
+  std::int64_t keep_last = 3;
+};
+
+struct LogSection {
+  std::int64_t interval = 10;
+  bool jsonl = true;
+  std::string level = "info";  // trace | debug | info | warn | error
+};
+
+struct DeviceSection {
+  std::string type = "cpu";  // cpu | cuda
+  std::int64_t threads = 0;  // CPU threads; 0 = all cores
+};
+
+struct Recipe {
+  RunSection run;
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  OptimSection optim;
+  ScheduleSection schedule;
+  ParallelSection parallel;
+  CheckpointSection checkpoint;
+  LogSection log;
+  DeviceSection device;
+
+  std::string source;  // the file it came from, for messages
+
+  std::int64_t head_dim() const { return model.d_model / model.n_heads; }
+  std::int64_t grad_accum_steps() const {
+    return train.global_batch / (train.micro_batch * parallel.dp);
+  }
+  std::string run_dir() const;
+};
+
+// Parse a TOML file, apply `key=value` overrides (TOML syntax for the value; a bare word
+// is a string), check types, ranges and cross-field rules, and what this build supports.
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from TOML text; `source` names it in messages.
+Recipe parse_recipe(const std::string& toml_text, const std::string& source,
+                    const std::vector<std::string>& overrides = {});
+
+// The resolved recipe as TOML, every key present (defaults filled in).
+std::string to_toml(const Recipe& r);
+
+// The recipe reference table as Markdown (key, type, default, meaning).
+std::string recipe_reference_markdown();
+
+}  // namespace ustrain

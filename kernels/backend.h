@@ -1,0 +1,111 @@
+// The op interface: one abstract Backend, implemented by kernels/cpu (the reference)
+// and kernels/cuda. Model code calls these and never branches on the device.
+//
+// Conventions
+// - Tensors are contiguous row-major views (kernels/tensor.h) on the backend's device.
+// - "N" is the number of token rows (B * S flattened); shapes are written next to each op.
+// - Forward ops overwrite their outputs. Backward ops overwrite input gradients (dx) and
+//   ACCUMULATE parameter gradients (dweight += ...), so gradient accumulation across
+//   micro-batches and tied weights need no extra buffers.
+// - Attention and RoPE work on the fused QKV projection: each token row holds
+//   [q heads | k heads | v heads], each head `head_dim` wide, so one GEMM makes all three.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace ustrain {
+
+struct AdamWParams {
+  float lr = 3e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  std::int64_t step = 1;  // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory (used by planned arenas only; never inside a step) ----
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  // dst <- src, same element count and dtype; either side may live on the host.
+  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  virtual void fill(Tensor dst, float value) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- embedding ----
+  // out (N, D) = table (V, D)[ids (N)]
+  virtual void embedding_forward(Tensor out, Tensor ids, Tensor table) = 0;
+  // dtable (V, D) += scatter(dout (N, D)) at ids; deterministic order.
+  virtual void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) = 0;
+
+  // ---- RMSNorm over the last dimension ----
+  // out (N, D) = x * rstd * weight;  rstd (N) saved for backward.
+  virtual void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) = 0;
+  // dx (N, D) overwritten; dweight (D) accumulated.
+  virtual void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight,
+                                Tensor rstd) = 0;
+
+  // ---- linear, weight in (out, in) layout as Hugging Face stores it ----
+  // out (N, O) = x (N, I) @ weight (O, I)^T
+  virtual void linear_forward(Tensor out, Tensor x, Tensor weight) = 0;
+  // dx (N, I) = dout @ weight (overwritten; skipped when dx is empty);
+  // dweight (O, I) += dout^T @ x
+  virtual void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) = 0;
+
+  // ---- rotary position embedding, rotate-half layout (as Hugging Face Llama) ----
+  // cos, sin (S, head_dim / 2): tables for positions 0..S-1, filled by rope_tables.
+  virtual void rope_tables(Tensor cos, Tensor sin, double theta) = 0;
+  // In place on the first `rotated_heads` heads of each row of qkv (B, S, W).
+  virtual void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) = 0;
+  // The inverse rotation, in place on the gradient dqkv (B, S, W).
+  virtual void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) = 0;
+
+  // ---- causal grouped-query attention, softmax scale 1/sqrt(head_dim) ----
+  // qkv (B, S, (H + 2 * Hkv) * Dh) -> out (B, S, H * Dh); lse (B, H, S) saved.
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) = 0;
+  // dqkv (B, S, (H + 2 * Hkv) * Dh) overwritten.
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                                  int n_heads, int n_kv_heads) = 0;
+
+  // ---- SwiGLU on the fused gate/up projection ----
+  // gate_up (N, 2F) = [gate | up];  out (N, F) = silu(gate) * up
+  virtual void swiglu_forward(Tensor out, Tensor gate_up) = 0;
+  // dgate_up (N, 2F) overwritten.
+  virtual void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
+
+  // ---- residual add: out = a + b (out may alias a or b). Its backward is the identity. ----
+  virtual void add(Tensor out, Tensor a, Tensor b) = 0;
+
+  // ---- fused softmax cross-entropy ----
+  // losses (N) = lse - logits[target]; lse (N) saved. Rows whose target < 0 get loss 0.
+  virtual void cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) = 0;
+  // dlogits (N, V) = (softmax(logits) - onehot(target)) * dloss; may alias logits.
+  // Rows whose target < 0 get zero gradient.
+  virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets,
+                                      float dloss) = 0;
+
+  // ---- optimizer ----
+  // Decoupled weight decay: p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p).
+  virtual void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) = 0;
+  // Sum of squares of all elements, accumulated in double; the global norm is the square
+  // root of the sum over all gradient tensors (and ranks).
+  virtual double sum_of_squares(Tensor x) = 0;
+  // x *= factor (gradient clipping, loss scaling).
+  virtual void scale(Tensor x, float factor) = 0;
+};
+
+// The backend for a device. Throws UserError when the device is not available in this
+// build or on this machine.
+std::unique_ptr<Backend> make_backend(Device device, int threads = 0);
+
+}  // namespace ustrain

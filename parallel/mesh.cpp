@@ -1,0 +1,87 @@
+#include "parallel/mesh.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace ustrain {
+
+const char* mesh_dim_name(MeshDim d) {
+  static constexpr const char* kNames[kMeshDims] = {"pp", "dp", "cp", "ep", "tp"};
+  return kNames[static_cast<int>(d)];
+}
+
+int MeshShape::size(MeshDim d) const {
+  switch (d) {
+    case MeshDim::pp: return pp;
+    case MeshDim::dp: return dp;
+    case MeshDim::cp: return cp;
+    case MeshDim::ep: return ep;
+    case MeshDim::tp: return tp;
+  }
+  return 1;
+}
+
+std::string MeshShape::str() const {
+  return fmt::format("pp={} dp={} cp={} ep={} tp={}", pp, dp, cp, ep, tp);
+}
+
+Mesh::Mesh(MeshShape shape, int rank, int world_size) : shape_(shape), rank_(rank) {
+  for (int d = 0; d < kMeshDims; ++d)
+    if (shape_.size(static_cast<MeshDim>(d)) < 1)
+      throw UserError(fmt::format("parallel.{} must be at least 1", mesh_dim_name(static_cast<MeshDim>(d))));
+  if (world_size != shape_.world_size())
+    throw UserError(fmt::format(
+        "the layout {} needs {} processes but {} were launched; launch {} ranks or change the parallel section",
+        shape_.str(), shape_.world_size(), world_size, shape_.world_size()));
+  USTRAIN_ASSERT(rank >= 0 && rank < world_size, "rank out of range");
+  int rest = rank;
+  for (int d = kMeshDims - 1; d >= 0; --d) {  // tp (innermost) first
+    const int n = shape_.size(static_cast<MeshDim>(d));
+    coords_[static_cast<std::size_t>(d)] = rest % n;
+    rest /= n;
+  }
+}
+
+int Mesh::rank_at(const std::array<int, kMeshDims>& coords) const {
+  int r = 0;
+  for (int d = 0; d < kMeshDims; ++d) {
+    const int n = shape_.size(static_cast<MeshDim>(d));
+    USTRAIN_ASSERT(coords[static_cast<std::size_t>(d)] >= 0 && coords[static_cast<std::size_t>(d)] < n,
+                   "mesh coordinate out of range");
+    r = r * n + coords[static_cast<std::size_t>(d)];
+  }
+  return r;
+}
+
+std::vector<int> Mesh::group(std::initializer_list<MeshDim> dims) const {
+  // Enumerate the chosen dimensions in mesh order (outermost first) so the group's
+  // order is the same on every member whatever order `dims` lists them in.
+  std::vector<int> chosen;
+  for (int d = 0; d < kMeshDims; ++d)
+    if (std::find(dims.begin(), dims.end(), static_cast<MeshDim>(d)) != dims.end()) chosen.push_back(d);
+  int count = 1;
+  for (int d : chosen) count *= shape_.size(static_cast<MeshDim>(d));
+  std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    std::array<int, kMeshDims> c = coords_;
+    int rest = i;
+    for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) {
+      const int n = shape_.size(static_cast<MeshDim>(*it));
+      c[static_cast<std::size_t>(*it)] = rest % n;
+      rest /= n;
+    }
+    ranks.push_back(rank_at(c));
+  }
+  return ranks;
+}
+
+int Mesh::index_in_group(std::initializer_list<MeshDim> dims) const {
+  const std::vector<int> g = group(dims);
+  return static_cast<int>(std::find(g.begin(), g.end(), rank_) - g.begin());
+}
+
+}  // namespace ustrain
