@@ -15,6 +15,8 @@ struct RunSection {
   std::string name = "run";
   std::uint64_t seed = 1234;
   std::string output_dir = "runs";  // the run directory is output_dir/name
+
+  bool operator==(const RunSection&) const = default;
 };
 
 struct ModelSection {
@@ -29,11 +31,15 @@ struct ModelSection {
   bool tied_embeddings = false;
   std::int64_t max_seq_len = 256;
   double init_std = 0.02;
+
+  bool operator==(const ModelSection&) const = default;
 };
 
 struct DataSection {
   std::string path;              // dataset directory written by `ustrain data convert`
   std::string tokenizer = "byte";
+
+  bool operator==(const DataSection&) const = default;
 };
 
 struct TrainSection {
@@ -46,6 +52,8 @@ struct TrainSection {
   std::string recompute = "none";  // none | selective | full
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
+
+  bool operator==(const TrainSection&) const = default;
 };
 
 struct OptimSection {
@@ -54,6 +62,8 @@ struct OptimSection {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+
+  bool operator==(const OptimSection&) const = default;
 };
 
 struct ScheduleSection {
@@ -61,6 +71,8 @@ struct ScheduleSection {
   std::string decay = "cosine";   // cosine | linear | wsd | constant
   double min_lr = 0.0;
   double wsd_decay_fraction = 0.2; // wsd: share of steps in the final decay
+
+  bool operator==(const ScheduleSection&) const = default;
 };
 
 struct ParallelSection {
@@ -72,22 +84,30 @@ struct ParallelSection {
   std::int64_t zero = 0;
   std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
   std::int64_t virtual_stages = 1;
+
+  bool operator==(const ParallelSection&) const = default;
 };
 
 struct CheckpointSection {
   std::int64_t interval = 0;  // steps between weight snapshots; 0 = only at the end
   std::int64_t keep_last = 3;
+
+  bool operator==(const CheckpointSection&) const = default;
 };
 
 struct LogSection {
   std::int64_t interval = 10;
   bool jsonl = true;
   std::string level = "info";  // trace | debug | info | warn | error
+
+  bool operator==(const LogSection&) const = default;
 };
 
 struct DeviceSection {
   std::string type = "cpu";  // cpu | cuda
   std::int64_t threads = 0;  // CPU threads; 0 = all cores
+
+  bool operator==(const DeviceSection&) const = default;
 };
 
 struct Recipe {
@@ -109,6 +129,9 @@ struct Recipe {
     return train.global_batch / (train.micro_batch * parallel.dp);
   }
   std::string run_dir() const;
+
+  // Field-by-field equality, `source` included (exact for floats: a round trip must be exact).
+  bool operator==(const Recipe&) const = default;
 };
 
 // Parse a TOML file, apply `key=value` overrides (TOML syntax for the value; a bare word

@@ -1,0 +1,600 @@
+// Recipes: TOML -> typed, validated Recipe; overrides; error messages; round trip.
+#include "core/recipe.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+const std::string kSource = "test.toml";
+// The smallest valid recipe: only data.path has no usable default.
+const std::string kMinimal = "[data]\npath = \"shards\"\n";
+
+std::string fixture(const std::string& name) {
+  return std::string(USTRAIN_SOURCE_DIR) + "/tests/data/recipes/" + name;
+}
+
+Recipe parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return parse_recipe(text, kSource, overrides);
+}
+
+// The UserError message for a recipe that must be rejected.
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_recipe(text, kSource, overrides);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UserError for:\n" << text;
+  return "";
+}
+
+void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "expected \"" << part << "\" in the message:\n  " << message;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Valid recipes
+
+TEST(Recipe, MinimalRecipeKeepsTheStructDefaults) {
+  const Recipe r = parse(kMinimal);
+  Recipe expected;
+  expected.data.path = "shards";
+  expected.source = kSource;
+  EXPECT_EQ(r, expected);
+  EXPECT_EQ(r.model.d_model, 256);
+  EXPECT_EQ(r.train.precision, "fp32");
+  EXPECT_EQ(r.head_dim(), 32);
+  EXPECT_EQ(r.grad_accum_steps(), 1);
+  EXPECT_EQ(r.run_dir(), "runs/run");
+}
+
+TEST(Recipe, FullRecipeFromFileSetsEveryKey) {
+  const std::string path = fixture("full.toml");
+  const Recipe r = load_recipe(path);
+  EXPECT_EQ(r.source, path);
+  EXPECT_EQ(r.run.name, "exp-7");
+  EXPECT_EQ(r.run.seed, 42u);
+  EXPECT_EQ(r.run.output_dir, "outputs");
+  EXPECT_EQ(r.run_dir(), "outputs/exp-7");
+  EXPECT_EQ(r.model.vocab_size, 512);
+  EXPECT_EQ(r.model.d_model, 192);
+  EXPECT_EQ(r.model.n_layers, 3);
+  EXPECT_EQ(r.model.n_heads, 6);
+  EXPECT_EQ(r.model.n_kv_heads, 2);
+  EXPECT_EQ(r.model.ffn_hidden, 512);
+  EXPECT_EQ(r.model.rope_theta, 500000.0);
+  EXPECT_EQ(r.model.norm_eps, 1e-6);
+  EXPECT_TRUE(r.model.tied_embeddings);
+  EXPECT_EQ(r.model.max_seq_len, 512);
+  EXPECT_EQ(r.model.init_std, 0.01);
+  EXPECT_EQ(r.data.path, "data/tiny");
+  EXPECT_EQ(r.data.tokenizer, "byte");
+  EXPECT_EQ(r.train.steps, 200);
+  EXPECT_EQ(r.train.micro_batch, 4);
+  EXPECT_EQ(r.train.global_batch, 16);
+  EXPECT_EQ(r.train.seq_len, 128);
+  EXPECT_EQ(r.train.grad_clip, 0.5);
+  EXPECT_EQ(r.train.precision, "fp32");
+  EXPECT_EQ(r.train.recompute, "selective");
+  EXPECT_EQ(r.train.eval_interval, 25);
+  EXPECT_EQ(r.train.eval_batches, 2);
+  EXPECT_EQ(r.optim.lr, 6e-4);
+  EXPECT_EQ(r.optim.beta1, 0.8);
+  EXPECT_EQ(r.optim.beta2, 0.99);
+  EXPECT_EQ(r.optim.eps, 1e-10);
+  EXPECT_EQ(r.optim.weight_decay, 0.05);
+  EXPECT_EQ(r.schedule.warmup_steps, 20);
+  EXPECT_EQ(r.schedule.decay, "wsd");
+  EXPECT_EQ(r.schedule.min_lr, 6e-5);
+  EXPECT_EQ(r.schedule.wsd_decay_fraction, 0.25);
+  EXPECT_EQ(r.parallel.pp_schedule, "afab");
+  EXPECT_EQ(r.checkpoint.interval, 50);
+  EXPECT_EQ(r.checkpoint.keep_last, 2);
+  EXPECT_EQ(r.log.interval, 5);
+  EXPECT_FALSE(r.log.jsonl);
+  EXPECT_EQ(r.log.level, "debug");
+  EXPECT_EQ(r.device.type, "cpu");
+  EXPECT_EQ(r.device.threads, 2);
+  EXPECT_EQ(r.head_dim(), 32);
+  EXPECT_EQ(r.grad_accum_steps(), 4);
+}
+
+TEST(Recipe, IntegerIsAcceptedWhereAFloatBelongs) {
+  const Recipe r = parse(kMinimal + "[optim]\nlr = 1\n[model]\nrope_theta = 500000\n");
+  EXPECT_EQ(r.optim.lr, 1.0);
+  EXPECT_EQ(r.model.rope_theta, 500000.0);
+}
+
+TEST(Recipe, CudaDeviceMayAskForLowerPrecision) {
+  // Whether CUDA is present is the backend factory's question, not the recipe's.
+  const Recipe r = parse(kMinimal + "[device]\ntype = \"cuda\"\n[train]\nprecision = \"bf16\"\n");
+  EXPECT_EQ(r.device.type, "cuda");
+  EXPECT_EQ(r.train.precision, "bf16");
+}
+
+// ---------------------------------------------------------------------------------------
+// Overrides
+
+TEST(RecipeOverride, EachTypeIsParsedAsTomlAndWinsOverTheFile) {
+  const Recipe r = parse(kMinimal + "[train]\nsteps = 10\n",
+                         {"train.steps=300", "optim.lr=2.5e-4", "optim.weight_decay=0",
+                          "model.tied_embeddings=true", "run.name=\"my run\"",
+                          "log.level='warn'"});
+  EXPECT_EQ(r.train.steps, 300);
+  EXPECT_EQ(r.optim.lr, 2.5e-4);
+  EXPECT_EQ(r.optim.weight_decay, 0.0);
+  EXPECT_TRUE(r.model.tied_embeddings);
+  EXPECT_EQ(r.run.name, "my run");
+  EXPECT_EQ(r.log.level, "warn");
+}
+
+TEST(RecipeOverride, BareWordIsAString) {
+  const Recipe r = parse(kMinimal, {"train.recompute=full", "run.output_dir=out/exp-1",
+                                    "data.path=/data/shards v2"});
+  EXPECT_EQ(r.train.recompute, "full");
+  EXPECT_EQ(r.run.output_dir, "out/exp-1");
+  EXPECT_EQ(r.data.path, "/data/shards v2");
+}
+
+TEST(RecipeOverride, SpacesAroundTheEqualsSignAreIgnored) {
+  const Recipe r = parse(kMinimal, {" train.steps = 7 "});
+  EXPECT_EQ(r.train.steps, 7);
+}
+
+TEST(RecipeOverride, LaterOverrideWins) {
+  const Recipe r = parse(kMinimal, {"train.steps=7", "train.steps=9"});
+  EXPECT_EQ(r.train.steps, 9);
+}
+
+TEST(RecipeOverride, OverrideCanSupplyTheDataPath) {
+  EXPECT_EQ(parse("", {"data.path=shards"}).data.path, "shards");
+}
+
+TEST(RecipeOverride, MissingEqualsSign) {
+  expect_mentions(error_of(kMinimal, {"train.steps"}),
+                  {"--set train.steps", "expected KEY=VALUE"});
+}
+
+TEST(RecipeOverride, UnknownKeySuggestsTheNearest) {
+  expect_mentions(error_of(kMinimal, {"train.stpes=3"}),
+                  {"--set train.stpes=3", "unknown key train.stpes", "did you mean train.steps?"});
+}
+
+TEST(RecipeOverride, SectionInsteadOfKey) {
+  expect_mentions(error_of(kMinimal, {"model=3"}), {"--set model=3", "[model] is a section", "d_model"});
+}
+
+TEST(RecipeOverride, TypeErrorNamesTheOverride) {
+  expect_mentions(error_of(kMinimal, {"train.steps=abc"}),
+                  {"--set train.steps=abc", "train.steps", "expected integer", "found string \"abc\""});
+  expect_mentions(error_of(kMinimal, {"train.steps=1.5"}),
+                  {"--set train.steps=1.5", "expected integer", "found float 1.5"});
+}
+
+TEST(RecipeOverride, RangeErrorNamesTheOverride) {
+  expect_mentions(error_of(kMinimal, {"optim.beta1=1.5"}),
+                  {"--set optim.beta1=1.5", "optim.beta1 = 1.5", "[0, 1)"});
+}
+
+TEST(RecipeOverride, BrokenQuotingIsNotTakenAsAWord) {
+  expect_mentions(error_of(kMinimal, {"run.name=\"abc"}),
+                  {"--set run.name=\"abc", "not a valid TOML value"});
+  expect_mentions(error_of(kMinimal, {"run.name=[1, 2"}), {"not a valid TOML value"});
+  expect_mentions(error_of(kMinimal, {"run.name=it' # '"}), {"not a valid TOML value"});
+  expect_mentions(error_of(kMinimal, {"run.name=a\nb"}), {"neither a TOML value nor a plain word"});
+}
+
+TEST(RecipeOverride, OnlyOneValueMayFollowTheEqualsSign) {
+  expect_mentions(error_of(kMinimal, {"train.steps=1\ntrain.seq_len=3"}),
+                  {"single TOML value"});
+}
+
+TEST(RecipeOverride, EmptyValue) {
+  expect_mentions(error_of(kMinimal, {"run.name="}), {"--set run.name=", "no value"});
+}
+
+TEST(RecipeOverride, CrossFieldErrorPointsAtTheOverride) {
+  expect_mentions(error_of(kMinimal, {"train.seq_len=1024"}),
+                  {"--set train.seq_len=1024", "train.seq_len = 1024", "model.max_seq_len = 256"});
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors in the file: one test per kind, checking what the message tells the user
+
+TEST(RecipeError, SyntaxErrorNamesFileLineAndColumn) {
+  expect_mentions(error_of(kMinimal + "[model\n"), {"test.toml:3:7: TOML syntax error:"});
+}
+
+TEST(RecipeError, UnknownKeySuggestsTheNearest) {
+  expect_mentions(error_of(kMinimal + "[model]\nd_modle = 128\n"),
+                  {"test.toml:4:", "model.d_modle", "did you mean model.d_model?"});
+}
+
+TEST(RecipeError, UnknownKeyInTheWrongSectionSuggestsItsSection) {
+  expect_mentions(error_of(kMinimal + "[train]\nlr = 0.1\n"),
+                  {"test.toml:4:", "train.lr", "did you mean optim.lr?"});
+}
+
+TEST(RecipeError, UnknownKeyFarFromAnyListsTheSectionKeys) {
+  const std::string message = error_of(kMinimal + "[model]\nwidth = 128\n");
+  expect_mentions(message, {"test.toml:4:", "model.width", "the keys of [model]", "d_model"});
+  EXPECT_EQ(message.find("did you mean"), std::string::npos) << message;
+}
+
+TEST(RecipeError, TopLevelKeyBelongsInASection) {
+  expect_mentions(error_of("name = \"x\"\n" + kMinimal),
+                  {"test.toml:1:", "unknown key name", "did you mean run.name?"});
+}
+
+TEST(RecipeError, UnknownSectionSuggestsTheNearest) {
+  expect_mentions(error_of(kMinimal + "[modle]\nd_model = 128\n"),
+                  {"test.toml:3:", "unknown section [modle]", "did you mean [model]?"});
+}
+
+TEST(RecipeError, UnknownSectionFarFromAnyListsTheSections) {
+  expect_mentions(error_of(kMinimal + "[optimizer_settings]\nlr = 1\n"),
+                  {"test.toml:3:", "[optimizer_settings]", "run, model, data"});
+}
+
+TEST(RecipeError, FirstProblemInFileOrderIsReported) {
+  // toml++ keeps keys sorted by name; the message must follow the file instead.
+  expect_mentions(error_of(kMinimal + "[model]\nzz_late = 1\n[device]\naa_later = 2\n"),
+                  {"test.toml:4:", "model.zz_late"});
+}
+
+TEST(RecipeError, WrongTypeNamesExpectedAndFound) {
+  expect_mentions(error_of(kMinimal + "[model]\nd_model = \"wide\"\n"),
+                  {"test.toml:4:", "model.d_model", "expected integer", "found string \"wide\""});
+  expect_mentions(error_of(kMinimal + "[model]\nd_model = 128.0\n"),
+                  {"test.toml:4:", "expected integer", "found float 128.0"});
+  expect_mentions(error_of(kMinimal + "[model]\ntied_embeddings = 1\n"),
+                  {"model.tied_embeddings", "expected boolean", "found integer 1"});
+  expect_mentions(error_of(kMinimal + "[optim]\nlr = \"3e-4\"\n"),
+                  {"optim.lr", "expected float", "found string"});
+  expect_mentions(error_of(kMinimal + "[run]\nseed = 1979-05-27\n"),
+                  {"run.seed", "expected integer", "found a date"});
+}
+
+TEST(RecipeError, SectionThatIsNotATable) {
+  expect_mentions(error_of("model = 3\n" + kMinimal),
+                  {"test.toml:1:", "model must be a section", "found integer 3"});
+  expect_mentions(error_of(kMinimal + "[[model]]\nd_model = 128\n"),
+                  {"model must be a section", "found an array"});
+}
+
+TEST(RecipeError, TableOrArrayWhereAScalarBelongs) {
+  expect_mentions(error_of(kMinimal + "[model.d_model]\nvalue = 128\n"),
+                  {"test.toml:3:", "model.d_model", "expected integer", "found a table"});
+  expect_mentions(error_of(kMinimal + "[model]\nd_model = [128]\n"),
+                  {"test.toml:4:", "model.d_model", "expected integer", "found an array"});
+  expect_mentions(error_of(kMinimal + "[model]\nd_model = { v = 128 }\n"),
+                  {"model.d_model", "found a table"});
+}
+
+TEST(RecipeError, NumberOutOfRangeNamesTheRangeAndTheValue) {
+  expect_mentions(error_of(kMinimal + "[model]\nd_model = 0\n"),
+                  {"test.toml:4:", "model.d_model = 0", ">= 1"});
+  expect_mentions(error_of(kMinimal + "[model]\nnorm_eps = 0.0\n"), {"model.norm_eps = 0.0", "> 0"});
+  expect_mentions(error_of(kMinimal + "[optim]\nbeta2 = 1.0\n"), {"optim.beta2 = 1.0", "[0, 1)"});
+  expect_mentions(error_of(kMinimal + "[optim]\nbeta1 = -0.1\n"), {"optim.beta1 = -0.1", "[0, 1)"});
+  expect_mentions(error_of(kMinimal + "[schedule]\nwsd_decay_fraction = 0\n"),
+                  {"schedule.wsd_decay_fraction = 0.0", "(0, 1]"});
+  expect_mentions(error_of(kMinimal + "[parallel]\nzero = 4\n"), {"parallel.zero = 4", "0 to 3"});
+  expect_mentions(error_of(kMinimal + "[run]\nseed = -1\n"), {"run.seed = -1", ">= 0"});
+  expect_mentions(error_of(kMinimal + "[train]\ngrad_clip = -1.0\n"), {"train.grad_clip = -1.0", ">= 0"});
+  expect_mentions(error_of(kMinimal + "[log]\ninterval = 0\n"), {"log.interval = 0", ">= 1"});
+  expect_mentions(error_of(kMinimal + "[device]\nthreads = -2\n"), {"device.threads = -2", ">= 0"});
+}
+
+TEST(RecipeError, NonFiniteFloatsAreRejected) {
+  expect_mentions(error_of(kMinimal + "[optim]\nlr = inf\n"), {"test.toml:4:", "optim.lr = inf", "finite"});
+  expect_mentions(error_of(kMinimal + "[optim]\nweight_decay = nan\n"),
+                  {"optim.weight_decay = nan", "finite"});
+}
+
+TEST(RecipeError, ChoiceErrorListsTheChoices) {
+  expect_mentions(error_of(kMinimal + "[train]\nprecision = \"fp64\"\n"),
+                  {"test.toml:4:", "train.precision = \"fp64\"", "one of: fp32, bf16, fp16, fp8"});
+  expect_mentions(error_of(kMinimal + "[schedule]\ndecay = \"exp\"\n"),
+                  {"schedule.decay", "one of: cosine, linear, wsd, constant"});
+  expect_mentions(error_of(kMinimal + "[train]\nrecompute = \"some\"\n"),
+                  {"none, selective, full"});
+  expect_mentions(error_of(kMinimal + "[parallel]\npp_schedule = \"gpipe\"\n"),
+                  {"afab, 1f1b, interleaved, zero-bubble"});
+  expect_mentions(error_of(kMinimal + "[log]\nlevel = \"loud\"\n"),
+                  {"trace, debug, info, warn, error"});
+  expect_mentions(error_of(kMinimal + "[device]\ntype = \"tpu\"\n"), {"one of: cpu, cuda"});
+  expect_mentions(error_of("[data]\npath = \"x\"\ntokenizer = \"gpt2\"\n"),
+                  {"test.toml:3:", "data.tokenizer", "one of: byte"});
+}
+
+TEST(RecipeError, RunNameMustBeAPlainDirectoryName) {
+  for (const std::string bad : {"\"\"", "\".\"", "\"..\"", "\"a/b\"", "\"/abs\""}) {
+    expect_mentions(error_of(kMinimal + "[run]\nname = " + bad + "\n"),
+                    {"test.toml:4:", "run.name = " + bad, "plain directory name"});
+  }
+  EXPECT_EQ(parse(kMinimal + "[run]\nname = \"...\"\n").run.name, "...");
+}
+
+TEST(RecipeError, OutputDirMustNotBeEmpty) {
+  expect_mentions(error_of(kMinimal + "[run]\noutput_dir = \"\"\n"),
+                  {"run.output_dir", "not empty"});
+}
+
+// Rules across keys: each names the keys, their values and what to change.
+struct CrossFieldCase {
+  std::string text;
+  std::vector<std::string> mentions;
+};
+
+TEST(RecipeError, CrossFieldRules) {
+  const std::vector<CrossFieldCase> cases = {
+      {"[model]\nd_model = 250\n",
+       {"test.toml:4:", "model.d_model = 250", "not divisible by model.n_heads = 8"}},
+      {"[model]\nn_kv_heads = 3\n",
+       {"model.n_heads = 8", "not a multiple of model.n_kv_heads = 3"}},
+      {"[model]\nn_kv_heads = 16\n",
+       {"model.n_kv_heads = 16", "exceeds model.n_heads = 8", "n_kv_heads <= n_heads"}},
+      {"[model]\nd_model = 24\n", {"head_dim", "24 / 8 = 3", "odd", "RoPE"}},
+      {"[model]\nvocab_size = 100\n",
+       {"model.vocab_size = 100", "data.tokenizer = \"byte\"", "vocab_size >= 256"}},
+      {"[train]\nglobal_batch = 12\n",
+       {"train.global_batch = 12", "train.micro_batch * parallel.dp = 8 * 1", "multiple"}},
+      {"[train]\nglobal_batch = 4\n", {"train.global_batch = 4", "micro_batch * parallel.dp"}},
+      {"[train]\nseq_len = 512\n",
+       {"test.toml:4:", "train.seq_len = 512", "exceeds model.max_seq_len = 256"}},
+      {"[schedule]\nwarmup_steps = 101\n",
+       {"schedule.warmup_steps = 101", "exceeds train.steps = 100"}},
+      {"[optim]\nlr = 1e-4\n[schedule]\nmin_lr = 2e-4\n",
+       {"schedule.min_lr = 0.0002", "exceeds optim.lr = 0.0001", "min_lr <= lr"}},
+      {"[train]\neval_batches = 0\n",
+       {"train.eval_batches = 0", "train.eval_interval = 50", "eval_interval = 0"}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + c.text), c.mentions);
+  }
+  // Validation may be off with no batches to run it on.
+  EXPECT_EQ(parse(kMinimal + "[train]\neval_interval = 0\neval_batches = 0\n").train.eval_batches, 0);
+}
+
+TEST(RecipeError, HugeBatchProductDoesNotOverflow) {
+  expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 4611686018427387904\n[parallel]\n"
+                                      "dp = 4\n"),
+                  {"train.global_batch = 8", "multiple"});
+}
+
+TEST(RecipeError, MissingDataPathSaysHowToMakeOne) {
+  expect_mentions(error_of("[model]\nd_model = 128\n"),
+                  {"test.toml", "data.path is not set", "ustrain data convert"});
+}
+
+TEST(RecipeError, NotSupportedByThisBuildYet) {
+  const std::vector<CrossFieldCase> cases = {
+      {"[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
+       {"test.toml:4:", "parallel.dp = 2", "data parallelism is not supported by this build yet",
+        "set parallel.dp = 1"}},
+      {"[parallel]\ntp = 2\n",
+       {"parallel.tp = 2: tensor parallelism is not supported by this build yet; set parallel.tp = 1"}},
+      {"[parallel]\npp = 2\n", {"parallel.pp = 2", "pipeline parallelism", "set parallel.pp = 1"}},
+      {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
+      {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
+      {"[parallel]\nvirtual_stages = 2\n", {"parallel.virtual_stages = 2", "not supported"}},
+      {"[parallel]\nzero = 1\n", {"parallel.zero = 1", "ZeRO", "set parallel.zero = 0"}},
+      {"[train]\nprecision = \"bf16\"\n",
+       {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
+        "need the CUDA backend"}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + c.text), c.mentions);
+  }
+}
+
+TEST(RecipeError, CrossFieldRulesComeBeforeSupportChecks) {
+  // Fix what is wrong before being told what is missing.
+  expect_mentions(error_of(kMinimal + "[parallel]\ntp = 2\n[model]\nd_model = 250\n"),
+                  {"model.d_model = 250"});
+}
+
+TEST(RecipeError, MissingFileNamesThePath) {
+  const std::string path = fixture("does-not-exist.toml");
+  try {
+    load_recipe(path);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    expect_mentions(e.what(), {path, "cannot open"});
+  }
+}
+
+TEST(RecipeError, DirectoryInsteadOfFile) {
+  const std::string path = fixture("");
+  try {
+    load_recipe(path);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    expect_mentions(e.what(), {path, "is a directory"});
+  }
+}
+
+TEST(RecipeError, FileErrorsNameTheFileAndOverridesApply) {
+  const std::string path = fixture("full.toml");
+  EXPECT_EQ(load_recipe(path, {"train.steps=70"}).train.steps, 70);
+  try {
+    load_recipe(path, {"model.n_heads=10"});
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    // The override is the latest change to the two keys, so the message points at it.
+    expect_mentions(e.what(), {"--set model.n_heads=10", "model.d_model = 192",
+                               "model.n_heads = 10"});
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Malformed and odd inputs: each is a UserError or a valid recipe, never a crash.
+
+struct OddInput {
+  const char* name;
+  std::string text;
+  bool valid;
+};
+
+std::string with_nul(std::string before, std::string after) { return before + '\0' + after; }
+
+TEST(RecipeMalformed, EveryInputIsAUserErrorOrAValidRecipe) {
+  const std::string deep_array = "[model]\nd_model = " + std::string(2000, '[') + std::string(2000, ']') + "\n";
+  const std::vector<OddInput> inputs = {
+      {"truncated table header", "[data", false},
+      {"truncated array-of-tables header", "[[data]", false},
+      {"empty table header", "[]\n", false},
+      {"unterminated string", "[data]\npath = \"shards", false},
+      {"unterminated literal string", "[data]\npath = 'shards", false},
+      {"unterminated multi-line string", "[data]\npath = \"\"\"shards\n", false},
+      {"unknown escape", "[data]\npath = \"a\\qb\"\n", false},
+      {"newline inside a string", "[data]\npath = \"a\nb\"\n", false},
+      {"duplicate key", "[data]\npath = \"a\"\npath = \"b\"\n", false},
+      {"duplicate table", "[data]\npath = \"a\"\n[data]\ntokenizer = \"byte\"\n", false},
+      {"table redefined by a dotted key", "[data]\npath = \"a\"\n[model]\nd_model = 128\n[model.d_model]\n", false},
+      {"key without value", kMinimal + "[model]\nd_model =\n", false},
+      {"key without equals sign", kMinimal + "[model]\nd_model 128\n", false},
+      {"value without key", kMinimal + "[model]\n= 128\n", false},
+      {"array where a scalar belongs", kMinimal + "[model]\nd_model = [128, 256]\n", false},
+      {"unterminated array", kMinimal + "[model]\nd_model = [128\n", false},
+      {"inline table as a section", "data = { path = \"shards\" }\n", true},
+      {"inline table where a scalar belongs", kMinimal + "[model]\nd_model = { v = 1 }\n", false},
+      {"unterminated inline table", "data = { path = \"shards\"\n", false},
+      {"integer beyond 64 bits", kMinimal + "[model]\nd_model = 99999999999999999999\n", false},
+      {"largest 64-bit seed", kMinimal + "[run]\nseed = 9223372036854775807\n", true},
+      {"smallest 64-bit seed", kMinimal + "[run]\nseed = -9223372036854775808\n", false},
+      {"hexadecimal integer", kMinimal + "[model]\nd_model = 0x100\n", true},
+      {"integer with underscores", kMinimal + "[model]\nd_model = 1_024\n", true},
+      {"integer with a leading zero", kMinimal + "[model]\nd_model = 0256\n", false},
+      {"float without fraction digits", kMinimal + "[optim]\nlr = 1.\n", false},
+      {"float overflowing to infinity", kMinimal + "[optim]\nlr = 1e400\n", false},
+      {"nan", kMinimal + "[optim]\nlr = nan\n", false},
+      {"negative infinity", kMinimal + "[schedule]\nmin_lr = -inf\n", false},
+      {"capitalised boolean", kMinimal + "[model]\ntied_embeddings = True\n", false},
+      {"date where an integer belongs", kMinimal + "[run]\nseed = 2024-01-01\n", false},
+      {"invalid UTF-8 in a string", "[data]\npath = \"\xff\xfe\"\n", false},
+      {"invalid UTF-8 in a comment", kMinimal + "# \xc3\x28\n", false},
+      {"NUL byte between lines", with_nul(kMinimal, "\n"), false},
+      {"NUL byte in a string", with_nul("[data]\npath = \"a", "b\"\n"), false},
+      {"escaped NUL in a string", "[data]\npath = \"a\\u0000b\"\n", false},
+      {"empty file (data.path then missing)", "", false},
+      {"only comments and blank lines", "# nothing here\n\n   \n", false},
+      {"byte order mark", "\xef\xbb\xbf" + kMinimal, true},
+      {"CRLF line endings", "[data]\r\npath = \"shards\"\r\n", true},
+      {"lone carriage return", "[data]\rpath = \"shards\"\n", false},
+      {"dotted keys at top level", "data.path = \"shards\"\nmodel.d_model = 128\n", true},
+      {"deeply nested arrays", deep_array, false},
+      {"array of tables for a section", kMinimal + "[[run]]\nname = \"x\"\n", false},
+      {"quoted key with a dot", kMinimal + "[model]\n\"d_model.x\" = 1\n", false},
+      {"unicode key", kMinimal + "[model]\n\"d_mödel\" = 1\n", false},
+  };
+  ASSERT_GE(inputs.size(), 25u);
+  for (const OddInput& input : inputs) {
+    SCOPED_TRACE(input.name);
+    try {
+      parse_recipe(input.text, kSource);
+      EXPECT_TRUE(input.valid) << "accepted, but it should be rejected";
+    } catch (const UserError& e) {
+      EXPECT_FALSE(input.valid) << "rejected: " << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(kSource, 0), 0u) << "does not name the file: " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a UserError: " << e.what();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// to_toml and the reference
+
+TEST(RecipeToToml, DefaultsRoundTripExactly) {
+  Recipe r;
+  r.data.path = "shards";
+  r.source = kSource;
+  EXPECT_EQ(parse(to_toml(r)), r);
+}
+
+TEST(RecipeToToml, NonDefaultRecipeRoundTripsExactly) {
+  Recipe r = load_recipe(fixture("full.toml"));
+  r.source = kSource;
+  // Floats whose shortest decimal form is long, tiny or huge, and strings that need escapes.
+  r.run.seed = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  r.run.name = "qu\"ote\\back\tslash \xc3\xa9t\xc3\xa9";
+  r.run.output_dir = "out dir/with 'single' quotes";
+  r.data.path = "C:\\data\\shards";
+  r.model.rope_theta = 1e300;
+  r.model.norm_eps = 1.0 / 3.0;
+  r.model.init_std = 0.1 + 0.2;
+  r.optim.lr = 0.1;
+  r.optim.beta2 = std::nextafter(1.0, 0.0);
+  r.optim.eps = std::numeric_limits<double>::denorm_min();
+  r.schedule.min_lr = 0.0;
+  r.train.grad_clip = 123456789.0;
+  r.log.level = "trace";
+  r.device.type = "cuda";
+  r.train.precision = "fp8";
+  const std::string text = to_toml(r);
+  EXPECT_EQ(parse(text), r) << text;
+}
+
+TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
+  Recipe r;
+  r.data.path = "shards";
+  const std::string text = to_toml(r);
+  for (const std::string section :
+       {"run", "model", "data", "train", "optim", "schedule", "parallel", "checkpoint", "log",
+        "device"}) {
+    EXPECT_NE(text.find("\n[" + section + "]"), std::string::npos) << section;
+  }
+  // A key line carries its value and a comment with meaning and allowed values.
+  std::size_t line_start = text.find("\nd_model = 256");
+  ASSERT_NE(line_start, std::string::npos) << text;
+  const std::string line = text.substr(line_start + 1, text.find('\n', line_start + 1) - line_start - 1);
+  expect_mentions(line, {"# ", "width", ">= 1"});
+  expect_mentions(text, {"rope_theta = 10000.0", "path = \"shards\"", "tied_embeddings = false",
+                         "precision = \"fp32\"", "one of: fp32, bf16, fp16, fp8"});
+  // Count key lines: each "name = value" line outside comments has a comment.
+  std::size_t key_lines = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = text.find('\n', at);
+    const std::string l = text.substr(at, end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    if (l.empty() || l[0] == '#' || l[0] == '[') continue;
+    ++key_lines;
+    EXPECT_NE(l.find("  # "), std::string::npos) << l;
+  }
+  // Keys in core/recipe.h: run 3, model 11, data 2, train 9, optim 5, schedule 4,
+  // parallel 8, checkpoint 2, log 3, device 2.
+  EXPECT_EQ(key_lines, 49u);
+}
+
+TEST(RecipeReference, OneMarkdownTablePerSection) {
+  const std::string md = recipe_reference_markdown();
+  std::size_t tables = 0;
+  for (std::size_t at = md.find("| key | type | default | meaning |"); at != std::string::npos;
+       at = md.find("| key | type | default | meaning |", at + 1)) {
+    ++tables;
+  }
+  EXPECT_EQ(tables, 10u);
+  expect_mentions(md, {"### [model]", "| `model.d_model` | integer | `256` |", ">= 1",
+                       "| `train.precision` | string | `\"fp32\"` |", "one of: fp32, bf16, fp16, fp8",
+                       "| `optim.lr` | float | `0.0003` |", "| `data.path` | string | `\"\"` |",
+                       "| `log.jsonl` | boolean | `true` |"});
+}
+
+}  // namespace
+}  // namespace ustrain
