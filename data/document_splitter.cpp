@@ -1,0 +1,85 @@
+#include "data/document_splitter.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+constexpr std::string_view kMarkerPrefix = "line:";
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+
+bool all_blank(std::string_view text) { return std::all_of(text.begin(), text.end(), is_blank); }
+
+}  // namespace
+
+DocumentSplitter::DocumentSplitter(const std::string& mode) {
+  if (mode == "file") {
+    mode_ = Mode::whole_file;
+  } else if (mode == "blank-line") {
+    mode_ = Mode::blank_line;
+  } else if (mode.starts_with(kMarkerPrefix)) {
+    mode_ = Mode::marker_line;
+    marker_ = mode.substr(kMarkerPrefix.size());
+  } else {
+    throw UserError(fmt::format(
+        "document split mode '{}' is not one of: file, blank-line, line:<MARKER> (e.g. line:%)", mode));
+  }
+}
+
+void DocumentSplitter::feed(std::string_view bytes, const Sink& sink) {
+  if (mode_ == Mode::whole_file) {
+    document_.append(bytes);
+    return;
+  }
+  while (!bytes.empty()) {
+    const std::size_t newline = bytes.find('\n');
+    if (newline == std::string_view::npos) {
+      partial_line_.append(bytes);
+      return;
+    }
+    const std::string_view line_end = bytes.substr(0, newline + 1);
+    bytes.remove_prefix(newline + 1);
+    if (partial_line_.empty()) {
+      take_line(line_end, sink);
+    } else {
+      partial_line_.append(line_end);
+      take_line(partial_line_, sink);
+      partial_line_.clear();
+    }
+  }
+}
+
+void DocumentSplitter::end_file(const Sink& sink) {
+  if (!partial_line_.empty()) {  // the file's last line has no newline
+    take_line(partial_line_, sink);
+    partial_line_.clear();
+  }
+  emit(sink);
+}
+
+void DocumentSplitter::take_line(std::string_view line, const Sink& sink) {
+  if (is_separator(line)) {
+    emit(sink);
+  } else {
+    document_.append(line);
+  }
+}
+
+bool DocumentSplitter::is_separator(std::string_view line) const {
+  if (mode_ == Mode::blank_line) return all_blank(line);
+  if (line.ends_with('\n')) line.remove_suffix(1);
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  return line == marker_;
+}
+
+void DocumentSplitter::emit(const Sink& sink) {
+  if (!all_blank(document_)) sink(document_);
+  document_.clear();
+}
+
+}  // namespace ustrain

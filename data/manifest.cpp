@@ -1,0 +1,159 @@
+#include "data/manifest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "data/durable_output.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+using nlohmann::json;
+
+// Reads fields with a message that names the manifest and the field.
+class FieldReader {
+ public:
+  explicit FieldReader(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw UserError(fmt::format("{}: {} {}; the manifest is damaged: convert the dataset again",
+                                path_, field, problem));
+  }
+
+  const json& member(const json& object, const std::string& field, const char* key) const {
+    if (!object.is_object() || !object.contains(key)) fail(field, "is missing");
+    return object.at(key);
+  }
+
+  std::int64_t integer(const json& object, const std::string& field, const char* key) const {
+    const json& value = member(object, field, key);
+    if (!value.is_number_integer()) fail(field, "is not an integer");
+    return value.get<std::int64_t>();
+  }
+
+  std::int64_t count(const json& object, const std::string& field, const char* key) const {
+    const std::int64_t value = integer(object, field, key);
+    if (value < 0) fail(field, "is negative");
+    return value;
+  }
+
+  std::string text(const json& object, const std::string& field, const char* key) const {
+    const json& value = member(object, field, key);
+    if (!value.is_string()) fail(field, "is not a string");
+    return value.get<std::string>();
+  }
+
+ private:
+  const std::string& path_;
+};
+
+json shard_to_json(const ShardInfo& shard) {
+  return {{"file", shard.file},
+          {"tokens", shard.tokens},
+          {"documents", shard.documents},
+          {"bytes", shard.bytes},
+          {"checksum", shard.checksum}};
+}
+
+std::vector<ShardInfo> shards_from_json(const FieldReader& reader, const json& splits, Split split) {
+  const std::string field = fmt::format("splits.{}", split_name(split));
+  const json& list = reader.member(splits, field, split_name(split));
+  if (!list.is_array()) reader.fail(field, "is not a list");
+  std::vector<ShardInfo> shards;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string entry = fmt::format("{}[{}]", field, i);
+    ShardInfo shard;
+    shard.file = reader.text(list[i], entry + ".file", "file");
+    // Shards live directly in the dataset directory; anything else would read outside it.
+    if (shard.file.empty() || shard.file.find('/') != std::string::npos || shard.file == "." ||
+        shard.file == "..")
+      reader.fail(entry + ".file", "is not a plain file name");
+    shard.tokens = reader.count(list[i], entry + ".tokens", "tokens");
+    shard.documents = reader.count(list[i], entry + ".documents", "documents");
+    shard.bytes = static_cast<std::uint64_t>(reader.count(list[i], entry + ".bytes", "bytes"));
+    shard.checksum = reader.text(list[i], entry + ".checksum", "checksum");
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+}  // namespace
+
+void write_manifest(const std::string& path, const Manifest& manifest) {
+  json train = json::array();
+  json val = json::array();
+  for (const ShardInfo& shard : manifest.train) train.push_back(shard_to_json(shard));
+  for (const ShardInfo& shard : manifest.val) val.push_back(shard_to_json(shard));
+  const json document = {
+      {"format_version", manifest.format_version},
+      {"tokenizer",
+       {{"name", manifest.tokenizer}, {"vocab_size", manifest.vocab_size}, {"eos_id", manifest.eos_id}}},
+      {"token_dtype", manifest.token_dtype},
+      {"source", manifest.source},
+      {"splits", {{"train", std::move(train)}, {"val", std::move(val)}}},
+  };
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << document.dump(2) << '\n';
+    out.flush();
+    if (!out) throw UserError(fmt::format("cannot write {} (disk full or no permission?)", path));
+  }
+  fsync_path(path);
+}
+
+Manifest read_manifest(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    throw UserError(fmt::format("{} not found: this is not a ustrain dataset, or its conversion "
+                                "did not finish; convert the text again",
+                                path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read {}: check its permissions", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  json document;
+  try {
+    document = json::parse(text.str());
+  } catch (const json::parse_error& error) {
+    throw UserError(fmt::format("{} is not valid JSON ({}); the manifest is damaged: convert the "
+                                "dataset again",
+                                path, error.what()));
+  }
+
+  const FieldReader reader(path);
+  Manifest manifest;
+  const std::int64_t version = reader.integer(document, "format_version", "format_version");
+  if (version > kDatasetFormatVersion)
+    throw UserError(fmt::format("{} has dataset format_version {}, but this ustrain reads only up to "
+                                "version {}: upgrade ustrain to read this dataset",
+                                path, version, kDatasetFormatVersion));
+  if (version < 1) reader.fail("format_version", fmt::format("is {}, not a valid version", version));
+  manifest.format_version = static_cast<int>(version);
+
+  const json& tokenizer = reader.member(document, "tokenizer", "tokenizer");
+  manifest.tokenizer = reader.text(tokenizer, "tokenizer.name", "name");
+  manifest.vocab_size = reader.integer(tokenizer, "tokenizer.vocab_size", "vocab_size");
+  if (manifest.vocab_size <= 0 || manifest.vocab_size > std::numeric_limits<std::int32_t>::max())
+    reader.fail("tokenizer.vocab_size", "is out of range");
+  const std::int64_t eos = reader.integer(tokenizer, "tokenizer.eos_id", "eos_id");
+  if (eos < 0 || eos >= manifest.vocab_size) reader.fail("tokenizer.eos_id", "is not below vocab_size");
+  manifest.eos_id = static_cast<std::int32_t>(eos);
+
+  // Informational fields: absent in hand-made manifests is fine.
+  if (document.contains("token_dtype") && document["token_dtype"].is_string())
+    manifest.token_dtype = document["token_dtype"].get<std::string>();
+  if (document.contains("source") && document["source"].is_string())
+    manifest.source = document["source"].get<std::string>();
+
+  const json& splits = reader.member(document, "splits", "splits");
+  manifest.train = shards_from_json(reader, splits, Split::train);
+  manifest.val = shards_from_json(reader, splits, Split::val);
+  return manifest;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,62 @@
+// How text is cut into documents, for each split mode, whatever the chunking of the input.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "data/document_splitter.h"
+#include "data_test_support.h"
+
+namespace ustrain {
+namespace {
+
+using Documents = std::vector<std::string>;
+
+// Splits each file's text, fed in pieces of `chunk` bytes.
+Documents split(const std::string& mode, const std::vector<std::string>& files, std::size_t chunk = 1 << 20) {
+  DocumentSplitter splitter(mode);
+  Documents documents;
+  const DocumentSplitter::Sink sink = [&](std::string_view d) { documents.emplace_back(d); };
+  for (const std::string& text : files) {
+    for (std::size_t at = 0; at < text.size(); at += chunk)
+      splitter.feed(std::string_view(text).substr(at, chunk), sink);
+    splitter.end_file(sink);
+  }
+  return documents;
+}
+
+TEST(DataDocumentSplitter, FileModeKeepsEachFileWholeAndDropsBlankFiles) {
+  EXPECT_EQ(split("file", {"one\n\ntwo\n", " \n\t\n", "three"}), (Documents{"one\n\ntwo\n", "three"}));
+}
+
+TEST(DataDocumentSplitter, BlankLineModeCutsAtRunsOfBlankLines) {
+  const std::string text = "\n\npara one\nline two\n\n \t\n\r\npara two\r\n\r\npara three";
+  EXPECT_EQ(split("blank-line", {text}), (Documents{"para one\nline two\n", "para two\r\n", "para three"}));
+}
+
+TEST(DataDocumentSplitter, MarkerModeCutsAtMarkerLinesOnly) {
+  const std::string text = "%\nfirst\n  % not a marker\n%%\n%\n%\n  \n%\nsecond\r\n%\r\nthird";
+  EXPECT_EQ(split("line:%", {text}), (Documents{"first\n  % not a marker\n%%\n", "second\r\n", "third"}));
+  EXPECT_EQ(split("line:---", {"a\n---\nb\n---"}), (Documents{"a\n", "b\n"}));
+}
+
+TEST(DataDocumentSplitter, DocumentsNeverSpanFiles) {
+  EXPECT_EQ(split("blank-line", {"end of a", "start of b\n"}), (Documents{"end of a", "start of b\n"}));
+  EXPECT_EQ(split("line:%", {"a\n%\nb", "c\n"}), (Documents{"a\n", "b", "c\n"}));
+}
+
+TEST(DataDocumentSplitter, ChunkBoundariesDoNotChangeTheResult) {
+  const std::string text = "alpha\nbeta\n%\ngamma\r\n%\r\n\n%\ndelta epsilon\n%";
+  const Documents whole = split("line:%", {text});
+  ASSERT_EQ(whole, (Documents{"alpha\nbeta\n", "gamma\r\n", "delta epsilon\n"}));
+  for (std::size_t chunk : {1, 2, 3, 5, 7, 13}) EXPECT_EQ(split("line:%", {text}, chunk), whole) << chunk;
+  const std::string paragraphs = "a b\nc\n\n\nd\n \ne";
+  for (std::size_t chunk : {1, 2, 4}) EXPECT_EQ(split("blank-line", {paragraphs}, chunk), (Documents{"a b\nc\n", "d\n", "e"}));
+}
+
+TEST(DataDocumentSplitter, UnknownModeIsAUserError) {
+  test::expect_user_error([] { DocumentSplitter("paragraph"); }, {"paragraph", "line:<MARKER>"});
+}
+
+}  // namespace
+}  // namespace ustrain
