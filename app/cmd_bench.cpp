@@ -1,0 +1,30 @@
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "core/bench.h"
+#include "core/recipe.h"
+
+namespace ustrain::app {
+
+void add_bench_command(CLI::App& root) {
+  struct Options {
+    std::string recipe;
+    std::vector<std::string> overrides;
+    std::int64_t steps = 10;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench", "Measure GEMM throughput at the recipe's shapes, then train a few steps and compare");
+  cmd->add_option("recipe", opt->recipe, "Recipe file (TOML)")->required();
+  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")->type_name("KEY=VALUE");
+  cmd->add_option("--steps", opt->steps, "Training steps to time")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->callback([opt] {
+    Recipe recipe = load_recipe(opt->recipe, opt->overrides);
+    setup_logging(recipe.log.level.c_str());
+    run_bench(recipe, opt->steps);
+  });
+}
+
+}  // namespace ustrain::app

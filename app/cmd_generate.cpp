@@ -1,0 +1,41 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "app/commands.h"
+#include "core/generate.h"
+
+namespace ustrain::app {
+
+void add_generate_command(CLI::App& root) {
+  auto opt = std::make_shared<GenerateOptions>();
+  auto samples = std::make_shared<int>(1);
+  CLI::App* cmd = root.add_subcommand("generate", "Sample text from a finished run's weights");
+  cmd->add_option("--run", opt->run_dir, "Run directory written by `ustrain train` (holds recipe.toml and model.h5)")
+      ->required();
+  cmd->add_option("--prompt", opt->prompt, "Text to continue (default: start a new document)");
+  cmd->add_option("--tokens", opt->tokens, "Maximum number of new tokens per sample")->capture_default_str();
+  cmd->add_option("--temperature", opt->temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", opt->top_k, "Sample among the k most likely tokens; 0 = all")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", opt->seed, "Random seed for sampling")->capture_default_str();
+  cmd->add_option("--samples", *samples, "Number of samples to print")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->callback([opt, samples] {
+    for (int i = 0; i < *samples; ++i) {
+      GenerateOptions o = *opt;
+      o.seed = opt->seed + static_cast<std::uint64_t>(i);
+      if (*samples > 1) fmt::print("--- sample {} ---\n", i + 1);
+      fmt::print("{}", o.prompt);
+      generate_text(o, [](const std::string& piece) {
+        fmt::print("{}", piece);
+        std::fflush(stdout);
+      });
+      fmt::print("\n");
+    }
+  });
+}
+
+}  // namespace ustrain::app

@@ -1,0 +1,20 @@
+// Subcommands of the ustrain binary. Each adds itself to the root app and installs a
+// callback that does the work; errors the user can fix are thrown as UserError.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace ustrain::app {
+
+void add_train_command(CLI::App& root);
+void add_generate_command(CLI::App& root);
+void add_data_command(CLI::App& root);
+void add_bench_command(CLI::App& root);
+void add_recipe_command(CLI::App& root);
+
+// Logging to stdout with timestamps, readable on a terminal and in a Slurm log file.
+void setup_logging(const char* level);
+
+}  // namespace ustrain::app

@@ -1,0 +1,65 @@
+#include "core/bench.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <vector>
+
+#include "core/peak_flops.h"
+#include "core/trainer.h"
+
+namespace ustrain {
+
+void run_bench(Recipe recipe, std::int64_t steps) {
+  const auto& m = recipe.model;
+  const std::int64_t n = recipe.train.micro_batch * recipe.train.seq_len;
+  const std::int64_t dh = m.d_model / m.n_heads;
+  const std::int64_t qkv = (m.n_heads + 2 * m.n_kv_heads) * dh;
+  struct Gemm { std::string name; std::int64_t out, in; };
+  const std::vector<Gemm> gemms = {{"qkv_proj", qkv, m.d_model},
+                                   {"o_proj", m.d_model, m.n_heads * dh},
+                                   {"gate_up_proj", 2 * m.ffn_hidden, m.d_model},
+                                   {"down_proj", m.d_model, m.ffn_hidden},
+                                   {"lm_head", m.vocab_size, m.d_model}};
+  auto backend = make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
+                              static_cast<int>(recipe.device.threads));
+  spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
+  spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "(M, N, K) forward", "forward", "grad in", "grad w");
+  // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)
+  // and weight grad (out, in, n); the weighted rate is total FLOPs over total time.
+  double flops = 0, seconds = 0;
+  const std::int64_t layers = m.n_layers;
+  for (const Gemm& g : gemms) {
+    const double f0 = measure_gemm_flops(*backend, n, g.out, g.in, 5);
+    const double f1 = measure_gemm_flops(*backend, n, g.in, g.out, 5);
+    const double f2 = measure_gemm_flops(*backend, g.out, g.in, n, 5);
+    spdlog::info("  {:<14} {:>22} {:>10.1f} {:>10.1f} {:>10.1f}", g.name, fmt::format("({}, {}, {})", n, g.out, g.in),
+                 f0 / 1e9, f1 / 1e9, f2 / 1e9);
+    const double per = 2.0 * static_cast<double>(n * g.out * g.in);
+    const double count = g.name == "lm_head" ? 1.0 : static_cast<double>(layers);
+    flops += 3 * per * count;
+    seconds += count * (per / f0 + per / f1 + per / f2);
+  }
+  const double gemm_rate = flops / seconds;
+  spdlog::info("  weighted sgemm rate at the model's shapes: {:.1f} GFLOP/s", gemm_rate / 1e9);
+
+  recipe.train.steps = steps;
+  recipe.schedule.warmup_steps = std::min(recipe.schedule.warmup_steps, steps);
+  recipe.train.eval_interval = 0;
+  recipe.checkpoint.interval = 0;
+  recipe.run.name += "-bench";
+  const TrainSummary s = train(recipe, TrainOptions{/*overwrite=*/true});
+  const double busy = s.phase_seconds[0] + s.phase_seconds[1] + s.phase_seconds[2] + s.phase_seconds[3];
+  spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted sgemm rate at the model's shapes",
+               s.achieved_flops / 1e9, 100.0 * s.achieved_flops / gemm_rate);
+  spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
+               1e3 * busy / static_cast<double>(s.steps), 1e3 * s.phase_seconds[0] / static_cast<double>(s.steps),
+               1e3 * s.phase_seconds[1] / static_cast<double>(s.steps),
+               1e3 * s.phase_seconds[2] / static_cast<double>(s.steps),
+               1e3 * s.phase_seconds[3] / static_cast<double>(s.steps));
+  spdlog::info("bench: peak resident {:.1f} MiB vs plan {:.1f} MiB", static_cast<double>(s.peak_resident_bytes) / 1048576.0,
+               static_cast<double>(s.plan_bytes) / 1048576.0);
+}
+
+}  // namespace ustrain

@@ -1,0 +1,187 @@
+#include "core/model/llama.h"
+
+#include <cmath>
+
+namespace ustrain {
+
+LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy)
+    : cfg_(cfg), max_batch_(max_batch), max_seq_(max_seq), policy_(policy) {
+  const std::int64_t v = cfg.vocab_size, d = cfg.d_model;
+  embed_ = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std});
+  blocks_.reserve(static_cast<std::size_t>(cfg.n_layers));
+  for (int l = 0; l < cfg.n_layers; ++l) blocks_.emplace_back(l, cfg, params_);
+  final_norm_ = params_.declare({"model.norm.weight", Shape{d}, false, false, 0.0});
+  head_ = cfg.tied_embeddings ? embed_
+                              : params_.declare({"lm_head.weight", Shape{v, d}, true, false, cfg.init_std});
+}
+
+void LlamaModel::plan(MemoryPlan& plan) {
+  params_.plan(plan);
+  const std::int64_t n = max_batch_ * max_seq_, d = cfg_.d_model, h = cfg_.n_heads, hkv = cfg_.n_kv_heads;
+  const std::int64_t dh = d / h, f = cfg_.ffn_hidden, w = (h + 2 * hkv) * dh;
+  const auto act = MemCategory::activations;
+  const auto work = MemCategory::workspace;
+
+  ids_ = plan.add("input_ids", act, Shape{n}, DType::i32);
+  targets_ = plan.add("target_ids", act, Shape{n}, DType::i32);
+  rope_cos_ = plan.add("rope.cos", act, Shape{max_seq_, dh / 2});
+  rope_sin_ = plan.add("rope.sin", act, Shape{max_seq_, dh / 2});
+  resid_.clear();
+  for (int l = 0; l <= cfg_.n_layers; ++l)
+    resid_.push_back(plan.add("residual." + std::to_string(l), act, Shape{n, d}));
+
+  // Activations a policy does not keep live in one shared scratch set, reused by every layer.
+  const bool keep_all = policy_ == Recompute::none;
+  const bool keep_most = policy_ != Recompute::full;
+  LayerActivationHandles shared{};
+  const auto pick = [&](bool keep, int l, int LayerActivationHandles::*field, const char* name, Shape shape) {
+    if (keep) return plan.add("layers." + std::to_string(l) + "." + name, act, shape);
+    if (shared.*field == 0) shared.*field = plan.add(std::string("scratch.") + name, act, shape) + 1;
+    return shared.*field - 1;  // stored +1 so 0 means "not yet planned"
+  };
+  layer_acts_.clear();
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    LayerActivationHandles a{};
+    using H = LayerActivationHandles;
+    a.ln1_rstd = pick(keep_most, l, &H::ln1_rstd, "ln1_rstd", Shape{n});
+    a.ln1_out = pick(keep_all, l, &H::ln1_out, "ln1_out", Shape{n, d});
+    a.qkv = pick(keep_most, l, &H::qkv, "qkv", Shape{n, w});
+    a.att = pick(keep_most, l, &H::att, "attention_out", Shape{n, h * dh});
+    a.lse = pick(keep_most, l, &H::lse, "attention_lse", Shape{n * h});
+    a.x_mid = pick(keep_most, l, &H::x_mid, "x_mid", Shape{n, d});
+    a.ln2_rstd = pick(keep_most, l, &H::ln2_rstd, "ln2_rstd", Shape{n});
+    a.ln2_out = pick(keep_all, l, &H::ln2_out, "ln2_out", Shape{n, d});
+    a.gate_up = pick(keep_most, l, &H::gate_up, "gate_up", Shape{n, 2 * f});
+    a.act = pick(keep_all, l, &H::act, "swiglu_out", Shape{n, f});
+    layer_acts_.push_back(a);
+  }
+  final_rstd_ = plan.add("final_norm.rstd", act, Shape{n});
+  final_out_ = plan.add("final_norm.out", act, Shape{n, d});
+  logits_ = plan.add("logits", act, Shape{n, cfg_.vocab_size});
+  losses_ = plan.add("losses", act, Shape{n});
+  ce_lse_ = plan.add("cross_entropy.lse", act, Shape{n});
+  branch_ = plan.add("branch_out", work, Shape{n, d});
+
+  d_resid_ = plan.add("grad.residual", work, Shape{n, d});
+  d_branch_ = plan.add("grad.branch", work, Shape{n, d});
+  d_norm_ = plan.add("grad.norm_out", work, Shape{n, d});
+  d_att_ = plan.add("grad.attention_out", work, Shape{n, h * dh});
+  d_qkv_ = plan.add("grad.qkv", work, Shape{n, w});
+  d_gate_up_ = plan.add("grad.gate_up", work, Shape{n, 2 * f});
+  d_act_ = plan.add("grad.swiglu_out", work, Shape{n, f});
+}
+
+void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
+  mem_ = &mem;
+  params_.bind(mem);
+  rope_ = {mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
+  backend.rope_tables(rope_.cos, rope_.sin, cfg_.rope_theta);
+}
+
+Tensor LlamaModel::rows(int handle, std::int64_t n) const {
+  const Tensor t = mem_->tensor(handle);
+  if (t.shape.rank() == 1) return Tensor(t.data, Shape{n}, t.dtype, t.device);
+  return Tensor(t.data, Shape{n, t.shape.last()}, t.dtype, t.device);
+}
+
+BlockActivations LlamaModel::block_views(int layer, std::int64_t B, std::int64_t S) const {
+  const auto& h = layer_acts_[static_cast<std::size_t>(layer)];
+  const std::int64_t n = B * S;
+  BlockActivations a;
+  a.ln1_rstd = rows(h.ln1_rstd, n);
+  a.ln1_out = rows(h.ln1_out, n);
+  const Tensor qkv = rows(h.qkv, n);
+  a.qkv = qkv.view(Shape{B, S, qkv.shape.last()});  // (B, S, W)
+  const Tensor att = rows(h.att, n);
+  a.att = att.view(Shape{B, S, att.shape.last()});  // (B, S, H Dh)
+  a.lse = rows(h.lse, n * cfg_.n_heads).view(Shape{B, cfg_.n_heads, S});
+  a.x_mid = rows(h.x_mid, n);
+  a.ln2_rstd = rows(h.ln2_rstd, n);
+  a.ln2_out = rows(h.ln2_out, n);
+  a.gate_up = rows(h.gate_up, n);
+  a.act = rows(h.act, n);
+  return a;
+}
+
+BlockGradients LlamaModel::grad_views(std::int64_t B, std::int64_t S) const {
+  const std::int64_t n = B * S;
+  BlockGradients g;
+  g.d_resid = rows(d_resid_, n);
+  g.d_branch = rows(d_branch_, n);
+  g.d_norm = rows(d_norm_, n);
+  const Tensor att = rows(d_att_, n);
+  g.d_att = att.view(Shape{B, S, att.shape.last()});
+  const Tensor qkv = rows(d_qkv_, n);
+  g.d_qkv = qkv.view(Shape{B, S, qkv.shape.last()});
+  g.d_gate_up = rows(d_gate_up_, n);
+  g.d_act = rows(d_act_, n);
+  return g;
+}
+
+double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int32_t* targets, std::int64_t B,
+                           std::int64_t S) {
+  USTRAIN_ASSERT(mem_ != nullptr, "model used before bind()");
+  USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= max_seq_, "batch larger than planned");
+  const std::int64_t n = B * S;
+  const Tensor ids_t = rows(ids_, n), targets_t = rows(targets_, n);
+  be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
+  be.copy(targets_t, Tensor(const_cast<std::int32_t*>(targets), Shape{n}, DType::i32));
+
+  be.embedding_forward(rows(resid_[0], n), ids_t, params_[embed_].value);  // (N, D)
+  const Tensor branch = rows(branch_, n);
+  for (std::size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l].forward(be, rows(resid_[l], n), rows(resid_[l + 1], n), block_views(static_cast<int>(l), B, S),
+                       branch, rope_);
+
+  const Tensor x_last = rows(resid_.back(), n);
+  be.rmsnorm_forward(rows(final_out_, n), rows(final_rstd_, n), x_last, params_[final_norm_].value,
+                     static_cast<float>(cfg_.norm_eps));
+  last_logits_ = rows(logits_, n);  // (N, V)
+  be.linear_forward(last_logits_, rows(final_out_, n), params_[head_].value);
+  const Tensor losses = rows(losses_, n);
+  be.cross_entropy_forward(losses, rows(ce_lse_, n), last_logits_, targets_t);
+
+  host_losses_.resize(static_cast<std::size_t>(n));
+  be.copy(Tensor(host_losses_.data(), Shape{n}), losses);
+  double sum = 0;
+  for (float x : host_losses_) sum += x;
+  last_b_ = B;
+  last_s_ = S;
+  return sum;
+}
+
+void LlamaModel::backward(Backend& be, float dloss) {
+  USTRAIN_ASSERT(last_b_ > 0, "backward without forward");
+  const std::int64_t B = last_b_, S = last_s_, n = B * S;
+  const BlockGradients g = grad_views(B, S);
+
+  // Head: the cross-entropy gradient overwrites the logits in place (fused, no extra buffer).
+  be.cross_entropy_backward(last_logits_, last_logits_, rows(ce_lse_, n), rows(targets_, n), dloss);
+  be.linear_backward(g.d_norm, params_[head_].grad, last_logits_, rows(final_out_, n), params_[head_].value);
+  be.rmsnorm_backward(g.d_resid, params_[final_norm_].grad, g.d_norm, rows(resid_.back(), n),
+                      params_[final_norm_].value, rows(final_rstd_, n));
+
+  const Tensor branch = rows(branch_, n);
+  for (std::size_t l = blocks_.size(); l-- > 0;)
+    blocks_[l].backward(be, rows(resid_[l], n), block_views(static_cast<int>(l), B, S), g, branch, rope_,
+                        policy_);
+
+  be.embedding_backward(params_[embed_].grad, rows(ids_, n), g.d_resid);
+  last_b_ = 0;  // the logits now hold gradients
+  last_logits_ = Tensor();
+}
+
+std::int64_t LlamaModel::matmul_params() const {
+  std::int64_t total = 0;
+  for (const ParamSpec& s : params_.specs())
+    if (s.shape.rank() == 2 && s.name != "model.embed_tokens.weight") total += s.shape.numel();
+  if (cfg_.tied_embeddings) total += cfg_.vocab_size * cfg_.d_model;  // the head still multiplies
+  return total;
+}
+
+double LlamaModel::flops_per_token(std::int64_t S) const {
+  return 6.0 * static_cast<double>(matmul_params()) +
+         6.0 * static_cast<double>(cfg_.n_layers) * static_cast<double>(cfg_.d_model) * static_cast<double>(S);
+}
+
+}  // namespace ustrain

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ustrain needs (idempotent, non-interactive), then configures
+# and builds it in Release into build/. Usage: scripts/setup.sh [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ pkg-config
+          libtomlplusplus-dev libcli11-dev libhdf5-dev hdf5-tools libspdlog-dev libfmt-dev
+          libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libsentencepiece-dev
+          nlohmann-json3-dev fortunes fortunes-min)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+# The CUDA toolkit is optional: when nvcc is found, the CUDA part of kernels/ builds too.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$(nproc)"
+echo "setup: built build/app/ustrain"

@@ -1,0 +1,30 @@
+# `train --dry-run`: prints the resolved recipe (every key), parameter count and memory plan,
+# identically on every call, and the printed recipe is itself a valid recipe.
+source "$(dirname "$0")/lib/common.bash"
+
+tiny_recipe >tiny.toml
+expect_exit 0 "dry run" -- "$USTRAIN" train tiny.toml --dry-run --set train.recompute=selective
+cp out.txt first.txt
+"$USTRAIN" train tiny.toml --dry-run --set train.recompute=selective >second.txt 2>&1
+cmp -s first.txt second.txt && pass "dry-run output is stable" || fail "dry-run output differs between calls"
+cp first.txt out.txt
+expect_output "^parameters: [0-9]+" "prints the parameter count"
+expect_output "^memory plan" "prints the memory plan"
+for cat in parameters gradients optimizer activations workspace total; do
+  expect_output "^  $cat +[0-9.]+ (B|KiB|MiB|GiB)" "plan has $cat bytes"
+done
+for key in name seed output_dir vocab_size d_model n_layers n_heads n_kv_heads ffn_hidden rope_theta norm_eps \
+           tied_embeddings max_seq_len init_std path tokenizer steps micro_batch global_batch seq_len grad_clip \
+           precision recompute eval_interval eval_batches lr beta1 beta2 eps weight_decay warmup_steps decay \
+           min_lr dp tp pp cp ep zero pp_schedule virtual_stages interval keep_last jsonl level type threads; do
+  expect_output "^$key = " "resolved recipe has $key"
+done
+expect_output '^recompute = "selective"' "--set override is applied"
+[[ ! -d runs ]] && pass "dry run writes nothing" || fail "dry run created a run directory"
+
+# The printed recipe parses back to the same resolved recipe.
+sed -n '/^# resolved recipe/,/^parameters:/p' first.txt | sed '$d' >resolved.toml
+"$USTRAIN" train resolved.toml --dry-run >third.txt 2>&1
+diff <(sed -n '/^parameters:/,$p' first.txt) <(sed -n '/^parameters:/,$p' third.txt) >/dev/null \
+  && pass "resolved recipe round-trips" || fail "resolved recipe does not round-trip"
+finish

@@ -1,0 +1,37 @@
+# Every documented error: one clear message, exit status 2, nothing written.
+source "$(dirname "$0")/lib/common.bash"
+
+tiny_recipe >tiny.toml
+expect_exit 2 "no subcommand" -- "$USTRAIN"
+expect_exit 2 "unknown subcommand" -- "$USTRAIN" fly
+expect_exit 0 "--help" -- "$USTRAIN" --help
+expect_output "train" "help lists train"
+expect_exit 0 "--version" -- "$USTRAIN" --version
+expect_output "^ustrain [0-9]+\.[0-9]+\.[0-9]+" "version printed"
+
+expect_exit 2 "missing recipe file" -- "$USTRAIN" train nothere.toml
+expect_output "nothere.toml" "names the missing file"
+
+printf '[model]\nd_modle = 64\n' >typo.toml
+expect_exit 2 "unknown key" -- "$USTRAIN" train typo.toml
+expect_output "typo.toml:2" "names file and line"
+expect_output "model.d_model" "suggests the nearest key"
+
+printf '[model\n' >broken.toml
+expect_exit 2 "TOML syntax error" -- "$USTRAIN" train broken.toml
+expect_output "broken.toml:1" "syntax error names file and line"
+
+expect_exit 2 "wrong type through --set" -- "$USTRAIN" train tiny.toml --set model.n_layers=two --dry-run
+expect_output "model.n_layers" "names the key"
+expect_exit 2 "malformed --set" -- "$USTRAIN" train tiny.toml --set model.n_layers --dry-run
+expect_exit 2 "out-of-range value" -- "$USTRAIN" train tiny.toml --set model.n_layers=0 --dry-run
+expect_exit 2 "heads not divisible by kv heads" -- "$USTRAIN" train tiny.toml --set model.n_kv_heads=3 --dry-run
+expect_output "n_kv_heads" "names the kv heads"
+expect_exit 2 "tensor parallelism not yet supported" -- "$USTRAIN" train tiny.toml --set parallel.tp=2 --dry-run
+expect_output "not supported" "says it is not supported yet"
+expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
+expect_output "data" "names the dataset"
+[[ ! -d runs ]] && pass "failed runs write nothing" || fail "a failed run created a run directory"
+expect_exit 2 "convert without inputs" -- "$USTRAIN" data convert --input nothing_here --output d
+[[ ! -e d ]] && pass "failed convert leaves no dataset" || fail "failed convert left $WORK/d"
+finish

@@ -1,0 +1,141 @@
+// The whole model: gradients of every parameter against finite differences, recompute
+// policies against each other, and the memory plan's arithmetic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/model/llama.h"
+#include "core/rng.h"
+
+namespace ustrain {
+namespace {
+
+ModelSection tiny_model(bool tied) {
+  ModelSection m;
+  m.vocab_size = 11;
+  m.d_model = 12;
+  m.n_layers = 2;
+  m.n_heads = 3;     // head_dim 4
+  m.n_kv_heads = 1;  // grouped-query: three q heads share one kv head
+  m.ffn_hidden = 10;
+  m.max_seq_len = 5;
+  m.tied_embeddings = tied;
+  m.init_std = 0.3;  // large enough that every path carries a visible gradient
+  return m;
+}
+
+struct TinyRun {
+  static constexpr std::int64_t B = 2, S = 5;
+  std::unique_ptr<Backend> backend = make_backend(Device::cpu, 1);
+  LlamaModel model;
+  MemoryPlan plan;
+  std::unique_ptr<PlannedMemory> memory;
+  std::vector<std::int32_t> ids, targets;
+
+  TinyRun(bool tied, Recompute policy) : model(tiny_model(tied), B, S, policy) {
+    model.plan(plan);
+    memory = std::make_unique<PlannedMemory>(plan, *backend);
+    model.bind(*memory, *backend);
+    model.initialise(*backend, 42);
+    Rng rng(7);
+    for (std::int64_t i = 0; i < B * S; ++i) {
+      ids.push_back(static_cast<std::int32_t>(rng.next_u64() % 11));
+      targets.push_back(static_cast<std::int32_t>(rng.next_u64() % 11));
+    }
+    targets[3] = -1;  // an ignored position must not contribute
+  }
+  double loss() { return model.forward(*backend, ids.data(), targets.data(), B, S); }
+  void gradients() {
+    backend->fill(model.params().all_grads(), 0.0f);
+    loss();
+    model.backward(*backend, 1.0f);  // d(sum of losses)
+  }
+};
+
+// For each parameter tensor, the directional derivative along a random direction (every
+// element non-zero) from the analytic gradient must match a central difference of the loss.
+void check_all_gradients(bool tied) {
+  TinyRun run(tied, Recompute::none);
+  run.gradients();
+  const ParamSet& params = run.model.params();
+  for (std::size_t i = 0; i < params.specs().size(); ++i) {
+    const ParamViews& p = params[static_cast<int>(i)];
+    const auto n = static_cast<std::size_t>(p.value.numel());
+    std::vector<float> dir(n);
+    fill_normal(dir.data(), n, 1000 + i, 1.0);
+    double analytic = 0;
+    for (std::size_t j = 0; j < n; ++j) analytic += static_cast<double>(p.grad.f32()[j]) * dir[j];
+    const std::vector<float> saved(p.value.f32(), p.value.f32() + n);
+    const double eps = 1e-3;
+    const auto shifted_loss = [&](double sign) {
+      for (std::size_t j = 0; j < n; ++j) p.value.f32()[j] = saved[j] + static_cast<float>(sign * eps * dir[j]);
+      return run.loss();
+    };
+    const double numeric = (shifted_loss(+1) - shifted_loss(-1)) / (2 * eps);
+    std::copy(saved.begin(), saved.end(), p.value.f32());
+    const double scale = std::max(1.0, std::abs(numeric));
+    EXPECT_NEAR(analytic, numeric, 2e-3 * scale) << params.specs()[i].name;
+    EXPECT_GT(std::abs(analytic), 1e-4) << params.specs()[i].name << " gets no gradient";
+  }
+}
+
+TEST(Model, EveryParameterGradientMatchesFiniteDifferences) { check_all_gradients(false); }
+TEST(Model, TiedEmbeddingGradientMatchesFiniteDifferences) { check_all_gradients(true); }
+
+TEST(Model, RecomputePoliciesGiveIdenticalGradients) {
+  TinyRun none(false, Recompute::none), selective(false, Recompute::selective), full(false, Recompute::full);
+  none.gradients();
+  selective.gradients();
+  full.gradients();
+  const Tensor g0 = none.model.params().all_grads();
+  for (TinyRun* other : {&selective, &full}) {
+    const Tensor g = other->model.params().all_grads();
+    ASSERT_EQ(g.numel(), g0.numel());
+    for (std::int64_t j = 0; j < g.numel(); ++j) ASSERT_EQ(g.f32()[j], g0.f32()[j]) << "element " << j;
+  }
+}
+
+TEST(Model, RecomputeShrinksActivationMemory) {
+  TinyRun none(false, Recompute::none), selective(false, Recompute::selective), full(false, Recompute::full);
+  const auto act = [](TinyRun& r) { return r.plan.bytes(MemCategory::activations); };
+  EXPECT_LT(act(selective), act(none));
+  EXPECT_LT(act(full), act(selective));
+}
+
+TEST(Model, PlanHoldsParametersGradientsAndTwoMoments) {
+  TinyRun run(false, Recompute::none);
+  const std::int64_t count = run.model.params().count();
+  // 11*12 embed + 11*12 head + 12 norm + per layer (12*12 q + 2*4*12 kv + 12*12 o + 3*10*12 mlp + 2*12 norms)
+  EXPECT_EQ(count, 132 + 132 + 12 + 2 * (144 + 96 + 144 + 360 + 24));
+  const auto bytes = static_cast<std::size_t>(count) * 4;
+  // Padding to the plan's alignment is at most one alignment unit per entry.
+  const std::size_t slack = run.model.params().specs().size() * MemoryPlan::kAlignment;
+  EXPECT_GE(run.plan.bytes(MemCategory::parameters), bytes);
+  EXPECT_LE(run.plan.bytes(MemCategory::parameters), bytes + slack);
+  EXPECT_EQ(run.plan.bytes(MemCategory::gradients), run.plan.bytes(MemCategory::parameters));
+  // Both AdamW moments share the optimizer arena; one alignment gap may separate them.
+  EXPECT_GE(run.plan.bytes(MemCategory::optimizer), 2 * run.plan.bytes(MemCategory::parameters));
+  EXPECT_LE(run.plan.bytes(MemCategory::optimizer), 2 * run.plan.bytes(MemCategory::parameters) + MemoryPlan::kAlignment);
+}
+
+TEST(Model, FlopsFollowTheDocumentedConvention) {
+  TinyRun run(false, Recompute::none);
+  // Matrix-multiply parameters: everything but the embedding and the norm gains.
+  const std::int64_t n = 132 + 2 * (144 + 96 + 144 + 360);
+  EXPECT_EQ(run.model.matmul_params(), n);
+  EXPECT_DOUBLE_EQ(run.model.flops_per_token(5), 6.0 * n + 6.0 * 2 * 12 * 5);
+}
+
+TEST(Model, ShorterSequencesMatchAPrefixOfTheFullOne) {
+  // Causality end to end: the logits of the first three positions do not depend on later tokens.
+  TinyRun run(false, Recompute::none);
+  std::vector<std::int32_t> no_targets(run.ids.size(), -1);
+  run.model.forward(*run.backend, run.ids.data(), no_targets.data(), 1, 5);
+  const std::vector<float> full(run.model.logits().f32(), run.model.logits().f32() + 3 * 11);
+  run.model.forward(*run.backend, run.ids.data(), no_targets.data(), 1, 3);
+  for (int j = 0; j < 3 * 11; ++j) EXPECT_NEAR(run.model.logits().f32()[j], full[static_cast<std::size_t>(j)], 1e-5);
+}
+
+}  // namespace
+}  // namespace ustrain
