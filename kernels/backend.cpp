@@ -11,8 +11,7 @@ namespace ustrain {
 
 std::unique_ptr<Backend> make_backend(Device device, int threads) {
   if (threads < 0)
-    throw UserError("device.threads must be 0 (all cores) or a positive count, got " +
-                    std::to_string(threads));
+    throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));
   switch (device) {
     case Device::cpu:
       return std::make_unique<CpuBackend>(threads);

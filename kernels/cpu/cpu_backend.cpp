@@ -75,7 +75,8 @@ void ScratchBuffer::Free::operator()(void* p) const { std::free(p); }
 
 CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_max_threads()) {
   USTRAIN_ASSERT(threads >= 0, "negative thread count");
-  openblas_set_num_threads(threads_);
+  // GEMMs are spread over OpenMP threads (see parallel_gemm.h); OpenBLAS's own pool stays idle.
+  openblas_set_num_threads(1);
 }
 
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(threads_) + " threads)"; }
@@ -86,8 +87,8 @@ void CpuBackend::release(void* p) { std::free(p); }
 
 void CpuBackend::copy(Tensor dst, const Tensor& src) {
   USTRAIN_ASSERT(dst.device == Device::cpu && src.device == Device::cpu, "cpu copy of a non-cpu tensor");
-  USTRAIN_ASSERT(dst.dtype == src.dtype, std::string("copy ") + dtype_name(src.dtype) + " into " +
-                                             dtype_name(dst.dtype));
+  USTRAIN_ASSERT(dst.dtype == src.dtype,
+                 std::string("copy ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype));
   USTRAIN_ASSERT(dst.numel() == src.numel(), "copy " + src.shape.str() + " into " + dst.shape.str());
   if (dst.data != src.data && dst.bytes() > 0) std::memmove(dst.data, src.data, dst.bytes());
 }
@@ -96,12 +97,24 @@ void CpuBackend::fill(Tensor dst, float value) {
   USTRAIN_ASSERT(dst.device == Device::cpu, "cpu fill of a non-cpu tensor");
   const std::int64_t n = dst.numel();
   switch (dst.dtype) {
-    case DType::f32: fill_as<float>(dst.data, n, value); break;
-    case DType::bf16: fill_as<std::uint16_t>(dst.data, n, to_bf16_bits(value)); break;
-    case DType::f16: fill_as<_Float16>(dst.data, n, static_cast<_Float16>(value)); break;
-    case DType::i32: fill_as<std::int32_t>(dst.data, n, exact_integer<std::int32_t>(value, dst.dtype)); break;
-    case DType::u16: fill_as<std::uint16_t>(dst.data, n, exact_integer<std::uint16_t>(value, dst.dtype)); break;
-    case DType::u32: fill_as<std::uint32_t>(dst.data, n, exact_integer<std::uint32_t>(value, dst.dtype)); break;
+    case DType::f32:
+      fill_as<float>(dst.data, n, value);
+      break;
+    case DType::bf16:
+      fill_as<std::uint16_t>(dst.data, n, to_bf16_bits(value));
+      break;
+    case DType::f16:
+      fill_as<_Float16>(dst.data, n, static_cast<_Float16>(value));
+      break;
+    case DType::i32:
+      fill_as<std::int32_t>(dst.data, n, exact_integer<std::int32_t>(value, dst.dtype));
+      break;
+    case DType::u16:
+      fill_as<std::uint16_t>(dst.data, n, exact_integer<std::uint16_t>(value, dst.dtype));
+      break;
+    case DType::u32:
+      fill_as<std::uint32_t>(dst.data, n, exact_integer<std::uint32_t>(value, dst.dtype));
+      break;
   }
 }
 

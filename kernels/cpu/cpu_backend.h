@@ -1,9 +1,10 @@
 // The CPU backend: the reference implementation of every op, float32 compute.
 //
-// Parallelism is OpenMP over independent outputs (rows, heads, column blocks); GEMMs go to
-// OpenBLAS. Every reduction sums in a fixed order, so results are the same bits on every
-// run, and those of embedding_backward, rmsnorm_backward's dweight and sum_of_squares are
-// the same whatever the thread count.
+// Parallelism is OpenMP over independent outputs (rows, heads, column blocks, blocks of a
+// GEMM's result); each GEMM call goes to a single-threaded OpenBLAS (see parallel_gemm.h).
+// Every reduction sums in a fixed order, so results are the same bits on every run, and
+// those of embedding_backward, rmsnorm_backward's dweight, sum_of_squares and attention
+// are the same whatever the thread count.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,9 @@ class ScratchBuffer {
  public:
   void* bytes(std::size_t count);
   template <class T>
-  T* as(std::size_t count) { return static_cast<T*>(bytes(count * sizeof(T))); }
+  T* as(std::size_t count) {
+    return static_cast<T*>(bytes(count * sizeof(T)));
+  }
 
  private:
   struct Free {
@@ -31,7 +34,8 @@ class ScratchBuffer {
 
 class CpuBackend : public Backend {
  public:
-  // threads > 0: that many OpenMP and OpenBLAS threads; 0: all cores (OMP_NUM_THREADS if set).
+  // threads > 0: that many OpenMP threads; 0: all cores (OMP_NUM_THREADS if set).
+  // Sets OpenBLAS, process-wide, to one thread: the backend splits GEMMs itself.
   explicit CpuBackend(int threads = 0);
 
   Device device() const override { return Device::cpu; }
@@ -48,8 +52,7 @@ class CpuBackend : public Backend {
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;
 
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) override;
-  void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight,
-                        Tensor rstd) override;
+  void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) override;
 
   void linear_forward(Tensor out, Tensor x, Tensor weight) override;
   void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) override;
@@ -59,8 +62,8 @@ class CpuBackend : public Backend {
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
 
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
-  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
-                          int n_heads, int n_kv_heads) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
+                          int n_kv_heads) override;
 
   void swiglu_forward(Tensor out, Tensor gate_up) override;
   void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
@@ -68,8 +71,7 @@ class CpuBackend : public Backend {
   void add(Tensor out, Tensor a, Tensor b) override;
 
   void cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) override;
-  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets,
-                              float dloss) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) override;
 
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) override;
   double sum_of_squares(Tensor x) override;

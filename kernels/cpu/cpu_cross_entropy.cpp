@@ -10,7 +10,8 @@ namespace {
 
 void check_targets(const std::int32_t* t, std::int64_t n, std::int64_t vocab) {
   for (std::int64_t i = 0; i < n; ++i)
-    USTRAIN_ASSERT(t[i] < vocab, "target " + std::to_string(t[i]) + " outside the vocabulary of " + std::to_string(vocab));
+    USTRAIN_ASSERT(t[i] < vocab,
+                   "target " + std::to_string(t[i]) + " outside the vocabulary of " + std::to_string(vocab));
 }
 
 }  // namespace
@@ -24,9 +25,9 @@ void CpuBackend::cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits,
                      " for logits " + logits.shape.str());
   const std::int32_t* t = targets.i32();  // (N)
   check_targets(t, rows, vocab);
-  float* loss = losses.f32();             // (N)
-  float* l = lse.f32();                   // (N)
-  const float* z = logits.f32();          // (N, V)
+  float* loss = losses.f32();     // (N)
+  float* l = lse.f32();           // (N)
+  const float* z = logits.f32();  // (N, V)
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * vocab >= (1 << 15))
   for (std::int64_t n = 0; n < rows; ++n) {
     if (t[n] < 0) {
@@ -50,9 +51,9 @@ void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor ls
                  "lse " + lse.shape.str() + ", targets " + targets.shape.str() + " for logits " + logits.shape.str());
   const std::int32_t* t = targets.i32();  // (N)
   check_targets(t, rows, vocab);
-  float* d = dlogits.f32();               // (N, V), may alias logits
-  const float* z = logits.f32();          // (N, V)
-  const float* l = lse.f32();             // (N)
+  float* d = dlogits.f32();       // (N, V), may alias logits
+  const float* z = logits.f32();  // (N, V)
+  const float* l = lse.f32();     // (N)
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * vocab >= (1 << 15))
   for (std::int64_t n = 0; n < rows; ++n) {
     float* dr = d + n * vocab;

@@ -25,8 +25,8 @@ void CpuBackend::embedding_forward(Tensor out, Tensor ids, Tensor table) {
                  "out " + out.shape.str() + " for " + std::to_string(n) + " ids of width " + std::to_string(dim));
   const std::int32_t* id = ids.i32();
   check_ids(id, n, vocab);
-  float* o = out.f32();                // (N, D)
-  const float* t = table.f32();        // (V, D)
+  float* o = out.f32();          // (N, D)
+  const float* t = table.f32();  // (V, D)
 #pragma omp parallel for schedule(static) num_threads(threads_) if (n * dim >= (1 << 15))
   for (std::int64_t i = 0; i < n; ++i)
     std::memcpy(o + i * dim, t + static_cast<std::int64_t>(id[i]) * dim, static_cast<std::size_t>(dim) * sizeof(float));
@@ -41,8 +41,8 @@ void CpuBackend::embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
                  "dout " + dout.shape.str() + " for " + std::to_string(n) + " ids of width " + std::to_string(dim));
   const std::int32_t* id = ids.i32();
   check_ids(id, n, vocab);
-  float* dt = dtable.f32();            // (V, D)
-  const float* g = dout.f32();         // (N, D)
+  float* dt = dtable.f32();     // (V, D)
+  const float* g = dout.f32();  // (N, D)
 
   // Repeated ids would race if rows were split across threads. Split the columns instead:
   // every element of dtable is summed over the ids in their order, whatever the thread count.

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/parallel_gemm.h"
 
 namespace ustrain {
 namespace {
@@ -26,8 +27,8 @@ void CpuBackend::linear_forward(Tensor out, Tensor x, Tensor weight) {
   if (rows == 0 || outs == 0) return;
   if (in == 0) return fill(out, 0.0f);
   // (N, O) = (N, I) @ (O, I)^T
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(outs), blas_int(in), 1.0f,
-              x.f32(), blas_int(in), weight.f32(), blas_int(in), 0.0f, out.f32(), blas_int(outs));
+  cpu::parallel_sgemm(threads_, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(outs), blas_int(in), 1.0f, x.f32(),
+                      blas_int(in), weight.f32(), blas_int(in), 0.0f, out.f32(), blas_int(outs));
 }
 
 void CpuBackend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) {
@@ -48,12 +49,12 @@ void CpuBackend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor 
   }
   if (!dx.empty()) {
     // (N, I) = (N, O) @ (O, I)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(in), blas_int(outs), 1.0f,
-                dout.f32(), blas_int(outs), weight.f32(), blas_int(in), 0.0f, dx.f32(), blas_int(in));
+    cpu::parallel_sgemm(threads_, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(in), blas_int(outs), 1.0f,
+                        dout.f32(), blas_int(outs), weight.f32(), blas_int(in), 0.0f, dx.f32(), blas_int(in));
   }
   // (O, I) += (N, O)^T @ (N, I)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(outs), blas_int(in), blas_int(rows), 1.0f,
-              dout.f32(), blas_int(outs), x.f32(), blas_int(in), 1.0f, dweight.f32(), blas_int(in));
+  cpu::parallel_sgemm(threads_, CblasTrans, CblasNoTrans, blas_int(outs), blas_int(in), blas_int(rows), 1.0f,
+                      dout.f32(), blas_int(outs), x.f32(), blas_int(in), 1.0f, dweight.f32(), blas_int(in));
 }
 
 }  // namespace ustrain

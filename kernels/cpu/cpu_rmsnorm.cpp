@@ -29,10 +29,10 @@ void CpuBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weigh
   USTRAIN_ASSERT(out.shape == x.shape, "out " + out.shape.str() + " vs x " + x.shape.str());
   USTRAIN_ASSERT(weight.numel() == dim, "weight " + weight.shape.str() + " for width " + std::to_string(dim));
   USTRAIN_ASSERT(rstd.numel() == rows, "rstd " + rstd.shape.str() + " for " + std::to_string(rows) + " rows");
-  float* o = out.f32();          // (N, D)
-  float* r = rstd.f32();         // (N)
-  const float* xp = x.f32();     // (N, D)
-  const float* w = weight.f32(); // (D)
+  float* o = out.f32();           // (N, D)
+  float* r = rstd.f32();          // (N)
+  const float* xp = x.f32();      // (N, D)
+  const float* w = weight.f32();  // (D)
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows >= kParallelRows)
   for (std::int64_t n = 0; n < rows; ++n) {
     const float* xr = xp + n * dim;
@@ -43,8 +43,7 @@ void CpuBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weigh
   }
 }
 
-void CpuBackend::rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight,
-                                  Tensor rstd) {
+void CpuBackend::rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) {
   const std::int64_t rows = x.shape.rows();
   const std::int64_t dim = x.shape.last();
   USTRAIN_ASSERT(dx.shape == x.shape && dout.shape == x.shape,

@@ -46,11 +46,11 @@ void CpuBackend::rope_apply(Tensor qkv, Tensor cos, Tensor sin, int rotated_head
                      std::to_string(width));
   USTRAIN_ASSERT(cos.shape.rank() == 2 && sin.shape == cos.shape && cos.shape[1] == half,
                  "rope tables " + cos.shape.str() + " for head_dim " + std::to_string(head_dim));
-  USTRAIN_ASSERT(cos.shape[0] >= seq, "rope tables cover " + std::to_string(cos.shape[0]) + " positions, need " +
-                                          std::to_string(seq));
-  float* data = qkv.f32();        // (B, S, W)
-  const float* ct = cos.f32();    // (S_max, Dh/2)
-  const float* st = sin.f32();    // (S_max, Dh/2)
+  USTRAIN_ASSERT(cos.shape[0] >= seq,
+                 "rope tables cover " + std::to_string(cos.shape[0]) + " positions, need " + std::to_string(seq));
+  float* data = qkv.f32();      // (B, S, W)
+  const float* ct = cos.f32();  // (S_max, Dh/2)
+  const float* st = sin.f32();  // (S_max, Dh/2)
   const float sign = inverse ? -1.0f : 1.0f;
   const std::int64_t rows = batch * seq;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * rotated_heads * head_dim >= (1 << 15))

@@ -24,7 +24,7 @@ struct AttnCase {
 };
 
 // Small enough for finite differences; 67 and 130 cross the query tiles of the CPU kernel.
-const AttnCase kSmallCases[] = {{1, 1, 1, 1, 1}, {2, 5, 6, 2, 6}, {1, 7, 3, 3, 4},
+const AttnCase kSmallCases[] = {{1, 1, 1, 1, 1}, {2, 5, 6, 2, 6},  {1, 7, 3, 3, 4},
                                 {2, 9, 4, 1, 8}, {1, 67, 2, 1, 4}, {1, 130, 1, 1, 2}};
 const AttnCase kLargeCases[] = {{2, 130, 6, 2, 6}, {1, 200, 8, 4, 32}};
 
@@ -125,7 +125,8 @@ TEST(CpuAttention, LaterTokensDoNotChangeEarlierOutputs) {
   const auto base = run_forward(cpu, qkv, c);
   for (int t : {3, 66}) {
     auto changed = qkv;
-    const auto noise = random_floats(static_cast<std::size_t>(c.width()), 5 + static_cast<std::uint32_t>(t), 2.0f, 3.0f);
+    const auto noise =
+        random_floats(static_cast<std::size_t>(c.width()), 5 + static_cast<std::uint32_t>(t), 2.0f, 3.0f);
     std::copy(noise.begin(), noise.end(), changed.begin() + t * c.width());  // batch 0, token t
     const auto after = run_forward(cpu, changed, c);
     for (int s = 0; s < c.seq; ++s) {

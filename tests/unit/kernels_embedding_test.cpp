@@ -31,7 +31,8 @@ TEST(CpuEmbedding, BackwardAccumulatesRepeatedIdsExactly) {
   for (std::size_t k = 0; k < dtable.size(); ++k) dtable[k] = static_cast<float>(k % 5) + 0.5f;
   std::vector<double> want(dtable.begin(), dtable.end());
   for (int i = 0; i < n; ++i)
-    for (int c = 0; c < dim; ++c) want[static_cast<std::size_t>(ids[i] * dim + c)] += dout[static_cast<std::size_t>(i * dim + c)];
+    for (int c = 0; c < dim; ++c)
+      want[static_cast<std::size_t>(ids[i] * dim + c)] += dout[static_cast<std::size_t>(i * dim + c)];
   cpu.embedding_backward(test::f32(dtable, {vocab, dim}), test::i32(ids, {n}), test::f32(dout, {n, dim}));
   for (std::size_t k = 0; k < want.size(); ++k) ASSERT_EQ(dtable[k], want[k]) << k;
 }
@@ -44,7 +45,8 @@ TEST(CpuEmbedding, BackwardMatchesFloat64Reference) {
     auto dtable = random_floats(static_cast<std::size_t>(vocab * dim), 6);
     auto want = test::to_double(dtable);
     for (int i = 0; i < n; ++i)
-      for (int c = 0; c < dim; ++c) want[static_cast<std::size_t>(ids[i] * dim + c)] += dout[static_cast<std::size_t>(i * dim + c)];
+      for (int c = 0; c < dim; ++c)
+        want[static_cast<std::size_t>(ids[i] * dim + c)] += dout[static_cast<std::size_t>(i * dim + c)];
     cpu.embedding_backward(test::f32(dtable, {vocab, dim}), test::i32(ids, {n}), test::f32(dout, {n, dim}));
     EXPECT_LT(test::rel_error(dtable, want), test::kForwardTol) << n << " " << vocab << " " << dim;
   }

@@ -44,8 +44,8 @@ TEST(CpuLinear, BackwardMatchesFiniteDifferences) {
     auto w = random_floats(static_cast<std::size_t>(out * in), 4);
     auto r = random_floats(static_cast<std::size_t>(n * out), 5);
     std::vector<float> dx(x.size()), dw(w.size(), 0.0f);
-    cpu.linear_backward(test::f32(dx, {n, in}), test::f32(dw, {out, in}), test::f32(r, {n, out}),
-                        test::f32(x, {n, in}), test::f32(w, {out, in}));
+    cpu.linear_backward(test::f32(dx, {n, in}), test::f32(dw, {out, in}), test::f32(r, {n, out}), test::f32(x, {n, in}),
+                        test::f32(w, {out, in}));
     const auto xd = test::to_double(x), wd = test::to_double(w), rd = test::to_double(r);
     const auto want_dx = test::numeric_gradient(
         [&](const std::vector<double>& v) { return test::weighted_sum(linear_ref(v, wd, n, in, out), rd); }, xd);
@@ -69,6 +69,36 @@ TEST(CpuLinear, BackwardAccumulatesWeightGradientAndSkipsEmptyDx) {
   cpu.linear_backward(Tensor(), test::f32(dw, {out, in}), test::f32(g, {n, out}), test::f32(x, {n, in}),
                       test::f32(w, {out, in}));
   EXPECT_LT(test::rel_error(dw, want), test::kForwardTol);
+}
+
+// Shapes large enough for the GEMMs to be split across threads, by rows and by columns.
+TEST(CpuLinear, SplitGemmsMatchFloat64ForEveryThreadCount) {
+  for (auto [n, in, out] : {Case{130, 67, 97}, Case{20, 64, 300}}) {
+    auto x = random_floats(static_cast<std::size_t>(n * in), 12);
+    auto w = random_floats(static_cast<std::size_t>(out * in), 13);
+    auto g = random_floats(static_cast<std::size_t>(n * out), 14);
+    const auto xd = test::to_double(x), wd = test::to_double(w), gd = test::to_double(g);
+    const auto want_y = linear_ref(xd, wd, n, in, out);
+    std::vector<double> want_dx(x.size(), 0.0), want_dw(w.size(), 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int o = 0; o < out; ++o)
+        for (int k = 0; k < in; ++k) {
+          want_dx[static_cast<std::size_t>(i * in + k)] +=
+              gd[static_cast<std::size_t>(i * out + o)] * wd[static_cast<std::size_t>(o * in + k)];
+          want_dw[static_cast<std::size_t>(o * in + k)] +=
+              gd[static_cast<std::size_t>(i * out + o)] * xd[static_cast<std::size_t>(i * in + k)];
+        }
+    for (int threads : {1, 2, 3}) {
+      CpuBackend cpu(threads);
+      std::vector<float> y(g.size()), dx(x.size()), dw(w.size(), 0.0f);
+      cpu.linear_forward(test::f32(y, {n, out}), test::f32(x, {n, in}), test::f32(w, {out, in}));
+      cpu.linear_backward(test::f32(dx, {n, in}), test::f32(dw, {out, in}), test::f32(g, {n, out}),
+                          test::f32(x, {n, in}), test::f32(w, {out, in}));
+      EXPECT_LT(test::rel_error(y, want_y), test::kForwardTol) << n << " " << in << " " << out << " t" << threads;
+      EXPECT_LT(test::rel_error(dx, want_dx), test::kForwardTol) << n << " " << in << " " << out << " t" << threads;
+      EXPECT_LT(test::rel_error(dw, want_dw), test::kForwardTol) << n << " " << in << " " << out << " t" << threads;
+    }
+  }
 }
 
 TEST(CpuLinear, AcceptsBatchAndSequenceDimensions) {

@@ -94,8 +94,8 @@ TEST(CpuRmsNorm, WeightGradientHasTheSameBitsForEveryThreadCount) {
   const int n = 500, d = 200;
   auto x = random_floats(n * d, 10), w = random_floats(d, 11), g = random_floats(n * d, 12);
   std::vector<float> out(x.size()), rstd(n);
-  CpuBackend(1).rmsnorm_forward(test::f32(out, {n, d}), test::f32(rstd, {n}), test::f32(x, {n, d}),
-                                test::f32(w, {d}), 1e-5f);
+  CpuBackend(1).rmsnorm_forward(test::f32(out, {n, d}), test::f32(rstd, {n}), test::f32(x, {n, d}), test::f32(w, {d}),
+                                1e-5f);
   std::vector<std::vector<float>> dws, dxs;
   for (int threads : {1, 2, 3, 2}) {
     std::vector<float> dx(x.size()), dw(d, 0.0f);

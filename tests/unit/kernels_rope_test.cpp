@@ -74,7 +74,8 @@ TEST(CpuRope, ForwardMatchesFloat64AndLeavesValueHeadsAlone) {
     EXPECT_LT(test::rel_error(qkv, rope_ref(test::to_double(before), c)), test::kForwardTol);
     for (int row = 0; row < c.batch * c.seq; ++row)
       for (int k = c.rotated() * c.head_dim; k < c.width(); ++k)
-        ASSERT_EQ(qkv[static_cast<std::size_t>(row * c.width() + k)], before[static_cast<std::size_t>(row * c.width() + k)]);
+        ASSERT_EQ(qkv[static_cast<std::size_t>(row * c.width() + k)],
+                  before[static_cast<std::size_t>(row * c.width() + k)]);
   }
 }
 

@@ -48,8 +48,7 @@ TEST(CpuSwiGlu, BackwardMatchesFiniteDifferences) {
     cpu.swiglu_backward(test::f32(dgu, {n, 2 * f}), test::f32(r, {n, f}), test::f32(gu, {n, 2 * f}));
     const auto rd = test::to_double(r);
     const auto want = test::numeric_gradient(
-        [&](const std::vector<double>& v) { return test::weighted_sum(swiglu_ref(v, n, f), rd); },
-        test::to_double(gu));
+        [&](const std::vector<double>& v) { return test::weighted_sum(swiglu_ref(v, n, f), rd); }, test::to_double(gu));
     EXPECT_LT(test::rel_error(dgu, want), test::kBackwardTol) << n << "x" << f;
   }
 }
