@@ -1,6 +1,7 @@
 #include "core/training_data.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 
@@ -52,6 +53,21 @@ TrainingData::TrainingData(const Recipe& r)
 const MicroBatch& TrainingData::next_train() {
   train_->next(buffer_.inputs.data(), buffer_.targets.data(), batch_);
   return buffer_;
+}
+
+std::string TrainingData::state() const {
+  const LoaderState s = train_->state();
+  return nlohmann::json{{"epoch", s.epoch}, {"index", s.index}}.dump();
+}
+
+void TrainingData::restore(const std::string& state) {
+  try {
+    const auto j = nlohmann::json::parse(state);
+    train_->restore(LoaderState{j.at("epoch").get<std::uint64_t>(), j.at("index").get<std::uint64_t>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("the saved data-loader position is unreadable ({}): the checkpoint is corrupt",
+                                e.what()));
+  }
 }
 
 void TrainingData::reset_validation() {

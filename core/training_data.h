@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/recipe.h"
@@ -24,6 +25,10 @@ class TrainingData {
   explicit TrainingData(const Recipe& recipe);
 
   const MicroBatch& next_train();
+  // The training stream's position as opaque text (JSON), for checkpoints; restore() makes
+  // the next next_train() return exactly the batch that followed when state() was taken.
+  std::string state() const;
+  void restore(const std::string& state);
   void reset_validation();
   const MicroBatch& next_validation();
 
