@@ -1,0 +1,93 @@
+// The MPI progress engine: one thread per World that makes every MPI call after
+// MPI_Init, so that nonblocking operations progress while the caller computes.
+//
+// Open MPI progresses a nonblocking collective only inside MPI calls; a caller busy with a
+// GEMM makes none. The engine's thread posts each queued operation (MPI_Iallreduce, ...) and
+// tests the requests in flight until they complete, then marks their Work done. It also
+// owns the deadlines: an operation that passes its own fails with a CommError message,
+// and its group is marked unusable.
+//
+// Thread level: MPI is called from two threads (the main thread initialises and finalises,
+// the progress thread does everything between) but never from two at once, which is what
+// MPI_THREAD_SERIALIZED promises. MPI_THREAD_MULTIPLE would add locking inside Open MPI for
+// nothing.
+//
+// Internal to parallel/ (includes mpi.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace ustrain::mpi_detail {
+
+// What the operations on one MPI communicator share: its name for messages and, once an
+// operation failed, the reason (every later operation then fails at once).
+class Group {
+ public:
+  Group(std::string name, int global_rank) : name_(std::move(name)), global_rank_(global_rank) {}
+  const std::string& name() const { return name_; }
+  int global_rank() const { return global_rank_; }
+  std::string failure() const;
+  void set_failure(const std::string& reason);  // keeps the first reason
+
+ private:
+  const std::string name_;
+  const int global_rank_;
+  mutable std::mutex mutex_;
+  std::string failure_;
+};
+
+// One operation, as queued by a communicator.
+struct Operation {
+  std::string what;  // "collective all_reduce of 1001 f32 (sum)"
+  std::shared_ptr<Group> group;
+  std::chrono::milliseconds timeout{};
+  // Runs on the progress thread: posts nonblocking requests into `requests` (or does
+  // something short and blocking, such as creating a communicator). Returns an MPI code.
+  std::function<int(std::vector<MPI_Request>& requests)> start;
+  // Runs on the progress thread once every request completed (e.g. divides for avg).
+  std::function<void()> finish;
+};
+
+class Engine {
+ public:
+  // After MPI_Init: duplicates MPI_COMM_WORLD, creates the bf16 reduction and starts the
+  // progress thread.
+  Engine();
+  // Stops the progress thread. With `drain`, the operations in flight settle first (each
+  // completes or fails by its deadline). After a failure, or without `drain`, the thread is
+  // told to stop and left behind if it does not within a second: it may be inside MPI.
+  // Returns true when MPI is in a clean state (the thread left, nothing failed), having
+  // freed what the constructor made; only then may MPI be finalised.
+  bool shut_down(bool drain);
+  ~Engine();  // shut_down(false) unless already shut down
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Work submit(Operation op);
+  // Once any operation failed or timed out, MPI is in an unknown state: do not finalise.
+  bool failed() const;
+
+  MPI_Comm world() const { return world_; }
+  MPI_Op bf16_sum() const { return bf16_sum_; }
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  bool shut_down_ = false;
+};
+
+// "MPI_ERR_TRUNCATE: message truncated" for an MPI return code.
+std::string mpi_error_text(int code);
+
+}  // namespace ustrain::mpi_detail

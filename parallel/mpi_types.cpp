@@ -1,0 +1,47 @@
+#include "parallel/mpi_types.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "parallel/bf16.h"
+
+namespace ustrain::mpi_detail {
+
+MPI_Datatype transfer_type(DType t) {
+  switch (dtype_size(t)) {
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+  }
+  USTRAIN_ASSERT(false, fmt::format("no MPI transfer type for {}", dtype_name(t)));
+}
+
+MPI_Datatype reduce_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::i32: return MPI_INT32_T;
+    case DType::bf16: return MPI_UINT16_T;
+    default: break;
+  }
+  USTRAIN_ASSERT(false, fmt::format("the MPI backend does not reduce {}", dtype_name(t)));
+}
+
+MPI_Op reduce_operation(DType t, MPI_Op bf16_sum) { return t == DType::bf16 ? bf16_sum : MPI_SUM; }
+
+int mpi_count(std::int64_t n, const char* op) {
+  USTRAIN_ASSERT(n <= std::numeric_limits<int>::max(),
+                 fmt::format("{} of {} elements: MPI counts are ints; split the buffer", op, n));
+  return static_cast<int>(n);
+}
+
+void divide_in_place(const Tensor& data, int divisor) {
+  if (data.dtype == DType::bf16) {
+    bf16::divide(static_cast<std::uint16_t*>(data.data), data.numel(), static_cast<float>(divisor));
+    return;
+  }
+  float* x = data.f32();
+  const float d = static_cast<float>(divisor);
+  for (std::int64_t i = 0; i < data.numel(); ++i) x[i] /= d;
+}
+
+}  // namespace ustrain::mpi_detail

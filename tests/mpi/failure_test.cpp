@@ -1,0 +1,72 @@
+// Failures a multi-rank run must survive with a clear error on every rank that can report.
+// Run under mpiexec by tests/mpi/expect_failure.sh, which checks each rank's message and exit
+// status. main() is shaped like the ustrain binary's: the World lives inside the try block,
+// errors are printed and turned into exit status 2.
+//
+// Modes (argv[1]):
+//   layout         the recipe's layout needs 2 ranks; every rank stops before MPI starts
+//   dead-peer      the last rank exits in the middle of a step; the others' all_reduce fails
+//   stuck-peer     the last rank stays alive but never joins; the others' all_reduce fails
+//   stuck-create   the last rank never creates a communicator; the others' creation fails
+//   truncate       rank 1 receives a longer message than its buffer: MPI's error becomes a
+//                  CommError on rank 1 instead of aborting the job; the others finish
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/error.h"
+#include "parallel/launch.h"
+#include "parallel/world.h"
+
+namespace ustrain {
+namespace {
+
+constexpr std::chrono::seconds kTimeout{2};
+
+int run(const std::string& mode) {
+  const ProcessInfo process = discover_process();
+  if (mode == "layout") check_layout(process, MeshShape{.dp = 2});
+
+  World world(process, CommOptions{kTimeout});
+  const bool last = world.rank() == world.size() - 1;
+  if (mode == "stuck-create" && last) {
+    std::this_thread::sleep_for(3 * kTimeout);  // never creates the group
+    std::_Exit(0);
+  }
+  auto comm = world.everyone();
+  std::vector<float> grads(100003, 1.0f);
+  Tensor t(grads.data(), Shape{static_cast<std::int64_t>(grads.size())});
+  comm->all_reduce(t).wait();  // one good step: everyone is alive and connected
+  if (mode == "truncate") {
+    if (world.rank() == 0) comm->send(t.slice(0, 10), 1).wait();
+    if (world.rank() == 1) comm->recv(t.slice(0, 5), 0).wait();
+    std::_Exit(0);  // the others are done; rank 1 threw above
+  }
+  if (last && mode == "dead-peer") std::_Exit(3);  // dies without a word, mid-step
+  if (last && mode == "stuck-peer") {
+    std::this_thread::sleep_for(3 * kTimeout);
+    std::_Exit(0);
+  }
+  comm->all_reduce(t).wait();
+  std::fprintf(stderr, "rank %d: the step completed although a peer was missing\n", world.rank());
+  return 0;
+}
+
+}  // namespace
+}  // namespace ustrain
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s layout|dead-peer|stuck-peer|stuck-create|truncate\n", argv[0]);
+    return 64;
+  }
+  try {
+    return ustrain::run(argv[1]);
+  } catch (const ustrain::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
