@@ -160,15 +160,25 @@ void LlamaModel::backward(Backend& be, float dloss) {
   be.linear_backward(g.d_norm, params_[head_].grad, last_logits_, rows(final_out_, n), params_[head_].value);
   be.rmsnorm_backward(g.d_resid, params_[final_norm_].grad, g.d_norm, rows(resid_.back(), n),
                       params_[final_norm_].value, rows(final_rstd_, n));
+  grads_ready(final_norm_, final_norm_);
+  if (head_ != embed_) grads_ready(head_, head_);  // a tied head completes with the embedding
 
   const Tensor branch = rows(branch_, n);
-  for (std::size_t l = blocks_.size(); l-- > 0;)
+  for (std::size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l].backward(be, rows(resid_[l], n), block_views(static_cast<int>(l), B, S), g, branch, rope_,
                         policy_);
+    grads_ready(blocks_[l].first_param(), blocks_[l].last_param());
+  }
 
   be.embedding_backward(params_[embed_].grad, rows(ids_, n), g.d_resid);
+  grads_ready(embed_, embed_);
   last_b_ = 0;  // the logits now hold gradients
   last_logits_ = Tensor();
+}
+
+void LlamaModel::grads_ready(int first, int last) const {
+  if (!grad_ready_) return;
+  for (int p = first; p <= last; ++p) grad_ready_(p);
 }
 
 std::int64_t LlamaModel::matmul_params() const {

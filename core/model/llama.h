@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,12 @@ class LlamaModel {
   // Backward of the last forward with dL/d(loss_i) = dloss for every counted token.
   // Parameter gradients accumulate.
   void backward(Backend& be, float dloss);
+  // Called during backward with a parameter's handle once its gradient for this backward is
+  // complete, in backward order, so gradient communication can start while backward runs.
+  // Empty (the default) means no calls.
+  using GradReadyHook = std::function<void(int param)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+
   // Logits (B * S, V) of the last forward; valid until the next backward.
   Tensor logits() const { return last_logits_; }
 
@@ -60,6 +67,8 @@ class LlamaModel {
   ParamSet params_;
   int embed_ = -1, final_norm_ = -1, head_ = -1;  // head_ == embed_ when tied
   std::vector<TransformerBlock> blocks_;
+  GradReadyHook grad_ready_;
+  void grads_ready(int first, int last) const;  // handles [first, last]
 
   // Plan handles.
   int ids_ = -1, targets_ = -1, rope_cos_ = -1, rope_sin_ = -1;

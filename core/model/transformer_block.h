@@ -56,6 +56,10 @@ class TransformerBlock {
   void backward(Backend& be, Tensor x_in, const BlockActivations& a, const BlockGradients& g,
                 Tensor branch, const RopeTables& rope, Recompute policy) const;
 
+  // The block's parameters are the handles [first_param(), last_param()] of its ParamSet.
+  int first_param() const { return q_; }
+  int last_param() const { return ln2_; }
+
  private:
   int n_heads_, n_kv_heads_;
   float eps_;
