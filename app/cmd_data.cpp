@@ -1,44 +1,89 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
+#include "app/cmd_data_commands.h"
 #include "app/commands.h"
-#include "data/text_convert.h"
+#include "data/convert.h"
+#include "kernels/error.h"
 
 namespace ustrain::app {
 
 void add_data_command(CLI::App& root) {
-  CLI::App* data = root.add_subcommand("data", "Prepare datasets (HDF5 token shards)");
+  CLI::App* data = root.add_subcommand("data", "Prepare and examine datasets (HDF5 token shards)");
   data->require_subcommand(1);
+  add_data_convert_command(*data);
+  add_data_tokenizer_command(*data);
+  add_data_inspect_command(*data);
+  add_data_bench_command(*data);
+}
 
-  auto opt = std::make_shared<TextConvertOptions>();
+void add_data_convert_command(CLI::App& data) {
+  auto o = std::make_shared<ConvertOptions>();
+  o->workers = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  auto eos = std::make_shared<std::string>("auto");
   auto no_eos = std::make_shared<bool>(false);
-  CLI::App* convert = data->add_subcommand(
-      "convert", "Convert plain-text files or directories into byte-tokenized HDF5 shards with a train/val split");
-  convert->add_option("--input,-i", opt->inputs, "Text files or directories (read recursively, in sorted order)")
+  CLI::App* convert = data.add_subcommand(
+      "convert", "Convert text, JSONL, Megatron, llm.c or NumPy token files, or datasets, into HDF5 shards with a "
+                 "train/val split");
+  convert->add_option("--input,-i", o->inputs, "Files or directories (read recursively, in sorted order)")->required();
+  convert->add_option("--output,-o", o->output_dir, "Dataset directory to create (must not exist or be empty)")
       ->required();
-  convert->add_option("--output,-o", opt->output_dir, "Dataset directory to create (must not exist or be empty)")
-      ->required();
-  convert->add_option("--split", opt->split,
-                      "How files divide into documents: file | blank-line | line:MARKER "
-                      "(a line equal to MARKER separates documents, e.g. line:% for fortune files)")
+  convert->add_option("--format,-f", o->format, "Input format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
+  convert->add_option("--tokenizer,-t", o->tokenizer,
+                      "text/jsonl: byte (default) or a sentencepiece .model; token formats: byte, a .model, or the "
+                      "name of the tokenizer that made the ids (with --vocab-size); shards: another tokenizer "
+                      "re-tokenizes");
+  convert->add_option("--vocab-size", o->vocab_size, "Token formats with a named tokenizer: its vocabulary size")
+      ->check(CLI::PositiveNumber);
+  convert->add_option("--eos-id", o->eos_id,
+                      "Token formats: the end-of-document id, which splits llm.c and 1-D NumPy streams into "
+                      "documents (llm.c default 50256)")
+      ->check(CLI::NonNegativeNumber);
+  convert->add_option("--split", o->split,
+                      "text: how files divide into documents: file | blank-line | line:MARKER (a line equal to "
+                      "MARKER separates documents, e.g. line:% for fortune files)")
       ->capture_default_str();
-  convert->add_option("--val-fraction", opt->val_fraction, "Share of documents held out for validation")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.9));
-  convert->add_option("--seed", opt->seed, "Seed of the train/validation assignment")->capture_default_str();
-  convert->add_option("--shard-tokens", opt->shard_tokens, "Maximum tokens per shard file")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  convert->add_option("--exclude", opt->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
-  convert->add_flag("--no-eos", *no_eos, "Do not append an end-of-document token after each document");
-  convert->callback([opt, no_eos] {
-    TextConvertOptions o = *opt;
-    o.eos = !*no_eos;
-    const ConvertReport r = convert_text(o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
-    fmt::print("wrote {}: {} documents, {} train + {} validation tokens in {} shard(s); {:.1f} MB of text in "
-               "{:.2f} s ({:.1f} MB/s)\n",
-               o.output_dir, r.documents, r.train_tokens, r.val_tokens, r.shards,
+  convert->add_option("--text-field", o->text_field, "jsonl: the field that holds each document's text")
+      ->capture_default_str();
+  convert->add_option("--exclude", o->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
+  convert->add_option("--eos", *eos,
+                      "End of each document: append the EOS id (unless already there), none, or auto (append for "
+                      "text, keep token ids as they are)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "append", "none"}));
+  convert->add_flag("--no-eos", *no_eos, "Same as --eos none");
+  CLI::Option* val_fraction =
+      convert->add_option("--val-fraction", o->val_fraction, "Share of documents held out for validation")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.9));
+  convert->add_option("--seed", o->seed, "Seed of the train/validation assignment")->capture_default_str();
+  convert->add_option("--shard-tokens", o->shard_tokens, "Maximum tokens per shard file")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  convert->add_option("--compression", o->compression,
+                      "Deflate level of the shards, 0 (none) to 9; compressed shards load more slowly")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 9));
+  convert->add_option("--workers,-j", o->workers, "Tokenizing threads (the output does not depend on them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  convert->callback([o, eos, no_eos, val_fraction] {
+    ConvertOptions options = *o;
+    if (options.format == "shards" && val_fraction->count() > 0)
+      throw UserError("--val-fraction does not apply to --format shards: every document keeps its split");
+    options.eos = *no_eos || *eos == "none" ? EosMode::none : *eos == "append" ? EosMode::append : EosMode::automatic;
+    const ConvertReport r = convert_dataset(
+        options, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }, stderr);
+    fmt::print("wrote {}: {} documents, {} train + {} validation tokens in {} shard(s), tokenizer {}; {:.1f} MB "
+               "read in {:.2f} s ({:.1f} MB/s)\n",
+               options.output_dir, r.documents, r.train_tokens, r.val_tokens, r.shards, r.tokenizer,
                static_cast<double>(r.bytes_read) / 1e6, r.seconds,
                r.seconds > 0 ? static_cast<double>(r.bytes_read) / 1e6 / r.seconds : 0.0);
   });

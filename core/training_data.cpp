@@ -4,81 +4,182 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <thread>
 
+#include "data/dataset.h"
+#include "data/mapped_shard.h"
+#include "data/token_stats.h"
 #include "kernels/error.h"
 
 namespace ustrain {
+namespace {
 
-static double unigram_cross_entropy(const std::vector<std::int32_t>& train, const std::vector<std::int32_t>& val,
-                                    std::int64_t vocab) {
-  if (val.empty()) return std::nan("");
-  std::vector<double> counts(static_cast<std::size_t>(vocab), 1.0);  // add-one smoothing
-  for (std::int32_t id : train) counts[static_cast<std::size_t>(id)] += 1.0;
-  const double total = static_cast<double>(train.size()) + static_cast<double>(vocab);
-  double nll = 0;
-  for (std::int32_t id : val) nll -= std::log(counts[static_cast<std::size_t>(id)] / total);
-  return nll / static_cast<double>(val.size());
+using nlohmann::json;
+
+constexpr std::int64_t kUnigramSampleTokens = std::int64_t{1} << 23;
+constexpr int kStateVersion = 1;
+
+struct Source {
+  std::string path;
+  double weight = 1;
+  TokenDataset dataset;
+};
+
+std::vector<Source> open_sources(const Recipe& r) {
+  std::vector<Source> sources;
+  for (const BlendEntry& entry : recipe_datasets(r.data))
+    sources.push_back({entry.path, entry.weight, TokenDataset::open(entry.path)});
+  return sources;
 }
 
-TrainingData::TrainingData(const Recipe& r)
-    : batch_(r.train.micro_batch), seq_len_(r.train.seq_len), seed_(r.run.seed),
-      dataset_(TokenDataset::open(r.data.path)) {
-  if (dataset_.tokenizer() != r.data.tokenizer)
-    throw UserError(fmt::format("dataset {} was tokenized with \"{}\" but the recipe says data.tokenizer = \"{}\"; "
-                                "convert the data again or fix the recipe",
-                                r.data.path, dataset_.tokenizer(), r.data.tokenizer));
-  if (dataset_.vocab_size() > r.model.vocab_size)
-    throw UserError(fmt::format("dataset {} has a vocabulary of {} tokens but model.vocab_size = {}; "
-                                "set model.vocab_size to at least {}",
-                                r.data.path, dataset_.vocab_size(), r.model.vocab_size, dataset_.vocab_size()));
-  if (r.train.eval_interval > 0 && dataset_.tokens(Split::val) <= seq_len_)
+void check_tokenizers(const Recipe& r, const std::vector<Source>& sources) {
+  const TokenizerIdentity& first = sources.front().dataset.tokenizer();
+  for (const Source& source : sources) {
+    const TokenizerIdentity& t = source.dataset.tokenizer();
+    if (t.kind != r.data.tokenizer)
+      throw UserError(fmt::format("dataset {} was tokenized with {}, but the recipe says data.tokenizer = \"{}\"; "
+                                  "set data.tokenizer = \"{}\" or convert the data again",
+                                  source.path, t.describe(), r.data.tokenizer, t.kind));
+    if (!(t == first))
+      throw UserError(fmt::format("datasets {} and {} were tokenized differently ({} vs {}); blended datasets must "
+                                  "share one tokenizer: re-tokenize one with `ustrain data convert --format shards "
+                                  "--tokenizer ...`",
+                                  sources.front().path, source.path, first.describe(), t.describe()));
+  }
+  if (first.vocab_size > r.model.vocab_size)
+    throw UserError(fmt::format("dataset {} has a vocabulary of {} tokens but model.vocab_size = {}; set "
+                                "model.vocab_size to at least {}",
+                                sources.front().path, first.vocab_size, r.model.vocab_size, first.vocab_size));
+}
+
+int verify_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
+
+// Loader sources of one split: those with at least one window; `required` makes a missing
+// one an error (the train split), else it is left out (a blended dataset without val data).
+std::vector<LoaderSource> loader_sources(const Recipe& r, const std::vector<Source>& sources, Split split) {
+  std::vector<LoaderSource> result;
+  for (const Source& source : sources) {
+    const std::int64_t tokens = source.dataset.tokens(split);
+    if (split == Split::train && tokens <= r.train.seq_len)
+      throw UserError(fmt::format("dataset {} has {} training tokens, fewer than one sequence of {} + 1; use more "
+                                  "data or a shorter train.seq_len",
+                                  source.path, tokens, r.train.seq_len));
+    if (tokens <= r.train.seq_len) continue;
+    if (r.data.verify == "checksums") source.dataset.verify_checksums(split, verify_threads());
+    result.push_back({source.dataset.open_tokens(split), source.weight, source.path});
+  }
+  return result;
+}
+
+// Unigram cross-entropy of the validation sources under the blended training distribution:
+// p(t) = sum_d w_d (c_d(t) + 1) / (N_d + V).
+double unigram_cross_entropy(const Loader& train, const Loader& val, std::int64_t vocab) {
+  std::vector<double> p(static_cast<std::size_t>(vocab), 0.0);
+  const auto normalised = [](const Loader& loader, std::size_t d) {
+    return static_cast<double>(loader.blend().quota(d)) / static_cast<double>(loader.blend().period());
+  };
+  for (std::size_t d = 0; d < train.sources(); ++d) {
+    const TokenCounts counts = count_tokens(*train.source(d).tokens, vocab, kUnigramSampleTokens);
+    const double denominator = static_cast<double>(counts.total) + static_cast<double>(vocab);
+    for (std::size_t t = 0; t < p.size(); ++t)
+      p[t] += normalised(train, d) * (static_cast<double>(counts.counts[t]) + 1.0) / denominator;
+  }
+  double loss = 0;
+  for (std::size_t d = 0; d < val.sources(); ++d) {
+    const TokenCounts counts = count_tokens(*val.source(d).tokens, vocab, kUnigramSampleTokens);
+    double nll = 0;
+    for (std::size_t t = 0; t < p.size(); ++t) nll -= static_cast<double>(counts.counts[t]) * std::log(p[t]);
+    loss += normalised(val, d) * nll / static_cast<double>(counts.total);
+  }
+  return loss;
+}
+
+}  // namespace
+
+std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
+  if (!data.blend.empty()) return parse_blend(data.blend);
+  return {BlendEntry{data.path, 1.0}};
+}
+
+TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
+    : seq_len_(r.train.seq_len), seed_(r.run.seed), num_readers_(num_readers) {
+  const std::vector<Source> sources = open_sources(r);
+  check_tokenizers(r, sources);
+  const std::int64_t vocab = sources.front().dataset.vocab_size();
+
+  std::vector<LoaderSource> train = loader_sources(r, sources, Split::train);
+  std::vector<LoaderSource> val = loader_sources(r, sources, Split::val);
+  if (r.train.eval_interval > 0 && val.empty())
     throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
                                 "convert with a larger --val-fraction or set train.eval_interval = 0",
-                                r.data.path, seq_len_));
-  auto train_tokens = std::make_shared<const std::vector<std::int32_t>>(dataset_.read_all(Split::train));
-  if (static_cast<std::int64_t>(train_tokens->size()) <= seq_len_)
-    throw UserError(fmt::format("dataset {} has {} training tokens, fewer than one sequence of {}; "
-                                "use more data or a shorter train.seq_len",
-                                r.data.path, train_tokens->size(), seq_len_));
-  if (dataset_.tokens(Split::val) > 0) {
-    val_tokens_ = std::make_shared<const std::vector<std::int32_t>>(dataset_.read_all(Split::val));
-    unigram_val_loss_ = unigram_cross_entropy(*train_tokens, *val_tokens_, dataset_.vocab_size());
+                                sources.front().path, seq_len_));
+  for (const LoaderSource& source : train) train_tokens_ += source.tokens->size();
+  for (const LoaderSource& source : val) validation_tokens_ += source.tokens->size();
+
+  const LoaderOptions train_options{seq_len_, seed_, /*shuffle=*/true, reader, num_readers};
+  auto train_loader = std::make_shared<const Loader>(std::move(train), train_options);
+  json described = json::array();
+  for (std::size_t d = 0; d < train_loader->sources(); ++d)
+    described.push_back({{"tokens", train_loader->source(d).tokens->size()}, {"quota", train_loader->blend().quota(d)}});
+  state_sources_ = described.dump();
+  const int depth = static_cast<int>(r.data.prefetch);
+  if (!val.empty()) {
+    // Validation always reads the same windows from the start of each split, in order.
+    const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers};
+    auto val_loader = std::make_shared<const Loader>(std::move(val), val_options);
+    unigram_val_loss_ = unigram_cross_entropy(*train_loader, *val_loader, vocab);
+    val_ = std::make_unique<BatchPrefetcher>(val_loader, r.train.micro_batch, depth);
+  } else {
+    unigram_val_loss_ = std::nan("");
   }
-  train_ = std::make_unique<Loader>(train_tokens, seq_len_, seed_, /*shuffle=*/true);
-  buffer_.inputs.resize(static_cast<std::size_t>(batch_ * seq_len_));
-  buffer_.targets.resize(buffer_.inputs.size());
-  reset_validation();
+  train_ = std::make_unique<BatchPrefetcher>(train_loader, r.train.micro_batch, depth);
 }
 
-const MicroBatch& TrainingData::next_train() {
-  train_->next(buffer_.inputs.data(), buffer_.targets.data(), batch_);
-  return buffer_;
-}
+const MicroBatch& TrainingData::next_train() { return train_->next(); }
 
 std::string TrainingData::state() const {
-  const LoaderState s = train_->state();
-  return nlohmann::json{{"epoch", s.epoch}, {"index", s.index}}.dump();
+  const std::uint64_t position = train_->position() * static_cast<std::uint64_t>(num_readers_);
+  return json{{"version", kStateVersion},
+              {"position", position},
+              {"seq_len", seq_len_},
+              {"seed", seed_},
+              {"sources", json::parse(state_sources_)}}
+      .dump();
 }
 
 void TrainingData::restore(const std::string& state) {
+  json saved;
+  std::uint64_t position = 0;
   try {
-    const auto j = nlohmann::json::parse(state);
-    train_->restore(LoaderState{j.at("epoch").get<std::uint64_t>(), j.at("index").get<std::uint64_t>()});
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("the saved data-loader position is unreadable ({}): the checkpoint is corrupt",
-                                e.what()));
+    saved = json::parse(state);
+    if (saved.at("version").get<int>() != kStateVersion)
+      throw UserError(fmt::format("the saved data-loader position has version {}; this ustrain reads version {}",
+                                  saved.at("version").get<int>(), kStateVersion));
+    position = saved.at("position").get<std::uint64_t>();
+    if (saved.at("seq_len").get<std::int64_t>() != seq_len_ || saved.at("seed").get<std::uint64_t>() != seed_ ||
+        saved.at("sources").dump() != state_sources_)
+      throw UserError(fmt::format("the saved data-loader position belongs to other data (seq_len {}, seed {}, sources "
+                                  "{}; now seq_len {}, seed {}, sources {}): resume with the dataset, blend, "
+                                  "train.seq_len and run.seed the checkpoint was made with",
+                                  saved.at("seq_len").dump(), saved.at("seed").dump(), saved.at("sources").dump(),
+                                  seq_len_, seed_, state_sources_));
+  } catch (const json::exception& e) {
+    throw UserError(fmt::format("the saved data-loader position is unreadable ({}): the checkpoint is corrupt", e.what()));
   }
+  if (position % static_cast<std::uint64_t>(num_readers_) != 0)
+    throw UserError(fmt::format("the saved data position {} (samples taken by all readers) does not divide among {} "
+                                "data-parallel readers: resume with a number of readers that divides it",
+                                position, num_readers_));
+  train_->seek(position / static_cast<std::uint64_t>(num_readers_));
 }
 
 void TrainingData::reset_validation() {
-  // Validation always reads the same windows from the start of the split, in order.
-  if (val_tokens_) val_ = std::make_unique<Loader>(val_tokens_, seq_len_, seed_, /*shuffle=*/false);
+  if (val_) val_->seek(0);
 }
 
 const MicroBatch& TrainingData::next_validation() {
   USTRAIN_ASSERT(val_ != nullptr, "no validation split");
-  val_->next(buffer_.inputs.data(), buffer_.targets.data(), batch_);
-  return buffer_;
+  return val_->next();
 }
 
 }  // namespace ustrain

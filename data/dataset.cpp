@@ -1,12 +1,18 @@
 #include "data/dataset.h"
 
+#include <algorithm>
+#include <atomic>
+#include <exception>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "data/crc32.h"
 #include "data/manifest.h"
+#include "data/mapped_shard.h"
 #include "data/shard_file.h"
+#include "data/shard_layout.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -16,38 +22,23 @@ namespace {
 
 constexpr const char* kRedo = "re-copy the dataset or convert it again";
 
-std::string shard_path(const std::string& dir, const ShardInfo& shard) {
-  return (fs::path(dir) / shard.file).string();
-}
-
-void check_shard_present(const std::string& dir, const ShardInfo& shard) {
-  const std::string path = shard_path(dir, shard);
+void check_file_present(const std::string& path, std::uint64_t bytes, const char* what) {
   std::error_code error;
   const std::uintmax_t size = fs::file_size(path, error);
   if (error)
-    throw UserError(fmt::format("shard {} listed in {} is missing or unreadable ({}): {}", path,
+    throw UserError(fmt::format("{} {} listed in {} is missing or unreadable ({}): {}", what, path,
                                 kManifestFileName, error.message(), kRedo));
-  if (size != shard.bytes)
-    throw UserError(fmt::format("shard {} is {} bytes but {} says {}: the file is truncated or "
-                                "was changed; {}",
-                                path, size, kManifestFileName, shard.bytes, kRedo));
+  if (size != bytes)
+    throw UserError(fmt::format("{} {} is {} bytes but {} says {}: the file is truncated or was changed; {}",
+                                what, path, size, kManifestFileName, bytes, kRedo));
 }
 
-// The shard's own attributes must agree with the manifest before its tokens are trusted.
-void check_shard_header(const std::string& path, const ShardInfo& shard, const TokenDataset& dataset) {
-  const ShardHeader header = read_shard_header(path);
-  if (header.format_version > kShardFormatVersion)
-    throw UserError(fmt::format("shard {} has format_version {}, but this ustrain reads only up to "
-                                "version {}: upgrade ustrain to read this dataset",
-                                path, header.format_version, kShardFormatVersion));
-  if (header.tokenizer != dataset.tokenizer() || header.vocab_size != dataset.vocab_size())
-    throw UserError(fmt::format("shard {} was written for tokenizer '{}' (vocab {}), but {} says "
-                                "'{}' (vocab {}): {}",
-                                path, header.tokenizer, header.vocab_size, kManifestFileName,
-                                dataset.tokenizer(), dataset.vocab_size(), kRedo));
-  if (header.token_count != shard.tokens)
-    throw UserError(fmt::format("shard {} holds {} tokens, but {} says {}: {}", path,
-                                header.token_count, kManifestFileName, shard.tokens, kRedo));
+void check_checksum(const std::string& path, const std::string& expected, const char* what) {
+  const std::string checksum = crc32_label(crc32_of_file(path));
+  if (checksum != expected)
+    throw UserError(fmt::format("{} {} fails its checksum ({} says {}, the file has {}): the file is "
+                                "damaged; {}",
+                                what, path, kManifestFileName, expected, checksum, kRedo));
 }
 
 }  // namespace
@@ -70,13 +61,19 @@ TokenDataset TokenDataset::open(const std::string& dir) {
   TokenDataset dataset;
   dataset.dir_ = dir;
   dataset.tokenizer_ = manifest.tokenizer;
-  dataset.vocab_size_ = manifest.vocab_size;
-  dataset.eos_id_ = manifest.eos_id;
+  dataset.format_minor_ = manifest.format_minor;
+  dataset.source_ = manifest.source;
+  dataset.compression_ = manifest.compression.empty() ? "none" : manifest.compression;
   dataset.train_ = std::move(manifest.train);
   dataset.val_ = std::move(manifest.val);
 
-  for (const ShardInfo& shard : dataset.train_) check_shard_present(dir, shard);
-  for (const ShardInfo& shard : dataset.val_) check_shard_present(dir, shard);
+  for (const ShardInfo& shard : dataset.train_) check_file_present(dataset.shard_path(shard), shard.bytes, "shard");
+  for (const ShardInfo& shard : dataset.val_) check_file_present(dataset.shard_path(shard), shard.bytes, "shard");
+  if (!dataset.tokenizer_.model_file.empty()) {
+    const std::string model = (fs::path(dir) / dataset.tokenizer_.model_file).string();
+    if (!fs::is_regular_file(model, error))
+      throw UserError(fmt::format("tokenizer model {} listed in {} is missing: {}", model, kManifestFileName, kRedo));
+  }
   if (dataset.tokens(Split::train) == 0)
     throw UserError(fmt::format("{}: the train split has no tokens; convert more text, or hold "
                                 "out a smaller validation fraction",
@@ -90,30 +87,97 @@ std::int64_t TokenDataset::tokens(Split split) const {
   return total;
 }
 
+std::int64_t TokenDataset::documents(Split split) const {
+  std::int64_t total = 0;
+  for (const ShardInfo& shard : shards(split)) total += shard.documents;
+  return total;
+}
+
 const std::vector<ShardInfo>& TokenDataset::shards(Split split) const {
   return split == Split::train ? train_ : val_;
 }
 
-std::vector<std::int32_t> TokenDataset::read_all(Split split) const {
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(this->tokens(split)));
-  std::size_t offset = 0;
-  for (const ShardInfo& shard : shards(split)) {
-    const std::string path = shard_path(dir_, shard);
-    const std::string checksum = crc32_label(crc32_of_file(path));
-    if (checksum != shard.checksum)
-      throw UserError(fmt::format("shard {} fails its checksum ({} says {}, the file has {}): the "
-                                  "file is damaged; {}",
-                                  path, kManifestFileName, shard.checksum, checksum, kRedo));
-    check_shard_header(path, shard, *this);
-    std::int32_t* out = tokens.data() + offset;
-    read_shard_tokens(path, out, shard.tokens);
-    for (std::int64_t i = 0; i < shard.tokens; ++i) {
-      if (out[i] < 0 || out[i] >= vocab_size_)
-        throw UserError(fmt::format("shard {} holds token id {} at position {}, outside the "
-                                    "vocabulary of size {} of tokenizer '{}': {}",
-                                    path, out[i], i, vocab_size_, tokenizer_, kRedo));
+std::string TokenDataset::shard_path(const ShardInfo& shard) const { return (fs::path(dir_) / shard.file).string(); }
+
+void TokenDataset::verify_checksums(Split split, int threads) const {
+  if (!tokenizer_.model_file.empty())
+    check_checksum((fs::path(dir_) / tokenizer_.model_file).string(), tokenizer_.model_checksum, "tokenizer model");
+  const std::vector<ShardInfo>& list = shards(split);
+  std::vector<std::exception_ptr> errors(list.size());
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < list.size(); i = next++) {
+      try {
+        check_checksum(shard_path(list[i]), list[i].checksum, "shard");
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
     }
-    offset += static_cast<std::size_t>(shard.tokens);
+  };
+  std::vector<std::thread> helpers;
+  const std::size_t extra = std::min<std::size_t>(std::max(threads, 1) - 1, list.size());
+  for (std::size_t t = 0; t < extra; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  // The first bad shard in manifest order, so the message does not depend on timing.
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+// The shard's own attributes must agree with the manifest before its tokens are trusted.
+void TokenDataset::check_shard_header(const ShardInfo& shard) const {
+  const std::string path = shard_path(shard);
+  const ShardHeader header = read_shard_header(path);
+  if (header.format_version > kShardFormatVersion)
+    throw UserError(fmt::format("shard {} has format_version {}, but this ustrain reads only up to "
+                                "version {}: upgrade ustrain to read this dataset",
+                                path, header.format_version, kShardFormatVersion));
+  const TokenizerIdentity& t = header.tokenizer;
+  if (t.name != tokenizer_.name || t.kind != tokenizer_.kind || t.vocab_size != tokenizer_.vocab_size ||
+      t.model_checksum != tokenizer_.model_checksum)
+    throw UserError(fmt::format("shard {} was written for tokenizer {}, but {} says {}: the shard belongs to "
+                                "another dataset; {}",
+                                path, t.describe(), kManifestFileName, tokenizer_.describe(), kRedo));
+  if (header.token_count != shard.tokens)
+    throw UserError(fmt::format("shard {} holds {} tokens, but {} says {}: {}", path, header.token_count,
+                                kManifestFileName, shard.tokens, kRedo));
+}
+
+std::shared_ptr<const ShardedTokens> TokenDataset::open_tokens(Split split) const {
+  std::vector<std::shared_ptr<const MappedShard>> mapped;
+  for (const ShardInfo& shard : shards(split)) {
+    check_shard_header(shard);
+    const std::string path = shard_path(shard);
+    ShardLayout layout = read_shard_layout(path);
+    if (layout.tokens != shard.tokens)
+      throw UserError(fmt::format("shard {} holds {} tokens in /tokens, but {} says {}: {}", path,
+                                  layout.tokens, kManifestFileName, shard.tokens, kRedo));
+    mapped.push_back(std::make_shared<const MappedShard>(path, std::move(layout), vocab_size()));
+  }
+  return std::make_shared<const ShardedTokens>(std::move(mapped));
+}
+
+std::vector<std::int32_t> TokenDataset::read_shard(const ShardInfo& shard) const {
+  const std::string path = shard_path(shard);
+  check_checksum(path, shard.checksum, "shard");
+  check_shard_header(shard);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(shard.tokens));
+  read_shard_tokens(path, tokens.data(), shard.tokens);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab_size())
+      throw UserError(fmt::format("shard {} holds token id {} at position {}, outside the "
+                                  "vocabulary of size {} of tokenizer '{}': {}",
+                                  path, tokens[i], i, vocab_size(), tokenizer_.name, kRedo));
+  }
+  return tokens;
+}
+
+std::vector<std::int32_t> TokenDataset::read_all(Split split) const {
+  std::vector<std::int32_t> tokens;
+  tokens.reserve(static_cast<std::size_t>(this->tokens(split)));
+  for (const ShardInfo& shard : shards(split)) {
+    const std::vector<std::int32_t> part = read_shard(shard);
+    tokens.insert(tokens.end(), part.begin(), part.end());
   }
   return tokens;
 }

@@ -1,10 +1,14 @@
-// A tokenized dataset directory: manifest.json plus HDF5 shards per split, as written by
-// convert_text (format in data/README.md).
+// A tokenized dataset directory: manifest.json plus HDF5 shards per split (and, for a
+// sentencepiece dataset, its tokenizer model), as written by `ustrain data convert`
+// (format in data/README.md).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "data/tokenizer.h"
 
 namespace ustrain {
 
@@ -19,32 +23,51 @@ struct ShardInfo {
   std::string checksum;        // "crc32:<8 hex digits>" of the whole file
 };
 
+class ShardedTokens;
+
 class TokenDataset {
  public:
-  // Opens a dataset directory written by convert_text; reads only the manifest and shard
-  // file sizes (never token data). UserError on a missing dir/manifest, a corrupt manifest, a
-  // newer format version, a missing or truncated shard (file size mismatch), an empty train split.
+  // Opens a dataset directory; reads only the manifest and shard file sizes (never token
+  // data). UserError on a missing dir/manifest, a corrupt manifest, a newer format version, a
+  // missing or truncated shard (file size mismatch), an empty train split.
   static TokenDataset open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
-  std::string tokenizer() const { return tokenizer_; }
-  std::int64_t vocab_size() const { return vocab_size_; }
-  std::int32_t eos_id() const { return eos_id_; }
+  const TokenizerIdentity& tokenizer() const { return tokenizer_; }
+  std::int64_t vocab_size() const { return tokenizer_.vocab_size; }
+  std::int32_t eos_id() const { return tokenizer_.eos_id; }
+  int format_minor() const { return format_minor_; }
+  const std::string& source() const { return source_; }
+  const std::string& compression() const { return compression_; }
   std::int64_t tokens(Split split) const;
+  std::int64_t documents(Split split) const;
   const std::vector<ShardInfo>& shards(Split split) const;
+  std::string shard_path(const ShardInfo& shard) const;
 
-  // All tokens of a split, in order (documents already joined with EOS), as int32.
-  // Verifies each shard's checksum and attributes and that every id < vocab_size (UserError
-  // naming the shard otherwise).
+  // Reads every shard of the split (and the tokenizer model) in full and compares its
+  // CRC-32 with the manifest, on up to `threads` threads. UserError naming the first bad file.
+  void verify_checksums(Split split, int threads = 1) const;
+
+  // The split's tokens, memory-mapped for reading from any thread. Opens each shard with HDF5
+  // (on the calling thread) and checks its attributes against the manifest; reads no token
+  // data. Ids are checked against vocab_size as they are read.
+  std::shared_ptr<const ShardedTokens> open_tokens(Split split) const;
+
+  // All tokens of a split, in order, as int32, read through HDF5. Verifies each shard's
+  // checksum and attributes and that every id < vocab_size (UserError naming the shard).
   std::vector<std::int32_t> read_all(Split split) const;
+  // The same for one shard of this dataset.
+  std::vector<std::int32_t> read_shard(const ShardInfo& shard) const;
 
  private:
   TokenDataset() = default;
+  void check_shard_header(const ShardInfo& shard) const;
 
   std::string dir_;
-  std::string tokenizer_;
-  std::int64_t vocab_size_ = 0;
-  std::int32_t eos_id_ = 0;
+  TokenizerIdentity tokenizer_;
+  int format_minor_ = 0;
+  std::string source_;
+  std::string compression_;
   std::vector<ShardInfo> train_;
   std::vector<ShardInfo> val_;
 };

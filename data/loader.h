@@ -1,55 +1,75 @@
-// Turns a split's token stream into training samples for one data-parallel reader.
+// Training samples drawn from one or several token streams, in a deterministic order.
 //
-// Samples are windows of seq_len + 1 consecutive tokens: window w covers tokens
-// [w*seq_len, w*seq_len + seq_len], so consecutive windows share one token and the stream's
-// last partial window is unused. With shuffle, epoch e visits the windows in the order
-// portable_permutation(W, SplitMix64::derive(seed, e)) (data/portable_random.h), where W is the
-// number of windows; the same seed gives the same order on every machine. Reader r of R takes
-// positions r, r+R, r+2R, ... of that order, floor(W/R) of them, so readers are disjoint and
-// the W mod R windows at the end of the order are dropped from that epoch for every reader
-// alike. Without shuffle (validation), the order is 0, 1, 2, ... and readers stride the same way.
+// A sample is a window of seq_len + 1 consecutive tokens of a stream: window w covers tokens
+// [w*S, w*S + S] (S = seq_len), its first S tokens are the inputs and its last S the
+// targets; consecutive windows share one token, and a stream of N tokens has
+// W = (N - 1) / S windows. Documents are already packed in the stream, EOS between them.
+//
+// Sample positions 0, 1, 2, ... form one global sequence:
+//   - position g picks source d and k, the index among d's samples (data/blend.h; with one
+//     source, d = 0 and k = g);
+//   - k falls in epoch e = k / W_d at place p = k mod W_d, and names window
+//     IndexPermutation(W_d, derive(derive(seed, d), e))(p) when shuffling (windows shuffled
+//     across all shards, a new order each epoch), else window p.
+// Reader r of R takes positions r, r + R, r + 2R, ...: its j-th sample is position r + jR.
+// Readers are disjoint, together they take every position, and the order is the same for
+// any R, so a data-parallel layout change sees the same data.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include "data/blend.h"
+#include "data/token_source.h"
 
 namespace ustrain {
 
-struct LoaderState {
-  std::uint64_t epoch = 0;
-  std::uint64_t index = 0;  // samples of this epoch already taken by this reader
+struct LoaderSource {
+  std::shared_ptr<const TokenSource> tokens;
+  double weight = 1;
+  std::string name;  // for messages, e.g. the dataset directory
+};
+
+struct LoaderOptions {
+  std::int64_t seq_len = 0;
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  int reader = 0;
+  int num_readers = 1;
 };
 
 class Loader {
  public:
-  // UserError if the stream is shorter than one window or has fewer windows than readers.
-  Loader(std::shared_ptr<const std::vector<std::int32_t>> tokens, std::int64_t seq_len,
-         std::uint64_t seed, bool shuffle, int reader = 0, int num_readers = 1);
+  // UserError if a source is shorter than one window of seq_len + 1 tokens, or a weight is bad.
+  Loader(std::vector<LoaderSource> sources, LoaderOptions options);
 
-  // Fills `batch` samples: inputs (batch, seq_len) and targets (batch, seq_len), the targets
-  // being the inputs shifted by one token. Rolls over to the next epoch when the windows run out.
-  void next(std::int32_t* inputs, std::int32_t* targets, std::int64_t batch);
+  struct Origin {
+    std::size_t source = 0;
+    std::uint64_t epoch = 0;   // of that source
+    std::uint64_t window = 0;  // within that source's stream
+  };
+  // Where this reader's sample j comes from.
+  Origin origin(std::uint64_t sample) const;
+  // Fills one sample: inputs[0, S) and targets[0, S). Safe to call from several threads.
+  void read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets) const;
 
-  std::int64_t windows_per_epoch() const { return windows_per_reader_; }  // for this reader
-  LoaderState state() const { return state_; }
-  // Continues from a saved position; UserError if it lies beyond this reader's epoch (the data
-  // or the layout changed since the position was saved).
-  void restore(const LoaderState& state);
+  std::size_t sources() const { return sources_.size(); }
+  const LoaderSource& source(std::size_t d) const { return sources_[d]; }
+  std::uint64_t windows(std::size_t d) const { return windows_[d]; }
+  const BlendSchedule& blend() const { return blend_; }
+  const LoaderOptions& options() const { return options_; }
 
  private:
-  void start_epoch(std::uint64_t epoch);
-
-  std::shared_ptr<const std::vector<std::int32_t>> tokens_;
-  std::int64_t seq_len_;
-  std::uint64_t seed_;
-  bool shuffle_;
-  int reader_;
-  int num_readers_;
-  std::int64_t windows_ = 0;             // in the whole stream
-  std::int64_t windows_per_reader_ = 0;
-  std::vector<std::uint64_t> order_;     // this reader's windows for the current epoch
-  LoaderState state_;
+  std::vector<LoaderSource> sources_;
+  LoaderOptions options_;
+  std::vector<std::uint64_t> windows_;
+  std::vector<std::uint64_t> source_seeds_;
+  BlendSchedule blend_;
 };
+
+// One in-memory stream (tests, small data).
+std::vector<LoaderSource> memory_source(std::shared_ptr<const std::vector<std::int32_t>> tokens);
 
 }  // namespace ustrain

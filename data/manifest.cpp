@@ -1,6 +1,8 @@
 #include "data/manifest.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -53,6 +55,10 @@ class FieldReader {
   const std::string& path_;
 };
 
+bool is_plain_file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
 json shard_to_json(const ShardInfo& shard) {
   return {{"file", shard.file},
           {"tokens", shard.tokens},
@@ -71,8 +77,7 @@ std::vector<ShardInfo> shards_from_json(const FieldReader& reader, const json& s
     ShardInfo shard;
     shard.file = reader.text(list[i], entry + ".file", "file");
     // Shards live directly in the dataset directory; anything else would read outside it.
-    if (shard.file.empty() || shard.file.find('/') != std::string::npos || shard.file == "." ||
-        shard.file == "..")
+    if (!is_plain_file_name(shard.file))
       reader.fail(entry + ".file", "is not a plain file name");
     shard.tokens = reader.count(list[i], entry + ".tokens", "tokens");
     shard.documents = reader.count(list[i], entry + ".documents", "documents");
@@ -83,6 +88,32 @@ std::vector<ShardInfo> shards_from_json(const FieldReader& reader, const json& s
   return shards;
 }
 
+TokenizerIdentity tokenizer_from_json(const FieldReader& reader, const json& object) {
+  TokenizerIdentity t;
+  t.name = reader.text(object, "tokenizer.name", "name");
+  // Format 1.0 manifests had no kind: only the byte tokenizer existed then.
+  if (object.is_object() && object.contains("kind")) {
+    t.kind = reader.text(object, "tokenizer.kind", "kind");
+    if (std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) == std::end(kTokenizerKinds))
+      reader.fail("tokenizer.kind", fmt::format("is '{}', not one of byte, sentencepiece, external", t.kind));
+  } else {
+    t.kind = t.name == "byte" ? "byte" : "external";
+  }
+  t.vocab_size = reader.integer(object, "tokenizer.vocab_size", "vocab_size");
+  if (t.vocab_size <= 0 || t.vocab_size > std::numeric_limits<std::int32_t>::max())
+    reader.fail("tokenizer.vocab_size", "is out of range");
+  const std::int64_t eos = reader.integer(object, "tokenizer.eos_id", "eos_id");
+  const std::int64_t lowest = t.kind == "external" ? -1 : 0;  // external ids may have no EOS
+  if (eos < lowest || eos >= t.vocab_size) reader.fail("tokenizer.eos_id", "is not a valid id below vocab_size");
+  t.eos_id = static_cast<std::int32_t>(eos);
+  if (t.kind == "sentencepiece") {
+    t.model_file = reader.text(object, "tokenizer.model", "model");
+    if (!is_plain_file_name(t.model_file)) reader.fail("tokenizer.model", "is not a plain file name");
+    t.model_checksum = reader.text(object, "tokenizer.model_checksum", "model_checksum");
+  }
+  return t;
+}
+
 }  // namespace
 
 void write_manifest(const std::string& path, const Manifest& manifest) {
@@ -90,11 +121,18 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
   json val = json::array();
   for (const ShardInfo& shard : manifest.train) train.push_back(shard_to_json(shard));
   for (const ShardInfo& shard : manifest.val) val.push_back(shard_to_json(shard));
+  const TokenizerIdentity& t = manifest.tokenizer;
+  json tokenizer = {{"kind", t.kind}, {"name", t.name}, {"vocab_size", t.vocab_size}, {"eos_id", t.eos_id}};
+  if (!t.model_file.empty()) {
+    tokenizer["model"] = t.model_file;
+    tokenizer["model_checksum"] = t.model_checksum;
+  }
   const json document = {
       {"format_version", manifest.format_version},
-      {"tokenizer",
-       {{"name", manifest.tokenizer}, {"vocab_size", manifest.vocab_size}, {"eos_id", manifest.eos_id}}},
+      {"format_minor", manifest.format_minor},
+      {"tokenizer", std::move(tokenizer)},
       {"token_dtype", manifest.token_dtype},
+      {"compression", manifest.compression.empty() ? "none" : manifest.compression},
       {"source", manifest.source},
       {"splits", {{"train", std::move(train)}, {"val", std::move(val)}}},
   };
@@ -135,20 +173,19 @@ Manifest read_manifest(const std::string& path) {
   if (version < 1) reader.fail("format_version", fmt::format("is {}, not a valid version", version));
   manifest.format_version = static_cast<int>(version);
 
-  const json& tokenizer = reader.member(document, "tokenizer", "tokenizer");
-  manifest.tokenizer = reader.text(tokenizer, "tokenizer.name", "name");
-  manifest.vocab_size = reader.integer(tokenizer, "tokenizer.vocab_size", "vocab_size");
-  if (manifest.vocab_size <= 0 || manifest.vocab_size > std::numeric_limits<std::int32_t>::max())
-    reader.fail("tokenizer.vocab_size", "is out of range");
-  const std::int64_t eos = reader.integer(tokenizer, "tokenizer.eos_id", "eos_id");
-  if (eos < 0 || eos >= manifest.vocab_size) reader.fail("tokenizer.eos_id", "is not below vocab_size");
-  manifest.eos_id = static_cast<std::int32_t>(eos);
+  if (document.contains("format_minor") && document["format_minor"].is_number_integer())
+    manifest.format_minor = document["format_minor"].get<int>();
+  else
+    manifest.format_minor = 0;
+  manifest.tokenizer = tokenizer_from_json(reader, reader.member(document, "tokenizer", "tokenizer"));
 
   // Informational fields: absent in hand-made manifests is fine.
-  if (document.contains("token_dtype") && document["token_dtype"].is_string())
-    manifest.token_dtype = document["token_dtype"].get<std::string>();
-  if (document.contains("source") && document["source"].is_string())
-    manifest.source = document["source"].get<std::string>();
+  const auto optional_text = [&](const char* key) {
+    return document.contains(key) && document[key].is_string() ? document[key].get<std::string>() : "";
+  };
+  manifest.token_dtype = optional_text("token_dtype");
+  manifest.compression = optional_text("compression");
+  manifest.source = optional_text("source");
 
   const json& splits = reader.member(document, "splits", "splits");
   manifest.train = shards_from_json(reader, splits, Split::train);

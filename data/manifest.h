@@ -1,6 +1,6 @@
 // manifest.json, the table of contents of a dataset directory: format version, tokenizer,
 // and the shards of each split. Written last by a conversion, so its presence means the
-// shards it lists were complete on disk.
+// shards it lists were complete on disk. Reading it touches no token data.
 #pragma once
 
 #include <cstdint>
@@ -8,18 +8,21 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/tokenizer.h"
 
 namespace ustrain {
 
+// Major version: a reader refuses a newer one. Minor version: additions old readers may ignore.
 inline constexpr int kDatasetFormatVersion = 1;
+inline constexpr int kDatasetFormatMinor = 1;
 inline constexpr const char* kManifestFileName = "manifest.json";
 
 struct Manifest {
   int format_version = kDatasetFormatVersion;
-  std::string tokenizer;
-  std::int64_t vocab_size = 0;
-  std::int32_t eos_id = 0;
+  int format_minor = kDatasetFormatMinor;
+  TokenizerIdentity tokenizer;
   std::string token_dtype;  // "uint16" | "uint32", informational
+  std::string compression;  // "none" | "deflate:<level>", informational
   std::string source;       // how the dataset was made, for people reading the file
   std::vector<ShardInfo> train;
   std::vector<ShardInfo> val;

@@ -4,11 +4,10 @@
 //
 // The generator is SplitMix64 (Steele, Lea and Flood, 2014): state += 0x9E3779B97F4A7C15, and
 // the output is the state passed through the finaliser below. Bounded integers use rejection
-// sampling (no modulo bias); permutations are Fisher-Yates from the last position down.
+// sampling (no modulo bias). Shuffles use IndexPermutation, which needs no memory.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace ustrain {
 
@@ -44,8 +43,31 @@ class SplitMix64 {
   std::uint64_t state_;
 };
 
-// A permutation of 0..n-1 by Fisher-Yates driven by SplitMix64(seed):
-// for i = n-1 down to 1, swap element i with element below(i + 1).
-std::vector<std::uint64_t> portable_permutation(std::uint64_t n, std::uint64_t seed);
+// A pseudo-random permutation of 0..n-1 evaluated one position at a time, in O(1) memory and
+// time, so that a shuffled order over billions of windows needs no table and any position of
+// it can be looked up directly (resuming, or one reader of many skipping to its share).
+//
+// It is a balanced Feistel network on 2h bits, 2^(2h) being the smallest power of four >= n:
+// x splits into halves (L, R) of h bits; each of 4 rounds maps (L, R) -> (R, L ^ F_k(R)) with
+// F_k(R) = finalize(R ^ key_k) masked to h bits and key_k = SplitMix64::derive(seed, k).
+// Four rounds of a random-looking round function give a pseudo-random permutation (Luby and
+// Rackoff). Results >= n are encrypted again until they fall below n ("cycle walking"),
+// which keeps the map a bijection on 0..n-1; on average fewer than 4 passes are needed.
+class IndexPermutation {
+ public:
+  IndexPermutation(std::uint64_t n, std::uint64_t seed);
+  std::uint64_t size() const { return n_; }
+  // The element at position i < n.
+  std::uint64_t operator()(std::uint64_t i) const;
+
+ private:
+  std::uint64_t encrypt(std::uint64_t x) const;
+
+  static constexpr int kRounds = 4;
+  std::uint64_t n_;
+  int half_bits_ = 0;
+  std::uint64_t half_mask_ = 0;
+  std::uint64_t keys_[kRounds] = {};
+};
 
 }  // namespace ustrain

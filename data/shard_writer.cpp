@@ -11,9 +11,10 @@
 
 namespace ustrain {
 
-ShardWriter::ShardWriter(std::string dir, Split split, ShardHeader header, std::int64_t shard_tokens)
+ShardWriter::ShardWriter(std::string dir, Split split, ShardHeader header, std::int64_t shard_tokens,
+                         ShardWriteOptions options)
     : dir_(std::move(dir)), split_(split), header_(std::move(header)),
-      shard_tokens_(static_cast<std::size_t>(shard_tokens)) {
+      shard_tokens_(static_cast<std::size_t>(shard_tokens)), options_(options) {
   USTRAIN_ASSERT(shard_tokens > 0, "shard_tokens must be positive");
   // Room for a whole shard up front saves the copies of a growing buffer; untouched pages of
   // the reservation cost no memory, and the cap keeps huge shard sizes from failing here.
@@ -23,6 +24,11 @@ ShardWriter::ShardWriter(std::string dir, Split split, ShardHeader header, std::
 void ShardWriter::add_document(std::span<const std::int32_t> tokens) {
   if (buffer_.size() == shard_tokens_) write_buffered_shard();
   doc_offsets_.push_back(buffer_.size());
+  ++documents_;
+  extend_document(tokens);
+}
+
+void ShardWriter::extend_document(std::span<const std::int32_t> tokens) {
   tokens_ += static_cast<std::int64_t>(tokens.size());
   while (!tokens.empty()) {
     if (buffer_.size() == shard_tokens_) write_buffered_shard();
@@ -30,7 +36,6 @@ void ShardWriter::add_document(std::span<const std::int32_t> tokens) {
     buffer_.insert(buffer_.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(take));
     tokens = tokens.subspan(take);
   }
-  ++documents_;
 }
 
 std::vector<ShardInfo> ShardWriter::finish() {
@@ -46,7 +51,7 @@ void ShardWriter::write_buffered_shard() {
   const std::string path = (std::filesystem::path(dir_) / shard.file).string();
 
   doc_offsets_.push_back(buffer_.size());
-  write_shard(path, header_, buffer_, doc_offsets_);
+  write_shard(path, header_, buffer_, doc_offsets_, options_);
   fsync_path(path);
   shard.bytes = std::filesystem::file_size(path);
   shard.checksum = crc32_label(crc32_of_file(path));

@@ -16,9 +16,12 @@ namespace ustrain {
 class ShardWriter {
  public:
   // `header` gives the attributes every shard carries (its token_count is filled in per shard).
-  ShardWriter(std::string dir, Split split, ShardHeader header, std::int64_t shard_tokens);
+  ShardWriter(std::string dir, Split split, ShardHeader header, std::int64_t shard_tokens,
+              ShardWriteOptions options = {});
 
+  // Starts a document with `tokens`; extend_document() appends more tokens to it.
   void add_document(std::span<const std::int32_t> tokens);
+  void extend_document(std::span<const std::int32_t> tokens);
 
   // Writes the last, partly filled shard and returns every shard written, in order. Each shard
   // is closed and flushed to disk before its size and checksum are taken.
@@ -34,6 +37,7 @@ class ShardWriter {
   Split split_;
   ShardHeader header_;
   std::size_t shard_tokens_;
+  ShardWriteOptions options_;
   std::vector<std::int32_t> buffer_;
   std::vector<std::uint64_t> doc_offsets_;  // documents starting in the buffered shard
   std::vector<ShardInfo> shards_;

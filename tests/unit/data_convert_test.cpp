@@ -12,7 +12,7 @@
 
 #include "data/crc32.h"
 #include "data/dataset.h"
-#include "data/text_convert.h"
+#include "data/convert.h"
 #include "data_test_support.h"
 
 namespace ustrain {
@@ -21,9 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using Documents = std::vector<std::string>;
 
-TextConvertOptions options_for(const std::vector<std::string>& inputs, const std::string& output,
-                               const std::string& split) {
-  TextConvertOptions options;
+ConvertOptions options_for(const std::vector<std::string>& inputs, const std::string& output,
+                           const std::string& split) {
+  ConvertOptions options;
   options.inputs = inputs;
   options.output_dir = output;
   options.split = split;
@@ -60,7 +60,7 @@ TEST(DataConvert, FileModeRoundTripsEachFile) {
   const std::string binary("caf\xC3\xA9 \x00\xFF bytes\n", 15);  // UTF-8, NUL and a stray byte
   test::write_file(scratch / "in/sub/c.txt", binary);
   test::write_file(scratch / "in/empty.txt", "  \n\n");
-  const ConvertReport report = convert_text(options_for({scratch / "in"}, scratch / "out", "file"));
+  const ConvertReport report = convert_dataset(options_for({scratch / "in"}, scratch / "out", "file"));
   EXPECT_EQ(report.documents, 3);
   const TokenDataset dataset = TokenDataset::open(scratch / "out");
   // Directory order is sorted by path: a.txt, b.txt, empty.txt (dropped), sub/c.txt.
@@ -73,7 +73,7 @@ TEST(DataConvert, FileModeRoundTripsEachFile) {
 TEST(DataConvert, BlankLineModeRoundTripsParagraphs) {
   test::ScratchDir scratch;
   test::write_file(scratch / "book.txt", "Chapter one.\nIt begins.\n\n\nChapter two.\n \nThe end.\n");
-  convert_text(options_for({scratch / "book.txt"}, scratch / "out", "blank-line"));
+  convert_dataset(options_for({scratch / "book.txt"}, scratch / "out", "blank-line"));
   EXPECT_EQ(test::read_documents(TokenDataset::open(scratch / "out"), Split::train),
             (Documents{"Chapter one.\nIt begins.\n", "Chapter two.\n", "The end.\n"}));
 }
@@ -83,9 +83,9 @@ TEST(DataConvert, MarkerModeRoundTripsFortuneStyleFiles) {
   test::write_file(scratch / "in/jokes", "Joke one.\n%\nJoke two,\n  two lines.\n%\n%\nJoke three.\n%\n");
   test::write_file(scratch / "in/jokes.dat", "binary index that must be skipped");
   test::write_file(scratch / "in/quotes", "\"Quote.\"\n\t-- Someone\n%\n");
-  TextConvertOptions options = options_for({scratch / "in"}, scratch / "out", "line:%");
+  ConvertOptions options = options_for({scratch / "in"}, scratch / "out", "line:%");
   options.exclude = {"*.dat"};
-  const ConvertReport report = convert_text(options);
+  const ConvertReport report = convert_dataset(options);
   EXPECT_EQ(report.documents, 4);
   EXPECT_EQ(report.bytes_read, static_cast<std::int64_t>(fs::file_size(scratch / "in/jokes") +
                                                          fs::file_size(scratch / "in/quotes")));
@@ -100,9 +100,9 @@ TEST(DataConvert, MarkerModeRoundTripsFortuneStyleFiles) {
 TEST(DataConvert, WithoutEosTheStreamIsTheDocumentsConcatenated) {
   test::ScratchDir scratch;
   test::write_file(scratch / "t.txt", "ab\n%\ncd\n");
-  TextConvertOptions options = options_for({scratch / "t.txt"}, scratch / "out", "line:%");
-  options.eos = false;
-  convert_text(options);
+  ConvertOptions options = options_for({scratch / "t.txt"}, scratch / "out", "line:%");
+  options.eos = EosMode::none;
+  convert_dataset(options);
   const TokenDataset dataset = TokenDataset::open(scratch / "out");
   EXPECT_EQ(dataset.read_all(Split::train), (std::vector<std::int32_t>{'a', 'b', '\n', 'c', 'd', '\n'}));
   EXPECT_EQ(test::read_documents(dataset, Split::train), (Documents{"ab\n", "cd\n"}));
@@ -117,9 +117,9 @@ TEST(DataConvert, SmallShardsSplitDocumentsAcrossFilesAndStillRoundTrip) {
     text += expected.back() + "%\n";
   }
   test::write_file(scratch / "many.txt", text);
-  TextConvertOptions options = options_for({scratch / "many.txt"}, scratch / "out", "line:%");
+  ConvertOptions options = options_for({scratch / "many.txt"}, scratch / "out", "line:%");
   options.shard_tokens = 7;
-  const ConvertReport report = convert_text(options);
+  const ConvertReport report = convert_dataset(options);
   const TokenDataset dataset = TokenDataset::open(scratch / "out");
   const auto& shards = dataset.shards(Split::train);
   ASSERT_GT(shards.size(), 100u);
@@ -146,9 +146,9 @@ TEST(DataConvert, ValidationHoldsOutDocumentsDeterministically) {
     text += expected.back() + "%\n";
   }
   test::write_file(scratch / "in.txt", text);
-  TextConvertOptions options = options_for({scratch / "in.txt"}, scratch / "a", "line:%");
+  ConvertOptions options = options_for({scratch / "in.txt"}, scratch / "a", "line:%");
   options.val_fraction = 0.25;
-  const ConvertReport report = convert_text(options);
+  const ConvertReport report = convert_dataset(options);
   const TokenDataset a = TokenDataset::open(scratch / "a");
   const Documents train = test::read_documents(a, Split::train);
   const Documents val = test::read_documents(a, Split::val);
@@ -166,20 +166,23 @@ TEST(DataConvert, ValidationHoldsOutDocumentsDeterministically) {
   EXPECT_EQ(report.val_tokens, a.tokens(Split::val));
 
   options.output_dir = scratch / "b";
-  convert_text(options);
+  convert_dataset(options);
   EXPECT_EQ(test::read_documents(TokenDataset::open(scratch / "b"), Split::val), val);
   options.output_dir = scratch / "c";
   options.seed += 1;
-  convert_text(options);
+  convert_dataset(options);
   EXPECT_NE(test::read_documents(TokenDataset::open(scratch / "c"), Split::val), val);
 }
 
 TEST(DataConvert, ManifestAndShardAttributesDescribeTheData) {
   test::ScratchDir scratch;
   test::write_file(scratch / "t.txt", "hello\n%\nworld!\n%\n");
-  const ConvertReport report = convert_text(options_for({scratch / "t.txt"}, scratch / "out", "line:%"));
+  const ConvertReport report = convert_dataset(options_for({scratch / "t.txt"}, scratch / "out", "line:%"));
   const nlohmann::json manifest = nlohmann::json::parse(test::read_file(scratch / "out/manifest.json"));
   EXPECT_EQ(manifest["format_version"], 1);
+  EXPECT_EQ(manifest["format_minor"], 1);
+  EXPECT_EQ(manifest["compression"], "none");
+  EXPECT_EQ(manifest["tokenizer"]["kind"], "byte");
   EXPECT_EQ(manifest["tokenizer"]["name"], "byte");
   EXPECT_EQ(manifest["tokenizer"]["vocab_size"], 257);
   EXPECT_EQ(manifest["tokenizer"]["eos_id"], 256);
@@ -212,6 +215,8 @@ TEST(DataConvert, ManifestAndShardAttributesDescribeTheData) {
     return value.substr(0, value.find('\0'));
   };
   EXPECT_EQ(int_attribute("format_version"), 1);
+  EXPECT_EQ(int_attribute("format_minor"), 1);
+  EXPECT_EQ(string_attribute("tokenizer_kind"), "byte");
   EXPECT_EQ(int_attribute("vocab_size"), 257);
   EXPECT_EQ(int_attribute("eos_id"), 256);
   EXPECT_EQ(int_attribute("token_count"), 15);
@@ -245,7 +250,7 @@ TEST(DataConvert, ShardsAreReadableByH5ls) {
     GTEST_SKIP() << "h5ls not found on PATH (install hdf5-tools); cannot check shards with it";
   test::ScratchDir scratch;
   test::write_file(scratch / "t.txt", "some text\n\nmore text\n");
-  convert_text(options_for({scratch / "t.txt"}, scratch / "out", "blank-line"));
+  convert_dataset(options_for({scratch / "t.txt"}, scratch / "out", "blank-line"));
   const std::string listing = scratch / "listing.txt";
   const std::string command = "h5ls -r '" + (scratch / "out/train-00000.h5") + "' > '" + listing + "' 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << test::read_file(listing);
@@ -261,27 +266,27 @@ TEST(DataConvert, RefusesANonEmptyOutputDirectoryButFillsAnEmptyOne) {
   test::ScratchDir scratch;
   test::write_file(scratch / "t.txt", "text\n");
   test::write_file(scratch / "taken/keep.me", "precious");
-  test::expect_user_error([&] { convert_text(options_for({scratch / "t.txt"}, scratch / "taken", "file")); },
+  test::expect_user_error([&] { convert_dataset(options_for({scratch / "t.txt"}, scratch / "taken", "file")); },
                           {scratch / "taken", "not empty"});
   EXPECT_EQ(test::read_file(scratch / "taken/keep.me"), "precious");
   fs::create_directories(scratch / "empty");
-  convert_text(options_for({scratch / "t.txt"}, scratch / "empty", "file"));
+  convert_dataset(options_for({scratch / "t.txt"}, scratch / "empty", "file"));
   EXPECT_EQ(TokenDataset::open(scratch / "empty").tokens(Split::train), 6);
 }
 
 TEST(DataConvert, MissingOrEmptyInputsAreUserErrors) {
   test::ScratchDir scratch;
-  test::expect_user_error([&] { convert_text(options_for({scratch / "nope"}, scratch / "out", "file")); },
+  test::expect_user_error([&] { convert_dataset(options_for({scratch / "nope"}, scratch / "out", "file")); },
                           {scratch / "nope", "does not exist"});
   fs::create_directories(scratch / "dir");
   test::write_file(scratch / "dir/x.dat", "skipped");
-  TextConvertOptions options = options_for({scratch / "dir"}, scratch / "out", "file");
+  ConvertOptions options = options_for({scratch / "dir"}, scratch / "out", "file");
   options.exclude = {"*.dat"};
-  test::expect_user_error([&] { convert_text(options); }, {"no input files", scratch / "dir"});
+  test::expect_user_error([&] { convert_dataset(options); }, {"no input files", scratch / "dir"});
   test::write_file(scratch / "dir/blank.txt", " \n\n\t\n");
-  test::expect_user_error([&] { convert_text(options); }, {"no documents"});
+  test::expect_user_error([&] { convert_dataset(options); }, {"no documents"});
   options.split = "sentences";
-  test::expect_user_error([&] { convert_text(options); }, {"sentences"});
+  test::expect_user_error([&] { convert_dataset(options); }, {"sentences"});
   EXPECT_EQ(leftover_entries(scratch.path()), (std::vector<std::string>{"dir"}));
 }
 
@@ -297,7 +302,7 @@ TEST(DataConvert, InputVanishingMidwayLeavesNoOutput) {
     removed = true;
   };
   test::expect_user_error(
-      [&] { convert_text(options_for({scratch / "in"}, scratch / "out", "file"), remove_last_input); },
+      [&] { convert_dataset(options_for({scratch / "in"}, scratch / "out", "file"), remove_last_input); },
       {scratch / "in/3.txt"});
   EXPECT_TRUE(removed);
   EXPECT_FALSE(fs::exists(scratch / "out"));
@@ -308,7 +313,7 @@ TEST(DataConvert, ExceptionFromProgressCallbackLeavesNoOutput) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in.txt", "text\n");
   const auto interrupt = [](const std::string&) { throw std::runtime_error("interrupted"); };
-  EXPECT_THROW(convert_text(options_for({scratch / "in.txt"}, scratch / "out", "file"), interrupt),
+  EXPECT_THROW(convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"), interrupt),
                std::runtime_error);
   EXPECT_EQ(leftover_entries(scratch.path()), (std::vector<std::string>{"in.txt"}));
 }
@@ -317,10 +322,10 @@ TEST(DataConvert, ProgressReportsStartAndSummary) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in.txt", "text\n");
   std::vector<std::string> lines;
-  convert_text(options_for({scratch / "in.txt"}, scratch / "out", "file"),
+  convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"),
                [&](const std::string& line) { lines.push_back(line); });
   ASSERT_GE(lines.size(), 2u);
-  EXPECT_NE(lines.front().find("converting 1 files"), std::string::npos) << lines.front();
+  EXPECT_NE(lines.front().find("converting 1 input"), std::string::npos) << lines.front();
   EXPECT_NE(lines.back().find("wrote 1 documents"), std::string::npos) << lines.back();
   for (const std::string& line : lines) EXPECT_EQ(line.find_first_of("\r\n"), std::string::npos) << line;
 }
@@ -336,10 +341,10 @@ TEST(DataConvert, FortunesCorpusConverts) {
       text_bytes += static_cast<std::int64_t>(entry.file_size());
   }
   test::ScratchDir scratch;
-  TextConvertOptions options = options_for({corpus}, scratch / "fortunes", "line:%");
+  ConvertOptions options = options_for({corpus}, scratch / "fortunes", "line:%");
   options.val_fraction = 0.05;
   options.exclude = {"*.dat", "*.u8"};
-  const ConvertReport report = convert_text(options);
+  const ConvertReport report = convert_dataset(options);
   EXPECT_EQ(report.bytes_read, text_bytes);
   const TokenDataset dataset = TokenDataset::open(scratch / "fortunes");
   EXPECT_EQ(dataset.tokens(Split::train), report.train_tokens);

@@ -9,7 +9,7 @@
 
 #include "data/crc32.h"
 #include "data/dataset.h"
-#include "data/text_convert.h"
+#include "data/convert.h"
 #include "data_test_support.h"
 
 namespace ustrain {
@@ -24,13 +24,13 @@ class DataDataset : public ::testing::Test {
     std::string text;
     for (int i = 0; i < 60; ++i) text += "fortune " + std::to_string(i) + "\n%\n";
     test::write_file(scratch_ / "in.txt", text);
-    TextConvertOptions options;
+    ConvertOptions options;
     options.inputs = {scratch_ / "in.txt"};
     options.output_dir = dir_;
     options.split = "line:%";
     options.val_fraction = 0.3;
     options.shard_tokens = 200;
-    convert_text(options);
+    convert_dataset(options);
   }
 
   json manifest() const { return json::parse(test::read_file(manifest_path_)); }
@@ -57,7 +57,8 @@ class DataDataset : public ::testing::Test {
 TEST_F(DataDataset, OpenReportsTheManifest) {
   const TokenDataset dataset = TokenDataset::open(dir_);
   EXPECT_EQ(dataset.dir(), dir_);
-  EXPECT_EQ(dataset.tokenizer(), "byte");
+  EXPECT_EQ(dataset.tokenizer().name, "byte");
+  EXPECT_EQ(dataset.tokenizer().kind, "byte");
   EXPECT_EQ(dataset.vocab_size(), 257);
   EXPECT_EQ(dataset.eos_id(), 256);
   const json m = manifest();

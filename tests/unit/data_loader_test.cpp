@@ -1,7 +1,8 @@
-// The loader's sampling contract (data/loader.h): windows, readers, seeds, epochs, resume.
+// The loader's sampling contract (data/loader.h): windows, readers, seeds, epochs, blends.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -11,130 +12,135 @@
 namespace ustrain {
 namespace {
 
-// Token i of the stream is i, so a sample's first input names its window: start / seq_len.
-std::shared_ptr<const std::vector<std::int32_t>> counting_stream(std::int32_t length) {
+// Token i of the stream is base + i, so a sample's first input names its stream and window.
+std::shared_ptr<const TokenSource> counting_stream(std::int32_t length, std::int32_t base = 0) {
   auto tokens = std::make_shared<std::vector<std::int32_t>>(length);
-  std::iota(tokens->begin(), tokens->end(), 0);
-  return tokens;
+  std::iota(tokens->begin(), tokens->end(), base);
+  return std::make_shared<MemoryTokens>(std::move(tokens));
 }
 
-// The windows of the next `count` samples, checking every sample's contents on the way.
-std::vector<std::int64_t> take_windows(Loader& loader, std::int64_t seq_len, std::int64_t count) {
-  std::vector<std::int32_t> inputs(count * seq_len), targets(count * seq_len);
-  loader.next(inputs.data(), targets.data(), count);
-  std::vector<std::int64_t> windows;
+Loader single(std::int32_t length, std::int64_t seq_len, std::uint64_t seed, bool shuffle, int reader = 0,
+              int readers = 1) {
+  return Loader({{counting_stream(length), 1.0, "counting"}}, {seq_len, seed, shuffle, reader, readers});
+}
+
+// The first input token of each of samples [first, first + count), checking every sample's contents.
+std::vector<std::int64_t> take(const Loader& loader, std::uint64_t first, std::int64_t count) {
+  const std::int64_t seq_len = loader.options().seq_len;
+  std::vector<std::int32_t> inputs(seq_len), targets(seq_len);
+  std::vector<std::int64_t> starts;
   for (std::int64_t b = 0; b < count; ++b) {
-    const std::int32_t start = inputs[b * seq_len];
-    EXPECT_EQ(start % seq_len, 0) << "sample " << b << " does not start at a window boundary";
+    loader.read_sample(first + b, inputs.data(), targets.data());
     for (std::int64_t t = 0; t < seq_len; ++t) {
-      EXPECT_EQ(inputs[b * seq_len + t], start + t);
-      EXPECT_EQ(targets[b * seq_len + t], start + t + 1);
+      EXPECT_EQ(inputs[t], inputs[0] + t);
+      EXPECT_EQ(targets[t], inputs[0] + t + 1);
     }
-    windows.push_back(start / seq_len);
+    starts.push_back(inputs[0]);
   }
-  return windows;
+  return starts;
+}
+
+// Windows of a single counting stream: start / seq_len.
+std::vector<std::int64_t> windows(const Loader& loader, std::uint64_t first, std::int64_t count) {
+  std::vector<std::int64_t> starts = take(loader, first, count);
+  for (std::int64_t& start : starts) {
+    EXPECT_EQ(start % loader.options().seq_len, 0) << "not at a window boundary";
+    start /= loader.options().seq_len;
+  }
+  return starts;
+}
+
+std::vector<std::int64_t> iota_vector(std::int64_t n) {
+  std::vector<std::int64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
 }
 
 TEST(DataLoader, CountsWindowsOfSeqLenPlusOneTokens) {
   // 41 tokens with seq_len 8: windows need tokens up to 8w + 8 <= 40, so w = 0..4.
-  EXPECT_EQ(Loader(counting_stream(41), 8, 1, false).windows_per_epoch(), 5);
-  EXPECT_EQ(Loader(counting_stream(40), 8, 1, false).windows_per_epoch(), 4);
-  EXPECT_EQ(Loader(counting_stream(9), 8, 1, false).windows_per_epoch(), 1);
-  EXPECT_EQ(Loader(counting_stream(41), 8, 1, false, 1, 2).windows_per_epoch(), 2);
+  EXPECT_EQ(single(41, 8, 1, false).windows(0), 5u);
+  EXPECT_EQ(single(40, 8, 1, false).windows(0), 4u);
+  EXPECT_EQ(single(9, 8, 1, false).windows(0), 1u);
 }
 
-TEST(DataLoader, WithoutShuffleWindowsComeInOrder) {
-  Loader loader(counting_stream(41), 8, 1, false);
-  EXPECT_EQ(take_windows(loader, 8, 5), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(take_windows(loader, 8, 2), (std::vector<std::int64_t>{0, 1}));
-  Loader second_reader(counting_stream(41), 8, 1, false, 1, 2);
-  EXPECT_EQ(take_windows(second_reader, 8, 2), (std::vector<std::int64_t>{1, 3}));
+TEST(DataLoader, WithoutShuffleWindowsComeInOrderAndRollOver) {
+  EXPECT_EQ(windows(single(41, 8, 1, false), 0, 7), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 0, 1}));
+  EXPECT_EQ(windows(single(41, 8, 1, false, 1, 2), 0, 4), (std::vector<std::int64_t>{1, 3, 0, 2}));
 }
 
-TEST(DataLoader, ShuffledEpochVisitsEveryWindowOnce) {
-  Loader loader(counting_stream(1001), 10, 7, true);
-  ASSERT_EQ(loader.windows_per_epoch(), 100);
-  std::vector<std::int64_t> windows = take_windows(loader, 10, 100);
-  EXPECT_NE(windows, [] { std::vector<std::int64_t> v(100); std::iota(v.begin(), v.end(), 0); return v; }());
-  std::sort(windows.begin(), windows.end());
-  for (std::int64_t i = 0; i < 100; ++i) EXPECT_EQ(windows[i], i);
+TEST(DataLoader, ShuffledEpochVisitsEveryWindowOnceInANewOrderEachEpoch) {
+  const Loader loader = single(1001, 10, 7, true);
+  ASSERT_EQ(loader.windows(0), 100u);
+  std::vector<std::int64_t> epoch0 = windows(loader, 0, 100), epoch1 = windows(loader, 100, 100);
+  EXPECT_NE(epoch0, iota_vector(100));
+  EXPECT_NE(epoch0, epoch1);
+  for (std::uint64_t j = 0; j < 200; ++j) EXPECT_EQ(loader.origin(j).epoch, j / 100);
+  std::sort(epoch0.begin(), epoch0.end());
+  std::sort(epoch1.begin(), epoch1.end());
+  EXPECT_EQ(epoch0, iota_vector(100));
+  EXPECT_EQ(epoch1, iota_vector(100));
 }
 
 TEST(DataLoader, ReadersSplitTheSingleReaderOrderWithoutOverlap) {
   for (int readers : {2, 3, 7}) {
     const std::int64_t seq_len = 4;
-    Loader single(counting_stream(4 * 50 + 1), seq_len, 11, true);
-    const std::vector<std::int64_t> order = take_windows(single, seq_len, 50);
-    std::set<std::int64_t> seen;
+    const std::vector<std::int64_t> order = windows(single(4 * 50 + 1, seq_len, 11, true), 0, 50);
+    std::vector<std::int64_t> together;
     for (int r = 0; r < readers; ++r) {
-      Loader reader(counting_stream(4 * 50 + 1), seq_len, 11, true, r, readers);
-      ASSERT_EQ(reader.windows_per_epoch(), 50 / readers);
-      const std::vector<std::int64_t> mine = take_windows(reader, seq_len, reader.windows_per_epoch());
-      for (std::size_t i = 0; i < mine.size(); ++i) {
+      const Loader reader = single(4 * 50 + 1, seq_len, 11, true, r, readers);
+      // Reader r's share of the first epoch: positions r, r + R, ... below 50.
+      const std::int64_t share = (50 - r + readers - 1) / readers;
+      const std::vector<std::int64_t> mine = windows(reader, 0, share);
+      for (std::int64_t i = 0; i < share; ++i)
         EXPECT_EQ(mine[i], order[r + i * readers]) << "reader " << r << " of " << readers;
-        EXPECT_TRUE(seen.insert(mine[i]).second) << "window " << mine[i] << " taken twice";
-      }
+      together.insert(together.end(), mine.begin(), mine.end());
     }
-    // Together the readers cover the single reader's epoch, less the same remainder for all.
-    EXPECT_EQ(seen.size(), static_cast<std::size_t>(50 / readers * readers));
-    if (50 % readers == 0) {
-      EXPECT_EQ(seen, std::set<std::int64_t>(order.begin(), order.end()));
-    }
+    // Together the readers take the single reader's epoch exactly: every window once.
+    std::sort(together.begin(), together.end());
+    EXPECT_EQ(together, iota_vector(50)) << readers << " readers";
   }
 }
 
 TEST(DataLoader, SameSeedSameOrderOtherSeedOtherOrder) {
-  Loader a(counting_stream(2001), 20, 5, true), b(counting_stream(2001), 20, 5, true),
-      c(counting_stream(2001), 20, 6, true);
-  const auto order_a = take_windows(a, 20, 100);
-  EXPECT_EQ(take_windows(b, 20, 100), order_a);
-  EXPECT_NE(take_windows(c, 20, 100), order_a);
+  const auto order = windows(single(2001, 20, 5, true), 0, 100);
+  EXPECT_EQ(windows(single(2001, 20, 5, true), 0, 100), order);
+  EXPECT_NE(windows(single(2001, 20, 6, true), 0, 100), order);
 }
 
-TEST(DataLoader, RollsOverIntoANewlyShuffledEpoch) {
-  Loader loader(counting_stream(301), 6, 3, true);
-  ASSERT_EQ(loader.windows_per_epoch(), 50);
-  const auto first = take_windows(loader, 6, 30);
-  EXPECT_EQ(loader.state().epoch, 0u);
-  EXPECT_EQ(loader.state().index, 30u);
-  const auto straddling = take_windows(loader, 6, 40);  // 20 from epoch 0, 20 from epoch 1
-  EXPECT_EQ(loader.state().epoch, 1u);
-  EXPECT_EQ(loader.state().index, 20u);
-  std::vector<std::int64_t> epoch0 = first;
-  epoch0.insert(epoch0.end(), straddling.begin(), straddling.begin() + 20);
-  const auto rest = take_windows(loader, 6, 30);
-  std::vector<std::int64_t> epoch1(straddling.begin() + 20, straddling.end());
-  epoch1.insert(epoch1.end(), rest.begin(), rest.end());
-  EXPECT_NE(epoch0, epoch1);
-  std::sort(epoch0.begin(), epoch0.end());
-  std::sort(epoch1.begin(), epoch1.end());
-  EXPECT_EQ(epoch0, epoch1);
-  EXPECT_EQ(std::set<std::int64_t>(epoch0.begin(), epoch0.end()).size(), 50u);
+TEST(DataLoader, AnySampleCanBeReadOnItsOwn) {
+  const Loader loader = single(3001, 6, 9, true, 1, 3);
+  const std::vector<std::int64_t> sequence = windows(loader, 0, 700);
+  for (std::uint64_t j : {0u, 1u, 166u, 167u, 500u, 699u}) EXPECT_EQ(windows(loader, j, 1)[0], sequence[j]) << j;
 }
 
-TEST(DataLoader, RestoreContinuesWithExactlyTheNextBatch) {
-  for (std::int64_t consumed : {0, 13, 50, 64, 113}) {  // within, at the end of, and past epochs
-    Loader original(counting_stream(301), 6, 9, true, 1, 2);
-    ASSERT_EQ(original.windows_per_epoch(), 25);
-    take_windows(original, 6, consumed);
-    const LoaderState saved = original.state();
-    const auto expected = take_windows(original, 6, 30);
-    Loader resumed(counting_stream(301), 6, 9, true, 1, 2);
-    resumed.restore(saved);
-    EXPECT_EQ(resumed.state().epoch, saved.epoch);
-    EXPECT_EQ(resumed.state().index, saved.index);
-    EXPECT_EQ(take_windows(resumed, 6, 30), expected) << "after " << consumed << " samples";
+TEST(DataLoader, BlendMeetsItsWeightsAndEachSourceKeepsItsOwnEpochs) {
+  // Source 0 counts from 0, source 1 from 1'000'000: a sample's first token names its source.
+  const Loader loader({{counting_stream(801), 0.7, "a"}, {counting_stream(401, 1'000'000), 0.3, "b"}},
+                      {8, 3, true, 0, 1});
+  const std::vector<std::int64_t> starts = take(loader, 0, 2000);
+  std::map<int, std::vector<std::int64_t>> per_source;
+  for (std::int64_t start : starts) per_source[start >= 1'000'000].push_back(start % 1'000'000 / 8);
+  // The interleaving is exact to one sample per source, at every prefix.
+  EXPECT_NEAR(static_cast<double>(per_source[0].size()), 1400, 1);
+  EXPECT_NEAR(static_cast<double>(per_source[1].size()), 600, 1);
+  int from_a = 0;
+  for (std::size_t g = 0; g < starts.size(); ++g) {
+    from_a += starts[g] < 1'000'000;
+    ASSERT_LE(std::abs(from_a - 0.7 * static_cast<double>(g + 1)), 1.0) << "after " << g + 1 << " samples";
+  }
+  // Source b has 50 windows: its first 600 samples are 12 whole epochs, each a permutation.
+  for (int epoch = 0; epoch < 12; ++epoch) {
+    std::vector<std::int64_t> one(per_source[1].begin() + epoch * 50, per_source[1].begin() + (epoch + 1) * 50);
+    std::sort(one.begin(), one.end());
+    EXPECT_EQ(one, iota_vector(50)) << "epoch " << epoch;
   }
 }
 
-TEST(DataLoader, RestoreRejectsAPositionBeyondTheEpoch) {
-  Loader loader(counting_stream(301), 6, 9, true);
-  test::expect_user_error([&] { loader.restore({0, 51}); }, {"51", "50 samples per epoch"});
-}
-
 TEST(DataLoader, TooShortStreamsAreUserErrors) {
-  test::expect_user_error([] { Loader(counting_stream(8), 8, 1, true); }, {"8 tokens", "seq_len + 1 = 9"});
-  test::expect_user_error([] { Loader(counting_stream(17), 8, 1, true, 0, 3); }, {"2 samples", "3 data readers"});
+  test::expect_user_error([] { single(8, 8, 1, true); }, {"8 tokens", "seq_len + 1 = 9"});
+  test::expect_user_error(
+      [] { Loader({{counting_stream(100), 1.0, "a"}, {counting_stream(5), 1.0, "tiny/dir"}}, {8, 1, true, 0, 1}); },
+      {"tiny/dir", "5 tokens"});
 }
 
 }  // namespace

@@ -50,17 +50,45 @@ TEST(DataPortableRandom, UnitIsInHalfOpenInterval) {
   EXPECT_GT(high, 0.99);
 }
 
-TEST(DataPortableRandom, PermutationIsDeterministicAndSeedDependent) {
-  const auto a = portable_permutation(1000, 42);
-  const auto b = portable_permutation(1000, 42);
-  const auto c = portable_permutation(1000, 43);
-  EXPECT_EQ(a, b);
-  EXPECT_NE(a, c);
-  std::vector<std::uint64_t> sorted = a;
-  std::sort(sorted.begin(), sorted.end());
-  for (std::uint64_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);
-  EXPECT_TRUE(portable_permutation(0, 1).empty());
-  EXPECT_EQ(portable_permutation(1, 1), std::vector<std::uint64_t>{0});
+std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed) {
+  const IndexPermutation p(n, seed);
+  std::vector<std::uint64_t> order(n);
+  for (std::uint64_t i = 0; i < n; ++i) order[i] = p(i);
+  return order;
+}
+
+TEST(DataPortableRandom, IndexPermutationIsABijectionForAnySize) {
+  for (std::uint64_t n : {1u, 2u, 3u, 4u, 5u, 17u, 64u, 65u, 1000u, 4097u}) {
+    std::vector<std::uint64_t> sorted = permutation(n, 42);
+    std::sort(sorted.begin(), sorted.end());
+    for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i) << "n = " << n;
+  }
+}
+
+TEST(DataPortableRandom, IndexPermutationIsDeterministicAndSeedDependent) {
+  EXPECT_EQ(permutation(1000, 42), permutation(1000, 42));
+  EXPECT_NE(permutation(1000, 42), permutation(1000, 43));
+  // Large sizes cost nothing up front: any position is computed on its own.
+  const IndexPermutation huge(std::uint64_t{1} << 40, 7);
+  EXPECT_LT(huge(123456789), std::uint64_t{1} << 40);
+  EXPECT_NE(huge(0), huge(1));
+}
+
+TEST(DataPortableRandom, IndexPermutationLooksUniform) {
+  // Where element 0 lands, over 4000 seeds, in 10 buckets of a 100-element permutation:
+  // 400 expected per bucket; 300 is five standard deviations below.
+  std::vector<int> buckets(10, 0);
+  for (std::uint64_t seed = 0; seed < 4000; ++seed) {
+    const IndexPermutation p(100, seed);
+    for (std::uint64_t i = 0; i < 100; ++i)
+      if (p(i) == 0) ++buckets[i / 10];
+  }
+  for (int count : buckets) EXPECT_GT(count, 300);
+  // Neighbours stay neighbours no more often than chance (about 2 of 1000 for one seed).
+  const std::vector<std::uint64_t> order = permutation(1000, 5);
+  int adjacent = 0;
+  for (std::size_t i = 0; i + 1 < order.size(); ++i) adjacent += order[i] + 1 == order[i + 1];
+  EXPECT_LT(adjacent, 10);
 }
 
 TEST(DataPortableRandom, DerivedSeedsDifferPerStream) {

@@ -26,7 +26,7 @@ std::vector<std::uint64_t> doc_offsets_of(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> read_documents(const TokenDataset& dataset, Split split) {
+std::vector<std::vector<std::int32_t>> read_token_documents(const TokenDataset& dataset, Split split) {
   const std::vector<std::int32_t> tokens = dataset.read_all(split);
   // Global start of every document: shard base + the shard's offsets (its last entry is the
   // shard's token count, not a document).
@@ -45,18 +45,24 @@ std::vector<std::string> read_documents(const TokenDataset& dataset, Split split
     EXPECT_TRUE(!starts.empty() && starts.front() == 0) << "the stream starts mid-document";
   }
   starts.push_back(tokens.size());
+  std::vector<std::vector<std::int32_t>> documents;
+  for (std::size_t d = 0; d + 1 < starts.size(); ++d)
+    documents.emplace_back(tokens.begin() + static_cast<std::ptrdiff_t>(starts[d]),
+                           tokens.begin() + static_cast<std::ptrdiff_t>(starts[d + 1]));
+  return documents;
+}
 
+std::vector<std::string> read_documents(const TokenDataset& dataset, Split split) {
   std::vector<std::string> documents;
-  for (std::size_t d = 0; d + 1 < starts.size(); ++d) {
+  for (const std::vector<std::int32_t>& ids : read_token_documents(dataset, split)) {
     std::string text;
-    for (std::size_t i = starts[d]; i < starts[d + 1]; ++i) {
-      const std::int32_t id = tokens[i];
-      if (id == ByteTokenizer::kEos) {
-        EXPECT_EQ(i + 1, starts[d + 1]) << "EOS inside document " << d;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == ByteTokenizer::kEos) {
+        EXPECT_EQ(i + 1, ids.size()) << "EOS inside document " << documents.size();
         continue;
       }
-      EXPECT_TRUE(id >= 0 && id < 256) << "id " << id;
-      text.push_back(static_cast<char>(id));
+      EXPECT_TRUE(ids[i] >= 0 && ids[i] < 256) << "id " << ids[i];
+      text.push_back(static_cast<char>(ids[i]));
     }
     documents.push_back(std::move(text));
   }

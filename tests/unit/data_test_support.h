@@ -67,9 +67,11 @@ inline void expect_user_error(const std::function<void()>& action, const std::ve
   }
 }
 
-// The documents of one split as text: the split's tokens (read through TokenDataset) cut at
-// each shard's /doc_offsets (read with the HDF5 API), byte ids turned back into bytes and a
-// trailing EOS removed.
+// The documents of one split as ids: the split's tokens (read through TokenDataset) cut at
+// each shard's /doc_offsets (read with the HDF5 API).
+std::vector<std::vector<std::int32_t>> read_token_documents(const TokenDataset& dataset, Split split);
+
+// The same as text: byte ids turned back into bytes and a trailing EOS removed.
 std::vector<std::string> read_documents(const TokenDataset& dataset, Split split);
 
 }  // namespace ustrain::test

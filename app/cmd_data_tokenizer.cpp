@@ -1,0 +1,52 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "app/cmd_data_commands.h"
+#include "data/tokenizer_training.h"
+
+namespace ustrain::app {
+
+void add_data_tokenizer_command(CLI::App& data) {
+  CLI::App* tokenizer = data.add_subcommand("tokenizer", "Make tokenizers");
+  tokenizer->require_subcommand(1);
+  auto o = std::make_shared<TokenizerTrainOptions>();
+  o->threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  CLI::App* train = tokenizer->add_subcommand(
+      "train", "Train a sentencepiece BPE or unigram model on text or JSONL (lossless: no normalisation, byte "
+               "fallback)");
+  train->add_option("--input,-i", o->inputs, "Text or JSONL files or directories")->required();
+  train->add_option("--output,-o", o->output, "The .model file to write (must not exist)")->required();
+  train->add_option("--vocab-size", o->vocab_size, "Pieces in the vocabulary, specials and 256 byte pieces included")
+      ->capture_default_str();
+  train->add_option("--model-type", o->model_type, "Algorithm")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bpe", "unigram"}));
+  train->add_option("--format,-f", o->format, "Input format")->capture_default_str()->check(CLI::IsMember({"text", "jsonl"}));
+  train->add_option("--split", o->split, "text: how files divide into documents: file | blank-line | line:MARKER")
+      ->capture_default_str();
+  train->add_option("--text-field", o->text_field, "jsonl: the field that holds the text")->capture_default_str();
+  train->add_option("--exclude", o->exclude, "File-name globs to skip (repeatable)");
+  train->add_option("--max-sentences", o->max_sentences, "Lines sampled from the corpus for training")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--character-coverage", o->character_coverage,
+                    "Share of characters covered by pieces; the rest fall back to bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.9, 1.0));
+  train->add_option("--seed", o->seed, "Seed of the line sample")->capture_default_str();
+  train->add_option("--threads,-j", o->threads, "Training threads")->capture_default_str()->check(CLI::Range(1, 256));
+  train->callback([o] {
+    const TokenizerTrainReport r =
+        train_tokenizer(*o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    fmt::print("wrote {}: {} model of {} pieces from {} of {} lines ({:.1f} MB) in {:.1f} s\n", o->output,
+               o->model_type, r.vocab_size, r.lines_used, r.lines_read, static_cast<double>(r.bytes_read) / 1e6,
+               r.seconds);
+  });
+}
+
+}  // namespace ustrain::app

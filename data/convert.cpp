@@ -1,0 +1,249 @@
+#include "data/convert.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "data/crc32.h"
+#include "data/dataset_builder.h"
+#include "data/dataset_documents.h"
+#include "data/document_splitter.h"
+#include "data/durable_output.h"
+#include "data/input_files.h"
+#include "data/llmc_format.h"
+#include "data/megatron_format.h"
+#include "data/npy_format.h"
+#include "data/text_documents.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int32_t kLlmcDefaultEos = 50256;  // GPT-2's <|endoftext|>, what llm.c's own shards use
+
+bool is_text_format(const std::string& format) { return format == "text" || format == "jsonl"; }
+bool is_id_format(const std::string& format) { return format == "megatron" || format == "llmc" || format == "npy"; }
+
+void validate(const ConvertOptions& o) {
+  if (!is_text_format(o.format) && !is_id_format(o.format) && o.format != "shards")
+    throw UserError(fmt::format("unknown input format '{}': use one of text, jsonl, megatron, llmc, npy, shards", o.format));
+  if (o.inputs.empty()) throw UserError("no inputs given: name the files or directories to convert");
+  if (o.output_dir.empty()) throw UserError("no output directory given for the converted dataset");
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1))
+    throw UserError(fmt::format("val_fraction {} is outside [0, 1): it is the share of documents held out for "
+                                "validation, e.g. 0.05",
+                                o.val_fraction));
+  if (o.shard_tokens <= 0) throw UserError(fmt::format("shard_tokens {} must be positive", o.shard_tokens));
+  if (o.compression < 0 || o.compression > 9)
+    throw UserError(fmt::format("compression level {} is outside 0 (none) to 9", o.compression));
+  if (o.workers < 1 || o.workers > 256) throw UserError(fmt::format("workers {} is outside 1 to 256", o.workers));
+  if (is_text_format(o.format) && o.eos_id >= 0)
+    throw UserError("--eos-id applies to token-id formats; text is encoded with the tokenizer's own EOS");
+}
+
+// How documents are tokenized and what the dataset records about it.
+struct TokenizerPlan {
+  std::unique_ptr<Tokenizer> encoder;  // encodes text documents
+  std::unique_ptr<Tokenizer> decoder;  // shards: decodes the input before re-encoding
+  TokenizerIdentity identity;          // model_file/checksum filled in when the model is copied
+  std::string model_to_copy;
+  bool text_out = false;               // documents arrive as text (append EOS by default)
+};
+
+TokenizerIdentity identity_of(const Tokenizer& tokenizer) {
+  TokenizerIdentity identity;
+  identity.kind = identity.name = tokenizer.identity();
+  identity.vocab_size = tokenizer.vocab_size();
+  identity.eos_id = tokenizer.eos_id();
+  return identity;
+}
+
+void use_tokenizer(TokenizerPlan& plan, const std::string& spec) {
+  plan.encoder = open_tokenizer(spec);
+  plan.identity = identity_of(*plan.encoder);
+  if (spec != "byte") plan.model_to_copy = spec;
+}
+
+TokenizerPlan plan_for_ids(const ConvertOptions& o) {
+  TokenizerPlan plan;
+  if (o.tokenizer.empty())
+    throw UserError(fmt::format("--format {} reads token ids, so name the tokenizer that made them: e.g. "
+                                "--tokenizer gpt2 --vocab-size 50257 (or --tokenizer byte, or a sentencepiece "
+                                ".model file)",
+                                o.format));
+  if (o.tokenizer == "byte" || names_model_file(o.tokenizer)) {
+    use_tokenizer(plan, o.tokenizer);
+    plan.encoder.reset();
+    if (o.vocab_size > 0 && o.vocab_size != plan.identity.vocab_size)
+      throw UserError(fmt::format("--vocab-size {} disagrees with tokenizer {}, whose vocabulary has {} ids", o.vocab_size,
+                                  o.tokenizer, plan.identity.vocab_size));
+    if (o.eos_id >= 0 && o.eos_id != plan.identity.eos_id)
+      throw UserError(fmt::format("--eos-id {} disagrees with tokenizer {}, whose EOS is {}", o.eos_id, o.tokenizer,
+                                  plan.identity.eos_id));
+    return plan;
+  }
+  const bool plain = std::all_of(o.tokenizer.begin(), o.tokenizer.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '+';
+  });
+  if (!plain) throw UserError(fmt::format("tokenizer name '{}' may hold only letters, digits and - _ . +", o.tokenizer));
+  if (o.vocab_size <= 0)
+    throw UserError(fmt::format("pass --vocab-size: the vocabulary size of tokenizer '{}' (e.g. 50257 for gpt2); "
+                                "every id must lie below it",
+                                o.tokenizer));
+  plan.identity.kind = "external";
+  plan.identity.name = o.tokenizer;
+  plan.identity.vocab_size = o.vocab_size;
+  plan.identity.eos_id = static_cast<std::int32_t>(o.eos_id >= 0 ? o.eos_id : o.format == "llmc" ? kLlmcDefaultEos : -1);
+  if (plan.identity.eos_id >= o.vocab_size)
+    throw UserError(fmt::format("EOS id {} is not below --vocab-size {}; pass the right --eos-id", plan.identity.eos_id,
+                                o.vocab_size));
+  return plan;
+}
+
+TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<TokenDataset>& datasets) {
+  const TokenizerIdentity& input = datasets.front().tokenizer();
+  for (const TokenDataset& dataset : datasets)
+    if (!(dataset.tokenizer() == input))
+      throw UserError(fmt::format("datasets {} and {} use different tokenizers ({} and {}): convert them "
+                                  "separately, or re-tokenize each with --tokenizer first",
+                                  datasets.front().dir(), dataset.dir(), input.describe(), dataset.tokenizer().describe()));
+  const std::string input_model = input.model_file.empty() ? "" : (fs::path(datasets.front().dir()) / input.model_file).string();
+  const bool same = o.tokenizer.empty() || (o.tokenizer == "byte" && input.kind == "byte") ||
+                    (input.kind == "sentencepiece" && names_model_file(o.tokenizer) &&
+                     fs::is_regular_file(o.tokenizer) && crc32_label(crc32_of_file(o.tokenizer)) == input.model_checksum);
+  TokenizerPlan plan;
+  if (same) {  // re-shard: the ids are copied as they are
+    plan.identity = input;
+    plan.model_to_copy = input_model;
+    return plan;
+  }
+  plan.decoder = open_dataset_tokenizer(datasets.front().dir());
+  use_tokenizer(plan, o.tokenizer);
+  plan.text_out = true;
+  return plan;
+}
+
+// Files of the inputs; from directories only those with `extension` (empty: all).
+std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension) {
+  std::vector<InputFile> files;
+  for (const std::string& input : o.inputs) {
+    for (InputFile& file : list_input_files({input}, o.exclude))
+      if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
+  }
+  return files;
+}
+
+std::string describe_source(const ConvertOptions& o, bool append_eos) {
+  std::string text = fmt::format("{} {} ({}", o.format, fmt::join(o.inputs, ", "),
+                                 o.format == "shards" ? "splits kept" : fmt::format("val_fraction {}, seed {}", o.val_fraction, o.seed));
+  if (o.format == "text") text += fmt::format(", split {}", o.split);
+  if (o.format == "jsonl") text += fmt::format(", field {}", o.text_field);
+  if (!o.exclude.empty()) text += fmt::format(", exclude {}", fmt::join(o.exclude, " "));
+  return text + fmt::format(", eos {})", append_eos ? "appended" : "as in the input");
+}
+
+void copy_model(TokenizerPlan& plan, const std::string& staging) {
+  if (plan.model_to_copy.empty()) return;
+  const std::string target = (fs::path(staging) / kDatasetModelFileName).string();
+  std::error_code error;
+  fs::copy_file(plan.model_to_copy, target, error);
+  if (error)
+    throw UserError(fmt::format("cannot copy tokenizer model {} into {}: {}", plan.model_to_copy, staging, error.message()));
+  fsync_path(target);
+  plan.identity.model_file = kDatasetModelFileName;
+  plan.identity.model_checksum = crc32_label(crc32_of_file(target));
+}
+
+}  // namespace
+
+ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(const std::string&)>& progress,
+                              std::FILE* progress_bar) {
+  const auto started = std::chrono::steady_clock::now();
+  validate(o);
+  const auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+
+  // Everything that can be checked before writing is checked here.
+  std::vector<InputFile> files;
+  std::vector<std::string> prefixes;
+  std::vector<TokenDataset> datasets;
+  std::int64_t total_bytes = 0;
+  TokenizerPlan plan;
+  if (is_text_format(o.format)) {
+    const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
+    use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer);
+    plan.text_out = true;
+    files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "");
+  } else if (o.format == "megatron") {
+    plan = plan_for_ids(o);
+    prefixes = megatron_prefixes(o.inputs, o.exclude);
+    total_bytes = megatron_bytes(prefixes);
+  } else if (is_id_format(o.format)) {
+    plan = plan_for_ids(o);
+    files = list_inputs(o, o.format == "llmc" ? ".bin" : ".npy");
+  } else {
+    for (const std::string& dir : o.inputs) datasets.push_back(TokenDataset::open(dir));
+    for (const TokenDataset& dataset : datasets)
+      for (Split split : {Split::train, Split::val})
+        for (const ShardInfo& shard : dataset.shards(split)) total_bytes += static_cast<std::int64_t>(shard.bytes);
+    plan = plan_for_datasets(o, datasets);
+  }
+  for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
+  const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
+  if (input_count == 0)
+    throw UserError(fmt::format("no input files found in {}{}", fmt::join(o.inputs, ", "),
+                                o.exclude.empty() ? "" : fmt::format(" after excluding {}", fmt::join(o.exclude, " "))));
+  const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
+  if (append_eos && plan.identity.eos_id < 0)
+    throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",
+                                plan.identity.describe(), is_id_format(o.format) ? "its id with --eos-id, or " : ""));
+
+  StagedDirectory staging(o.output_dir);
+  say(fmt::format("converting {} {} ({:.1f} MB) into {}", input_count, input_count == 1 ? "input" : "inputs",
+                  static_cast<double>(total_bytes) / 1e6, staging.final_path()));
+  copy_model(plan, staging.path());
+  ProgressOptions progress_options;
+  progress_options.label = "convert";
+  progress_options.total = total_bytes;
+  progress_options.unit = ProgressUnit::bytes;
+  const auto reporter = progress_bar ? std::make_unique<ProgressReporter>(progress_bar, progress_options)
+                                     : std::make_unique<ProgressReporter>(progress, progress_options);
+  DatasetBuilder builder(o, staging.path(), plan.encoder.get(), plan.identity, describe_source(o, append_eos),
+                         append_eos, reporter.get());
+  if (o.format == "text") read_text_files(files, o.split, builder);
+  else if (o.format == "jsonl") read_jsonl_files(files, o.text_field, builder);
+  else if (o.format == "megatron") read_megatron(prefixes, plan.identity.vocab_size, builder);
+  else if (o.format == "llmc") read_llmc(files, plan.identity.vocab_size, plan.identity.eos_id, builder);
+  else if (o.format == "npy") read_npy(files, plan.identity.vocab_size, plan.identity.eos_id, builder);
+  else read_dataset_documents(datasets, plan.decoder.get(), builder);
+
+  const Manifest manifest = builder.finish();
+  // Last, after every shard is flushed: its presence marks the dataset complete.
+  write_manifest((fs::path(staging.path()) / kManifestFileName).string(), manifest);
+  staging.commit();
+  reporter->finish();
+  if (manifest.val.empty() && o.val_fraction > 0 && o.format != "shards")
+    say(fmt::format("note: none of the {} documents went to validation; the val split is empty", builder.documents()));
+
+  ConvertReport report;
+  report.documents = builder.documents();
+  report.train_tokens = builder.tokens(Split::train);
+  report.val_tokens = builder.tokens(Split::val);
+  report.bytes_read = builder.bytes_read();
+  report.shards = static_cast<int>(manifest.train.size() + manifest.val.size());
+  report.tokenizer = plan.identity.describe();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  say(fmt::format("wrote {} documents: {} train tokens, {} val tokens in {} shards to {} ({:.1f} MB/s)",
+                  report.documents, report.train_tokens, report.val_tokens, report.shards, staging.final_path(),
+                  report.seconds > 0 ? static_cast<double>(report.bytes_read) / 1e6 / report.seconds : 0.0));
+  return report;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,61 @@
+// `ustrain data convert`: text, JSONL, Megatron indexed datasets, llm.c shards, NumPy token
+// arrays or our own datasets -> a dataset directory of HDF5 shards + manifest.json (format in
+// data/README.md).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ustrain {
+
+// What ends each document: kept as the input has it, or EOS appended unless already there.
+// automatic: append for text formats (text, jsonl, re-tokenized shards), none for token ids.
+enum class EosMode { automatic, append, none };
+
+struct ConvertOptions {
+  std::string format = "text";           // text | jsonl | megatron | llmc | npy | shards
+  std::vector<std::string> inputs;       // files or directories (recursed, sorted order)
+  std::string output_dir;
+  // text, jsonl: "byte" or a sentencepiece .model (default byte). Token formats: "byte", a
+  // .model, or the name of the tokenizer that made the ids (e.g. gpt2, with vocab_size).
+  // shards: empty or the input's tokenizer re-shards; another one re-tokenizes.
+  std::string tokenizer;
+  std::int64_t vocab_size = 0;           // token formats with a named tokenizer: ids lie below it
+  std::int64_t eos_id = -1;              // token formats: end-of-document id (llmc: 50256 when -1)
+  std::string split = "blank-line";      // text: "file" | "blank-line" | "line:<MARKER>"
+  std::vector<std::string> exclude;      // base-name globs to skip (fnmatch), e.g. "*.dat"
+  std::string text_field = "text";       // jsonl: the field holding each document's text
+  EosMode eos = EosMode::automatic;
+  double val_fraction = 0.05;            // share of DOCUMENTS held out (shards: splits are kept)
+  std::uint64_t seed = 1234;
+  std::int64_t shard_tokens = 1 << 26;   // max tokens per shard file
+  int compression = 0;                   // 0 none, 1-9 deflate level
+  int workers = 1;                       // tokenizing threads
+};
+
+struct ConvertReport {
+  std::int64_t documents = 0, train_tokens = 0, val_tokens = 0, bytes_read = 0;
+  double seconds = 0;
+  int shards = 0;
+  std::string tokenizer;  // its description
+};
+
+// Writes into a temporary sibling directory and renames it into place only when complete, so
+// an interrupted conversion never leaves a dataset that looks complete; refuses to overwrite
+// an existing non-empty output_dir. UserError naming the input file (and position) for any
+// bad input: unreadable, truncated, not the format, ids outside the vocabulary, no documents.
+// Messages go to `messages` (may be empty); so does the progress line every few seconds,
+// unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
+//
+// Document d (counting from 0 over all inputs in order) goes to validation when
+// SplitMix64(SplitMix64::derive(seed, d)).unit() < val_fraction (data/portable_random.h), so
+// the split needs no second pass and is the same on every machine. The result does not
+// depend on `workers`.
+ConvertReport convert_dataset(const ConvertOptions& options,
+                              const std::function<void(const std::string&)>& messages = {},
+                              std::FILE* progress_bar = nullptr);
+
+}  // namespace ustrain
