@@ -6,15 +6,20 @@
 
 #include "app/commands.h"
 #include "core/generate.h"
+#include "kernels/error.h"
 
 namespace ustrain::app {
 
 void add_generate_command(CLI::App& root) {
   auto opt = std::make_shared<GenerateOptions>();
   auto samples = std::make_shared<int>(1);
-  CLI::App* cmd = root.add_subcommand("generate", "Sample text from a finished run's weights");
-  cmd->add_option("--run", opt->run_dir, "Run directory written by `ustrain train` (holds recipe.toml and model.h5)")
-      ->required();
+  CLI::App* cmd = root.add_subcommand("generate", "Sample text from a checkpoint's weights");
+  CLI::Option* checkpoint = cmd->add_option("--checkpoint", opt->checkpoint,
+                                            "Checkpoint directory (its saved recipe gives the model's shape)");
+  CLI::Option* run = cmd->add_option("--run", opt->run_dir,
+                                     "Run directory written by `ustrain train`: samples from its newest checkpoint");
+  checkpoint->excludes(run);
+  run->excludes(checkpoint);
   cmd->add_option("--prompt", opt->prompt, "Text to continue (default: start a new document)");
   cmd->add_option("--tokens", opt->tokens, "Maximum number of new tokens per sample")->capture_default_str();
   cmd->add_option("--temperature", opt->temperature, "Sampling temperature; 0 = greedy")
@@ -24,6 +29,8 @@ void add_generate_command(CLI::App& root) {
   cmd->add_option("--seed", opt->seed, "Random seed for sampling")->capture_default_str();
   cmd->add_option("--samples", *samples, "Number of samples to print")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([opt, samples] {
+    if (opt->checkpoint.empty() && opt->run_dir.empty())
+      throw UserError("generate needs --checkpoint PATH or --run DIR");
     for (int i = 0; i < *samples; ++i) {
       GenerateOptions o = *opt;
       o.seed = opt->seed + static_cast<std::uint64_t>(i);

@@ -5,7 +5,9 @@
 
 #include "app/commands.h"
 #include "core/recipe.h"
+#include "core/signals.h"
 #include "core/trainer.h"
+#include "kernels/error.h"
 
 namespace ustrain::app {
 
@@ -15,6 +17,8 @@ void add_train_command(CLI::App& root) {
     std::vector<std::string> overrides;
     bool dry_run = false;
     bool overwrite = false;
+    std::string resume;
+    bool force_resume = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand("train", "Train a model from a TOML recipe");
@@ -23,15 +27,29 @@ void add_train_command(CLI::App& root) {
       ->type_name("KEY=VALUE");
   cmd->add_flag("--dry-run", opt->dry_run,
                 "Print the resolved recipe, parameter count and memory plan, then exit without training");
-  cmd->add_flag("--overwrite", opt->overwrite, "Replace a finished run in the same run directory");
+  cmd->add_flag("--overwrite", opt->overwrite,
+                "Replace the run (metrics and checkpoints) in the same run directory");
+  cmd->add_option("--resume", opt->resume,
+                  "Continue from a checkpoint: auto (the run directory's newest, or a fresh start when there "
+                  "is none) or a checkpoint or run directory")
+      ->type_name("auto|PATH");
+  cmd->add_flag("--force-resume", opt->force_resume,
+                "Resume although the recipe changed in ways that break exact continuation (seed, data, "
+                "batch, optimizer, ...)");
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     if (opt->dry_run) {
       fmt::print("{}", describe_run(recipe));
       return;
     }
+    if (opt->force_resume && opt->resume.empty()) throw UserError("--force-resume needs --resume");
+    if (opt->overwrite && !opt->resume.empty()) throw UserError("--overwrite and --resume exclude each other");
     setup_logging(recipe.log.level.c_str());
-    train(recipe, TrainOptions{opt->overwrite});
+    TrainOptions options(opt->overwrite);
+    options.resume = opt->resume;
+    options.force_resume = opt->force_resume;
+    options.ustrain_version = USTRAIN_VERSION;
+    if (train(recipe, options).stop_signal != 0) throw ExitStatus{kExitStopped};
   });
 }
 

@@ -13,6 +13,14 @@ void add_generate_command(CLI::App& root);
 void add_data_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
 void add_recipe_command(CLI::App& root);
+void add_eval_command(CLI::App& root);
+void add_ckpt_command(CLI::App& root);
+
+// Thrown by a command that finished cleanly but must report a particular exit status, e.g.
+// `train` stopped by a signal after saving a checkpoint (kExitStopped in core/signals.h).
+struct ExitStatus {
+  int code;
+};
 
 // Logging to stdout with timestamps, readable on a terminal and in a Slurm log file.
 void setup_logging(const char* level);

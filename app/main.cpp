@@ -1,5 +1,6 @@
 // ustrain: train Llama-style language models from TOML recipes.
-// Exit status: 0 success, 2 user error (usage, recipe, input), 1 internal error.
+// Exit status: 0 success, 2 user error (usage, recipe, input), 1 internal error,
+// 3 training stopped by a signal after saving a checkpoint (resume with --resume auto).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -31,11 +32,14 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   CLI::App app{"ustrain: train Llama-style language models from TOML recipes, on one CPU or many GPUs.\n"
-               "Exit status: 0 success, 2 user error (usage, recipe, input data), 1 internal error."};
+               "Exit status: 0 success, 2 user error (usage, recipe, input data), 1 internal error,\n"
+               "3 training stopped by SIGTERM/SIGUSR1/SIGINT after saving a checkpoint (resume with --resume auto)."};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   ustrain::app::add_train_command(app);
   ustrain::app::add_generate_command(app);
+  ustrain::app::add_eval_command(app);
+  ustrain::app::add_ckpt_command(app);
   ustrain::app::add_data_command(app);
   ustrain::app::add_bench_command(app);
   ustrain::app::add_recipe_command(app);
@@ -50,6 +54,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const ustrain::app::ExitStatus& e) {
+    std::fflush(stdout);
+    return e.code;
   } catch (const ustrain::UserError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());

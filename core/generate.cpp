@@ -5,21 +5,22 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/checkpoint_locate.h"
+#include "core/checkpoint_reader.h"
 #include "core/model/llama.h"
 #include "core/rng.h"
 #include "core/sampler.h"
-#include "core/weights_io.h"
 #include "data/byte_tokenizer.h"
 
 namespace ustrain {
 
 std::string generate_text(const GenerateOptions& o, const std::function<void(const std::string&)>& on_text) {
-  const std::string recipe_path = o.run_dir + "/recipe.toml";
-  if (!std::filesystem::exists(recipe_path))
-    throw UserError(fmt::format("{} is not a run directory (no recipe.toml); pass the run directory that "
+  if (!o.run_dir.empty() && !std::filesystem::is_directory(o.run_dir + "/checkpoints"))
+    throw UserError(fmt::format("{} is not a run directory (it has no checkpoints/); pass the run directory that "
                                 "`ustrain train` wrote, e.g. runs/quickstart",
                                 o.run_dir));
-  const Recipe recipe = load_recipe(recipe_path);
+  const CheckpointReader checkpoint(locate_checkpoint(o.run_dir.empty() ? o.checkpoint : o.run_dir));
+  const Recipe recipe = parse_recipe(checkpoint.manifest().recipe, checkpoint.dir() + "/" + kManifestName);
   if (recipe.data.tokenizer != "byte")
     throw UserError(fmt::format("generate supports the byte tokenizer; the run uses \"{}\"", recipe.data.tokenizer));
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
@@ -32,7 +33,7 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
                               static_cast<int>(recipe.device.threads));
   PlannedMemory memory(plan, *backend);
   model.bind(memory, *backend);
-  load_weights(o.run_dir + "/model.h5", model.params(), *backend);
+  load_model_state(checkpoint, model.params(), *backend, /*with_optimizer=*/false);
 
   const ByteTokenizer tokenizer;
   std::vector<std::int32_t> ids = tokenizer.encode(o.prompt);

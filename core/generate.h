@@ -1,4 +1,4 @@
-// Sampling text from a finished run's weights (`ustrain generate`).
+// Sampling text from a checkpoint's weights (`ustrain generate`).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,11 @@
 namespace ustrain {
 
 struct GenerateOptions {
-  std::string run_dir;         // holds recipe.toml and model.h5 written by `ustrain train`
+  // Where the weights come from, one of: a checkpoint directory, or a run directory written
+  // by `ustrain train` (its newest checkpoint). The model's shape comes from the recipe saved
+  // in the checkpoint.
+  std::string checkpoint;
+  std::string run_dir;
   std::string prompt;
   std::int64_t tokens = 200;   // new tokens to sample at most
   double temperature = 0.8;    // 0 = greedy

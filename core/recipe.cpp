@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/recipe_schema.h"
+#include "data/blend.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -286,10 +287,22 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "down to min_lr, so set min_lr <= lr",
          at.of({"schedule.min_lr", "optim.lr"}), r.schedule.min_lr, r.optim.lr);
   }
-  if (r.data.path.empty()) {
+  if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
-         "dataset directory it writes",
+         "dataset directory it writes (or data.blend to several)",
          at.of({"data.path"}));
+  }
+  if (!r.data.path.empty() && !r.data.blend.empty()) {
+    fail("{}: both data.path and data.blend are set; data.blend lists every dataset with its weight, so "
+         "remove data.path or list it in the blend",
+         at.of({"data.path", "data.blend"}));
+  }
+  if (!r.data.blend.empty()) {
+    try {
+      parse_blend(r.data.blend);
+    } catch (const UserError& error) {
+      fail("{}: data.{}", at.of({"data.blend"}), error.what());
+    }
   }
 }
 

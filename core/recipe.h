@@ -37,7 +37,10 @@ struct ModelSection {
 
 struct DataSection {
   std::string path;              // dataset directory written by `ustrain data convert`
-  std::string tokenizer = "byte";
+  std::string tokenizer = "byte";  // byte | sentencepiece | external
+  std::string blend;             // "dirA:0.7,dirB:0.3": several datasets instead of path
+  std::int64_t prefetch = 4;     // micro-batches read ahead on a background thread; 0: none
+  std::string verify = "checksums";  // checksums | sizes: what opening the data checks
 
   bool operator==(const DataSection&) const = default;
 };
@@ -89,8 +92,11 @@ struct ParallelSection {
 };
 
 struct CheckpointSection {
-  std::int64_t interval = 0;  // steps between weight snapshots; 0 = only at the end
-  std::int64_t keep_last = 3;
+  std::int64_t interval = 0;    // steps between checkpoints; 0 = only at the end
+  std::int64_t keep_last = 3;   // the newest checkpoints kept on disk
+  std::int64_t keep_every = 0;  // also keep each checkpoint whose step is a multiple; 0 = none
+  bool async = true;            // write in the background while training continues
+  std::string init_from;        // checkpoint whose weights start a new run (fine-tuning)
 
   bool operator==(const CheckpointSection&) const = default;
 };

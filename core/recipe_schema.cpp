@@ -97,9 +97,18 @@ std::vector<KeySpec> build_keys() {
           "Standard deviation of the normal weight initialisation"),
 
       key(USTRAIN_RECIPE_FIELD(data.path), any_value(),
-          "Dataset directory written by `ustrain data convert`; required"),
-      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"byte"}),
-          "Tokenizer the dataset was encoded with"),
+          "Dataset directory written by `ustrain data convert`; required unless data.blend is set"),
+      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"byte", "sentencepiece", "external"}),
+          "Kind of tokenizer the datasets were encoded with; a sentencepiece model travels in its dataset "
+          "directory, external means ids converted from Megatron, llm.c or NumPy files"),
+      key(USTRAIN_RECIPE_FIELD(data.blend), any_value(),
+          "Several datasets mixed by weight instead of data.path: \"DIR:WEIGHT,DIR:WEIGHT\" (weights "
+          "are normalised, to a resolution of 1/10000)"),
+      key(USTRAIN_RECIPE_FIELD(data.prefetch), at_least(0),
+          "Micro-batches a background thread reads ahead; 0 reads on the training thread"),
+      key(USTRAIN_RECIPE_FIELD(data.verify), one_of({"checksums", "sizes"}),
+          "What opening the data checks besides the manifest: checksums reads every shard once, sizes "
+          "only compares file sizes (for very large datasets; ids are still checked as they are read)"),
 
       key(USTRAIN_RECIPE_FIELD(train.steps), at_least(1), "Optimizer steps to run"),
       key(USTRAIN_RECIPE_FIELD(train.micro_batch), at_least(1),
@@ -151,9 +160,17 @@ std::vector<KeySpec> build_keys() {
           "Model chunks per pipeline rank, for the interleaved schedule"),
 
       key(USTRAIN_RECIPE_FIELD(checkpoint.interval), at_least(0),
-          "Steps between checkpoints; 0 saves only at the end"),
+          "Steps between checkpoints; 0 saves only at the end (a stop by signal always saves)"),
       key(USTRAIN_RECIPE_FIELD(checkpoint.keep_last), at_least(1),
-          "Checkpoints kept on disk; older ones are deleted"),
+          "Newest checkpoints kept on disk; older ones are deleted unless keep_every keeps them"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.keep_every), at_least(0),
+          "Also keep for good every checkpoint whose step is a multiple of this; 0 keeps none"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.async), any_value(),
+          "Write checkpoints on a background thread; training pauses only to copy the state to "
+          "host memory"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.init_from), any_value(),
+          "Checkpoint directory whose weights start a new run, e.g. one made by `ustrain ckpt "
+          "import`; empty starts from random weights"),
 
       key(USTRAIN_RECIPE_FIELD(log.interval), at_least(1), "Steps between metric lines"),
       key(USTRAIN_RECIPE_FIELD(log.jsonl), any_value(),
@@ -213,7 +230,7 @@ const std::vector<SectionSpec>& recipe_sections() {
       {"optim", "AdamW optimizer"},
       {"schedule", "Learning-rate schedule"},
       {"parallel", "Parallel layout: ranks per mesh dimension"},
-      {"checkpoint", "Checkpoints written during training"},
+      {"checkpoint", "Checkpoints: saving, retention and starting weights"},
       {"log", "Console and metrics logging"},
       {"device", "Compute device"},
   };

@@ -7,16 +7,22 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/checkpoint_locate.h"
+#include "core/checkpoint_reader.h"
+#include "core/checkpoint_resume.h"
+#include "core/checkpoint_writer.h"
+#include "core/eval.h"
 #include "core/lr_schedule.h"
 #include "core/metrics_log.h"
 #include "core/model/llama.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
 #include "core/resource_usage.h"
+#include "core/signals.h"
 #include "core/training_data.h"
-#include "core/weights_io.h"
 
 namespace ustrain {
 namespace {
@@ -49,17 +55,90 @@ struct Run {
   }
 };
 
-double evaluate(Run& run, TrainingData& data) {
-  const auto& t = run.recipe.train;
-  data.reset_validation();
-  double sum = 0;
-  std::int64_t count = 0;
-  for (std::int64_t b = 0; b < t.eval_batches; ++b) {
-    const MicroBatch& mb = data.next_validation();
-    sum += run.model.forward(*run.backend, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
-    count += t.micro_batch * t.seq_len;
+struct StepResult {
+  double loss, grad_norm, lr;
+};
+
+// One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
+StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
+                     PhaseTimer& timer) {
+  const Recipe& recipe = run.recipe;
+  const auto& t = recipe.train;
+  Backend& be = *run.backend;
+  const ParamSet& params = run.model.params();
+  const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
+  be.fill(params.all_grads(), 0.0f);
+  double loss_sum = 0;
+  for (std::int64_t micro = 0; micro < recipe.grad_accum_steps(); ++micro) {
+    const MicroBatch& mb = data.next_train();
+    timer.mark(Phase::data);
+    loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
+    timer.mark(Phase::forward);
+    run.model.backward(be, 1.0f / static_cast<float>(tokens_per_step));
+    timer.mark(Phase::backward);
   }
-  return sum / static_cast<double>(count);
+  StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
+  if (!std::isfinite(r.loss))
+    throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
+                                r.loss, step));
+  r.grad_norm = std::sqrt(be.sum_of_squares(params.all_grads()));
+  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip)
+    be.scale(params.all_grads(), static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
+  for (bool decay : {true, false}) {
+    const ParamSet::Group g = params.group(decay);
+    if (g.value.empty()) continue;
+    AdamWParams p{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
+                  static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
+                  decay ? static_cast<float>(recipe.optim.weight_decay) : 0.0f, step};
+    be.adamw(g.value, g.grad, g.m, g.v, p);
+  }
+  be.synchronize();
+  timer.mark(Phase::optimizer);
+  return r;
+}
+
+void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step) {
+  const std::int64_t steps = summary.steps - summary.first_step + 1;
+  if (steps <= 0) return;
+  const double busy = summary.phase_seconds[0] + summary.phase_seconds[1] + summary.phase_seconds[2] +
+                      summary.phase_seconds[3];
+  summary.tokens_per_second = static_cast<double>(tokens_per_step * steps) / busy;
+  summary.achieved_flops = flops_per_step * static_cast<double>(steps) / busy;
+  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of {:.2f} GFLOP/s peak",
+               steps, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
+               100.0 * summary.achieved_flops / summary.peak_flops, summary.peak_flops / 1e9);
+  spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}% | "
+               "paused for checkpoints {:.3f} s",
+               100 * summary.phase_seconds[0] / busy, 100 * summary.phase_seconds[1] / busy,
+               100 * summary.phase_seconds[2] / busy, 100 * summary.phase_seconds[3] / busy,
+               summary.checkpoint_stall_seconds);
+  spdlog::info("memory: plan {} | peak resident {} (the rest is code, libraries, the dataset in memory and "
+               "BLAS buffers)",
+               format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
+}
+
+// Refuses to start a new run over an old one unless told to replace it; creates the run
+// directory and writes the resolved recipe into it.
+void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, const CheckpointDirectory& checkpoints,
+                           bool resuming) {
+  const std::string run_dir = recipe.run_dir();
+  const std::string metrics_path = run_dir + "/metrics.jsonl";
+  std::error_code ec;
+  if (!resuming) {
+    const bool held = std::filesystem::exists(metrics_path) || !checkpoints.complete_steps().empty();
+    if (held && !options.overwrite && options.resume.empty())
+      throw UserError(fmt::format("run directory {} already holds a run; continue it with --resume auto, pick "
+                                  "another run.name (--set run.name=NEW) or pass --overwrite to replace it",
+                                  run_dir));
+    // A new start (or --resume auto before the first checkpoint) begins the metrics afresh.
+    std::filesystem::remove(metrics_path, ec);
+    if (options.overwrite) checkpoints.remove_all();
+  }
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
+  std::ofstream out(run_dir + "/recipe.toml");
+  out << to_toml(recipe);
+  if (!out) throw UserError(fmt::format("cannot write {}/recipe.toml", run_dir));
 }
 
 }  // namespace
@@ -84,32 +163,38 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto& t = recipe.train;
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
-  const std::string weights_path = run_dir + "/model.h5";
-  const bool finished_run = std::filesystem::exists(metrics_path) || std::filesystem::exists(weights_path);
-  if (finished_run && !options.overwrite)
-    throw UserError(fmt::format("run directory {} already holds a run; pick another run.name "
-                                "(--set run.name=NEW) or pass --overwrite to replace it",
-                                run_dir));
-  TrainingData data(recipe);  // opens and checks the dataset before anything is allocated
+  const CheckpointDirectory checkpoints(run_dir + "/checkpoints");
+  // From here on SIGTERM, SIGUSR1 and a first SIGINT stop training at the next step boundary.
+  const StopSignals signals;
 
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
-  if (options.overwrite) std::filesystem::remove(metrics_path, ec);
-  {
-    std::ofstream out(run_dir + "/recipe.toml");
-    out << to_toml(recipe);
-    if (!out) throw UserError(fmt::format("cannot write {}/recipe.toml", run_dir));
+  std::optional<std::string> resume_from;
+  if (!options.resume.empty()) {
+    resume_from = find_resume_checkpoint(options.resume, run_dir);
+    if (!resume_from) spdlog::info("no checkpoint in {} yet: starting the run from the beginning", run_dir);
+  }
+  TrainingData data(recipe);  // opens and checks the dataset before anything is allocated
+  prepare_run_directory(recipe, options, checkpoints, resume_from.has_value());
+  checkpoints.remove_leftovers();
+
+  Run run(recipe);
+  Backend& be = *run.backend;
+  const ParamSet& params = run.model.params();
+  ResumedRun start;
+  if (resume_from) {
+    start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data);
+    drop_metrics_after(metrics_path, start.step);
+  } else if (!recipe.checkpoint.init_from.empty()) {
+    const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
+    load_model_state(initial, params, be, /*with_optimizer=*/false);
+    spdlog::info("initial weights from {} (step {} of the run that wrote it)", initial.dir(), initial.manifest().step);
+  } else {
+    run.model.initialise(be, recipe.run.seed);
   }
   std::unique_ptr<MetricsLog> metrics;
   if (recipe.log.jsonl) metrics = std::make_unique<MetricsLog>(metrics_path);
   const auto record = [&](const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {
     if (metrics) metrics->write(kind, numbers);
   };
-
-  Run run(recipe);
-  Backend& be = *run.backend;
-  run.model.initialise(be, recipe.run.seed);
   const PeakFlops peak = device_peak_flops(be);
 
   spdlog::info("ustrain: {} on {} | {:.2f} M parameters | {} layers, d_model {}, {} heads ({} kv), ffn {}",
@@ -125,6 +210,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s", peak.source, peak.flops_per_second / 1e9);
 
   TrainSummary summary;
+  summary.steps = start.step;
+  summary.first_step = start.step + 1;
   summary.plan_bytes = run.plan.total_bytes();
   summary.peak_flops = peak.flops_per_second;
   summary.unigram_val_loss = data.unigram_validation_loss();
@@ -132,98 +219,85 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   if (data.validation_tokens() > 0)
     spdlog::info("unigram baseline on the validation split: {:.4f} nats/token", summary.unigram_val_loss);
 
+  const CheckpointSection& ck = recipe.checkpoint;
+  CheckpointWriter writer({checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
+                           options.ustrain_version, be.name(), MeshShape{}, 0},
+                          SaveFaults::from_environment());
+  writer.prepare(params);
+  spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
+               ck.interval > 0 ? fmt::format("every {} steps and at the end", ck.interval) : std::string("at the end"),
+               ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
+               ck.async ? "in the background" : "before training continues", format_bytes(writer.state_bytes()));
+  TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state()};
+  if (resume_from) summary.checkpoint = *resume_from;
+  const auto save = [&](bool wait) {
+    const std::optional<double> stall = writer.save(params, be, progress);
+    if (stall) {  // nullopt: this step's checkpoint exists already
+      summary.checkpoint_stall_seconds += *stall;
+      summary.checkpoint = checkpoints.path_of(progress.step);
+      spdlog::info("checkpoint step {}: training paused {:.3f} s {} {}", progress.step, *stall,
+                   ck.async ? "to copy" : "to copy and write", format_bytes(writer.state_bytes()));
+    }
+    if (wait) writer.wait();
+  };
+  if (start.step == t.steps)
+    spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
+
   const LrScheduleConfig schedule{recipe.optim.lr, recipe.schedule.min_lr, recipe.schedule.warmup_steps,
                                   t.steps, recipe.schedule.decay, recipe.schedule.wsd_decay_fraction};
-  const std::int64_t accum = recipe.grad_accum_steps();
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
-  const float dloss = 1.0f / static_cast<float>(tokens_per_step);
   const double flops_per_step = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step);
-  const ParamSet& params = run.model.params();
 
-  const auto start = PhaseTimer::Clock::now();
-  for (std::int64_t step = 1; step <= t.steps; ++step) {
+  const auto started = PhaseTimer::Clock::now();
+  for (std::int64_t step = start.step + 1; step <= t.steps && !signals.requested(); ++step) {
     PhaseTimer step_timer;
-    be.fill(params.all_grads(), 0.0f);
-    double loss_sum = 0;
-    for (std::int64_t micro = 0; micro < accum; ++micro) {
-      const MicroBatch& mb = data.next_train();
-      step_timer.mark(Phase::data);
-      loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
-      step_timer.mark(Phase::forward);
-      run.model.backward(be, dloss);
-      step_timer.mark(Phase::backward);
-    }
-    const double loss = loss_sum / static_cast<double>(tokens_per_step);
-    if (!std::isfinite(loss))
-      throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
-                                  loss, step));
-    const double grad_norm = std::sqrt(be.sum_of_squares(params.all_grads()));
-    if (t.grad_clip > 0 && grad_norm > t.grad_clip)
-      be.scale(params.all_grads(), static_cast<float>(t.grad_clip / (grad_norm + 1e-6)));
-    const double lr = lr_at(schedule, step);
-    for (bool decay : {true, false}) {
-      const ParamSet::Group g = params.group(decay);
-      if (g.value.empty()) continue;
-      AdamWParams p{static_cast<float>(lr), static_cast<float>(recipe.optim.beta1),
-                    static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
-                    decay ? static_cast<float>(recipe.optim.weight_decay) : 0.0f, step};
-      be.adamw(g.value, g.grad, g.m, g.v, p);
-    }
-    be.synchronize();
-    step_timer.mark(Phase::optimizer);
-    for (int p = 0; p < kPhases; ++p) {
-      const double s = step_timer.seconds(static_cast<Phase>(p));
-      summary.phase_seconds[p] += s;
-    }
-    summary.last_train_loss = loss;
+    const StepResult r = take_step(run, data, schedule, step, step_timer);
+    for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
+    summary.last_train_loss = r.loss;
     summary.steps = step;
+    progress = {step, progress.tokens_seen + tokens_per_step, r.lr, r.loss, data.state()};
 
-    const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - start).count();
+    const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
     const double step_s = step_timer.total();
     const double tok_s = static_cast<double>(tokens_per_step) / step_s;
     const double mfu = flops_per_step / step_s / peak.flops_per_second;
-    record("train", {{"step", double(step)}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                            {"tokens_per_s", tok_s}, {"mfu", mfu}, {"step_s", step_s},
-                            {"data_s", step_timer.seconds(Phase::data)},
-                            {"forward_s", step_timer.seconds(Phase::forward)},
-                            {"backward_s", step_timer.seconds(Phase::backward)},
-                            {"optimizer_s", step_timer.seconds(Phase::optimizer)}});
-    if (step % recipe.log.interval == 0 || step == 1 || step == t.steps) {
-      const double eta = elapsed / static_cast<double>(step) * static_cast<double>(t.steps - step);
+    record("train", {{"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                     {"tokens_per_s", tok_s}, {"mfu", mfu}, {"step_s", step_s},
+                     {"data_s", step_timer.seconds(Phase::data)},
+                     {"forward_s", step_timer.seconds(Phase::forward)},
+                     {"backward_s", step_timer.seconds(Phase::backward)},
+                     {"optimizer_s", step_timer.seconds(Phase::optimizer)}});
+    if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
+      const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
                    "data {:.1f} ms | elapsed {} | eta {}",
-                   step, std::to_string(t.steps).size(), t.steps, loss, lr, grad_norm, tok_s, 100.0 * mfu,
+                   step, std::to_string(t.steps).size(), t.steps, r.loss, r.lr, r.grad_norm, tok_s, 100.0 * mfu,
                    1e3 * step_timer.seconds(Phase::data), format_duration(elapsed), format_duration(eta));
     }
-    const bool eval_now = t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps);
-    if (eval_now) {
-      summary.val_loss = evaluate(run, data);
+    if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
+      summary.val_loss = validation_loss(run.model, be, data, t.micro_batch, t.seq_len, t.eval_batches);
       spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary.val_loss,
                    summary.unigram_val_loss);
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},
-                             {"unigram_val_loss", summary.unigram_val_loss}});
+                      {"unigram_val_loss", summary.unigram_val_loss}});
     }
-    if (recipe.checkpoint.interval > 0 && step % recipe.checkpoint.interval == 0 && step != t.steps)
-      save_weights(weights_path, params, be);
+    if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !signals.requested()) save(/*wait=*/false);
   }
-  save_weights(weights_path, params, be);
-
-  const double total = std::chrono::duration<double>(PhaseTimer::Clock::now() - start).count();
-  const double busy = summary.phase_seconds[0] + summary.phase_seconds[1] + summary.phase_seconds[2] +
-                      summary.phase_seconds[3];
-  summary.tokens_per_second = static_cast<double>(tokens_per_step * summary.steps) / busy;
-  summary.achieved_flops = flops_per_step * static_cast<double>(summary.steps) / busy;
+  // The last step taken is saved, unless this process took none (a checkpoint holds it already).
+  if (summary.steps > start.step) save(/*wait=*/true);
+  writer.wait();
+  if (summary.steps < t.steps && signals.requested()) {
+    summary.stop_signal = signals.pending();
+    spdlog::warn("stopped by {} after step {}{}; run the same command with --resume auto to continue (exit "
+                 "status {})",
+                 StopSignals::name(summary.stop_signal), summary.steps,
+                 summary.checkpoint.empty() ? "" : ", checkpoint " + summary.checkpoint, kExitStopped);
+  }
   summary.peak_resident_bytes = peak_resident_bytes();
-  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of {:.2f} GFLOP/s peak",
-               summary.steps, format_duration(total), summary.tokens_per_second, summary.achieved_flops / 1e9,
-               100.0 * summary.achieved_flops / peak.flops_per_second, peak.flops_per_second / 1e9);
-  spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}%",
-               100 * summary.phase_seconds[0] / busy, 100 * summary.phase_seconds[1] / busy,
-               100 * summary.phase_seconds[2] / busy, 100 * summary.phase_seconds[3] / busy);
-  spdlog::info("memory: plan {} | peak resident {} (the rest is code, libraries, the dataset in memory and "
-               "BLAS buffers)",
-               format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
-  spdlog::info("weights: {}{}", weights_path, metrics ? " | metrics: " + metrics_path : std::string());
+  log_summary(summary, std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count(),
+              tokens_per_step, flops_per_step);
+  spdlog::info("checkpoint: {}{}", summary.checkpoint.empty() ? "none written" : summary.checkpoint,
+               metrics ? " | metrics: " + metrics_path : std::string());
   return summary;
 }
 

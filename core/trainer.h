@@ -1,5 +1,6 @@
 // The training loop: data -> micro-batches -> forward/backward with gradient accumulation ->
-// clipping -> AdamW with the LR schedule -> metrics, validation and the final weights.
+// clipping -> AdamW with the LR schedule -> metrics, validation and checkpoints; resume from
+// a checkpoint, and a clean stop with a checkpoint on SIGTERM, SIGUSR1 or SIGINT.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +11,20 @@
 namespace ustrain {
 
 struct TrainOptions {
-  bool overwrite = false;  // allow a run directory that already holds a run's metrics
+  explicit TrainOptions(bool replace = false) : overwrite(replace) {}
+
+  bool overwrite = false;     // replace a run directory that already holds a run
+  std::string resume;         // "" (a new run), "auto" (the run's newest checkpoint, if any) or a path
+  bool force_resume = false;  // resume although the recipe changed in ways that break exactness
+  std::string ustrain_version = "unknown";  // recorded in checkpoints
 };
 
 struct TrainSummary {
-  std::int64_t steps = 0;
+  std::int64_t steps = 0;       // the last step taken
+  std::int64_t first_step = 1;  // the first step this process took (after a resumed checkpoint)
+  int stop_signal = 0;          // the signal that stopped training before train.steps; 0 if none
+  std::string checkpoint;       // the newest checkpoint, empty when none was written
+  double checkpoint_stall_seconds = 0;  // time training waited for saves
   double last_train_loss = 0;
   double val_loss = 0;          // at the end; NaN when no validation ran
   double unigram_val_loss = 0;  // cross-entropy of a unigram model fitted on the train split

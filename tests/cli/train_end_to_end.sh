@@ -11,8 +11,8 @@ expect_exit 0 "train tiny recipe" -- "$USTRAIN" train tiny.toml
 expect_output "validation loss" "train logs validation loss"
 expect_output "memory plan" "train prints the memory plan"
 expect_output "peak resident" "train reports peak resident memory"
-[[ -f runs/tiny/model.h5 && -f runs/tiny/recipe.toml && -f runs/tiny/metrics.jsonl ]] \
-  && pass "run directory holds weights, recipe and metrics" || fail "run directory incomplete"
+[[ -f runs/tiny/checkpoints/latest/manifest.json && -f runs/tiny/recipe.toml && -f runs/tiny/metrics.jsonl ]] \
+  && pass "run directory holds a checkpoint, recipe and metrics" || fail "run directory incomplete"
 
 mapfile -t l < <(losses runs/tiny/metrics.jsonl)
 if (( ${#l[@]} == 30 )) && awk -v a="${l[0]}" -v b="${l[29]}" 'BEGIN { exit !(b < a - 1.0) }'; then

@@ -1,0 +1,83 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "core/checkpoint_inspect.h"
+#include "core/checkpoint_interop.h"
+#include "core/recipe.h"
+
+namespace ustrain::app {
+namespace {
+
+void add_inspect(CLI::App& ckpt) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* cmd = ckpt.add_subcommand(
+      "inspect", "Print a checkpoint's step, tensors and recipe, or a Hugging Face model's tensors and config");
+  cmd->add_option("path", *path, "Checkpoint, run directory, or Hugging Face safetensors model")->required();
+  cmd->callback([path] { fmt::print("{}", inspect(*path)); });
+}
+
+void add_export(CLI::App& ckpt) {
+  struct Options {
+    ExportOptions e;
+    std::string format = "safetensors";
+    double max_shard_gb = 5.0;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = ckpt.add_subcommand(
+      "export", "Write a checkpoint's weights as a Hugging Face Llama model (safetensors + config.json)");
+  cmd->add_option("path", opt->e.checkpoint, "Checkpoint or run directory")->required();
+  cmd->add_option("output", opt->e.output_dir, "Directory to create (must not exist or be empty)")->required();
+  cmd->add_option("--format", opt->format, "Output format")->check(CLI::IsMember({"safetensors"}))->capture_default_str();
+  cmd->add_option("--dtype", opt->e.dtype, "Tensor type: fp32 (exact) or bf16 (rounded to nearest even)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--max-shard-gb", opt->max_shard_gb, "Split into shards with an index above this size (GB)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([opt] {
+    ExportOptions e = opt->e;
+    e.max_shard_bytes = static_cast<std::uint64_t>(opt->max_shard_gb * 1e9);
+    const InteropReport r = export_checkpoint(e);
+    fmt::print("exported {} tensors ({:.3f} GB, {}) in {} file(s) to {}\n", r.tensors, static_cast<double>(r.bytes) / 1e9,
+               e.dtype, r.files, r.output_dir);
+  });
+}
+
+void add_import(CLI::App& ckpt) {
+  struct Options {
+    std::string source, output, recipe;
+    std::vector<std::string> overrides;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = ckpt.add_subcommand(
+      "import", "Turn a Hugging Face Llama safetensors model into a checkpoint that starts a run "
+                "(checkpoint.init_from = OUTPUT)");
+  cmd->add_option("source", opt->source, "model.safetensors, model.safetensors.index.json, or their directory")
+      ->required();
+  cmd->add_option("output", opt->output, "Checkpoint directory to create (must not exist or be empty)")->required();
+  cmd->add_option("--recipe", opt->recipe, "Recipe of the run that starts from it; its [model] must match the weights")
+      ->required();
+  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")->type_name("KEY=VALUE");
+  cmd->callback([opt] {
+    const InteropReport r = import_hf_model({opt->source, opt->output, load_recipe(opt->recipe, opt->overrides),
+                                             USTRAIN_VERSION});
+    fmt::print("imported {} tensors ({:.3f} GB as fp32) into {}; start a run from it with checkpoint.init_from = "
+               "\"{}\"\n",
+               r.tensors, static_cast<double>(r.bytes) / 1e9, r.output_dir, r.output_dir);
+  });
+}
+
+}  // namespace
+
+void add_ckpt_command(CLI::App& root) {
+  CLI::App* ckpt = root.add_subcommand("ckpt", "Inspect checkpoints; export to and import from Hugging Face safetensors");
+  ckpt->require_subcommand(1);
+  add_inspect(*ckpt);
+  add_export(*ckpt);
+  add_import(*ckpt);
+}
+
+}  // namespace ustrain::app

@@ -1,0 +1,38 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "core/eval.h"
+#include "core/recipe.h"
+
+namespace ustrain::app {
+
+void add_eval_command(CLI::App& root) {
+  struct Options {
+    std::string recipe;
+    std::vector<std::string> overrides;
+    EvalOptions eval;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = root.add_subcommand(
+      "eval", "Validation loss and perplexity of a checkpoint's weights on the recipe's dataset");
+  cmd->add_option("recipe", opt->recipe, "Recipe file (TOML): dataset, model shape, batch and sequence sizes")
+      ->required();
+  cmd->add_option("--checkpoint", opt->eval.checkpoint, "Checkpoint directory, or a run directory (its newest)")
+      ->required();
+  cmd->add_option("--batches", opt->eval.batches, "Validation batches to evaluate (default: train.eval_batches)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")->type_name("KEY=VALUE");
+  cmd->callback([opt] {
+    const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
+    setup_logging(recipe.log.level.c_str());
+    const EvalResult r = evaluate_checkpoint(recipe, opt->eval);
+    // The loss is printed with every digit a double needs to read back exactly.
+    fmt::print("checkpoint {} (step {}): validation loss {} | perplexity {:.4f} | {} tokens\n", r.checkpoint, r.step,
+               r.loss, r.perplexity, r.tokens);
+  });
+}
+
+}  // namespace ustrain::app

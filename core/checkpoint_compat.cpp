@@ -1,0 +1,104 @@
+#include "core/checkpoint_compat.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <map>
+
+#include "core/recipe.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model",    "model.n_layers",
+                                           "model.n_heads",    "model.n_kv_heads", "model.ffn_hidden",
+                                           "model.tied_embeddings"};
+constexpr std::string_view kHarmlessKeys[] = {
+    "train.steps", "train.eval_interval", "train.eval_batches", "train.recompute", "run.name",
+    "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify"};
+constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
+
+std::string literal_of(const toml::node& value) {
+  if (const auto* s = value.as_string()) return fmt::format("\"{}\"", s->get());
+  if (const auto* i = value.as_integer()) return fmt::format("{}", i->get());
+  if (const auto* f = value.as_floating_point()) return fmt::format("{}", f->get());
+  if (const auto* b = value.as_boolean()) return fmt::format("{}", b->get());
+  return "?";
+}
+
+// Every "section.key" of a recipe mapped to its value as a TOML literal.
+std::map<std::string, std::string> flatten(const std::string& toml_text, const std::string& what) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, std::string_view(what));
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("{}: the saved recipe does not parse ({}); the checkpoint is damaged", what,
+                                e.description()));
+  }
+  std::map<std::string, std::string> flat;
+  for (const auto& [section, node] : doc) {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) continue;
+    for (const auto& [key, value] : *table) flat[fmt::format("{}.{}", section.str(), key.str())] = literal_of(value);
+  }
+  return flat;
+}
+
+}  // namespace
+
+RecipeChangeKind classify_recipe_key(std::string_view key) {
+  for (std::string_view k : kShapeKeys)
+    if (key == k) return RecipeChangeKind::model_shape;
+  for (std::string_view k : kHarmlessKeys)
+    if (key == k) return RecipeChangeKind::harmless;
+  for (std::string_view prefix : kHarmlessSections)
+    if (key.substr(0, prefix.size()) == prefix) return RecipeChangeKind::harmless;
+  return RecipeChangeKind::breaks_exactness;
+}
+
+std::vector<RecipeChange> recipe_changes(const std::string& saved_toml, const std::string& current_toml) {
+  const auto defaults = flatten(to_toml(Recipe{}), "the default recipe");
+  const auto saved = flatten(saved_toml, "the checkpoint's recipe");
+  const auto current = flatten(current_toml, "the current recipe");
+  const auto value_in = [&](const std::map<std::string, std::string>& flat, const std::string& key) {
+    const auto it = flat.find(key);
+    if (it != flat.end()) return it->second;
+    const auto d = defaults.find(key);
+    return d != defaults.end() ? d->second : std::string("(absent)");
+  };
+  std::map<std::string, int> keys;
+  for (const auto& [k, v] : saved) keys[k] = 0;
+  for (const auto& [k, v] : current) keys[k] = 0;
+  std::vector<RecipeChange> changes;
+  for (const auto& [key, unused] : keys) {
+    const std::string a = value_in(saved, key), b = value_in(current, key);
+    if (a != b) changes.push_back({key, a, b, classify_recipe_key(key)});
+  }
+  return changes;
+}
+
+std::string describe(const RecipeChange& c) {
+  const char* kind = c.kind == RecipeChangeKind::harmless           ? "harmless"
+                     : c.kind == RecipeChangeKind::breaks_exactness ? "breaks exact resume"
+                                                                    : "changes the model's shape";
+  return fmt::format("{} {} -> {} ({})", c.key, c.saved, c.current, kind);
+}
+
+void check_resume_changes(const std::vector<RecipeChange>& changes, bool force, const std::string& checkpoint) {
+  std::vector<std::string> shape, exactness;
+  for (const RecipeChange& c : changes) {
+    if (c.kind == RecipeChangeKind::model_shape) shape.push_back(describe(c));
+    if (c.kind == RecipeChangeKind::breaks_exactness) exactness.push_back(describe(c));
+  }
+  if (!shape.empty())
+    throw UserError(fmt::format("cannot resume from {}: the recipe changes the model's shape: {}; use the model "
+                                "section the checkpoint was trained with",
+                                checkpoint, fmt::join(shape, "; ")));
+  if (!exactness.empty() && !force)
+    throw UserError(fmt::format("resuming from {} under this recipe would not continue the run exactly: {}; restore "
+                                "those keys, or pass --force-resume to continue anyway",
+                                checkpoint, fmt::join(exactness, "; ")));
+}
+
+}  // namespace ustrain

@@ -1,0 +1,90 @@
+#include "core/checkpoint_interop.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/checkpoint_fs.h"
+#include "core/checkpoint_locate.h"
+#include "core/checkpoint_reader.h"
+#include "core/safetensors_dtype.h"
+#include "core/safetensors_file.h"
+#include "core/safetensors_hf.h"
+#include "data/byte_tokenizer.h"
+#include "data/durable_output.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+struct ExportShard {
+  std::vector<SafetensorsEntry> entries;
+  std::uint64_t bytes = 0;
+};
+
+// Greedy split in model order: a shard closes before the tensor that would overflow it.
+std::vector<ExportShard> plan_shards(const CheckpointManifest& m, const std::string& dtype, std::uint64_t max_bytes) {
+  std::vector<ExportShard> shards(1);
+  for (const CheckpointTensor& t : m.tensors) {
+    SafetensorsEntry e{t.name, dtype, t.shape, 0, 0};
+    const std::uint64_t bytes = static_cast<std::uint64_t>(e.numel()) * safetensors_dtype_size(dtype);
+    if (!shards.back().entries.empty() && shards.back().bytes + bytes > max_bytes) shards.emplace_back();
+    shards.back().entries.push_back(e);
+    shards.back().bytes += bytes;
+  }
+  for (ExportShard& s : shards) lay_out_entries(s.entries);
+  return shards;
+}
+
+}  // namespace
+
+InteropReport export_checkpoint(const ExportOptions& o) {
+  if (o.dtype != "fp32" && o.dtype != "bf16")
+    throw UserError(fmt::format("--dtype {} is not supported; use fp32 or bf16", o.dtype));
+  const CheckpointReader checkpoint(locate_checkpoint(o.checkpoint));
+  const CheckpointManifest& m = checkpoint.manifest();
+  const Recipe recipe = parse_recipe(m.recipe, checkpoint.dir() + "/" + kManifestName);
+  const bool bf16 = o.dtype == "bf16";
+  const std::vector<ExportShard> shards = plan_shards(m, bf16 ? "BF16" : "F32", o.max_shard_bytes);
+
+  StagedDirectory out(o.output_dir);
+  InteropReport report{o.output_dir, 0, 0, static_cast<int>(shards.size())};
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  std::vector<float> values;
+  std::vector<std::uint16_t> halves;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const std::string name = shards.size() == 1 ? "model.safetensors"
+                                                : fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, shards.size());
+    SafetensorsWriter writer(out.path() + "/" + name, shards[i].entries, {{"format", "pt"}});
+    for (const SafetensorsEntry& e : shards[i].entries) {
+      values.resize(static_cast<std::size_t>(e.numel()));
+      checkpoint.read(kStateParam, e.name, Slice::whole(e.shape), values.data());
+      if (bf16) {
+        halves.resize(values.size());
+        for (std::size_t k = 0; k < values.size(); ++k) halves[k] = float_to_bf16(values[k]);
+        writer.write(halves.data(), halves.size() * sizeof(std::uint16_t));
+      } else {
+        writer.write(values.data(), values.size() * sizeof(float));
+      }
+      weight_map[e.name] = name;
+      ++report.tensors;
+    }
+    writer.finish();
+    report.bytes += shards[i].bytes;
+  }
+  if (shards.size() > 1) {
+    const nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", weight_map}};
+    write_text_file(out.path() + "/model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  // The byte tokenizer ends (and so separates) documents with EOS; there is no other special.
+  const bool byte_vocab = recipe.data.tokenizer == "byte" && recipe.model.vocab_size > ByteTokenizer::kEos;
+  const std::optional<int> eos = byte_vocab ? std::optional<int>(ByteTokenizer::kEos) : std::nullopt;
+  write_text_file(out.path() + "/config.json",
+                  llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", eos, eos));
+  out.commit();
+  return report;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,76 @@
+// The checkpoint format (version 1): a directory holding one safetensors file per rank and
+// manifest.json.
+//
+//   step-00001000/
+//     rank-00000.safetensors   the slices of tensors this rank holds (core/checkpoint_slices.h)
+//     manifest.json            the whole checkpoint's description, written last
+//
+// Rank files are ordinary safetensors files (readable by any safetensors library); each
+// entry is one slice of one state (param, adam_m, adam_v) of one global tensor, float32.
+// Their __metadata__ says {"format": "ustrain-checkpoint-rank", "format_version", "rank"}.
+//
+// manifest.json holds what a resumed run needs besides the tensors: step, tokens seen, the
+// learning rate and loss of the last step, the loss scale, the resolved recipe (TOML) and
+// its hash, the ustrain version, the backend, the process mesh, the global tensors (name,
+// shape, stored states), and per rank file its size, the CRC-32 of every entry and that
+// rank's data-loader position (opaque JSON text; the loader's shuffle is the only random
+// stream training draws from, so it is the whole RNG state). With several ranks, rank 0
+// gathers these few-kilobyte summaries and writes the manifest after every rank's file is
+// on disk.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "parallel/mesh.h"
+
+namespace ustrain {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr const char* kManifestName = "manifest.json";
+
+struct CheckpointTensor {
+  std::string name;                   // global (Hugging Face) name
+  std::vector<std::int64_t> shape;    // global shape
+  std::vector<std::string> states;    // which of param, adam_m, adam_v are stored
+};
+
+struct CheckpointFile {
+  std::string name;  // relative to the checkpoint directory: "rank-00000.safetensors"
+  int rank = 0;
+  std::uint64_t bytes = 0;
+  std::map<std::string, std::string> checksums;  // entry name -> "crc32:xxxxxxxx"
+  std::string data_state;                        // this rank's data-loader position
+};
+
+struct CheckpointManifest {
+  int format_version = kCheckpointFormatVersion;
+  std::string ustrain_version;
+  std::int64_t step = 0;
+  std::int64_t tokens_seen = 0;
+  double lr = 0;             // learning rate of the last step (a function of the step and recipe)
+  double loss = 0;           // training loss of the last step; NaN when none was taken
+  double loss_scale = 1.0;   // dynamic loss scale; 1 while training in fp32
+  bool weights_only = false; // only parameters, no optimizer state or data position (an import)
+  std::string backend;       // e.g. "cpu (2 threads)"; exactness holds on the same backend
+  MeshShape mesh;
+  std::vector<CheckpointTensor> tensors;
+  std::vector<CheckpointFile> files;
+  std::string recipe;        // the resolved recipe, TOML
+  std::string recipe_hash;   // recipe_hash(recipe)
+
+  const CheckpointTensor* find(const std::string& name) const;
+};
+
+std::string rank_file_name(int rank);  // "rank-00000.safetensors"
+// A stable 64-bit hash of the recipe text, 16 hex digits (FNV-1a then the splitmix64 mix).
+std::string recipe_hash(const std::string& recipe_toml);
+
+std::string manifest_to_json(const CheckpointManifest& m);
+// UserError naming `path` for malformed JSON, missing fields, or a format version newer
+// than this build reads.
+CheckpointManifest manifest_from_json(const std::string& text, const std::string& path);
+
+}  // namespace ustrain

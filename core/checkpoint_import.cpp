@@ -1,0 +1,147 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "core/checkpoint_fs.h"
+#include "core/checkpoint_interop.h"
+#include "core/checkpoint_slices.h"
+#include "core/checkpoint_writer.h"
+#include "core/model/llama.h"
+#include "core/safetensors_file.h"
+#include "core/safetensors_hf.h"
+#include "data/durable_output.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+std::vector<std::int64_t> dims_of(const Shape& s) {
+  std::vector<std::int64_t> d;
+  for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
+  return d;
+}
+
+// The recipe's [model] against config.json: every key that shapes the computation must agree.
+void check_config(const ModelSection& recipe, const ModelSection& config, const std::string& config_path,
+                  const std::string& recipe_source) {
+  std::vector<std::string> diffs;
+  const auto compare = [&](const char* key, const char* hf_key, auto a, auto b) {
+    if (a != b) diffs.push_back(fmt::format("model.{} = {} but {} = {}", key, a, hf_key, b));
+  };
+  compare("vocab_size", "vocab_size", recipe.vocab_size, config.vocab_size);
+  compare("d_model", "hidden_size", recipe.d_model, config.d_model);
+  compare("n_layers", "num_hidden_layers", recipe.n_layers, config.n_layers);
+  compare("n_heads", "num_attention_heads", recipe.n_heads, config.n_heads);
+  compare("n_kv_heads", "num_key_value_heads", recipe.n_kv_heads, config.n_kv_heads);
+  compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
+  compare("tied_embeddings", "tie_word_embeddings", recipe.tied_embeddings, config.tied_embeddings);
+  compare("rope_theta", "rope_theta", recipe.rope_theta, config.rope_theta);
+  compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
+  if (!diffs.empty())
+    throw UserError(fmt::format("the recipe {} does not describe the model in {}: {}; set the recipe's [model] "
+                                "section to match (`ustrain ckpt inspect` prints it)",
+                                recipe_source, config_path, fmt::join(diffs, "; ")));
+}
+
+// Where each tensor of the source lives.
+struct SourceTensors {
+  std::vector<std::unique_ptr<SafetensorsReader>> files;
+  std::map<std::string, std::pair<const SafetensorsReader*, const SafetensorsEntry*>> by_name;
+};
+
+SourceTensors open_sources(const HfModelFiles& hf) {
+  SourceTensors s;
+  for (const std::string& f : hf.files) {
+    s.files.push_back(std::make_unique<SafetensorsReader>(f));
+    for (const SafetensorsEntry& e : s.files.back()->header().entries) {
+      const auto listed = hf.weight_map.find(e.name);
+      if (!hf.weight_map.empty() && (listed == hf.weight_map.end() || listed->second != f)) continue;
+      s.by_name[e.name] = {s.files.back().get(), &e};
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+InteropReport import_hf_model(const ImportOptions& o) {
+  const HfModelFiles hf = locate_hf_model(o.source);
+  if (hf.config)
+    check_config(o.recipe.model, model_from_llama_config(read_text_file(*hf.config), *hf.config), *hf.config,
+                 o.recipe.source);
+  const SourceTensors source = open_sources(hf);
+
+  const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
+  const std::vector<ParamSpec>& specs = model.params().specs();
+  std::set<std::string> expected;
+  for (const ParamSpec& s : specs) expected.insert(s.name);
+  for (const auto& [name, where] : source.by_name) {
+    if (expected.count(name) > 0) continue;
+    if (name.ends_with(".rotary_emb.inv_freq")) continue;  // a derived buffer some exports include
+    if (name == "lm_head.weight" && o.recipe.model.tied_embeddings) continue;  // checked below
+    throw UserError(fmt::format("{}: tensor {} is not part of a Llama model shaped like the recipe's [model] ({}); "
+                                "check the recipe's model section",
+                                where.first->path(), name, o.recipe.source));
+  }
+
+  std::vector<SafetensorsEntry> entries;
+  std::vector<std::pair<const SafetensorsReader*, const SafetensorsEntry*>> sources;
+  for (const ParamSpec& s : specs) {
+    const auto it = source.by_name.find(s.name);
+    if (it == source.by_name.end())
+      throw UserError(fmt::format("{} has no tensor {}; it is not a Llama model shaped like the recipe's [model]",
+                                  o.source, s.name));
+    const auto [file, entry] = it->second;
+    if (entry->shape != dims_of(s.shape))
+      throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs {}", file->path(), s.name,
+                                  fmt::join(entry->shape, ", "), s.shape.str()));
+    sources.push_back(it->second);
+    entries.push_back({format_shard_key({std::string(kStateParam), s.name, Slice::whole(entry->shape)}), "F32",
+                       entry->shape, 0, 0});
+  }
+  lay_out_entries(entries);
+
+  // A tied model stores the embedding once; a separate lm_head must then be the same matrix.
+  std::vector<float> buffer, other;
+  const auto head = source.by_name.find("lm_head.weight");
+  if (o.recipe.model.tied_embeddings && head != source.by_name.end()) {
+    const auto& embed = source.by_name.at("model.embed_tokens.weight");
+    buffer.resize(static_cast<std::size_t>(embed.second->numel()));
+    other.resize(static_cast<std::size_t>(head->second.second->numel()));
+    embed.first->read_f32(*embed.second, buffer.data());
+    if (other.size() == buffer.size()) head->second.first->read_f32(*head->second.second, other.data());
+    if (other != buffer)
+      throw UserError(fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight, but the recipe ties "
+                                  "them; set model.tied_embeddings = false",
+                                  head->second.first->path()));
+  }
+
+  StagedDirectory out(o.output_dir);
+  SaveFaults no_faults;
+  CheckpointFile file = write_rank_file(
+      out.path(), 0, entries,
+      [&](std::size_t i) -> const void* {
+        buffer.resize(static_cast<std::size_t>(sources[i].second->numel()));
+        sources[i].first->read_f32(*sources[i].second, buffer.data());
+        return buffer.data();
+      },
+      no_faults);
+  CheckpointManifest m;
+  m.ustrain_version = o.ustrain_version;
+  m.weights_only = true;
+  m.loss = std::nan("");
+  m.backend = "imported from " + o.source;
+  for (const ParamSpec& s : specs) m.tensors.push_back({s.name, dims_of(s.shape), {std::string(kStateParam)}});
+  m.files = {file};
+  m.recipe = to_toml(o.recipe);
+  m.recipe_hash = recipe_hash(m.recipe);
+  write_manifest(out.path(), m);
+  out.commit();
+  return {o.output_dir, static_cast<std::int64_t>(specs.size()), entries.empty() ? 0 : entries.back().end, 1};
+}
+
+}  // namespace ustrain

@@ -1,0 +1,44 @@
+// `ustrain ckpt export` and `ustrain ckpt import`: moving models between ustrain checkpoints
+// and Hugging Face Llama safetensors models (core/safetensors_hf.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/recipe.h"
+
+namespace ustrain {
+
+struct ExportOptions {
+  std::string checkpoint;   // a checkpoint or run directory
+  std::string output_dir;   // created; must not exist or be empty
+  std::string dtype = "fp32";  // fp32 | bf16 (rounded to nearest even)
+  std::uint64_t max_shard_bytes = 5'000'000'000;  // larger models are split into shards plus an index
+};
+
+struct InteropReport {
+  std::string output_dir;
+  std::int64_t tensors = 0;
+  std::uint64_t bytes = 0;  // tensor bytes written
+  int files = 0;            // safetensors files written
+};
+
+// Writes the checkpoint's weights as a Hugging Face Llama model: config.json plus
+// model.safetensors, or model-0000i-of-0000n.safetensors with model.safetensors.index.json.
+// Tied embeddings are written once (no lm_head.weight), as Hugging Face expects.
+InteropReport export_checkpoint(const ExportOptions& options);
+
+struct ImportOptions {
+  std::string source;       // .safetensors file, index JSON, or a model directory
+  std::string output_dir;   // the ustrain checkpoint to create; must not exist or be empty
+  Recipe recipe;            // the run that will start from it: its [model] must fit the weights
+  std::string ustrain_version;
+};
+
+// Converts a Hugging Face Llama model into a weights-only ustrain checkpoint at step 0, the
+// starting point of a run with checkpoint.init_from = OUTPUT. Checks config.json (when
+// present) against the recipe's [model] and every tensor's name and shape; converts BF16,
+// F16 and F32 to float32.
+InteropReport import_hf_model(const ImportOptions& options);
+
+}  // namespace ustrain

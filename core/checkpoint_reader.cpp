@@ -1,0 +1,186 @@
+#include "core/checkpoint_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "core/checkpoint_fs.h"
+#include "data/crc32.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace fs = std::filesystem;
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("({})", fmt::join(shape, ", ")); }
+
+std::vector<std::int64_t> dims_of(const Shape& s) {
+  std::vector<std::int64_t> d;
+  for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
+  return d;
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec))
+    throw UserError(fmt::format("checkpoint {} does not exist or is not a directory", dir_));
+  const std::string manifest_path = dir_ + "/" + kManifestName;
+  if (!fs::exists(manifest_path, ec))
+    throw UserError(fmt::format("{} is not a complete checkpoint: it has no {} (a save that did not finish, or not "
+                                "a checkpoint directory)",
+                                dir_, kManifestName));
+  manifest_ = manifest_from_json(read_text_file(manifest_path), manifest_path);
+  if (recipe_hash(manifest_.recipe) != manifest_.recipe_hash)
+    throw UserError(fmt::format("{}: the recipe does not match its hash; the manifest was edited or damaged",
+                                manifest_path));
+  for (const CheckpointFile& record : manifest_.files) {
+    const std::string path = dir_ + "/" + record.name;
+    if (!fs::exists(path, ec))
+      throw UserError(fmt::format("checkpoint {} lacks the rank file {} that {} lists: copy the whole checkpoint "
+                                  "directory, or use an earlier checkpoint",
+                                  dir_, path, kManifestName));
+    const auto size = fs::file_size(path, ec);
+    if (ec || size != record.bytes)
+      throw UserError(fmt::format("{} is truncated or damaged: it has {} bytes, {} says {}; use an earlier "
+                                  "checkpoint",
+                                  path, ec ? 0 : size, kManifestName, record.bytes));
+    files_.push_back(std::make_unique<SafetensorsReader>(path));
+    index_file(record, *files_.back());
+  }
+  check_coverage();
+}
+
+void CheckpointReader::index_file(const CheckpointFile& record, const SafetensorsReader& file) {
+  const SafetensorsMetadata& meta = file.header().metadata;
+  const auto format = meta.find("format");
+  const auto rank = meta.find("rank");
+  if (format == meta.end() || format->second != "ustrain-checkpoint-rank" || rank == meta.end() ||
+      rank->second != std::to_string(record.rank))
+    throw UserError(fmt::format("{} is not rank {}'s file of this checkpoint", file.path(), record.rank));
+  for (const SafetensorsEntry& e : file.header().entries) {
+    const auto key = parse_shard_key(e.name);
+    const CheckpointTensor* tensor = key ? manifest_.find(key->name) : nullptr;
+    const auto checksum = record.checksums.find(e.name);
+    const bool known = tensor != nullptr &&
+                       std::find(tensor->states.begin(), tensor->states.end(), key->state) != tensor->states.end();
+    if (!known || e.dtype != "F32" || key->slice.begin.size() != tensor->shape.size() ||
+        !contains(Slice::whole(tensor->shape), key->slice) || key->slice.extent() != e.shape ||
+        checksum == record.checksums.end())
+      throw UserError(fmt::format("{}: entry \"{}\" does not match {}; the checkpoint is damaged", file.path(), e.name,
+                                  kManifestName));
+    shards_[{key->state, key->name}].push_back({&file, &e, key->slice, checksum->second});
+  }
+}
+
+void CheckpointReader::check_coverage() const {
+  for (const CheckpointTensor& t : manifest_.tensors)
+    for (const std::string& state : t.states) {
+      const auto it = shards_.find(std::pair(state, t.name));
+      std::int64_t covered = 0;
+      if (it != shards_.end()) {
+        const auto& shards = it->second;
+        for (std::size_t i = 0; i < shards.size(); ++i) {
+          covered += shards[i].slice.numel();
+          for (std::size_t j = 0; j < i; ++j)
+            if (intersect(shards[i].slice, shards[j].slice))
+              throw UserError(fmt::format("checkpoint {}: slices of {} {} overlap ({} and {}); the checkpoint is "
+                                          "damaged",
+                                          dir_, state, t.name, shards[j].file->path(), shards[i].file->path()));
+        }
+      }
+      if (covered != Slice::whole(t.shape).numel())
+        throw UserError(fmt::format("checkpoint {}: no rank file holds all of {} {}; a rank file is missing or "
+                                    "damaged",
+                                    dir_, state, t.name));
+    }
+}
+
+const std::string& CheckpointReader::data_state(int rank) const {
+  for (const CheckpointFile& f : manifest_.files)
+    if (f.rank == rank) return f.data_state;
+  throw UserError(fmt::format("checkpoint {} has no data position for rank {}", dir_, rank));
+}
+
+bool CheckpointReader::has(std::string_view state, const std::string& name) const {
+  return shards_.find(std::pair(std::string(state), name)) != shards_.end();
+}
+
+void CheckpointReader::read_shard(const Shard& shard, float* dst) const {
+  const std::size_t bytes = shard.entry->end - shard.entry->begin;
+  shard.file->read_bytes(*shard.entry, 0, dst, bytes);
+  if (crc32_label(crc32_update(0, dst, bytes)) != shard.checksum)
+    throw UserError(fmt::format("{}: tensor {} fails its checksum; the file is damaged: use an earlier checkpoint",
+                                shard.file->path(), shard.entry->name));
+}
+
+void CheckpointReader::read(std::string_view state, const std::string& name, const Slice& region, float* out) const {
+  const auto it = shards_.find(std::pair(std::string(state), name));
+  USTRAIN_ASSERT(it != shards_.end(), "checkpoint lacks " + std::string(state) + " " + name);
+  std::vector<float> staging;
+  for (const Shard& shard : it->second) {
+    if (shard.slice == region) {  // the common case: one rank's slice is exactly what is asked
+      read_shard(shard, out);
+      return;
+    }
+    const auto common = intersect(shard.slice, region);
+    if (!common) continue;
+    staging.resize(static_cast<std::size_t>(shard.slice.numel()));
+    read_shard(shard, staging.data());
+    copy_region(staging.data(), shard.slice, out, region, *common);
+  }
+}
+
+void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params, Backend& backend,
+                      bool with_optimizer) {
+  const CheckpointManifest& m = checkpoint.manifest();
+  const std::string advice = fmt::format(
+      "the checkpoint was written for another model shape; use the recipe it was trained with (`ustrain ckpt "
+      "inspect {}` prints it)",
+      checkpoint.dir());
+  std::set<std::string> wanted;
+  for (const ParamSpec& s : params.specs()) {
+    wanted.insert(s.name);
+    const CheckpointTensor* t = m.find(s.name);
+    if (t == nullptr)
+      throw UserError(fmt::format("checkpoint {} has no tensor {}: {}", checkpoint.dir(), s.name, advice));
+    if (t->shape != dims_of(s.shape))
+      throw UserError(fmt::format("checkpoint {} holds {} with shape {}, the recipe's model needs {}: {}",
+                                  checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(), advice));
+  }
+  for (const CheckpointTensor& t : m.tensors)
+    if (wanted.count(t.name) == 0)
+      throw UserError(fmt::format("checkpoint {} holds the tensor {}, which the recipe's model lacks: {}",
+                                  checkpoint.dir(), t.name, advice));
+  if (with_optimizer && m.weights_only)
+    throw UserError(fmt::format("checkpoint {} holds weights only (an imported model) and cannot be resumed; start "
+                                "a run from it with checkpoint.init_from = \"{}\"",
+                                checkpoint.dir(), checkpoint.dir()));
+
+  std::vector<float> host;
+  for (std::size_t i = 0; i < params.specs().size(); ++i) {
+    const ParamSpec& s = params.specs()[i];
+    const ParamViews& views = params[static_cast<int>(i)];
+    const Slice whole = Slice::whole(dims_of(s.shape));
+    const auto load = [&](std::string_view state, const Tensor& dst) {
+      if (dst.device == Device::cpu) {  // straight into the model's memory
+        checkpoint.read(state, s.name, whole, dst.f32());
+        return;
+      }
+      host.resize(static_cast<std::size_t>(s.shape.numel()));
+      checkpoint.read(state, s.name, whole, host.data());
+      backend.copy(dst, Tensor(host.data(), s.shape));
+    };
+    load(kStateParam, views.value);
+    if (with_optimizer) {
+      load(kStateAdamM, views.m);
+      load(kStateAdamV, views.v);
+    }
+  }
+  backend.synchronize();
+}
+
+}  // namespace ustrain

@@ -1,0 +1,31 @@
+// Continuing a run from a checkpoint: the recipe check, the model and optimizer state, the
+// data position, and the run directory's bookkeeping.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/checkpoint_dir.h"
+#include "core/model/params.h"
+#include "core/recipe.h"
+#include "core/training_data.h"
+
+namespace ustrain {
+
+struct ResumedRun {
+  std::int64_t step = 0;
+  std::int64_t tokens_seen = 0;
+};
+
+// Loads `checkpoint` to continue exactly where it stopped: checks the recipe
+// (core/checkpoint_compat.h; `force` lets exactness changes through), loads parameters, AdamW
+// moments and the data position. Then checkpoints of the run that lie ahead of it are moved
+// aside (they belong to the abandoned continuation) and metrics.jsonl drops their steps.
+ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
+                           const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
+                           TrainingData& data);
+
+// Rewrites a metrics.jsonl without the lines of steps after `step`.
+void drop_metrics_after(const std::string& metrics_path, std::int64_t step);
+
+}  // namespace ustrain

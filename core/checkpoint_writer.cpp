@@ -1,0 +1,161 @@
+#include "core/checkpoint_writer.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/checkpoint_fs.h"
+#include "core/checkpoint_slices.h"
+#include "core/safetensors_file.h"
+#include "data/crc32.h"
+
+namespace ustrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::int64_t> dims_of(const Shape& s) {
+  std::vector<std::int64_t> d;
+  for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
+  return d;
+}
+
+}  // namespace
+
+CheckpointFile write_rank_file(const std::string& dir, int rank, const std::vector<SafetensorsEntry>& entries,
+                               const std::function<const void*(std::size_t)>& data_of, SaveFaults& faults) {
+  CheckpointFile record;
+  record.name = rank_file_name(rank);
+  record.rank = rank;
+  const SafetensorsMetadata metadata = {{"format", "ustrain-checkpoint-rank"},
+                                        {"format_version", std::to_string(kCheckpointFormatVersion)},
+                                        {"rank", std::to_string(rank)}};
+  SafetensorsWriter writer(dir + "/" + record.name, entries, metadata);
+  const std::uint64_t total = entries.empty() ? 0 : entries.back().end;
+  std::uint64_t done = 0;
+  bool half_reported = false;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const void* data = data_of(i);
+    const std::size_t bytes = entries[i].end - entries[i].begin;
+    writer.write(data, bytes);
+    record.checksums[entries[i].name] = crc32_label(crc32_update(0, data, bytes));
+    done += bytes;
+    if (!half_reported && 2 * done >= total) {
+      half_reported = true;
+      faults.reached("rank-file-half");
+    }
+  }
+  writer.finish();
+  record.bytes = writer.file_bytes();
+  faults.reached("rank-file");
+  return record;
+}
+
+void write_manifest(const std::string& dir, const CheckpointManifest& manifest) {
+  write_text_file(dir + "/" + kManifestName, manifest_to_json(manifest));
+}
+
+CheckpointWriter::CheckpointWriter(CheckpointWriterConfig config, SaveFaults faults)
+    : config_(std::move(config)), faults_(std::move(faults)), dir_(config_.root) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    spdlog::error("checkpoint save failed: {}", e.what());
+  }
+}
+
+void CheckpointWriter::prepare(const ParamSet& params) {
+  if (!entries_.empty()) return;
+  for (std::string_view state : {kStateParam, kStateAdamM, kStateAdamV})
+    for (const ParamSpec& s : params.specs()) {
+      const std::vector<std::int64_t> shape = dims_of(s.shape);
+      entries_.push_back({format_shard_key({std::string(state), s.name, Slice::whole(shape)}), "F32", shape, 0, 0});
+    }
+  for (const ParamSpec& s : params.specs())
+    tensors_.push_back({s.name, dims_of(s.shape),
+                        {std::string(kStateParam), std::string(kStateAdamM), std::string(kStateAdamV)}});
+  host_.resize(lay_out_entries(entries_) / sizeof(float));
+}
+
+std::optional<double> CheckpointWriter::save(const ParamSet& params, Backend& backend,
+                                             const TrainingProgress& progress) {
+  const auto start = Clock::now();
+  wait();
+  const auto existing = dir_.complete_steps();
+  if (std::find(existing.begin(), existing.end(), progress.step) != existing.end()) return std::nullopt;
+  prepare(params);
+
+  // The only part training waits for: device state -> host snapshot.
+  const std::size_t n = params.specs().size();
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    const ParamViews& views = params[static_cast<int>(e % n)];
+    const Tensor& src = e < n ? views.value : e < 2 * n ? views.m : views.v;
+    backend.copy(Tensor(host_.data() + entries_[e].begin / sizeof(float), src.shape), src);
+  }
+  backend.synchronize();
+  const double stall = seconds_since(start);
+
+  if (!config_.async) {
+    write(progress);
+    return seconds_since(start);
+  }
+  worker_ = std::thread([this, progress] {
+    // Training threads take precedence: on a machine whose cores all compute, a writer at
+    // normal priority preempts them and stalls every parallel region waiting at a barrier.
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+    try {
+      write(progress);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return stall;
+}
+
+void CheckpointWriter::wait() {
+  if (worker_.joinable()) worker_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void CheckpointWriter::write(const TrainingProgress& progress) {
+  const auto start = Clock::now();
+  const std::string staging = dir_.stage(progress.step);
+  faults_.reached("stage");
+  CheckpointFile file = write_rank_file(
+      staging, config_.rank, entries_,
+      [this](std::size_t i) -> const void* { return host_.data() + entries_[i].begin / sizeof(float); }, faults_);
+  file.data_state = progress.data_state;
+
+  CheckpointManifest m;
+  m.ustrain_version = config_.ustrain_version;
+  m.step = progress.step;
+  m.tokens_seen = progress.tokens_seen;
+  m.lr = progress.lr;
+  m.loss = progress.loss;
+  m.backend = config_.backend;
+  m.mesh = config_.mesh;
+  m.tensors = tensors_;
+  m.files = {file};
+  m.recipe = config_.recipe_toml;
+  m.recipe_hash = recipe_hash(config_.recipe_toml);
+  write_manifest(staging, m);
+  faults_.reached("manifest");
+  dir_.publish(progress.step, faults_);
+  const double seconds = seconds_since(start);
+  const std::vector<std::int64_t> removed = dir_.retain(config_.keep_last, config_.keep_every, faults_);
+  spdlog::info("checkpoint step {} saved: {} ({:.2f} GB in {:.2f} s, {:.2f} GB/s){}", progress.step,
+               dir_.path_of(progress.step), static_cast<double>(file.bytes) / 1e9, seconds,
+               static_cast<double>(file.bytes) / 1e9 / std::max(seconds, 1e-9),
+               removed.empty() ? "" : fmt::format("; deleted step(s) {}", fmt::join(removed, ", ")));
+}
+
+}  // namespace ustrain

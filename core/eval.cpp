@@ -1,0 +1,61 @@
+#include "core/eval.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "core/checkpoint_compat.h"
+#include "core/checkpoint_locate.h"
+#include "core/checkpoint_reader.h"
+
+namespace ustrain {
+
+double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
+                       std::int64_t seq_len, std::int64_t batches) {
+  data.reset_validation();
+  double sum = 0;
+  std::int64_t count = 0;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const MicroBatch& mb = data.next_validation();
+    sum += model.forward(backend, mb.inputs.data(), mb.targets.data(), micro_batch, seq_len);
+    count += micro_batch * seq_len;
+  }
+  return sum / static_cast<double>(count);
+}
+
+EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options) {
+  const auto& t = recipe.train;
+  const std::int64_t batches = options.batches > 0 ? options.batches : t.eval_batches;
+  if (batches < 1) throw UserError("nothing to evaluate: pass --batches N or set train.eval_batches >= 1");
+  EvalResult result;
+  result.checkpoint = locate_checkpoint(options.checkpoint);
+  const CheckpointReader checkpoint(result.checkpoint);
+  // A shape difference fails below, naming the tensor; other model keys change the numbers.
+  for (const RecipeChange& c : recipe_changes(checkpoint.manifest().recipe, to_toml(recipe)))
+    if (c.key.rfind("model.", 0) == 0 && c.kind == RecipeChangeKind::breaks_exactness)
+      spdlog::warn("the recipe's model differs from the one the checkpoint was trained with: {} {} -> {}", c.key,
+                   c.saved, c.current);
+
+  TrainingData data(recipe);
+  if (data.validation_tokens() <= t.seq_len)
+    throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
+                                "convert it with a --val-fraction above 0",
+                                recipe.data.path, t.seq_len));
+  LlamaModel model(recipe.model, t.micro_batch, t.seq_len, Recompute::none);
+  MemoryPlan plan;
+  model.plan(plan);
+  auto backend = make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
+                              static_cast<int>(recipe.device.threads));
+  PlannedMemory memory(plan, *backend);
+  model.bind(memory, *backend);
+  load_model_state(checkpoint, model.params(), *backend, /*with_optimizer=*/false);
+
+  result.loss = validation_loss(model, *backend, data, t.micro_batch, t.seq_len, batches);
+  result.perplexity = std::exp(result.loss);
+  result.tokens = batches * t.micro_batch * t.seq_len;
+  result.step = checkpoint.manifest().step;
+  return result;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,36 @@
+// Validation loss: the trainer's periodic evaluation and `ustrain eval`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/model/llama.h"
+#include "core/recipe.h"
+#include "core/training_data.h"
+
+namespace ustrain {
+
+// Mean loss (nats per token) of `model` on the first `batches` validation batches of
+// (micro_batch, seq_len) tokens; the same batches every time.
+double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
+                       std::int64_t seq_len, std::int64_t batches);
+
+struct EvalOptions {
+  std::string checkpoint;    // a checkpoint directory, or a run directory (its newest checkpoint)
+  std::int64_t batches = 0;  // 0: the recipe's train.eval_batches
+};
+
+struct EvalResult {
+  double loss = 0;        // nats per token
+  double perplexity = 0;  // exp(loss)
+  std::int64_t tokens = 0;
+  std::int64_t step = 0;  // the checkpoint's step
+  std::string checkpoint; // the directory that was evaluated
+};
+
+// Loads the checkpoint's weights into the recipe's model and measures the validation loss on
+// the recipe's dataset. UserError when the checkpoint was written for another model shape or
+// the dataset has no validation split.
+EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options);
+
+}  // namespace ustrain

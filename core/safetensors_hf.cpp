@@ -1,0 +1,159 @@
+#include "core/safetensors_hf.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/checkpoint_fs.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+HfModelFiles from_index(const fs::path& index) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(index.string()));
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(fmt::format("{} is not valid JSON", index.string()));
+  }
+  if (!j.contains("weight_map") || !j["weight_map"].is_object())
+    throw UserError(fmt::format("{} has no weight_map object; it is not a safetensors index", index.string()));
+  HfModelFiles m;
+  std::set<std::string> files;
+  for (const auto& [tensor, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw UserError(fmt::format("{}: weight_map[\"{}\"] is not a file name", index.string(), tensor));
+    const std::string path = (index.parent_path() / file.get<std::string>()).string();
+    m.weight_map[tensor] = path;
+    files.insert(path);
+  }
+  for (const std::string& f : files) {
+    if (!fs::exists(f))
+      throw UserError(fmt::format("{} lists the shard {}, which is missing; download the whole model", index.string(), f));
+    m.files.push_back(f);
+  }
+  return m;
+}
+
+template <class T>
+T get_or(const nlohmann::json& j, const char* key, T fallback) {
+  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
+}
+
+}  // namespace
+
+std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, std::optional<int> bos_token_id,
+                              std::optional<int> eos_token_id) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["hidden_size"] = m.d_model;
+  j["intermediate_size"] = m.ffn_hidden;
+  j["num_hidden_layers"] = m.n_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["num_key_value_heads"] = m.n_kv_heads;
+  j["head_dim"] = m.d_model / m.n_heads;
+  j["vocab_size"] = m.vocab_size;
+  j["max_position_embeddings"] = m.max_seq_len;
+  j["rms_norm_eps"] = m.norm_eps;
+  j["rope_theta"] = m.rope_theta;
+  j["rope_scaling"] = nullptr;
+  j["tie_word_embeddings"] = m.tied_embeddings;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["mlp_bias"] = false;
+  j["initializer_range"] = m.init_std;
+  j["torch_dtype"] = torch_dtype;
+  j["use_cache"] = true;
+  if (bos_token_id) j["bos_token_id"] = *bos_token_id;
+  if (eos_token_id) j["eos_token_id"] = *eos_token_id;
+  return j.dump(2) + "\n";
+}
+
+ModelSection model_from_llama_config(const std::string& json_text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error&) {
+    throw UserError(fmt::format("{} is not valid JSON", path));
+  }
+  ModelSection m;
+  try {
+    const std::string type = get_or<std::string>(j, "model_type", "");
+    if (type != "llama")
+      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama models (model_type \"llama\")",
+                                  path, type));
+    const auto refuse = [&](const char* what) {
+      throw UserError(fmt::format("{}: {}; ustrain's Llama has no such feature, so this model cannot be imported",
+                                  path, what));
+    };
+    if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
+    if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
+    if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) refuse("rope_scaling is set");
+    m.d_model = j.at("hidden_size").get<std::int64_t>();
+    m.ffn_hidden = j.at("intermediate_size").get<std::int64_t>();
+    m.n_layers = j.at("num_hidden_layers").get<std::int64_t>();
+    m.n_heads = j.at("num_attention_heads").get<std::int64_t>();
+    m.n_kv_heads = get_or<std::int64_t>(j, "num_key_value_heads", m.n_heads);
+    m.vocab_size = j.at("vocab_size").get<std::int64_t>();
+    m.max_seq_len = get_or<std::int64_t>(j, "max_position_embeddings", 2048);
+    m.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
+    m.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
+    m.tied_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+    m.init_std = get_or<double>(j, "initializer_range", m.init_std);
+    if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) refuse("hidden_size is not a multiple of num_attention_heads");
+    if (get_or<std::int64_t>(j, "head_dim", m.d_model / m.n_heads) != m.d_model / m.n_heads)
+      refuse("head_dim differs from hidden_size / num_attention_heads");
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("{}: not a usable Llama config ({})", path, e.what()));
+  }
+  return m;
+}
+
+HfModelFiles locate_hf_model(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  HfModelFiles m;
+  fs::path dir;
+  if (fs::is_directory(p, ec)) {
+    dir = p;
+    if (fs::exists(p / kIndexFile)) m = from_index(p / kIndexFile);
+    else if (fs::exists(p / kSingleFile)) m.files = {(p / kSingleFile).string()};
+    else
+      throw UserError(fmt::format("{} holds neither {} nor {}; pass a Hugging Face model directory or file", path,
+                                  kSingleFile, kIndexFile));
+  } else if (fs::is_regular_file(p, ec) && ends_with(path, ".index.json")) {
+    dir = p.parent_path();
+    m = from_index(p);
+  } else if (fs::is_regular_file(p, ec) && ends_with(path, ".safetensors")) {
+    dir = p.parent_path();
+    m.files = {path};
+  } else {
+    throw UserError(fmt::format("{} is not a .safetensors file, a safetensors index or a model directory", path));
+  }
+  if (dir.empty()) dir = ".";
+  if (fs::exists(dir / "config.json")) m.config = (dir / "config.json").string();
+  return m;
+}
+
+bool is_hf_model(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_regular_file(p, ec)) return ends_with(path, ".safetensors") || ends_with(path, ".index.json");
+  return fs::exists(p / kSingleFile, ec) || fs::exists(p / kIndexFile, ec);
+}
+
+}  // namespace ustrain

@@ -1,0 +1,43 @@
+// Hugging Face Llama models on disk: config.json, and the safetensors files that hold the
+// weights (one model.safetensors, or shards listed by model.safetensors.index.json).
+//
+// Tensor names and layouts are the same in ustrain and Hugging Face: ustrain declares its
+// parameters under the Hugging Face names, stores linear weights as (out, in), and applies
+// RoPE in the rotate-half layout Hugging Face Llama uses, so q_proj and k_proj need no
+// permutation in either direction.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/recipe.h"
+
+namespace ustrain {
+
+// config.json for LlamaForCausalLM. `torch_dtype` is "float32" or "bfloat16"; the token ids
+// are written when given.
+std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype,
+                              std::optional<int> bos_token_id, std::optional<int> eos_token_id);
+
+// The [model] section a Llama config.json describes. UserError naming `path` for another
+// model type or for features ustrain lacks (biases, rope_scaling, an activation other than
+// silu, head_dim other than hidden_size / num_attention_heads).
+ModelSection model_from_llama_config(const std::string& json_text, const std::string& path);
+
+struct HfModelFiles {
+  std::vector<std::string> files;                  // safetensors files, paths
+  std::map<std::string, std::string> weight_map;   // tensor name -> file path (sharded models)
+  std::optional<std::string> config;               // config.json path when present
+};
+
+// Finds a model's files from a .safetensors file, a model.safetensors.index.json, or a
+// directory holding either. UserError when nothing is found or a shard the index lists is
+// missing.
+HfModelFiles locate_hf_model(const std::string& path);
+
+// True when `path` looks like a Hugging Face model rather than a ustrain checkpoint.
+bool is_hf_model(const std::string& path);
+
+}  // namespace ustrain

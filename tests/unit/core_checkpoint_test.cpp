@@ -1,0 +1,234 @@
+// Checkpoints of a real model: what is saved comes back bit for bit; the run's checkpoint
+// directory keeps what retention says; damaged or foreign checkpoints are refused with a
+// message naming the file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint_dir.h"
+#include "core/checkpoint_fs.h"
+#include "core/checkpoint_reader.h"
+#include "core/checkpoint_writer.h"
+#include "core/model/llama.h"
+#include "core/rng.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir(const std::string& tag) {
+  const std::string dir = (fs::temp_directory_path() /
+                           ("ustrain_ckpt_" + std::to_string(::getpid()) + "_" + tag + "_" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                              .string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+ModelSection small_model(std::int64_t layers = 2) {
+  ModelSection m;
+  m.vocab_size = 19;
+  m.d_model = 8;
+  m.n_layers = layers;
+  m.n_heads = 2;
+  m.n_kv_heads = 1;
+  m.ffn_hidden = 12;
+  m.max_seq_len = 4;
+  return m;
+}
+
+// A model bound to memory whose parameters and moments hold distinct pseudo-random values.
+struct ModelState {
+  std::unique_ptr<Backend> backend = make_backend(Device::cpu, 1);
+  LlamaModel model;
+  MemoryPlan plan;
+  std::unique_ptr<PlannedMemory> memory;
+
+  explicit ModelState(const ModelSection& cfg) : model(cfg, 1, 4, Recompute::none) {
+    model.plan(plan);
+    memory = std::make_unique<PlannedMemory>(plan, *backend);
+    model.bind(*memory, *backend);
+  }
+  void randomise(std::uint64_t seed) {
+    for (std::size_t i = 0; i < model.params().specs().size(); ++i) {
+      const ParamViews& v = model.params()[static_cast<int>(i)];
+      fill_normal(v.value.f32(), static_cast<std::size_t>(v.value.numel()), seed + 3 * i, 1.0);
+      fill_normal(v.m.f32(), static_cast<std::size_t>(v.m.numel()), seed + 3 * i + 1, 0.1);
+      fill_normal(v.v.f32(), static_cast<std::size_t>(v.v.numel()), seed + 3 * i + 2, 0.01);
+    }
+  }
+  // Every state of every parameter, concatenated, as raw bits.
+  std::vector<std::uint32_t> bits() const {
+    std::vector<std::uint32_t> out;
+    for (std::size_t i = 0; i < model.params().specs().size(); ++i) {
+      const ParamViews& v = model.params()[static_cast<int>(i)];
+      for (const Tensor* t : {&v.value, &v.m, &v.v}) {
+        const std::size_t n = static_cast<std::size_t>(t->numel());
+        const std::size_t at = out.size();
+        out.resize(at + n);
+        std::memcpy(out.data() + at, t->f32(), n * 4);
+      }
+    }
+    return out;
+  }
+};
+
+CheckpointWriterConfig config_for(const std::string& root, bool async) {
+  CheckpointWriterConfig c;
+  c.root = root;
+  c.keep_last = 2;
+  c.async = async;
+  c.recipe_toml = "[run]\nname = \"t\"\n";
+  c.ustrain_version = "0.0.test";
+  c.backend = "cpu (1 threads)";
+  return c;
+}
+
+void expect_error_mentions(const std::function<void()>& f, const std::vector<std::string>& words) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    for (const std::string& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointWriter, SavedStateComesBackBitForBit) {
+  for (bool async : {true, false}) {
+    const std::string root = temp_dir(async ? "async" : "sync");
+    ModelState saved(small_model());
+    saved.randomise(11);
+    {
+      CheckpointWriter writer(config_for(root, async), SaveFaults());
+      ASSERT_TRUE(writer.save(saved.model.params(), *saved.backend, {7, 7 * 64, 1e-3, 2.5, "{\"pos\":7}"}).has_value());
+      writer.wait();
+    }
+    const CheckpointReader r(root + "/step-00000007");
+    EXPECT_EQ(r.manifest().step, 7);
+    EXPECT_EQ(r.manifest().tokens_seen, 7 * 64);
+    EXPECT_EQ(r.manifest().lr, 1e-3);
+    EXPECT_EQ(r.manifest().ustrain_version, "0.0.test");
+    EXPECT_EQ(r.data_state(0), "{\"pos\":7}");
+    EXPECT_EQ(fs::read_symlink(root + "/latest"), "step-00000007");
+    ModelState loaded(small_model());
+    load_model_state(r, loaded.model.params(), *loaded.backend, /*with_optimizer=*/true);
+    EXPECT_EQ(loaded.bits(), saved.bits());
+    fs::remove_all(root);
+  }
+}
+
+TEST(CheckpointWriter, KeepsTheNewestAndEveryNth) {
+  const std::string root = temp_dir("retention");
+  ModelState s(small_model(1));
+  CheckpointWriterConfig c = config_for(root, true);
+  c.keep_last = 2;
+  c.keep_every = 4;
+  CheckpointWriter writer(c, SaveFaults());
+  for (std::int64_t step = 1; step <= 10; ++step) writer.save(s.model.params(), *s.backend, {step, 0, 0, 0, ""});
+  writer.wait();
+  EXPECT_EQ(CheckpointDirectory(root).complete_steps(), (std::vector<std::int64_t>{4, 8, 9, 10}));
+  EXPECT_EQ(fs::read_symlink(root + "/latest"), "step-00000010");
+  // Saving a step that exists already (a resumed run stopped at once) is a no-op.
+  EXPECT_FALSE(writer.save(s.model.params(), *s.backend, {10, 0, 0, 0, ""}).has_value());
+  fs::remove_all(root);
+}
+
+TEST(CheckpointDirectory, CleansUpWhatAnInterruptedSaveLeft) {
+  const std::string root = temp_dir("leftovers");
+  const CheckpointDirectory dir(root);
+  for (std::int64_t step : {3, 6}) {
+    fs::create_directories(dir.path_of(step));
+    std::ofstream(dir.path_of(step) + "/manifest.json") << "{}";
+  }
+  fs::create_directories(dir.path_of(9) + ".tmp");   // a save killed midway
+  fs::create_directories(dir.path_of(1) + ".deleting");
+  fs::create_directories(dir.path_of(12));           // no manifest: never complete
+  fs::create_symlink("step-00000003", root + "/latest");  // one behind
+  EXPECT_EQ(dir.complete_steps(), (std::vector<std::int64_t>{3, 6}));
+  dir.remove_leftovers();
+  EXPECT_FALSE(fs::exists(dir.path_of(9) + ".tmp"));
+  EXPECT_FALSE(fs::exists(dir.path_of(1) + ".deleting"));
+  EXPECT_EQ(fs::read_symlink(root + "/latest"), "step-00000006");
+  EXPECT_EQ(*dir.newest(), dir.path_of(6));
+  // Resuming from step 3 moves step 6 aside and points `latest` back.
+  EXPECT_EQ(dir.set_aside_after(3, false), (std::vector<std::int64_t>{6}));
+  EXPECT_EQ(dir.complete_steps(), (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(fs::exists(root + "/abandoned/step-00000006/manifest.json"));
+  EXPECT_EQ(fs::read_symlink(root + "/latest"), "step-00000003");
+  fs::remove_all(root);
+}
+
+class BadCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = temp_dir("bad");
+    ModelState s(small_model());
+    s.randomise(5);
+    CheckpointWriter writer(config_for(root_, false), SaveFaults());
+    writer.save(s.model.params(), *s.backend, {4, 0, 0, 0, ""});
+    dir_ = root_ + "/step-00000004";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string root_, dir_;
+};
+
+TEST_F(BadCheckpoint, TruncatedRankFile) {
+  const std::string file = dir_ + "/rank-00000.safetensors";
+  fs::resize_file(file, fs::file_size(file) / 2);
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {file, "truncated"});
+}
+
+TEST_F(BadCheckpoint, MissingRankFile) {
+  fs::remove(dir_ + "/rank-00000.safetensors");
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {"rank-00000.safetensors", "lacks"});
+}
+
+TEST_F(BadCheckpoint, TruncatedManifest) {
+  const std::string manifest = dir_ + "/manifest.json";
+  fs::resize_file(manifest, fs::file_size(manifest) / 2);
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {manifest});
+}
+
+TEST_F(BadCheckpoint, NewerFormatVersion) {
+  const std::string manifest = dir_ + "/manifest.json";
+  std::string text = read_text_file(manifest);
+  const std::string from = "\"format_version\": 1";
+  ASSERT_NE(text.find(from), std::string::npos) << text.substr(0, 200);
+  text.replace(text.find(from), from.size(), "\"format_version\": 2");
+  write_text_file(manifest, text);
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {manifest, "version 2", "newer ustrain"});
+}
+
+TEST_F(BadCheckpoint, AnotherModelShape) {
+  const CheckpointReader r(dir_);
+  ModelState wider([] {
+    ModelSection m = small_model();
+    m.ffn_hidden = 16;
+    return m;
+  }());
+  expect_error_mentions([&] { load_model_state(r, wider.model.params(), *wider.backend, true); },
+                        {dir_, "mlp.gate_proj.weight", "another model shape"});
+  ModelState deeper(small_model(3));  // every saved tensor fits, one layer is missing
+  expect_error_mentions([&] { load_model_state(r, deeper.model.params(), *deeper.backend, true); },
+                        {dir_, "model.layers.2"});
+  ModelState shallower(small_model(1));  // the checkpoint holds a layer the model lacks
+  expect_error_mentions([&] { load_model_state(r, shallower.model.params(), *shallower.backend, true); },
+                        {dir_, "model.layers.1", "lacks"});
+}
+
+TEST_F(BadCheckpoint, IncompleteDirectory) {
+  fs::remove(dir_ + "/manifest.json");
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {dir_, "not a complete checkpoint"});
+}
+
+}  // namespace
+}  // namespace ustrain
