@@ -18,10 +18,7 @@ void add_bench_command(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "bench", "Measure GEMM throughput at the recipe's shapes, then train a few steps and compare");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML)")->required();
-  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")
-      ->type_name("KEY=VALUE")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  add_set_option(*cmd, opt->overrides);
   cmd->add_option("--steps", opt->steps, "Training steps to time")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([opt] {
     Recipe recipe = load_recipe(opt->recipe, opt->overrides);

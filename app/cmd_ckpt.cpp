@@ -60,7 +60,7 @@ void add_import(CLI::App& ckpt) {
   cmd->add_option("output", opt->output, "Checkpoint directory to create (must not exist or be empty)")->required();
   cmd->add_option("--recipe", opt->recipe, "Recipe of the run that starts from it; its [model] must match the weights")
       ->required();
-  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")->type_name("KEY=VALUE");
+  add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {
     const InteropReport r = import_hf_model({opt->source, opt->output, load_recipe(opt->recipe, opt->overrides),
                                              USTRAIN_VERSION});

@@ -24,7 +24,7 @@ void add_eval_command(CLI::App& root) {
       ->required();
   cmd->add_option("--batches", opt->eval.batches, "Validation batches to evaluate (default: train.eval_batches)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--set", opt->overrides, "Override a recipe key (repeatable)")->type_name("KEY=VALUE");
+  add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     setup_logging(recipe.log.level.c_str());

@@ -23,8 +23,7 @@ void add_train_command(CLI::App& root) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand("train", "Train a model from a TOML recipe");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see the README's recipe reference")->required();
-  cmd->add_option("--set", opt->overrides, "Override a recipe key, e.g. --set train.steps=2000 (repeatable)")
-      ->type_name("KEY=VALUE");
+  add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
                 "Print the resolved recipe, parameter count and memory plan, then exit without training");
   cmd->add_flag("--overwrite", opt->overwrite,

@@ -2,6 +2,9 @@
 // callback that does the work; errors the user can fix are thrown as UserError.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace CLI {
 class App;
 }
@@ -21,6 +24,9 @@ void add_ckpt_command(CLI::App& root);
 struct ExitStatus {
   int code;
 };
+
+// `--set KEY=VALUE` (repeatable; one pair per flag, so a following positional is not taken).
+void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides);
 
 // Logging to stdout with timestamps, readable on a terminal and in a Slurm log file.
 void setup_logging(const char* level);

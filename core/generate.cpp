@@ -10,7 +10,8 @@
 #include "core/model/llama.h"
 #include "core/rng.h"
 #include "core/sampler.h"
-#include "data/byte_tokenizer.h"
+#include "core/training_data.h"
+#include "data/tokenizer.h"
 
 namespace ustrain {
 
@@ -21,8 +22,6 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
                                 o.run_dir));
   const CheckpointReader checkpoint(locate_checkpoint(o.run_dir.empty() ? o.checkpoint : o.run_dir));
   const Recipe recipe = parse_recipe(checkpoint.manifest().recipe, checkpoint.dir() + "/" + kManifestName);
-  if (recipe.data.tokenizer != "byte")
-    throw UserError(fmt::format("generate supports the byte tokenizer; the run uses \"{}\"", recipe.data.tokenizer));
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
 
   const std::int64_t context = recipe.model.max_seq_len;
@@ -35,15 +34,41 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   model.bind(memory, *backend);
   load_model_state(checkpoint, model.params(), *backend, /*with_optimizer=*/false);
 
-  const ByteTokenizer tokenizer;
-  std::vector<std::int32_t> ids = tokenizer.encode(o.prompt);
-  if (ids.empty()) ids.push_back(ByteTokenizer::kEos);  // an empty prompt starts a new document
+  // The byte tokenizer needs no files; a sentencepiece run reads the model its dataset holds.
+  const std::unique_ptr<Tokenizer> tokenizer = recipe.data.tokenizer == "byte"
+                                                   ? open_tokenizer("byte")
+                                                   : open_dataset_tokenizer(recipe_datasets(recipe.data).front().path);
+  if (tokenizer->vocab_size() > recipe.model.vocab_size)
+    throw UserError(fmt::format("the tokenizer has {} tokens but the checkpoint's model only {}",
+                                tokenizer->vocab_size(), recipe.model.vocab_size));
+  std::vector<std::int32_t> ids = tokenizer->encode(o.prompt);
+  if (ids.empty() && tokenizer->eos_id() >= 0) ids.push_back(tokenizer->eos_id());  // start a new document
+  if (ids.empty()) throw UserError("--prompt is required: this tokenizer has no end-of-document token to start from");
   const SamplingConfig sampling{o.temperature, o.top_k};
   Rng rng(o.seed);
   std::vector<float> logits(static_cast<std::size_t>(recipe.model.vocab_size));
-  std::vector<std::int32_t> window, no_targets;
-  std::vector<std::int32_t> generated;
-  std::string text;
+  std::vector<std::int32_t> window, no_targets, generated;
+  std::string text;  // what has been handed to on_text so far
+  const auto emit = [&](bool final) {
+    const std::string all = tokenizer->decode(generated);
+    std::size_t complete = all.size();
+    if (!final) {
+      // The last character may still be arriving byte by byte: hold back an incomplete
+      // UTF-8 sequence (continuation bytes and the lead byte that starts them).
+      std::size_t lead = complete;
+      while (lead > 0 && (static_cast<unsigned char>(all[lead - 1]) & 0xC0) == 0x80) --lead;
+      if (lead > 0 && static_cast<unsigned char>(all[lead - 1]) >= 0xC0) {
+        const auto c = static_cast<unsigned char>(all[lead - 1]);
+        const std::size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (complete - (lead - 1) < need) complete = lead - 1;
+      }
+    }
+    if (complete > text.size()) {
+      const std::string piece = all.substr(text.size(), complete - text.size());
+      text += piece;
+      if (on_text) on_text(piece);
+    }
+  };
   for (std::int64_t i = 0; i < o.tokens; ++i) {
     const std::size_t start = ids.size() > static_cast<std::size_t>(context) ? ids.size() - static_cast<std::size_t>(context) : 0;
     window.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
@@ -53,25 +78,13 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
     const Tensor last = model.logits().slice(s - 1, s);  // (1, V)
     backend->copy(Tensor(logits.data(), last.shape), last);
     // Sample only real tokens: the model's vocabulary may be padded past the tokenizer's.
-    const std::int32_t next = sample_token(logits.data(), ByteTokenizer::kVocabSize, sampling, rng.uniform());
-    if (next == ByteTokenizer::kEos && o.stop_at_eos) break;
+    const std::int32_t next = sample_token(logits.data(), tokenizer->vocab_size(), sampling, rng.uniform());
+    if (next == tokenizer->eos_id() && o.stop_at_eos) break;
     ids.push_back(next);
     generated.push_back(next);
-    // Bytes of a UTF-8 character may arrive one by one: emit only whole characters.
-    std::string piece = tokenizer.decode(generated);
-    std::size_t complete = piece.size();
-    while (complete > 0 && (static_cast<unsigned char>(piece[complete - 1]) & 0xC0) == 0x80) --complete;
-    if (complete > 0 && static_cast<unsigned char>(piece[complete - 1]) >= 0xC0) --complete;
-    if (complete > 0) {
-      const std::string out = piece.substr(0, complete);
-      text += out;
-      if (on_text) on_text(out);
-      generated.erase(generated.begin(), generated.begin() + static_cast<std::ptrdiff_t>(complete));
-    }
+    emit(false);
   }
-  const std::string rest = tokenizer.decode(generated);
-  text += rest;
-  if (on_text && !rest.empty()) on_text(rest);
+  emit(true);
   return text;
 }
 

@@ -1,0 +1,14 @@
+#include <CLI/CLI.hpp>
+
+#include "app/commands.h"
+
+namespace ustrain::app {
+
+void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides) {
+  cmd.add_option("--set", overrides, "Override a recipe key with a TOML value, e.g. --set train.steps=2000 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace ustrain::app
