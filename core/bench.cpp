@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/trainer.h"
 
@@ -22,8 +23,7 @@ void run_bench(Recipe recipe, std::int64_t steps) {
                                    {"gate_up_proj", 2 * m.ffn_hidden, m.d_model},
                                    {"down_proj", m.d_model, m.ffn_hidden},
                                    {"lm_head", m.vocab_size, m.d_model}};
-  auto backend = make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
-                              static_cast<int>(recipe.device.threads));
+  auto backend = make_recipe_backend(recipe);
   spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
   spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "(M, N, K) forward", "forward", "grad in", "grad w");
   // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)

@@ -8,6 +8,7 @@
 #include "core/checkpoint_compat.h"
 #include "core/checkpoint_locate.h"
 #include "core/checkpoint_reader.h"
+#include "core/model_instance.h"
 
 namespace ustrain {
 
@@ -42,16 +43,10 @@ EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options)
     throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
                                 "convert it with a --val-fraction above 0",
                                 recipe.data.path, t.seq_len));
-  LlamaModel model(recipe.model, t.micro_batch, t.seq_len, Recompute::none);
-  MemoryPlan plan;
-  model.plan(plan);
-  auto backend = make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
-                              static_cast<int>(recipe.device.threads));
-  PlannedMemory memory(plan, *backend);
-  model.bind(memory, *backend);
-  load_model_state(checkpoint, model.params(), *backend, /*with_optimizer=*/false);
+  ModelInstance instance(recipe, t.micro_batch, t.seq_len, Recompute::none);
+  load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false);
 
-  result.loss = validation_loss(model, *backend, data, t.micro_batch, t.seq_len, batches);
+  result.loss = validation_loss(instance.model, *instance.backend, data, t.micro_batch, t.seq_len, batches);
   result.perplexity = std::exp(result.loss);
   result.tokens = batches * t.micro_batch * t.seq_len;
   result.step = checkpoint.manifest().step;

@@ -7,7 +7,7 @@
 
 #include "core/checkpoint_locate.h"
 #include "core/checkpoint_reader.h"
-#include "core/model/llama.h"
+#include "core/model_instance.h"
 #include "core/rng.h"
 #include "core/sampler.h"
 #include "core/training_data.h"
@@ -25,14 +25,10 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
 
   const std::int64_t context = recipe.model.max_seq_len;
-  LlamaModel model(recipe.model, 1, context, Recompute::none);
-  MemoryPlan plan;
-  model.plan(plan);
-  auto backend = make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
-                              static_cast<int>(recipe.device.threads));
-  PlannedMemory memory(plan, *backend);
-  model.bind(memory, *backend);
-  load_model_state(checkpoint, model.params(), *backend, /*with_optimizer=*/false);
+  ModelInstance instance(recipe, 1, context, Recompute::none);
+  LlamaModel& model = instance.model;
+  Backend& backend = *instance.backend;
+  load_model_state(checkpoint, model.params(), backend, /*with_optimizer=*/false);
 
   // The byte tokenizer needs no files; a sentencepiece run reads the model its dataset holds.
   const std::unique_ptr<Tokenizer> tokenizer = recipe.data.tokenizer == "byte"
@@ -74,9 +70,9 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
     window.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
     const auto s = static_cast<std::int64_t>(window.size());
     no_targets.assign(window.size(), -1);
-    model.forward(*backend, window.data(), no_targets.data(), 1, s);
+    model.forward(backend, window.data(), no_targets.data(), 1, s);
     const Tensor last = model.logits().slice(s - 1, s);  // (1, V)
-    backend->copy(Tensor(logits.data(), last.shape), last);
+    backend.copy(Tensor(logits.data(), last.shape), last);
     // Sample only real tokens: the model's vocabulary may be padded past the tokenizer's.
     const std::int32_t next = sample_token(logits.data(), tokenizer->vocab_size(), sampling, rng.uniform());
     if (next == tokenizer->eos_id() && o.stop_at_eos) break;

@@ -17,7 +17,7 @@
 #include "core/eval.h"
 #include "core/lr_schedule.h"
 #include "core/metrics_log.h"
-#include "core/model/llama.h"
+#include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
 #include "core/resource_usage.h"
@@ -37,22 +37,11 @@ LlamaModel make_model(const Recipe& r) {
   return LlamaModel(r.model, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute));
 }
 
-// Everything one process needs to train: backend, plan, model, memory, data.
-struct Run {
+// Everything one process needs to train: the recipe and a model instance for its micro-batches.
+struct Run : ModelInstance {
   const Recipe& recipe;
-  std::unique_ptr<Backend> backend;
-  MemoryPlan plan;
-  LlamaModel model;
-  std::unique_ptr<PlannedMemory> memory;
-
   explicit Run(const Recipe& r)
-      : recipe(r), backend(make_backend(r.device.type == "cuda" ? Device::cuda : Device::cpu,
-                                        static_cast<int>(r.device.threads))),
-        model(make_model(r)) {
-    model.plan(plan);
-    memory = std::make_unique<PlannedMemory>(plan, *backend);
-    model.bind(*memory, *backend);
-  }
+      : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute)), recipe(r) {}
 };
 
 struct StepResult {

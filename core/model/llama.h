@@ -21,6 +21,9 @@ namespace ustrain {
 class LlamaModel {
  public:
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy);
+  // Blocks refer to the model's ParamSet: the model stays where it was built.
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
 
   void plan(MemoryPlan& plan);
   void bind(const PlannedMemory& mem, Backend& backend);  // also fills the RoPE tables
