@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+scripts/setup.sh --target ustrain
 ustrain=build/app/ustrain
 
 data=runs/data/fortunes

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ustrain needs (idempotent, non-interactive), then configures
-# and builds it in Release into build/. Usage: scripts/setup.sh [extra cmake args...]
+# and builds it in Release into build/.
+# Usage: scripts/setup.sh [--target TARGET] [extra cmake args...]
+#   --target ustrain builds only the binary (the quickstart); the default builds everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target=()
+if [[ ${1:-} == --target ]]; then
+  target=(--target "${2:?--target needs a target name}")
+  shift 2
+fi
 
 packages=(cmake ninja-build g++ pkg-config
           libtomlplusplus-dev libcli11-dev libhdf5-dev hdf5-tools libspdlog-dev libfmt-dev
@@ -28,5 +35,5 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
-cmake --build build -j "$(nproc)"
+cmake --build build -j "$(nproc)" "${target[@]}"
 echo "setup: built build/app/ustrain"
