@@ -310,7 +310,6 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   const std::tuple<std::string_view, std::int64_t, std::string_view> dimensions[] = {
-      {"parallel.dp", p.dp, "data parallelism"},
       {"parallel.tp", p.tp, "tensor parallelism"},
       {"parallel.pp", p.pp, "pipeline parallelism"},
       {"parallel.cp", p.cp, "context parallelism"},
@@ -323,7 +322,7 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
            value, what, key);
     }
   }
-  if (p.zero > 0) {
+  if (p.zero > 0) {  // data parallelism runs with ZeRO stage 0 (every rank holds the full state)
     fail("{}: parallel.zero = {}: ZeRO sharding is not supported by this build yet; set "
          "parallel.zero = 0",
          at.of({"parallel.zero"}), p.zero);

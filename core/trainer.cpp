@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,11 +16,13 @@
 #include "core/checkpoint_resume.h"
 #include "core/checkpoint_writer.h"
 #include "core/eval.h"
+#include "core/gradient_reducer.h"
 #include "core/lr_schedule.h"
 #include "core/metrics_log.h"
 #include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
+#include "core/process_layout.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
 #include "core/training_data.h"
@@ -49,8 +52,10 @@ struct StepResult {
 };
 
 // One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
+// With data parallelism, each rank accumulates its share of the global batch and the reducer
+// sums the gradients over the group while the last micro-batch's backward runs.
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
-                     PhaseTimer& timer) {
+                     PhaseTimer& timer, ProcessLayout& layout, GradientReducer* reducer) {
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
   Backend& be = *run.backend;
@@ -58,14 +63,19 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   be.fill(params.all_grads(), 0.0f);
   double loss_sum = 0;
-  for (std::int64_t micro = 0; micro < recipe.grad_accum_steps(); ++micro) {
+  const std::int64_t micro_batches = recipe.grad_accum_steps();
+  for (std::int64_t micro = 0; micro < micro_batches; ++micro) {
     const MicroBatch& mb = data.next_train();
     timer.mark(Phase::data);
+    if (reducer && micro == micro_batches - 1) reducer->begin();  // no reduction before the last
     loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
     timer.mark(Phase::forward);
     run.model.backward(be, 1.0f / static_cast<float>(tokens_per_step));
     timer.mark(Phase::backward);
   }
+  if (reducer) reducer->finish();
+  loss_sum = layout.sum_over_dp(loss_sum);
+  timer.mark(Phase::backward);
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   if (!std::isfinite(r.loss))
     throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
@@ -106,10 +116,10 @@ void log_summary(TrainSummary& summary, double total_seconds, std::int64_t token
                format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
 }
 
-// Refuses to start a new run over an old one unless told to replace it; creates the run
-// directory and writes the resolved recipe into it.
+// Refuses to start over an old run unless told to replace it; with `writes`, also creates
+// the run directory and writes the resolved recipe into it.
 void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, const CheckpointDirectory& checkpoints,
-                           bool resuming) {
+                           bool resuming, bool writes) {
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
   std::error_code ec;
@@ -119,10 +129,12 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
       throw UserError(fmt::format("run directory {} already holds a run; continue it with --resume auto, pick "
                                   "another run.name (--set run.name=NEW) or pass --overwrite to replace it",
                                   run_dir));
+    if (!writes) return;
     // A new start (or --resume auto before the first checkpoint) begins the metrics afresh.
     std::filesystem::remove(metrics_path, ec);
     if (options.overwrite) checkpoints.remove_all();
   }
+  if (!writes) return;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
   std::ofstream out(run_dir + "/recipe.toml");
@@ -150,6 +162,8 @@ std::string describe_run(const Recipe& recipe) {
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto& t = recipe.train;
+  ProcessLayout layout(recipe);  // checks the launch against the layout before anything else
+  if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
   const CheckpointDirectory checkpoints(run_dir + "/checkpoints");
@@ -161,9 +175,15 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     resume_from = find_resume_checkpoint(options.resume, run_dir);
     if (!resume_from) spdlog::info("no checkpoint in {} yet: starting the run from the beginning", run_dir);
   }
-  TrainingData data(recipe);  // opens and checks the dataset before anything is allocated
-  prepare_run_directory(recipe, options, checkpoints, resume_from.has_value());
-  checkpoints.remove_leftovers();
+  // Opens and checks the dataset before anything is allocated; each dp rank reads its part.
+  TrainingData data(recipe, layout.dp_rank(), layout.dp_size());
+  // Every rank checks the run directory before the leading rank changes it.
+  prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
+  layout.barrier();
+  if (layout.leads()) {
+    prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
+    checkpoints.remove_leftovers();
+  }
 
   Run run(recipe);
   Backend& be = *run.backend;
@@ -180,7 +200,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     run.model.initialise(be, recipe.run.seed);
   }
   std::unique_ptr<MetricsLog> metrics;
-  if (recipe.log.jsonl) metrics = std::make_unique<MetricsLog>(metrics_path);
+  if (recipe.log.jsonl && layout.leads()) metrics = std::make_unique<MetricsLog>(metrics_path);
   const auto record = [&](const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {
     if (metrics) metrics->write(kind, numbers);
   };
@@ -193,9 +213,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   std::string plan_text = run.plan.summary();
   if (!plan_text.empty() && plan_text.back() == '\n') plan_text.pop_back();
   spdlog::info("{}", plan_text);
-  spdlog::info("data: {} train tokens, {} validation tokens; {} tokens per step ({} x {} x {} accumulation)",
-               data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, t.micro_batch,
-               t.seq_len, recipe.grad_accum_steps());
+  spdlog::info("data: {} train tokens, {} validation tokens; {} tokens per step ({} data-parallel ranks x {} x {} "
+               "x {} accumulation)",
+               data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, layout.dp_size(),
+               t.micro_batch, t.seq_len, recipe.grad_accum_steps());
   spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s", peak.source, peak.flops_per_second / 1e9);
 
   TrainSummary summary;
@@ -209,25 +230,31 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     spdlog::info("unigram baseline on the validation split: {:.4f} nats/token", summary.unigram_val_loss);
 
   const CheckpointSection& ck = recipe.checkpoint;
-  CheckpointWriter writer({checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
-                           options.ustrain_version, be.name(), MeshShape{}, 0},
-                          SaveFaults::from_environment());
-  writer.prepare(params);
-  spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
+  // Data parallelism replicates the whole state, so the leading rank saves one full copy.
+  std::unique_ptr<CheckpointWriter> writer;
+  if (layout.leads()) {
+    writer = std::make_unique<CheckpointWriter>(
+        CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
+                                options.ustrain_version, be.name(), MeshShape{}, 0},
+        SaveFaults::from_environment());
+    writer->prepare(params);
+  }
+  if (writer) spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
                ck.interval > 0 ? fmt::format("every {} steps and at the end", ck.interval) : std::string("at the end"),
                ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
-               ck.async ? "in the background" : "before training continues", format_bytes(writer.state_bytes()));
+               ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
-    const std::optional<double> stall = writer.save(params, be, progress);
+    if (!writer) return;
+    const std::optional<double> stall = writer->save(params, be, progress);
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
       summary.checkpoint = checkpoints.path_of(progress.step);
       spdlog::info("checkpoint step {}: training paused {:.3f} s {} {}", progress.step, *stall,
-                   ck.async ? "to copy" : "to copy and write", format_bytes(writer.state_bytes()));
+                   ck.async ? "to copy" : "to copy and write", format_bytes(writer->state_bytes()));
     }
-    if (wait) writer.wait();
+    if (wait) writer->wait();
   };
   if (start.step == t.steps)
     spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
@@ -237,10 +264,20 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const double flops_per_step = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step);
 
+  // Buckets of a few MiB: small enough that most of the reduction overlaps backward on the
+  // models a CPU trains, large enough that per-message latency does not dominate.
+  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+  std::unique_ptr<GradientReducer> reducer;
+  if (layout.dp_size() > 1) {
+    reducer = std::make_unique<GradientReducer>(params, layout.dp(), kBucketBytes);
+    run.model.set_grad_ready_hook([r = reducer.get()](int param) { r->on_grad_ready(param); });
+  }
+  // Ranks agree on stopping (a signal may reach them at different steps).
+  bool stop = layout.any_over_world(signals.requested());
   const auto started = PhaseTimer::Clock::now();
-  for (std::int64_t step = start.step + 1; step <= t.steps && !signals.requested(); ++step) {
+  for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
     PhaseTimer step_timer;
-    const StepResult r = take_step(run, data, schedule, step, step_timer);
+    const StepResult r = take_step(run, data, schedule, step, step_timer, layout, reducer.get());
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
@@ -249,13 +286,14 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
     const double step_s = step_timer.total();
     const double tok_s = static_cast<double>(tokens_per_step) / step_s;
-    const double mfu = flops_per_step / step_s / peak.flops_per_second;
+    const double mfu = flops_per_step / layout.world_size() / step_s / peak.flops_per_second;  // per device
     record("train", {{"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                      {"tokens_per_s", tok_s}, {"mfu", mfu}, {"step_s", step_s},
                      {"data_s", step_timer.seconds(Phase::data)},
                      {"forward_s", step_timer.seconds(Phase::forward)},
                      {"backward_s", step_timer.seconds(Phase::backward)},
-                     {"optimizer_s", step_timer.seconds(Phase::optimizer)}});
+                     {"optimizer_s", step_timer.seconds(Phase::optimizer)},
+                     {"grad_reduce_wait_s", reducer ? reducer->exposed_seconds() : 0.0}});
     if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
       const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
@@ -270,13 +308,15 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},
                       {"unigram_val_loss", summary.unigram_val_loss}});
     }
-    if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !signals.requested()) save(/*wait=*/false);
+    stop = layout.any_over_world(signals.requested());
+    if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop) save(/*wait=*/false);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (summary.steps > start.step) save(/*wait=*/true);
-  writer.wait();
-  if (summary.steps < t.steps && signals.requested()) {
-    summary.stop_signal = signals.pending();
+  if (writer) writer->wait();
+  if (summary.steps < t.steps && stop) {
+    // A rank that stops because a peer was signalled reports the peer's usual signal.
+    summary.stop_signal = signals.requested() ? signals.pending() : SIGTERM;
     spdlog::warn("stopped by {} after step {}{}; run the same command with --resume auto to continue (exit "
                  "status {})",
                  StopSignals::name(summary.stop_signal), summary.steps,

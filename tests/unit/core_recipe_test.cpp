@@ -381,11 +381,14 @@ TEST(RecipeError, MissingDataPathSaysHowToMakeOne) {
                   {"test.toml", "data.path is not set", "ustrain data convert"});
 }
 
+TEST(Recipe, DataParallelLayoutsAreAccepted) {
+  const Recipe r = parse("[data]\npath = \"d\"\n[parallel]\ndp = 2\n[train]\nmicro_batch = 4\nglobal_batch = 16\n");
+  EXPECT_EQ(r.parallel.dp, 2);
+  EXPECT_EQ(r.grad_accum_steps(), 2);
+}
+
 TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
-      {"[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
-       {"test.toml:4:", "parallel.dp = 2", "data parallelism is not supported by this build yet",
-        "set parallel.dp = 1"}},
       {"[parallel]\ntp = 2\n",
        {"parallel.tp = 2: tensor parallelism is not supported by this build yet; set parallel.tp = 1"}},
       {"[parallel]\npp = 2\n", {"parallel.pp = 2", "pipeline parallelism", "set parallel.pp = 1"}},
