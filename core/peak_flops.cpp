@@ -19,14 +19,16 @@ double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std:
     return t;
   };
   Tensor x = alloc(m, k), w = alloc(n, k), out = alloc(m, n);
-  double best = 0;
+  // Best of at least `repeats` runs and at least 0.2 s: short GEMMs on a shared machine are noisy.
+  double best = 0, spent = 0;
   backend.linear_forward(out, x, w);  // warm-up
-  for (int r = 0; r < repeats; ++r) {
+  for (int r = 0; r < repeats || spent < 0.2; ++r) {
     backend.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     backend.linear_forward(out, x, w);
     backend.synchronize();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spent += s;
     best = std::max(best, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / s);
   }
   backend.release(x.data);
