@@ -103,7 +103,7 @@ void log_summary(TrainSummary& summary, double total_seconds, std::int64_t token
                       summary.phase_seconds[3];
   summary.tokens_per_second = static_cast<double>(tokens_per_step * steps) / busy;
   summary.achieved_flops = flops_per_step * static_cast<double>(steps) / busy;
-  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of {:.2f} GFLOP/s peak",
+  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of the job's {:.2f} GFLOP/s peak",
                steps, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
                100.0 * summary.achieved_flops / summary.peak_flops, summary.peak_flops / 1e9);
   spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}% | "
@@ -223,7 +223,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   summary.steps = start.step;
   summary.first_step = start.step + 1;
   summary.plan_bytes = run.plan.total_bytes();
-  summary.peak_flops = peak.flops_per_second;
+  summary.peak_flops = peak.flops_per_second * layout.world_size();  // all devices of the job
   summary.unigram_val_loss = data.unigram_validation_loss();
   summary.val_loss = std::nan("");
   if (data.validation_tokens() > 0)

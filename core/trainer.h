@@ -30,7 +30,7 @@ struct TrainSummary {
   double unigram_val_loss = 0;  // cross-entropy of a unigram model fitted on the train split
   double tokens_per_second = 0;
   double achieved_flops = 0;    // model FLOP/s over the whole run
-  double peak_flops = 0;        // MFU denominator
+  double peak_flops = 0;        // MFU denominator: the peak of all devices of the job
   double phase_seconds[4] = {0, 0, 0, 0};  // data, forward, backward, optimizer
   std::size_t plan_bytes = 0;
   std::size_t peak_resident_bytes = 0;
