@@ -153,9 +153,9 @@ std::string describe_run(const Recipe& recipe) {
                    static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
   s += fmt::format("model FLOPs per token: {:.3g} (6 N + 6 L d S at S = {})\n",
                    model.flops_per_token(recipe.train.seq_len), recipe.train.seq_len);
-  s += fmt::format("tokens per step: {} ({} micro-batches of {} x {})\n",
-                   recipe.train.global_batch * recipe.train.seq_len, recipe.grad_accum_steps(),
-                   recipe.train.micro_batch, recipe.train.seq_len);
+  s += fmt::format("tokens per step: {} ({} data-parallel ranks x {} micro-batches of {} x {})\n",
+                   recipe.train.global_batch * recipe.train.seq_len, recipe.parallel.dp,
+                   recipe.grad_accum_steps(), recipe.train.micro_batch, recipe.train.seq_len);
   s += plan.summary();
   return s;
 }
@@ -191,7 +191,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   ResumedRun start;
   if (resume_from) {
     start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data);
-    drop_metrics_after(metrics_path, start.step);
+    if (layout.leads()) drop_metrics_after(metrics_path, start.step);
   } else if (!recipe.checkpoint.init_from.empty()) {
     const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
     load_model_state(initial, params, be, /*with_optimizer=*/false);
