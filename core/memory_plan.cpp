@@ -9,16 +9,8 @@ namespace ustrain {
 
 const char* mem_category_name(MemCategory c) {
   static constexpr const char* kNames[kMemCategories] = {"parameters", "gradients", "optimizer",
-                                                         "activations", "workspace"};
+                                                         "activations", "workspace", "communication"};
   return kNames[static_cast<int>(c)];
-}
-
-std::string format_bytes(std::size_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} B", bytes);
 }
 
 static std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -50,9 +42,9 @@ std::string MemoryPlan::summary() const {
   std::string s = "memory plan (bytes per category):\n";
   for (int c = 0; c < kMemCategories; ++c) {
     const auto cat = static_cast<MemCategory>(c);
-    s += fmt::format("  {:<12} {:>12}\n", mem_category_name(cat), format_bytes(bytes(cat)));
+    s += fmt::format("  {:<14} {:>12}\n", mem_category_name(cat), format_bytes(bytes(cat)));
   }
-  s += fmt::format("  {:<12} {:>12}\n", "total", format_bytes(total_bytes()));
+  s += fmt::format("  {:<14} {:>12}\n", "total", format_bytes(total_bytes()));
   std::vector<const PlanEntry*> order;
   for (const auto& e : entries_) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });

@@ -15,8 +15,10 @@
 
 namespace ustrain {
 
-enum class MemCategory : int { parameters = 0, gradients, optimizer, activations, workspace };
-inline constexpr int kMemCategories = 5;
+// communication: buffers that exist only for collectives (ZeRO's gathered layers and
+// gradient buckets).
+enum class MemCategory : int { parameters = 0, gradients, optimizer, activations, workspace, communication };
+inline constexpr int kMemCategories = 6;
 const char* mem_category_name(MemCategory c);
 
 struct PlanEntry {
@@ -74,6 +76,5 @@ class PlannedMemory {
   std::array<void*, kMemCategories> base_{};
 };
 
-std::string format_bytes(std::size_t bytes);  // "12.3 MiB"
 
 }  // namespace ustrain

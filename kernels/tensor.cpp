@@ -1,5 +1,7 @@
 #include "kernels/tensor.h"
 
+#include <cstdio>
+
 namespace ustrain {
 
 std::size_t dtype_size(DType t) {
@@ -71,6 +73,16 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
   }
   auto* base = static_cast<char*>(data) + static_cast<std::size_t>(begin * row) * dtype_size(dtype);
   return Tensor(base, s, dtype, device);
+}
+
+std::string format_bytes(std::size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char text[32];
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(text, sizeof text, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) std::snprintf(text, sizeof text, "%.2f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0) std::snprintf(text, sizeof text, "%.1f KiB", b / 1024.0);
+  else std::snprintf(text, sizeof text, "%zu B", bytes);
+  return text;
 }
 
 }  // namespace ustrain

@@ -18,6 +18,8 @@ enum class DType : std::uint8_t { f32, bf16, f16, i32, u16, u32 };
 enum class Device : std::uint8_t { cpu, cuda };
 
 std::size_t dtype_size(DType t);
+// "512 B", "12.3 KiB", "1.50 MiB": byte counts for people.
+std::string format_bytes(std::size_t bytes);
 const char* dtype_name(DType t);
 const char* device_name(Device d);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace ustrain {
 
@@ -34,6 +35,186 @@ Work Work::failed(std::string message) { return Work(std::make_shared<FailedWork
 
 void wait_all(std::span<Work> works) {
   for (Work& w : works) w.wait();
+}
+
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::all_reduce: return "all_reduce";
+    case CommOp::reduce_scatter: return "reduce_scatter";
+    case CommOp::all_gather: return "all_gather";
+    case CommOp::all_to_all: return "all_to_all";
+    case CommOp::broadcast: return "broadcast";
+    case CommOp::send: return "send";
+    case CommOp::recv: return "recv";
+    case CommOp::barrier: return "barrier";
+  }
+  return "unknown";
+}
+
+namespace {
+// floor(bytes * k / n) without overflowing for any realistic buffer.
+std::int64_t scaled(std::int64_t bytes, std::int64_t k, std::int64_t n) {
+  return bytes / n * k + bytes % n * k / n;
+}
+}  // namespace
+
+std::int64_t wire_bytes(CommOp op, std::int64_t payload_bytes, int members) {
+  USTRAIN_ASSERT(payload_bytes >= 0 && members >= 1, "wire_bytes needs payload_bytes >= 0 and members >= 1");
+  if (members == 1) return 0;
+  const std::int64_t n = members;
+  switch (op) {
+    case CommOp::all_reduce: return scaled(payload_bytes, 2 * (n - 1), n);
+    case CommOp::reduce_scatter:
+    case CommOp::all_gather:
+    case CommOp::all_to_all: return scaled(payload_bytes, n - 1, n);
+    case CommOp::broadcast:
+    case CommOp::send: return payload_bytes;
+    case CommOp::recv:
+    case CommOp::barrier: return 0;
+  }
+  return 0;
+}
+
+OpVolume& OpVolume::operator+=(const OpVolume& o) {
+  calls += o.calls;
+  payload_bytes += o.payload_bytes;
+  wire_bytes += o.wire_bytes;
+  return *this;
+}
+
+OpVolume& OpVolume::operator-=(const OpVolume& o) {
+  calls -= o.calls;
+  payload_bytes -= o.payload_bytes;
+  wire_bytes -= o.wire_bytes;
+  return *this;
+}
+
+OpVolume& CommVolume::operator[](CommOp op) {
+  return const_cast<OpVolume&>(std::as_const(*this)[op]);
+}
+
+const OpVolume& CommVolume::operator[](CommOp op) const {
+  switch (op) {
+    case CommOp::all_reduce: return all_reduce;
+    case CommOp::reduce_scatter: return reduce_scatter;
+    case CommOp::all_gather: return all_gather;
+    case CommOp::all_to_all: return all_to_all;
+    case CommOp::broadcast: return broadcast;
+    case CommOp::send: return send;
+    case CommOp::recv: return recv;
+    case CommOp::barrier: return barrier;
+  }
+  USTRAIN_ASSERT(false, "CommVolume: unknown operation");
+}
+
+OpVolume CommVolume::total() const {
+  OpVolume t;
+  for (int k = 0; k < kCommOpCount; ++k) t += (*this)[static_cast<CommOp>(k)];
+  return t;
+}
+
+std::int64_t CommVolume::playbook_bytes() const {
+  return 2 * all_reduce.payload_bytes + reduce_scatter.payload_bytes + all_gather.payload_bytes +
+         all_to_all.payload_bytes + broadcast.payload_bytes + send.payload_bytes;
+}
+
+CommVolume& CommVolume::operator+=(const CommVolume& o) {
+  for (int k = 0; k < kCommOpCount; ++k) (*this)[static_cast<CommOp>(k)] += o[static_cast<CommOp>(k)];
+  return *this;
+}
+
+CommVolume& CommVolume::operator-=(const CommVolume& o) {
+  for (int k = 0; k < kCommOpCount; ++k) (*this)[static_cast<CommOp>(k)] -= o[static_cast<CommOp>(k)];
+  return *this;
+}
+
+std::string CommVolume::summary() const {
+  std::string out;
+  const auto line = [&out](const char* name, const OpVolume& v) {
+    out += fmt::format("{:<15} {:>6} calls  payload {:>10}  wire {:>10}\n", name, v.calls, format_bytes(static_cast<std::size_t>(v.payload_bytes)),
+                       format_bytes(static_cast<std::size_t>(v.wire_bytes)));
+  };
+  for (int k = 0; k < kCommOpCount; ++k) {
+    const CommOp op = static_cast<CommOp>(k);
+    if ((*this)[op].calls != 0) line(comm_op_name(op), (*this)[op]);
+  }
+  if (out.empty()) return out;
+  line("total", total());
+  out += fmt::format("{:<15} {}\n", "playbook", format_bytes(static_cast<std::size_t>(playbook_bytes())));
+  return out;
+}
+
+void Communicator::count(CommOp op, std::int64_t payload_bytes, std::int64_t wire) {
+  OpVolume& v = volume_[op];
+  ++v.calls;
+  v.payload_bytes += payload_bytes;
+  v.wire_bytes += wire;
+}
+
+namespace {
+std::int64_t bytes_of(const Tensor& t) { return static_cast<std::int64_t>(t.bytes()); }
+}  // namespace
+
+// Each operation hands over first and counts once the backend accepted the arguments.
+Work Communicator::all_reduce(Tensor data, ReduceOp op) {
+  Work w = do_all_reduce(data, op);
+  count(CommOp::all_reduce, bytes_of(data), wire_bytes(CommOp::all_reduce, bytes_of(data), size()));
+  return w;
+}
+
+Work Communicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
+  Work w = do_reduce_scatter(shard, full, op);
+  count(CommOp::reduce_scatter, bytes_of(full), wire_bytes(CommOp::reduce_scatter, bytes_of(full), size()));
+  return w;
+}
+
+Work Communicator::all_gather(Tensor full, Tensor shard) {
+  Work w = do_all_gather(full, shard);
+  count(CommOp::all_gather, bytes_of(full), wire_bytes(CommOp::all_gather, bytes_of(full), size()));
+  return w;
+}
+
+Work Communicator::all_to_all(Tensor out, Tensor in) {
+  Work w = do_all_to_all(out, in);
+  count(CommOp::all_to_all, bytes_of(in), wire_bytes(CommOp::all_to_all, bytes_of(in), size()));
+  return w;
+}
+
+Work Communicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+                                std::span<const std::int64_t> in_counts) {
+  Work w = do_all_to_all_v(out, out_counts, in, in_counts);
+  // The checks passed: in_counts has one entry per member. What stays with this member is
+  // not on the wire.
+  const auto element = static_cast<std::int64_t>(dtype_size(in.dtype));
+  std::int64_t sent = 0;
+  for (std::int64_t c : in_counts) sent += c;
+  const std::int64_t own = in_counts[static_cast<std::size_t>(rank())];
+  count(CommOp::all_to_all, sent * element, (sent - own) * element);
+  return w;
+}
+
+Work Communicator::broadcast(Tensor data, int root) {
+  Work w = do_broadcast(data, root);
+  count(CommOp::broadcast, bytes_of(data), rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0);
+  return w;
+}
+
+Work Communicator::send(Tensor data, int peer, int tag) {
+  Work w = do_send(data, peer, tag);
+  count(CommOp::send, bytes_of(data), wire_bytes(CommOp::send, bytes_of(data), size()));
+  return w;
+}
+
+Work Communicator::recv(Tensor data, int peer, int tag) {
+  Work w = do_recv(data, peer, tag);
+  count(CommOp::recv, bytes_of(data), 0);
+  return w;
+}
+
+Work Communicator::barrier() {
+  Work w = do_barrier();
+  count(CommOp::barrier, 0, 0);
+  return w;
 }
 
 std::string describe_group(const std::string& label, const std::vector<int>& ranks) {

@@ -16,6 +16,8 @@
 // - Sharded layouts (reduce_scatter, all_gather): the full buffer holds size() shards of
 //   equal length, contiguous in rank order; shard i is elements [i*s, (i+1)*s). A length
 //   that does not divide evenly is padded at the end: ShardLayout says by how much.
+// - Every communicator counts the calls and bytes of the operations this rank issued on it
+//   (volume(), CommVolume), in the Ultra-Scale Playbook's convention and as bytes on the wire.
 #pragma once
 
 #include <chrono>
@@ -94,6 +96,77 @@ class Work {
 // Waits for every handle in order; the first failure is thrown.
 void wait_all(std::span<Work> works);
 
+// The kinds of operation a communicator counts (CommVolume).
+enum class CommOp : std::uint8_t {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  all_to_all,  // all_to_all and all_to_all_v
+  broadcast,
+  send,
+  recv,
+  barrier,
+};
+inline constexpr int kCommOpCount = 8;
+const char* comm_op_name(CommOp op);
+
+// The bytes one member sends for one operation over a group of `members` ranks under the
+// ring algorithms, where `payload_bytes` is the operation's payload as CommVolume counts it
+// (B below). Every figure is 0 for a group of one.
+//   all_reduce                 2 (n-1)/n B, rounded down (a reduce-scatter then an all-gather)
+//   reduce_scatter, all_gather   (n-1)/n B of the full buffer (every shard but its own, once)
+//   all_to_all                   (n-1)/n B of the input (every chunk but its own)
+//   broadcast                  B: the root's figure (the other members send nothing)
+//   send                       B
+//   recv, barrier              0
+std::int64_t wire_bytes(CommOp op, std::int64_t payload_bytes, int members);
+
+// One kind of operation's count.
+struct OpVolume {
+  std::int64_t calls = 0;
+  // The size of the buffer the operation is about: all_reduce and broadcast the buffer,
+  // reduce_scatter and all_gather the full buffer, all_to_all the input (all_to_all_v: the
+  // elements the counts send), send and recv the message. This is the Ultra-Scale
+  // Playbook's Ψ for one call.
+  std::int64_t payload_bytes = 0;
+  // The bytes this member sent: wire_bytes() of each call (all_to_all_v: exactly what went
+  // to the other members; broadcast: 0 unless this member was the root).
+  std::int64_t wire_bytes = 0;
+
+  OpVolume& operator+=(const OpVolume& o);
+  OpVolume& operator-=(const OpVolume& o);
+  bool operator==(const OpVolume&) const = default;
+};
+
+// What a communicator moved since it was made or last reset, per kind of operation.
+// Counted when an operation is issued (an operation rejected by its argument checks is not
+// counted; one issued on a group that already failed is).
+struct CommVolume {
+  OpVolume all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send, recv, barrier;
+
+  OpVolume& operator[](CommOp op);
+  const OpVolume& operator[](CommOp op) const;
+  // Every kind added up.
+  OpVolume total() const;
+  // The Playbook's count of the bytes a step moves, in which data parallelism's all-reduce
+  // costs 2Ψ and ZeRO's reduce-scatter and all-gather Ψ each (so ZeRO-1/2 move 2Ψ and ZeRO-3
+  // 3Ψ): all_reduce payloads twice, reduce_scatter, all_gather, all_to_all, broadcast and
+  // send payloads once. recv is left out: its bytes are the peer's send.
+  std::int64_t playbook_bytes() const;
+  // Summing the volumes of several groups, or the difference between two readings.
+  CommVolume& operator+=(const CommVolume& o);
+  CommVolume& operator-=(const CommVolume& o);
+  bool operator==(const CommVolume&) const = default;
+  // One line per kind that was used, then the total; empty when nothing was counted:
+  //   "all_reduce           3 calls  payload   1.50 MiB  wire   2.25 MiB"
+  // and a last line with playbook_bytes().
+  std::string summary() const;
+};
+
+// The operations are non-virtual: each counts its volume (volume()) and hands over to the
+// backend's do_ function, so every backend counts the same way. Counting happens on the
+// issuing thread, and only one thread at a time issues operations on a communicator (see
+// above), so the counters are plain integers.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -108,30 +181,55 @@ class Communicator {
   virtual Device device() const = 0;
 
   // In place: `data` becomes the reduction of every member's `data`.
-  virtual Work all_reduce(Tensor data, ReduceOp op = ReduceOp::sum) = 0;
+  Work all_reduce(Tensor data, ReduceOp op = ReduceOp::sum);
   // `full` (size() * shard.numel() elements, the same on every member) is reduced over the
   // members; this rank receives its shard of the result in `shard`. `shard` is either a
   // separate buffer or exactly this rank's shard of `full` (in place). `full` is scratch
   // afterwards: only `shard` is defined.
-  virtual Work reduce_scatter(Tensor shard, Tensor full, ReduceOp op = ReduceOp::sum) = 0;
+  Work reduce_scatter(Tensor shard, Tensor full, ReduceOp op = ReduceOp::sum);
   // `full` (size() * shard.numel() elements) receives every member's `shard` in rank
   // order. `shard` may be exactly this rank's shard of `full` (in place).
-  virtual Work all_gather(Tensor full, Tensor shard) = 0;
+  Work all_gather(Tensor full, Tensor shard);
   // `in` and `out` hold size() equal chunks; chunk j of `in` goes to member j and arrives
   // as chunk rank() of its `out`. Buffers must not overlap.
-  virtual Work all_to_all(Tensor out, Tensor in) = 0;
+  Work all_to_all(Tensor out, Tensor in);
   // As all_to_all with per-member element counts: in_counts[j] elements go to member j,
   // out_counts[j] arrive from member j; chunks are contiguous in rank order, starting at 0.
-  virtual Work all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
-                            std::span<const std::int64_t> in_counts) = 0;
+  Work all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+                    std::span<const std::int64_t> in_counts);
   // From member `root`'s `data` to every member's `data`.
-  virtual Work broadcast(Tensor data, int root) = 0;
+  Work broadcast(Tensor data, int root);
   // Point to point inside the group; a send matches the recv with the same peer and tag
   // (NCCL has no tags and matches per peer in issue order: issue them in the same order on
   // both sides).
-  virtual Work send(Tensor data, int peer, int tag = 0) = 0;
-  virtual Work recv(Tensor data, int peer, int tag = 0) = 0;
-  virtual Work barrier() = 0;
+  Work send(Tensor data, int peer, int tag = 0);
+  Work recv(Tensor data, int peer, int tag = 0);
+  Work barrier();
+
+  // The volume counted so far on this rank, and starting the count again (for example at
+  // each step). Read and reset on the issuing thread.
+  const CommVolume& volume() const { return volume_; }
+  void reset_volume() { volume_ = CommVolume{}; }
+
+ protected:
+  // The backends' operations, with the arguments and semantics of the public ones above.
+  // They check their arguments (throwing before anything is counted) and start the
+  // operation; they do not count.
+  virtual Work do_all_reduce(Tensor data, ReduceOp op) = 0;
+  virtual Work do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) = 0;
+  virtual Work do_all_gather(Tensor full, Tensor shard) = 0;
+  virtual Work do_all_to_all(Tensor out, Tensor in) = 0;
+  virtual Work do_all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+                               std::span<const std::int64_t> in_counts) = 0;
+  virtual Work do_broadcast(Tensor data, int root) = 0;
+  virtual Work do_send(Tensor data, int peer, int tag) = 0;
+  virtual Work do_recv(Tensor data, int peer, int tag) = 0;
+  virtual Work do_barrier() = 0;
+
+ private:
+  void count(CommOp op, std::int64_t payload_bytes, std::int64_t wire_bytes);
+
+  CommVolume volume_;  // touched only by the issuing thread: no synchronisation
 };
 
 // "dp group (ranks 0,1,2,3)"; long rank lists are abbreviated in the middle.

@@ -76,7 +76,7 @@ Work MpiCommunicator::submit(std::string what, Start start, std::function<void()
   return engine_.submit(std::move(op));
 }
 
-Work MpiCommunicator::all_reduce(Tensor data, ReduceOp op) {
+Work MpiCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
   check_tensor(*this, data, "all_reduce");
   comm_checks::check_reducible(data.dtype, op, "all_reduce");
   const int count = mpi_count(data.numel(), "all_reduce");
@@ -93,7 +93,7 @@ Work MpiCommunicator::all_reduce(Tensor data, ReduceOp op) {
       std::move(finish));
 }
 
-Work MpiCommunicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
+Work MpiCommunicator::do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
   const bool in_place = comm_checks::check_sharded(*this, shard, full, "reduce_scatter");
   comm_checks::check_reducible(full.dtype, op, "reduce_scatter");
   const int count = mpi_count(shard.numel(), "reduce_scatter");
@@ -114,7 +114,7 @@ Work MpiCommunicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
       finish);
 }
 
-Work MpiCommunicator::all_gather(Tensor full, Tensor shard) {
+Work MpiCommunicator::do_all_gather(Tensor full, Tensor shard) {
   const bool in_place = comm_checks::check_sharded(*this, shard, full, "all_gather");
   const int count = mpi_count(shard.numel(), "all_gather");
   const MPI_Datatype type = transfer_type(full.dtype);
@@ -125,7 +125,7 @@ Work MpiCommunicator::all_gather(Tensor full, Tensor shard) {
   });
 }
 
-Work MpiCommunicator::all_to_all(Tensor out, Tensor in) {
+Work MpiCommunicator::do_all_to_all(Tensor out, Tensor in) {
   check_tensor(*this, out, "all_to_all");
   check_tensor(*this, in, "all_to_all");
   USTRAIN_ASSERT(out.dtype == in.dtype && out.numel() == in.numel() && in.numel() % size() == 0,
@@ -141,7 +141,7 @@ Work MpiCommunicator::all_to_all(Tensor out, Tensor in) {
   });
 }
 
-Work MpiCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+Work MpiCommunicator::do_all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
                                    std::span<const std::int64_t> in_counts) {
   check_tensor(*this, out, "all_to_all_v");
   check_tensor(*this, in, "all_to_all_v");
@@ -173,7 +173,7 @@ Work MpiCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out
   });
 }
 
-Work MpiCommunicator::broadcast(Tensor data, int root) {
+Work MpiCommunicator::do_broadcast(Tensor data, int root) {
   check_tensor(*this, data, "broadcast");
   comm_checks::check_member(*this, root, "root", "broadcast");
   const int count = mpi_count(data.numel(), "broadcast");
@@ -185,7 +185,7 @@ Work MpiCommunicator::broadcast(Tensor data, int root) {
                 });
 }
 
-Work MpiCommunicator::send(Tensor data, int peer, int tag) {
+Work MpiCommunicator::do_send(Tensor data, int peer, int tag) {
   check_tensor(*this, data, "send");
   comm_checks::check_member(*this, peer, "peer", "send");
   USTRAIN_ASSERT(tag >= 0 && tag <= 32767, "send: tags are 0..32767 (the least MPI guarantees)");
@@ -198,7 +198,7 @@ Work MpiCommunicator::send(Tensor data, int peer, int tag) {
                 });
 }
 
-Work MpiCommunicator::recv(Tensor data, int peer, int tag) {
+Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
   check_tensor(*this, data, "recv");
   comm_checks::check_member(*this, peer, "peer", "recv");
   USTRAIN_ASSERT(tag >= 0 && tag <= 32767, "recv: tags are 0..32767 (the least MPI guarantees)");
@@ -211,7 +211,7 @@ Work MpiCommunicator::recv(Tensor data, int peer, int tag) {
                 });
 }
 
-Work MpiCommunicator::barrier() {
+Work MpiCommunicator::do_barrier() {
   return submit("collective barrier", [](MPI_Comm comm, std::vector<MPI_Request>& r) {
     r.resize(1);
     return MPI_Ibarrier(comm, r.data());

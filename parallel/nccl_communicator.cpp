@@ -238,7 +238,7 @@ Work NcclCommunicator::launch(std::string what, Enqueue enqueue) {
   return Work(std::make_shared<NcclWork>(shared_, done, std::move(what), deadline, options_.timeout));
 }
 
-Work NcclCommunicator::all_reduce(Tensor data, ReduceOp op) {
+Work NcclCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
   comm_checks::check_tensor(*this, data, "all_reduce");
   comm_checks::check_reducible(data.dtype, op, "all_reduce");
   return launch(fmt::format("collective all_reduce of {} {} ({})", data.numel(), dtype_name(data.dtype),
@@ -249,7 +249,7 @@ Work NcclCommunicator::all_reduce(Tensor data, ReduceOp op) {
                 });
 }
 
-Work NcclCommunicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
+Work NcclCommunicator::do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
   comm_checks::check_sharded(*this, shard, full, "reduce_scatter");  // NCCL takes both forms as they are
   comm_checks::check_reducible(full.dtype, op, "reduce_scatter");
   return launch(fmt::format("collective reduce_scatter of {} {} ({})", full.numel(), dtype_name(full.dtype),
@@ -260,7 +260,7 @@ Work NcclCommunicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
                 });
 }
 
-Work NcclCommunicator::all_gather(Tensor full, Tensor shard) {
+Work NcclCommunicator::do_all_gather(Tensor full, Tensor shard) {
   comm_checks::check_sharded(*this, shard, full, "all_gather");
   return launch(fmt::format("collective all_gather of {} {}", full.numel(), dtype_name(full.dtype)),
                 [=](ncclComm_t comm, cudaStream_t s) {
@@ -268,7 +268,7 @@ Work NcclCommunicator::all_gather(Tensor full, Tensor shard) {
                 });
 }
 
-Work NcclCommunicator::all_to_all(Tensor out, Tensor in) {
+Work NcclCommunicator::do_all_to_all(Tensor out, Tensor in) {
   comm_checks::check_tensor(*this, out, "all_to_all");
   comm_checks::check_tensor(*this, in, "all_to_all");
   USTRAIN_ASSERT(out.dtype == in.dtype && out.numel() == in.numel() && in.numel() % size() == 0,
@@ -276,10 +276,10 @@ Work NcclCommunicator::all_to_all(Tensor out, Tensor in) {
                              name(), size()));
   USTRAIN_ASSERT(!comm_checks::overlaps(in, out), "all_to_all: in and out overlap");
   const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), in.numel() / size());
-  return all_to_all_v(out, counts, in, counts);
+  return do_all_to_all_v(out, counts, in, counts);  // counted once, by all_to_all
 }
 
-Work NcclCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+Work NcclCommunicator::do_all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
                                     std::span<const std::int64_t> in_counts) {
   comm_checks::check_tensor(*this, out, "all_to_all_v");
   comm_checks::check_tensor(*this, in, "all_to_all_v");
@@ -306,7 +306,7 @@ Work NcclCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> ou
                 });
 }
 
-Work NcclCommunicator::broadcast(Tensor data, int root) {
+Work NcclCommunicator::do_broadcast(Tensor data, int root) {
   comm_checks::check_tensor(*this, data, "broadcast");
   comm_checks::check_member(*this, root, "root", "broadcast");
   return launch(fmt::format("collective broadcast of {} {} from member {}", data.numel(), dtype_name(data.dtype), root),
@@ -315,21 +315,21 @@ Work NcclCommunicator::broadcast(Tensor data, int root) {
                 });
 }
 
-Work NcclCommunicator::send(Tensor data, int peer, int tag) {
+Work NcclCommunicator::do_send(Tensor data, int peer, int tag) {
   comm_checks::check_tensor(*this, data, "send");
   comm_checks::check_member(*this, peer, "peer", "send");
   return launch(fmt::format("send of {} {} to member {} (tag {})", data.numel(), dtype_name(data.dtype), peer, tag),
                 [=](ncclComm_t comm, cudaStream_t s) { return ncclSend(data.data, data.bytes(), ncclUint8, peer, comm, s); });
 }
 
-Work NcclCommunicator::recv(Tensor data, int peer, int tag) {
+Work NcclCommunicator::do_recv(Tensor data, int peer, int tag) {
   comm_checks::check_tensor(*this, data, "recv");
   comm_checks::check_member(*this, peer, "peer", "recv");
   return launch(fmt::format("recv of {} {} from member {} (tag {})", data.numel(), dtype_name(data.dtype), peer, tag),
                 [=](ncclComm_t comm, cudaStream_t s) { return ncclRecv(data.data, data.bytes(), ncclUint8, peer, comm, s); });
 }
 
-Work NcclCommunicator::barrier() {
+Work NcclCommunicator::do_barrier() {
   // NCCL has no barrier: a one-element all-reduce that every member must join. Waiting on it
   // holds the host until everyone has arrived.
   return launch("collective barrier", [scratch = scratch_](ncclComm_t comm, cudaStream_t s) {

@@ -46,18 +46,20 @@ class NcclCommunicator final : public Communicator {
   Device device() const override { return Device::cuda; }
   CUstream_st* stream() const { return stream_; }
 
-  Work all_reduce(Tensor data, ReduceOp op = ReduceOp::sum) override;
-  Work reduce_scatter(Tensor shard, Tensor full, ReduceOp op = ReduceOp::sum) override;
-  Work all_gather(Tensor full, Tensor shard) override;
-  Work all_to_all(Tensor out, Tensor in) override;
-  Work all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
-                    std::span<const std::int64_t> in_counts) override;
-  Work broadcast(Tensor data, int root) override;
-  Work send(Tensor data, int peer, int tag = 0) override;
-  Work recv(Tensor data, int peer, int tag = 0) override;
-  Work barrier() override;
-
   struct Shared;  // the NCCL communicator and its failure state, shared with Work handles
+
+ protected:
+  // The operations, counted by Communicator.
+  Work do_all_reduce(Tensor data, ReduceOp op) override;
+  Work do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) override;
+  Work do_all_gather(Tensor full, Tensor shard) override;
+  Work do_all_to_all(Tensor out, Tensor in) override;
+  Work do_all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+                       std::span<const std::int64_t> in_counts) override;
+  Work do_broadcast(Tensor data, int root) override;
+  Work do_send(Tensor data, int peer, int tag) override;
+  Work do_recv(Tensor data, int peer, int tag) override;
+  Work do_barrier() override;
 
  private:
   template <class Enqueue>

@@ -18,26 +18,26 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
 SelfCommunicator::SelfCommunicator(int global_rank, const std::string& label)
     : ranks_{global_rank}, name_(describe_group(label, ranks_)) {}
 
-Work SelfCommunicator::all_reduce(Tensor data, ReduceOp op) {
+Work SelfCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
   comm_checks::check_tensor(*this, data, "all_reduce");
   comm_checks::check_reducible(data.dtype, op, "all_reduce");
   return Work();  // sum and average over one member: the data itself
 }
 
-Work SelfCommunicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
+Work SelfCommunicator::do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
   comm_checks::check_sharded(*this, shard, full, "reduce_scatter");
   comm_checks::check_reducible(full.dtype, op, "reduce_scatter");
   copy_bytes(shard.data, full.data, shard.bytes());
   return Work();
 }
 
-Work SelfCommunicator::all_gather(Tensor full, Tensor shard) {
+Work SelfCommunicator::do_all_gather(Tensor full, Tensor shard) {
   comm_checks::check_sharded(*this, shard, full, "all_gather");
   copy_bytes(full.data, shard.data, shard.bytes());
   return Work();
 }
 
-Work SelfCommunicator::all_to_all(Tensor out, Tensor in) {
+Work SelfCommunicator::do_all_to_all(Tensor out, Tensor in) {
   comm_checks::check_tensor(*this, out, "all_to_all");
   comm_checks::check_tensor(*this, in, "all_to_all");
   USTRAIN_ASSERT(out.dtype == in.dtype && out.numel() == in.numel(), "all_to_all: in and out differ in size or dtype");
@@ -45,7 +45,7 @@ Work SelfCommunicator::all_to_all(Tensor out, Tensor in) {
   return Work();
 }
 
-Work SelfCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
+Work SelfCommunicator::do_all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
                                     std::span<const std::int64_t> in_counts) {
   comm_checks::check_tensor(*this, out, "all_to_all_v");
   comm_checks::check_tensor(*this, in, "all_to_all_v");
@@ -57,17 +57,17 @@ Work SelfCommunicator::all_to_all_v(Tensor out, std::span<const std::int64_t> ou
   return Work();
 }
 
-Work SelfCommunicator::broadcast(Tensor data, int root) {
+Work SelfCommunicator::do_broadcast(Tensor data, int root) {
   comm_checks::check_tensor(*this, data, "broadcast");
   comm_checks::check_member(*this, root, "root", "broadcast");
   return Work();
 }
 
-Work SelfCommunicator::send(Tensor, int peer, int) {
+Work SelfCommunicator::do_send(Tensor, int peer, int) {
   USTRAIN_ASSERT(false, fmt::format("send to member {} on {}: a group of one has no peer", peer, name_));
 }
 
-Work SelfCommunicator::recv(Tensor, int peer, int) {
+Work SelfCommunicator::do_recv(Tensor, int peer, int) {
   USTRAIN_ASSERT(false, fmt::format("recv from member {} on {}: a group of one has no peer", peer, name_));
 }
 

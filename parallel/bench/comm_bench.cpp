@@ -7,7 +7,8 @@
 //   rank, reduce_scatter and all_gather (n-1)/n);
 // - how much of an all_reduce hides under compute when issued asynchronously: a GEMM-like
 //   busy loop sized to take about as long as the all_reduce runs alone, then the two
-//   together; hidden = (compute + comm - together) / comm.
+//   together; hidden = (compute + comm - together) / comm;
+// - the communication volume rank 0 counted (Communicator::volume()).
 // Times are medians over the iterations, averaged over ranks.
 #include <fmt/format.h>
 
@@ -150,6 +151,8 @@ int run(int argc, char** argv) {
     fmt::print("  idle caller             {:7.2f} ms alone, {:7.2f} ms together: {:3.0f}% of the all_reduce hidden\n",
                t_sleep * 1e3, t_sleep_together * 1e3, hidden(t_sleep, t_sleep_together));
     if (loop.checksum() <= 0) fmt::print("  (busy loop checksum wrong)\n");
+    fmt::print("volume counted on rank 0 (everything above, the timing's own barriers and averages included):\n{}",
+               comm.volume().summary());
   }
   return 0;
 }
