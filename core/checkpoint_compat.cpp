@@ -18,6 +18,7 @@ constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.recompute", "run.name",
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify"};
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
+constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.zero", "train.micro_batch"};
 
 std::string literal_of(const toml::node& value) {
   if (const auto* s = value.as_string()) return fmt::format("\"{}\"", s->get());
@@ -54,6 +55,8 @@ RecipeChangeKind classify_recipe_key(std::string_view key) {
     if (key == k) return RecipeChangeKind::harmless;
   for (std::string_view prefix : kHarmlessSections)
     if (key.substr(0, prefix.size()) == prefix) return RecipeChangeKind::harmless;
+  for (std::string_view k : kReassociatingKeys)
+    if (key == k) return RecipeChangeKind::reassociates;
   return RecipeChangeKind::breaks_exactness;
 }
 
@@ -80,6 +83,8 @@ std::vector<RecipeChange> recipe_changes(const std::string& saved_toml, const st
 
 std::string describe(const RecipeChange& c) {
   const char* kind = c.kind == RecipeChangeKind::harmless           ? "harmless"
+                     : c.kind == RecipeChangeKind::reassociates
+                         ? "the same global batch and state, split differently: losses continue up to float reassociation"
                      : c.kind == RecipeChangeKind::breaks_exactness ? "breaks exact resume"
                                                                     : "changes the model's shape";
   return fmt::format("{} {} -> {} ({})", c.key, c.saved, c.current, kind);

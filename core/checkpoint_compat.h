@@ -6,8 +6,13 @@
 //                     run.output_dir, model.max_seq_len, model.init_std, data.prefetch,
 //                     data.verify, checkpoint.*, log.*):
 //                     allowed and reported. A new train.steps stretches the LR schedule.
+//   reassociates      how the same global batch and state are split (parallel.dp,
+//                     parallel.zero, train.micro_batch): the state is resharded on load and
+//                     the continuation sums the same gradients in another order: allowed and
+//                     reported;
 //   breaks_exactness  everything else (seed, data, batch and sequence sizes, optimizer,
-//                     schedule, precision, device, threads, layout): an error unless forced.
+//                     schedule, precision, device, threads, other parallel keys): an error unless
+//                     forced.
 #pragma once
 
 #include <string>
@@ -16,7 +21,7 @@
 
 namespace ustrain {
 
-enum class RecipeChangeKind { harmless, breaks_exactness, model_shape };
+enum class RecipeChangeKind { harmless, reassociates, breaks_exactness, model_shape };
 
 struct RecipeChange {
   std::string key;      // "train.steps"

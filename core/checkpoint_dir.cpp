@@ -83,7 +83,7 @@ std::string CheckpointDirectory::stage(std::int64_t step) const {
   std::error_code ec;
   fs::create_directories(root_, ec);
   if (ec) throw UserError(fmt::format("cannot create checkpoint directory {}: {}", root_, ec.message()));
-  const std::string staging = path_of(step) + ".tmp";
+  const std::string staging = staging_path(step);
   fs::remove_all(staging, ec);
   if (!fs::create_directory(staging, ec))
     throw UserError(fmt::format("cannot create {}: {}", staging, ec ? ec.message() : "it exists"));

@@ -39,6 +39,8 @@ class CheckpointDirectory {
   void remove_leftovers() const;
   // Creates an empty step-N.tmp (replacing a stale one) and returns its path.
   std::string stage(std::int64_t step) const;
+  // step-N.tmp's path (the other ranks of a job write into the one rank 0 staged).
+  std::string staging_path(std::int64_t step) const { return path_of(step) + ".tmp"; }
   // Renames step-N.tmp to step-N and points `latest` at it (see above).
   void publish(std::int64_t step, SaveFaults& faults) const;
   // Deletes every complete checkpoint except the newest `keep_last` and, when keep_every > 0,

@@ -20,7 +20,27 @@ MeshShape mesh_from(const Json& j) {
                    j.at("tp").get<int>()};
 }
 
+Json file_json(const CheckpointFile& f) {
+  return {{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"data_state", f.data_state},
+          {"checksums", f.checksums}};
+}
+
+CheckpointFile file_from(const Json& f) {
+  return {f.at("name").get<std::string>(), f.at("rank").get<int>(), f.at("bytes").get<std::uint64_t>(),
+          f.at("checksums").get<std::map<std::string, std::string>>(), f.at("data_state").get<std::string>()};
+}
+
 }  // namespace
+
+std::string file_record_to_json(const CheckpointFile& f) { return file_json(f).dump() + "\n"; }
+
+CheckpointFile file_record_from_json(const std::string& text, const std::string& path) {
+  try {
+    return file_from(Json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("{}: malformed rank-file record ({})", path, e.what()));
+  }
+}
 
 const CheckpointTensor* CheckpointManifest::find(const std::string& name) const {
   for (const CheckpointTensor& t : tensors)
@@ -49,9 +69,7 @@ std::string manifest_to_json(const CheckpointManifest& m) {
   for (const CheckpointTensor& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"states", t.states}});
   j["files"] = Json::array();
-  for (const CheckpointFile& f : m.files)
-    j["files"].push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"data_state", f.data_state},
-                          {"checksums", f.checksums}});
+  for (const CheckpointFile& f : m.files) j["files"].push_back(file_json(f));
   j["recipe_hash"] = m.recipe_hash;
   j["recipe"] = m.recipe;
   return j.dump(1) + "\n";
@@ -87,10 +105,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
     for (const Json& t : j.at("tensors"))
       m.tensors.push_back({t.at("name").get<std::string>(), t.at("shape").get<std::vector<std::int64_t>>(),
                            t.at("states").get<std::vector<std::string>>()});
-    for (const Json& f : j.at("files"))
-      m.files.push_back({f.at("name").get<std::string>(), f.at("rank").get<int>(), f.at("bytes").get<std::uint64_t>(),
-                         f.at("checksums").get<std::map<std::string, std::string>>(),
-                         f.at("data_state").get<std::string>()});
+    for (const Json& f : j.at("files")) m.files.push_back(file_from(f));
     m.recipe_hash = j.at("recipe_hash").get<std::string>();
     m.recipe = j.at("recipe").get<std::string>();
   } catch (const nlohmann::json::exception& e) {

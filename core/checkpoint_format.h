@@ -69,6 +69,9 @@ std::string rank_file_name(int rank);  // "rank-00000.safetensors"
 std::string recipe_hash(const std::string& recipe_toml);
 
 std::string manifest_to_json(const CheckpointManifest& m);
+// One rank file's record as one line of JSON: what a rank hands rank 0 for the manifest.
+std::string file_record_to_json(const CheckpointFile& f);
+CheckpointFile file_record_from_json(const std::string& text, const std::string& path);
 // UserError naming `path` for malformed JSON, missing fields, or a format version newer
 // than this build reads.
 CheckpointManifest manifest_from_json(const std::string& text, const std::string& path);

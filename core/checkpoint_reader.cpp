@@ -160,25 +160,30 @@ void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params
                                 "a run from it with checkpoint.init_from = \"{}\"",
                                 checkpoint.dir(), checkpoint.dir()));
 
+  // Each rank reads what it keeps (whole tensors, or its chunks under ZeRO), whatever layout
+  // wrote the checkpoint: the reader assembles any box from the slices that hold it.
   std::vector<float> host;
-  for (std::size_t i = 0; i < params.specs().size(); ++i) {
-    const ParamSpec& s = params.specs()[i];
-    const ParamViews& views = params[static_cast<int>(i)];
-    const Slice whole = Slice::whole(dims_of(s.shape));
-    const auto load = [&](std::string_view state, const Tensor& dst) {
-      if (dst.device == Device::cpu) {  // straight into the model's memory
-        checkpoint.read(state, s.name, whole, dst.f32());
-        return;
+  const auto load = [&](std::string_view state, ParamState which) {
+    for (const ParamPiece& piece : params.held(which)) {
+      const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
+      std::int64_t at = 0;
+      for (const Slice& box : flat_range_boxes(dims_of(s.shape), piece.begin, piece.end)) {
+        const Tensor dst = piece.data.slice(at, at + box.numel());
+        at += box.numel();
+        if (dst.device == Device::cpu) {  // straight into the model's memory
+          checkpoint.read(state, s.name, box, dst.f32());
+          continue;
+        }
+        host.resize(static_cast<std::size_t>(box.numel()));
+        checkpoint.read(state, s.name, box, host.data());
+        backend.copy(dst, Tensor(host.data(), dst.shape));
       }
-      host.resize(static_cast<std::size_t>(s.shape.numel()));
-      checkpoint.read(state, s.name, whole, host.data());
-      backend.copy(dst, Tensor(host.data(), s.shape));
-    };
-    load(kStateParam, views.value);
-    if (with_optimizer) {
-      load(kStateAdamM, views.m);
-      load(kStateAdamV, views.v);
     }
+  };
+  load(kStateParam, ParamState::value);
+  if (with_optimizer) {
+    load(kStateAdamM, ParamState::adam_m);
+    load(kStateAdamV, ParamState::adam_v);
   }
   backend.synchronize();
 }

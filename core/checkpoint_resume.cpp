@@ -18,14 +18,16 @@ namespace fs = std::filesystem;
 
 ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
                            const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
-                           TrainingData& data) {
+                           TrainingData& data, bool leads) {
   const CheckpointReader reader(checkpoint);
   const CheckpointManifest& m = reader.manifest();
   const auto changes = recipe_changes(m.recipe, to_toml(recipe));
   check_resume_changes(changes, force, checkpoint);
   for (const RecipeChange& c : changes) {
-    if (c.kind == RecipeChangeKind::harmless) spdlog::info("recipe change since the checkpoint: {}", describe(c));
-    else spdlog::warn("recipe change since the checkpoint, forced: {}", describe(c));
+    if (c.kind == RecipeChangeKind::harmless || c.kind == RecipeChangeKind::reassociates)
+      spdlog::info("recipe change since the checkpoint: {}", describe(c));
+    else
+      spdlog::warn("recipe change since the checkpoint, forced: {}", describe(c));
   }
   if (m.step > recipe.train.steps)
     throw UserError(fmt::format("checkpoint {} is at step {}, past train.steps = {}; raise train.steps to continue",
@@ -50,7 +52,7 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
   if (!resumed.has_filename()) resumed = resumed.parent_path();  // "step-00000010/"
   std::error_code ec;
   const bool own = fs::equivalent(resumed.parent_path(), run_checkpoints.root(), ec);
-  const auto moved = run_checkpoints.set_aside_after(m.step, /*inclusive=*/!own);
+  const auto moved = leads ? run_checkpoints.set_aside_after(m.step, /*inclusive=*/!own) : std::vector<std::int64_t>{};
   if (!moved.empty())
     spdlog::warn("moved the checkpoints of step(s) {} to {}/abandoned: they continue the run differently",
                  fmt::join(moved, ", "), run_checkpoints.root());

@@ -19,11 +19,12 @@ struct ResumedRun {
 
 // Loads `checkpoint` to continue exactly where it stopped: checks the recipe
 // (core/checkpoint_compat.h; `force` lets exactness changes through), loads parameters, AdamW
-// moments and the data position. Then checkpoints of the run that lie ahead of it are moved
-// aside (they belong to the abandoned continuation) and metrics.jsonl drops their steps.
+// moments (what this rank holds of them, whatever layout saved them) and the data position.
+// Then, on the rank that `leads`, checkpoints of the run that lie ahead of it are moved aside
+// (they belong to the abandoned continuation); the caller drops their metrics.
 ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
                            const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
-                           TrainingData& data);
+                           TrainingData& data, bool leads);
 
 // Rewrites a metrics.jsonl without the lines of steps after `step`.
 void drop_metrics_after(const std::string& metrics_path, std::int64_t step);

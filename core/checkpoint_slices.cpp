@@ -127,4 +127,30 @@ std::optional<ShardKey> parse_shard_key(std::string_view text) {
   return key;
 }
 
+std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std::int64_t begin, std::int64_t end) {
+  USTRAIN_ASSERT(shape.size() == 1 || shape.size() == 2, "flat ranges of tensors of rank 1 or 2 only");
+  USTRAIN_ASSERT(0 <= begin && begin <= end, "bad flat range");
+  if (shape.size() == 1) {
+    USTRAIN_ASSERT(end <= shape[0], "flat range past the tensor");
+    if (begin == end) return {};
+    return {Slice{{begin}, {end}}};
+  }
+  const std::int64_t cols = shape[1];
+  USTRAIN_ASSERT(cols > 0 && end <= shape[0] * cols, "flat range past the tensor");
+  std::vector<Slice> boxes;
+  std::int64_t row = begin / cols, col = begin % cols;
+  const std::int64_t last_row = end / cols, last_col = end % cols;
+  if (row == last_row) {
+    if (col < last_col) boxes.push_back(Slice{{row, col}, {row + 1, last_col}});
+    return boxes;
+  }
+  if (col > 0) {
+    boxes.push_back(Slice{{row, col}, {row + 1, cols}});
+    ++row;
+  }
+  if (row < last_row) boxes.push_back(Slice{{row, 0}, {last_row, cols}});
+  if (last_col > 0) boxes.push_back(Slice{{last_row, 0}, {last_row + 1, last_col}});
+  return boxes;
+}
+
 }  // namespace ustrain

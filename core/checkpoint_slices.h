@@ -31,6 +31,11 @@ std::optional<Slice> intersect(const Slice& a, const Slice& b);
 // True when `inner` lies within `outer`.
 bool contains(const Slice& outer, const Slice& inner);
 
+// The boxes that cover elements [begin, end) of a row-major tensor of `shape` (rank 1 or 2)
+// in order: a partial first row, whole rows, a partial last row. Each box is contiguous in
+// the flattened tensor, so a ZeRO chunk of a flattened parameter saves as at most three.
+std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std::int64_t begin, std::int64_t end);
+
 // Copies the elements of `region` from `src`, which holds the box `src_box` row-major, to
 // `dst`, which holds the box `dst_box` row-major. `region` must lie within both boxes.
 void copy_region(const float* src, const Slice& src_box, float* dst, const Slice& dst_box, const Slice& region);

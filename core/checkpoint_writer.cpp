@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "core/checkpoint_fs.h"
 #include "core/checkpoint_slices.h"
@@ -75,10 +76,17 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::prepare(const ParamSet& params) {
   if (!entries_.empty()) return;
-  for (std::string_view state : {kStateParam, kStateAdamM, kStateAdamV})
-    for (const ParamSpec& s : params.specs()) {
-      const std::vector<std::int64_t> shape = dims_of(s.shape);
-      entries_.push_back({format_shard_key({std::string(state), s.name, Slice::whole(shape)}), "F32", shape, 0, 0});
+  const std::pair<std::string_view, ParamState> states[] = {
+      {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
+  for (const auto& [state, which] : states)
+    for (const ParamPiece& piece : params.owned(which)) {
+      const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
+      std::int64_t at = 0;
+      for (const Slice& box : flat_range_boxes(dims_of(s.shape), piece.begin, piece.end)) {
+        entries_.push_back({format_shard_key({std::string(state), s.name, box}), "F32", box.extent(), 0, 0});
+        sources_.push_back(piece.data.slice(at, at + box.numel()));
+        at += box.numel();
+      }
     }
   for (const ParamSpec& s : params.specs())
     tensors_.push_back({s.name, dims_of(s.shape),
@@ -95,12 +103,8 @@ std::optional<double> CheckpointWriter::save(const ParamSet& params, Backend& ba
   prepare(params);
 
   // The only part training waits for: device state -> host snapshot.
-  const std::size_t n = params.specs().size();
-  for (std::size_t e = 0; e < entries_.size(); ++e) {
-    const ParamViews& views = params[static_cast<int>(e % n)];
-    const Tensor& src = e < n ? views.value : e < 2 * n ? views.m : views.v;
-    backend.copy(Tensor(host_.data() + entries_[e].begin / sizeof(float), src.shape), src);
-  }
+  for (std::size_t e = 0; e < entries_.size(); ++e)
+    backend.copy(Tensor(host_.data() + entries_[e].begin / sizeof(float), sources_[e].shape), sources_[e]);
   backend.synchronize();
   const double stall = seconds_since(start);
 
@@ -126,33 +130,75 @@ void CheckpointWriter::wait() {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
+void CheckpointWriter::agree(const std::string& failure, const std::string& what) const {
+  std::int32_t failed = failure.empty() ? 0 : 1;
+  if (config_.group) config_.group->all_reduce(Tensor(&failed, Shape{1}, DType::i32), ReduceOp::sum).wait();
+  if (!failure.empty()) throw UserError(failure);
+  if (failed > 0)
+    throw UserError(fmt::format("{}: {} of the job's ranks failed (their messages say why)", what, failed));
+}
+
 void CheckpointWriter::write(const TrainingProgress& progress) {
   const auto start = Clock::now();
-  const std::string staging = dir_.stage(progress.step);
-  faults_.reached("stage");
-  CheckpointFile file = write_rank_file(
-      staging, config_.rank, entries_,
-      [this](std::size_t i) -> const void* { return host_.data() + entries_[i].begin / sizeof(float); }, faults_);
-  file.data_state = progress.data_state;
+  const bool leader = rank() == 0;
+  const std::string what = fmt::format("checkpoint step {} was not saved", progress.step);
+  const auto attempt = [](const auto& action) -> std::string {
+    try {
+      action();
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+  const std::string staging = dir_.staging_path(progress.step);
+  agree(attempt([&] {
+          if (leader) dir_.stage(progress.step);
+          faults_.reached("stage");
+        }),
+        what);
 
-  CheckpointManifest m;
-  m.ustrain_version = config_.ustrain_version;
-  m.step = progress.step;
-  m.tokens_seen = progress.tokens_seen;
-  m.lr = progress.lr;
-  m.loss = progress.loss;
-  m.backend = config_.backend;
-  m.mesh = config_.mesh;
-  m.tensors = tensors_;
-  m.files = {file};
-  m.recipe = config_.recipe_toml;
-  m.recipe_hash = recipe_hash(config_.recipe_toml);
-  write_manifest(staging, m);
-  faults_.reached("manifest");
-  dir_.publish(progress.step, faults_);
+  CheckpointFile file;
+  agree(attempt([&] {
+          file = write_rank_file(
+              staging, rank(), entries_,
+              [this](std::size_t i) -> const void* { return host_.data() + entries_[i].begin / sizeof(float); },
+              faults_);
+          file.data_state = progress.data_state;
+          // Rank 0 reads the others' records from the shared directory the files are in.
+          if (!leader) write_text_file(fmt::format("{}/rank-{:05}.json", staging, rank()), file_record_to_json(file));
+        }),
+        what);
+
+  std::vector<std::int64_t> removed;
+  agree(attempt([&] {
+          if (!leader) return;
+          CheckpointManifest m;
+          m.ustrain_version = config_.ustrain_version;
+          m.step = progress.step;
+          m.tokens_seen = progress.tokens_seen;
+          m.lr = progress.lr;
+          m.loss = progress.loss;
+          m.backend = config_.backend;
+          m.mesh = config_.mesh;
+          m.tensors = tensors_;
+          m.files = {file};
+          const int ranks = config_.group ? config_.group->size() : 1;
+          for (int r = 1; r < ranks; ++r) {
+            const std::string record = fmt::format("{}/rank-{:05}.json", staging, r);
+            m.files.push_back(file_record_from_json(read_text_file(record), record));
+            std::filesystem::remove(record);
+          }
+          m.recipe = config_.recipe_toml;
+          m.recipe_hash = recipe_hash(config_.recipe_toml);
+          write_manifest(staging, m);
+          faults_.reached("manifest");
+          dir_.publish(progress.step, faults_);
+          removed = dir_.retain(config_.keep_last, config_.keep_every, faults_);
+        }),
+        what);
+  // Past the last agreement every rank sees the published checkpoint.
   const double seconds = seconds_since(start);
-  const std::vector<std::int64_t> removed = dir_.retain(config_.keep_last, config_.keep_every, faults_);
-  spdlog::info("checkpoint step {} saved: {} ({:.2f} GB in {:.2f} s, {:.2f} GB/s){}", progress.step,
+  spdlog::info("checkpoint step {} saved: {} ({:.2f} GB from this rank in {:.2f} s, {:.2f} GB/s){}", progress.step,
                dir_.path_of(progress.step), static_cast<double>(file.bytes) / 1e9, seconds,
                static_cast<double>(file.bytes) / 1e9 / std::max(seconds, 1e-9),
                removed.empty() ? "" : fmt::format("; deleted step(s) {}", fmt::join(removed, ", ")));

@@ -1,6 +1,12 @@
 // Saving training state as checkpoints (format: core/checkpoint_format.h; directory and
 // crash safety: core/checkpoint_dir.h).
 //
+// Every rank of a job saves its chunk of every parameter and AdamW moment
+// (ParamSet::owned): the ranks write their files in parallel into the directory rank 0
+// staged, hand rank 0 their file's record, and rank 0 writes the manifest and publishes the
+// checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
+// and nothing is published.
+//
 // A save stalls training only while the parameters and AdamW moments are copied into a
 // host buffer (kept between saves). A background thread, at the lowest CPU priority, then
 // writes the rank file, the manifest, publishes the checkpoint and deletes old ones, while
@@ -22,6 +28,7 @@
 #include "core/checkpoint_format.h"
 #include "core/model/params.h"
 #include "core/safetensors.h"
+#include "parallel/communicator.h"
 
 namespace ustrain {
 
@@ -43,7 +50,9 @@ struct CheckpointWriterConfig {
   std::string ustrain_version;
   std::string backend;
   MeshShape mesh;
-  int rank = 0;
+  // Every rank of the job, used only by the writer (from its thread when async); null for a
+  // single process. This rank's index in it is its rank file's number.
+  Communicator* group = nullptr;
 };
 
 class CheckpointWriter {
@@ -54,8 +63,8 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Lays out and allocates the host snapshot (12 bytes per parameter) now, so that the first
-  // save does not pay for it; save() does this itself when it was not called.
+  // Lays out and allocates the host snapshot (12 bytes per parameter this rank saves) now, so
+  // that the first save does not pay for it; save() does this itself when it was not called.
   void prepare(const ParamSet& params);
   // Saves checkpoint `progress.step`. Returns the seconds training was stalled (the wait for
   // the previous save plus the copy to host memory, plus the write when not async), or
@@ -63,16 +72,20 @@ class CheckpointWriter {
   std::optional<double> save(const ParamSet& params, Backend& backend, const TrainingProgress& progress);
   // Blocks until the last save is published; rethrows the error it hit, if any.
   void wait();
-  // Bytes of one checkpoint of this model (all three states).
+  // Bytes this rank saves per checkpoint (all three states of its chunks).
   std::uint64_t state_bytes() const { return host_.size() * sizeof(float); }
 
  private:
   void write(const TrainingProgress& progress);  // runs on the worker thread when async
+  int rank() const { return config_.group ? config_.group->rank() : 0; }
+  // Throws on every rank when `failure` holds a message on any: ranks agree on each stage.
+  void agree(const std::string& failure, const std::string& what) const;
 
   CheckpointWriterConfig config_;
   SaveFaults faults_;
   CheckpointDirectory dir_;
-  std::vector<SafetensorsEntry> entries_;  // rank-file layout: every state of every parameter
+  std::vector<SafetensorsEntry> entries_;  // rank-file layout: this rank's boxes of every state
+  std::vector<Tensor> sources_;            // per entry: where its elements live (1-D)
   std::vector<CheckpointTensor> tensors_;
   std::vector<float> host_;                // the snapshot, in entry order
   std::thread worker_;

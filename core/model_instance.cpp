@@ -7,9 +7,10 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe) {
                       static_cast<int>(recipe.device.threads));
 }
 
-ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy)
+ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+                             ParamSharding sharding)
     : backend(make_recipe_backend(recipe)), model(recipe.model, max_batch, max_seq, policy) {
-  model.plan(plan);
+  model.plan(plan, sharding);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

@@ -15,8 +15,10 @@ namespace ustrain {
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe);
 
 struct ModelInstance {
-  // Plans for micro-batches of at most (max_batch, max_seq) tokens and allocates the plan.
-  ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy);
+  // Plans for micro-batches of at most (max_batch, max_seq) tokens, with the training state
+  // split as `sharding` says, and allocates the plan.
+  ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+                ParamSharding sharding = {});
 
   std::unique_ptr<Backend> backend;
   LlamaModel model;

@@ -1,6 +1,7 @@
 #include "core/process_layout.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "parallel/launch.h"
 
@@ -25,7 +26,13 @@ ProcessLayout::ProcessLayout(const Recipe& recipe)
     : world_(checked_process(recipe)),
       mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size),
       dp_(world_.group(mesh_, {MeshDim::dp})),
-      everyone_(world_.everyone()) {}
+      everyone_(world_.everyone()) {
+  if (world_.size() > 1) {
+    std::vector<int> all(static_cast<std::size_t>(world_.size()));
+    for (int r = 0; r < world_.size(); ++r) all[static_cast<std::size_t>(r)] = r;
+    checkpoints_ = world_.communicator(all, "checkpoint");
+  }
+}
 
 double ProcessLayout::sum_over_dp(double value) {
   if (dp_->size() == 1) return value;

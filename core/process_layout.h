@@ -20,11 +20,14 @@ class ProcessLayout {
 
   int rank() const { return mesh_.rank(); }
   int world_size() const { return mesh_.world_size(); }
-  // Rank 0 logs, writes metrics and checkpoints (data parallelism replicates the state).
+  // Rank 0 logs, writes metrics and the checkpoint manifest.
   bool leads() const { return rank() == 0; }
   int dp_rank() const { return mesh_.coord(MeshDim::dp); }
   int dp_size() const { return mesh_.shape().dp; }
   Communicator& dp() { return *dp_; }
+  // Every rank, reserved for the checkpoint writer (which may use it from its own thread);
+  // null for a single process.
+  Communicator* checkpoint_group() { return checkpoints_.get(); }
   const Mesh& mesh() const { return mesh_; }
 
   // Sum over the data-parallel group (the value itself when dp = 1, bit for bit).
@@ -39,6 +42,7 @@ class ProcessLayout {
   Mesh mesh_;
   std::unique_ptr<Communicator> dp_;
   std::unique_ptr<Communicator> everyone_;
+  std::unique_ptr<Communicator> checkpoints_;
 };
 
 }  // namespace ustrain

@@ -322,11 +322,6 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
            value, what, key);
     }
   }
-  if (p.zero > 0) {  // data parallelism runs with ZeRO stage 0 (every rank holds the full state)
-    fail("{}: parallel.zero = {}: ZeRO sharding is not supported by this build yet; set "
-         "parallel.zero = 0",
-         at.of({"parallel.zero"}), p.zero);
-  }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
          "the CUDA backend; set train.precision = \"fp32\" or device.type = \"cuda\"",

@@ -16,7 +16,6 @@
 #include "core/checkpoint_resume.h"
 #include "core/checkpoint_writer.h"
 #include "core/eval.h"
-#include "core/gradient_reducer.h"
 #include "core/lr_schedule.h"
 #include "core/metrics_log.h"
 #include "core/model_instance.h"
@@ -26,6 +25,7 @@
 #include "core/resource_usage.h"
 #include "core/signals.h"
 #include "core/training_data.h"
+#include "core/zero_engine.h"
 
 namespace ustrain {
 namespace {
@@ -40,11 +40,26 @@ LlamaModel make_model(const Recipe& r) {
   return LlamaModel(r.model, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute));
 }
 
-// Everything one process needs to train: the recipe and a model instance for its micro-batches.
+// How data-parallel rank `rank` of the recipe's layout holds the training state.
+ParamSharding sharding_of(const Recipe& r, int rank) {
+  return ParamSharding{static_cast<int>(r.parallel.dp), rank, static_cast<int>(r.parallel.zero)};
+}
+
+// Everything one process needs to train: the recipe, a model instance for its micro-batches
+// holding this rank's part of the state, and the data-parallel engine that keeps the ranks'
+// parts consistent.
 struct Run : ModelInstance {
   const Recipe& recipe;
-  explicit Run(const Recipe& r)
-      : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute)), recipe(r) {}
+  ZeroEngine engine;
+  Run(const Recipe& r, ProcessLayout& layout, std::size_t bucket_bytes)
+      : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
+                      sharding_of(r, layout.dp_rank())),
+        recipe(r),
+        engine(model.params(), *backend, layout.dp(), bucket_bytes) {
+    model.set_param_hooks(&engine);
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
 };
 
 struct StepResult {
@@ -52,45 +67,40 @@ struct StepResult {
 };
 
 // One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
-// With data parallelism, each rank accumulates its share of the global batch and the reducer
-// sums the gradients over the group while the last micro-batch's backward runs.
+// With data parallelism, each rank accumulates its share of the global batch and the ZeRO
+// engine reduces the gradients over the group while backward runs (core/zero_engine.h).
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
-                     PhaseTimer& timer, ProcessLayout& layout, GradientReducer* reducer) {
+                     PhaseTimer& timer, ProcessLayout& layout) {
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
   Backend& be = *run.backend;
-  const ParamSet& params = run.model.params();
+  ZeroEngine& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
-  be.fill(params.all_grads(), 0.0f);
+  engine.begin_step();
   double loss_sum = 0;
   const std::int64_t micro_batches = recipe.grad_accum_steps();
   for (std::int64_t micro = 0; micro < micro_batches; ++micro) {
     const MicroBatch& mb = data.next_train();
     timer.mark(Phase::data);
-    if (reducer && micro == micro_batches - 1) reducer->begin();  // no reduction before the last
+    engine.begin_micro_batch(micro == micro_batches - 1);
     loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
     timer.mark(Phase::forward);
     run.model.backward(be, 1.0f / static_cast<float>(tokens_per_step));
     timer.mark(Phase::backward);
   }
-  if (reducer) reducer->finish();
+  engine.finish_backward();
   loss_sum = layout.sum_over_dp(loss_sum);
   timer.mark(Phase::backward);
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   if (!std::isfinite(r.loss))
     throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
                                 r.loss, step));
-  r.grad_norm = std::sqrt(be.sum_of_squares(params.all_grads()));
+  r.grad_norm = std::sqrt(engine.grad_sum_of_squares());
   if (t.grad_clip > 0 && r.grad_norm > t.grad_clip)
-    be.scale(params.all_grads(), static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
-  for (bool decay : {true, false}) {
-    const ParamSet::Group g = params.group(decay);
-    if (g.value.empty()) continue;
-    AdamWParams p{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
-                  static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
-                  decay ? static_cast<float>(recipe.optim.weight_decay) : 0.0f, step};
-    be.adamw(g.value, g.grad, g.m, g.v, p);
-  }
+    engine.scale_grads(static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
+  engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
+                                    static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
+                                    static_cast<float>(recipe.optim.weight_decay), step});
   be.synchronize();
   timer.mark(Phase::optimizer);
   return r;
@@ -147,7 +157,7 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
 std::string describe_run(const Recipe& recipe) {
   LlamaModel model = make_model(recipe);
   MemoryPlan plan;
-  model.plan(plan);
+  model.plan(plan, sharding_of(recipe, 0));
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
                    static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
@@ -156,6 +166,9 @@ std::string describe_run(const Recipe& recipe) {
   s += fmt::format("tokens per step: {} ({} data-parallel ranks x {} micro-batches of {} x {})\n",
                    recipe.train.global_batch * recipe.train.seq_len, recipe.parallel.dp,
                    recipe.grad_accum_steps(), recipe.train.micro_batch, recipe.train.seq_len);
+  if (recipe.parallel.dp > 1)
+    s += fmt::format("ZeRO stage {}: the memory plan below is one rank's (rank 0 of {})\n", recipe.parallel.zero,
+                     recipe.parallel.dp);
   s += plan.summary();
   return s;
 }
@@ -185,12 +198,16 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     checkpoints.remove_leftovers();
   }
 
-  Run run(recipe);
+  // Buckets of a few MiB: small enough that most of the reduction overlaps backward on the
+  // models a CPU trains, large enough that per-message latency does not dominate.
+  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+  Run run(recipe, layout, kBucketBytes);
   Backend& be = *run.backend;
   const ParamSet& params = run.model.params();
   ResumedRun start;
   if (resume_from) {
-    start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data);
+    start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data,
+                           layout.leads());
     if (layout.leads()) drop_metrics_after(metrics_path, start.step);
   } else if (!recipe.checkpoint.init_from.empty()) {
     const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
@@ -230,23 +247,21 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     spdlog::info("unigram baseline on the validation split: {:.4f} nats/token", summary.unigram_val_loss);
 
   const CheckpointSection& ck = recipe.checkpoint;
-  // Data parallelism replicates the whole state, so the leading rank saves one full copy.
-  std::unique_ptr<CheckpointWriter> writer;
-  if (layout.leads()) {
-    writer = std::make_unique<CheckpointWriter>(
-        CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
-                                options.ustrain_version, be.name(), MeshShape{}, 0},
-        SaveFaults::from_environment());
-    writer->prepare(params);
-  }
-  if (writer) spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
+  // Every rank saves its chunk of the state; rank 0 also the manifest.
+  auto writer = std::make_unique<CheckpointWriter>(
+      CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
+                             options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group()},
+      SaveFaults::from_environment());
+  writer->prepare(params);
+  spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
                ck.interval > 0 ? fmt::format("every {} steps and at the end", ck.interval) : std::string("at the end"),
                ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
                ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
+  if (layout.dp_size() > 1)
+    spdlog::info("data parallelism: {} ranks, ZeRO stage {}", layout.dp_size(), recipe.parallel.zero);
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
-    if (!writer) return;
     const std::optional<double> stall = writer->save(params, be, progress);
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
@@ -264,20 +279,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const double flops_per_step = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step);
 
-  // Buckets of a few MiB: small enough that most of the reduction overlaps backward on the
-  // models a CPU trains, large enough that per-message latency does not dominate.
-  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
-  std::unique_ptr<GradientReducer> reducer;
-  if (layout.dp_size() > 1) {
-    reducer = std::make_unique<GradientReducer>(params, layout.dp(), kBucketBytes);
-    run.model.set_grad_ready_hook([r = reducer.get()](int param) { r->on_grad_ready(param); });
-  }
   // Ranks agree on stopping (a signal may reach them at different steps).
   bool stop = layout.any_over_world(signals.requested());
   const auto started = PhaseTimer::Clock::now();
   for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
     PhaseTimer step_timer;
-    const StepResult r = take_step(run, data, schedule, step, step_timer, layout, reducer.get());
+    const StepResult r = take_step(run, data, schedule, step, step_timer, layout);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
@@ -293,7 +300,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"forward_s", step_timer.seconds(Phase::forward)},
                      {"backward_s", step_timer.seconds(Phase::backward)},
                      {"optimizer_s", step_timer.seconds(Phase::optimizer)},
-                     {"grad_reduce_wait_s", reducer ? reducer->exposed_seconds() : 0.0}});
+                     {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
+                     {"param_gather_wait_s", run.engine.exposed_gather_seconds()}});
     if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
       const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
@@ -313,7 +321,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (summary.steps > start.step) save(/*wait=*/true);
-  if (writer) writer->wait();
+  writer->wait();
   if (summary.steps < t.steps && stop) {
     // A rank that stops because a peer was signalled reports the peer's usual signal.
     summary.stop_signal = signals.requested() ? signals.pending() : SIGTERM;

@@ -7,16 +7,18 @@ namespace ustrain {
 LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy)
     : cfg_(cfg), max_batch_(max_batch), max_seq_(max_seq), policy_(policy) {
   const std::int64_t v = cfg.vocab_size, d = cfg.d_model;
-  embed_ = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std});
+  const int last_unit = static_cast<int>(cfg.n_layers) + 1;
+  embed_ = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, 0});
   blocks_.reserve(static_cast<std::size_t>(cfg.n_layers));
-  for (int l = 0; l < cfg.n_layers; ++l) blocks_.emplace_back(l, cfg, params_);
-  final_norm_ = params_.declare({"model.norm.weight", Shape{d}, false, false, 0.0});
-  head_ = cfg.tied_embeddings ? embed_
-                              : params_.declare({"lm_head.weight", Shape{v, d}, true, false, cfg.init_std});
+  for (int l = 0; l < cfg.n_layers; ++l) blocks_.emplace_back(l, l + 1, cfg, params_);
+  final_norm_ = params_.declare({"model.norm.weight", Shape{d}, false, false, 0.0, last_unit});
+  head_ = cfg.tied_embeddings
+              ? embed_
+              : params_.declare({"lm_head.weight", Shape{v, d}, true, false, cfg.init_std, last_unit});
 }
 
-void LlamaModel::plan(MemoryPlan& plan) {
-  params_.plan(plan);
+void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding) {
+  params_.plan(plan, sharding);
   const std::int64_t n = max_batch_ * max_seq_, d = cfg_.d_model, h = cfg_.n_heads, hkv = cfg_.n_kv_heads;
   const std::int64_t dh = d / h, f = cfg_.ffn_hidden, w = (h + 2 * hkv) * dh;
   const auto act = MemCategory::activations;
@@ -127,12 +129,21 @@ double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int3
   be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
   be.copy(targets_t, Tensor(const_cast<std::int32_t*>(targets), Shape{n}, DType::i32));
 
+  acquire(0, false);
   be.embedding_forward(rows(resid_[0], n), ids_t, params_[embed_].value);  // (N, D)
+  release(0);
   const Tensor branch = rows(branch_, n);
-  for (std::size_t l = 0; l < blocks_.size(); ++l)
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    acquire(blocks_[l].unit(), false);
     blocks_[l].forward(be, rows(resid_[l], n), rows(resid_[l + 1], n), block_views(static_cast<int>(l), B, S),
                        branch, rope_);
+    release(blocks_[l].unit());
+  }
 
+  const int last_unit = static_cast<int>(blocks_.size()) + 1;
+  const bool tied = head_ == embed_;
+  acquire(last_unit, false);
+  if (tied) acquire(0, false);
   const Tensor x_last = rows(resid_.back(), n);
   be.rmsnorm_forward(rows(final_out_, n), rows(final_rstd_, n), x_last, params_[final_norm_].value,
                      static_cast<float>(cfg_.norm_eps));
@@ -140,6 +151,8 @@ double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int3
   be.linear_forward(last_logits_, rows(final_out_, n), params_[head_].value);
   const Tensor losses = rows(losses_, n);
   be.cross_entropy_forward(losses, rows(ce_lse_, n), last_logits_, targets_t);
+  if (tied) release(0);
+  release(last_unit);
 
   host_losses_.resize(static_cast<std::size_t>(n));
   be.copy(Tensor(host_losses_.data(), Shape{n}), losses);
@@ -156,29 +169,33 @@ void LlamaModel::backward(Backend& be, float dloss) {
   const BlockGradients g = grad_views(B, S);
 
   // Head: the cross-entropy gradient overwrites the logits in place (fused, no extra buffer).
+  const int last_unit = static_cast<int>(blocks_.size()) + 1;
+  const bool tied = head_ == embed_;
+  acquire(last_unit, true);
+  if (tied) acquire(0, true);
   be.cross_entropy_backward(last_logits_, last_logits_, rows(ce_lse_, n), rows(targets_, n), dloss);
   be.linear_backward(g.d_norm, params_[head_].grad, last_logits_, rows(final_out_, n), params_[head_].value);
   be.rmsnorm_backward(g.d_resid, params_[final_norm_].grad, g.d_norm, rows(resid_.back(), n),
                       params_[final_norm_].value, rows(final_rstd_, n));
-  grads_ready(final_norm_, final_norm_);
-  if (head_ != embed_) grads_ready(head_, head_);  // a tied head completes with the embedding
+  if (tied) release(0);  // a tied head's gradient completes with the embedding's
+  release(last_unit);
+  grads_done(last_unit);
 
   const Tensor branch = rows(branch_, n);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
+    acquire(blocks_[l].unit(), true);
     blocks_[l].backward(be, rows(resid_[l], n), block_views(static_cast<int>(l), B, S), g, branch, rope_,
                         policy_);
-    grads_ready(blocks_[l].first_param(), blocks_[l].last_param());
+    release(blocks_[l].unit());
+    grads_done(blocks_[l].unit());
   }
 
+  acquire(0, true);
   be.embedding_backward(params_[embed_].grad, rows(ids_, n), g.d_resid);
-  grads_ready(embed_, embed_);
+  release(0);
+  grads_done(0);
   last_b_ = 0;  // the logits now hold gradients
   last_logits_ = Tensor();
-}
-
-void LlamaModel::grads_ready(int first, int last) const {
-  if (!grad_ready_) return;
-  for (int p = first; p <= last; ++p) grad_ready_(p);
 }
 
 std::int64_t LlamaModel::matmul_params() const {

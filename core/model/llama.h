@@ -7,10 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/model/param_hooks.h"
 #include "core/model/params.h"
 #include "core/model/recompute.h"
 #include "core/model/transformer_block.h"
@@ -25,7 +25,9 @@ class LlamaModel {
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
-  void plan(MemoryPlan& plan);
+  // Units of parameters (core/model/params.h): 0 the embedding (and a tied head), 1..L the
+  // blocks, L + 1 the final norm and an untied head.
+  void plan(MemoryPlan& plan, ParamSharding sharding = {});
   void bind(const PlannedMemory& mem, Backend& backend);  // also fills the RoPE tables
   void initialise(Backend& backend, std::uint64_t seed) const { params_.initialise(backend, seed); }
 
@@ -36,11 +38,9 @@ class LlamaModel {
   // Backward of the last forward with dL/d(loss_i) = dloss for every counted token.
   // Parameter gradients accumulate.
   void backward(Backend& be, float dloss);
-  // Called during backward with a parameter's handle once its gradient for this backward is
-  // complete, in backward order, so gradient communication can start while backward runs.
-  // Empty (the default) means no calls.
-  using GradReadyHook = std::function<void(int param)>;
-  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  // Told of every use of a unit of parameters (core/model/param_hooks.h), e.g. by a
+  // data-parallel engine; null (the default) for none. Not owned.
+  void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
 
   // Logits (B * S, V) of the last forward; valid until the next backward.
   Tensor logits() const { return last_logits_; }
@@ -70,8 +70,10 @@ class LlamaModel {
   ParamSet params_;
   int embed_ = -1, final_norm_ = -1, head_ = -1;  // head_ == embed_ when tied
   std::vector<TransformerBlock> blocks_;
-  GradReadyHook grad_ready_;
-  void grads_ready(int first, int last) const;  // handles [first, last]
+  ParamUseHooks* hooks_ = nullptr;
+  void acquire(int unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
+  void release(int unit) const { if (hooks_) hooks_->release(unit); }
+  void grads_done(int unit) const { if (hooks_) hooks_->grads_done(unit); }
 
   // Plan handles.
   int ids_ = -1, targets_ = -1, rope_cos_ = -1, rope_sin_ = -1;

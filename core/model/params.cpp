@@ -1,62 +1,221 @@
 #include "core/model/params.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/rng.h"
 
 namespace ustrain {
+namespace {
+
+constexpr std::int64_t kAlignFloats = MemoryPlan::kAlignment / sizeof(float);
+
+std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
 
 int ParamSet::declare(ParamSpec spec) {
-  USTRAIN_ASSERT(!spec.packed || (!specs_.empty() && specs_.back().decay == spec.decay),
-                 "a packed parameter must follow one of its group: " + spec.name);
+  USTRAIN_ASSERT(spec.unit >= 0, "a parameter's unit is a layer index: " + spec.name);
+  USTRAIN_ASSERT(!spec.packed || (!specs_.empty() && specs_.back().decay == spec.decay &&
+                                  specs_.back().unit == spec.unit),
+                 "a packed parameter must follow one of its unit and group: " + spec.name);
   specs_.push_back(std::move(spec));
   return static_cast<int>(specs_.size() - 1);
 }
 
-void ParamSet::plan(MemoryPlan& plan) {
-  layout_order_.clear();
-  for (bool decay : {true, false})
-    for (std::size_t i = 0; i < specs_.size(); ++i)
-      if (specs_[i].decay == decay) layout_order_.push_back(static_cast<int>(i));
-  handles_.assign(specs_.size(), Handles{});
-  const auto add_all = [&](MemCategory cat, const char* suffix, int Handles::*field) {
-    for (int i : layout_order_) {
-      const ParamSpec& s = specs_[static_cast<std::size_t>(i)];
-      const std::string name = s.name + suffix;
-      handles_[static_cast<std::size_t>(i)].*field =
-          s.packed ? plan.add_packed(name, cat, s.shape) : plan.add(name, cat, s.shape);
+void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding) {
+  USTRAIN_ASSERT(sharding.parts >= 1 && sharding.rank >= 0 && sharding.rank < sharding.parts &&
+                     sharding.zero >= 0 && sharding.zero <= 3,
+                 "bad parameter sharding");
+  sharding_ = sharding;
+  int n_units = 0;
+  for (const ParamSpec& s : specs_) n_units = std::max(n_units, s.unit + 1);
+  units_.assign(static_cast<std::size_t>(n_units), ParamUnit{});
+  offset_.assign(specs_.size(), 0);
+  unit_of_.assign(specs_.size(), 0);
+  std::int64_t cursor = 0, shard_cursor = 0;
+  for (int u = 0; u < n_units; ++u) {
+    ParamUnit& unit = units_[static_cast<std::size_t>(u)];
+    unit.begin = cursor;
+    for (bool decay : {true, false}) {
+      for (std::size_t i = 0; i < specs_.size(); ++i) {
+        const ParamSpec& s = specs_[i];
+        if (s.unit != u || s.decay != decay) continue;
+        if (!s.packed) cursor = round_up(cursor, kAlignFloats);
+        offset_[i] = cursor;
+        unit_of_[i] = u;
+        unit.params.push_back(static_cast<int>(i));
+        cursor += s.shape.numel();
+      }
+      if (decay) unit.decay_end = cursor;
     }
+    // Equal, aligned chunks: one per rank.
+    unit.length = round_up(cursor - unit.begin, kAlignFloats * sharding.parts);
+    unit.shard_begin = shard_cursor;
+    shard_cursor += unit.length / sharding.parts;
+    cursor = unit.begin + unit.length;
+  }
+  flat_size_ = cursor;
+
+  const auto flat = [&](const char* name, MemCategory cat, bool sharded) {
+    return plan.add(name, cat, Shape{sharded ? shard_size() : flat_size_});
   };
-  add_all(MemCategory::parameters, "", &Handles::value);
-  add_all(MemCategory::gradients, ".grad", &Handles::grad);
-  add_all(MemCategory::optimizer, ".adam_m", &Handles::m);
-  add_all(MemCategory::optimizer, ".adam_v", &Handles::v);
+  values_h_ = flat(sharding_.shards_values() ? "parameters.shard" : "parameters", MemCategory::parameters,
+                   sharding_.shards_values());
+  grads_h_ = flat(sharding_.shards_grads() ? "gradients.shard" : "gradients", MemCategory::gradients,
+                  sharding_.shards_grads());
+  m_h_ = flat(sharding_.shards_optimizer() ? "adam_m.shard" : "adam_m", MemCategory::optimizer,
+              sharding_.shards_optimizer());
+  v_h_ = flat(sharding_.shards_optimizer() ? "adam_v.shard" : "adam_v", MemCategory::optimizer,
+              sharding_.shards_optimizer());
+  value_slots_h_ = grad_slots_h_ = -1;
+  if (sharding_.shards_values())
+    value_slots_h_ = plan.add("zero.gathered_layers", MemCategory::communication,
+                              Shape{kValueSlots, largest_unit()});
+  if (sharding_.shards_grads())
+    grad_slots_h_ = plan.add("zero.gradient_buckets", MemCategory::communication,
+                             Shape{kGradSlots, largest_unit()});
+}
+
+std::int64_t ParamSet::largest_unit() const {
+  std::int64_t n = 0;
+  for (const ParamUnit& u : units_) n = std::max(n, u.length);
+  return n;
 }
 
 void ParamSet::bind(const PlannedMemory& mem) {
-  views_.clear();
-  for (const Handles& h : handles_)
-    views_.push_back({mem.tensor(h.value), mem.tensor(h.grad), mem.tensor(h.m), mem.tensor(h.v)});
-  const auto make_group = [&](bool decay) {
-    int first = -1, last = -1;
-    for (int i : layout_order_)
-      if (specs_[static_cast<std::size_t>(i)].decay == decay) {
-        if (first < 0) first = i;
-        last = i;
-      }
-    Group g;
-    if (first < 0) return g;
-    const Handles& a = handles_[static_cast<std::size_t>(first)];
-    const Handles& b = handles_[static_cast<std::size_t>(last)];
-    g.value = mem.span(a.value, b.value);
-    g.grad = mem.span(a.grad, b.grad);
-    g.m = mem.span(a.m, b.m);
-    g.v = mem.span(a.v, b.v);
-    return g;
-  };
-  decay_group_ = make_group(true);
-  no_decay_group_ = make_group(false);
-  all_grads_ = mem.category(MemCategory::gradients);
+  values_ = mem.tensor(values_h_);
+  grads_ = mem.tensor(grads_h_);
+  m_ = mem.tensor(m_h_);
+  v_ = mem.tensor(v_h_);
+  value_slots_ = value_slots_h_ >= 0 ? mem.tensor(value_slots_h_) : Tensor();
+  grad_slots_ = grad_slots_h_ >= 0 ? mem.tensor(grad_slots_h_) : Tensor();
+  views_.assign(specs_.size(), ParamViews{});
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const auto at = [&](const Tensor& flat) {
+      return Tensor(flat.f32() + offset_[i], specs_[i].shape, DType::f32, flat.device);
+    };
+    if (!sharding_.shards_values()) views_[i].value = at(values_);
+    if (!sharding_.shards_grads()) views_[i].grad = at(grads_);
+  }
+}
+
+static Tensor range_of(const Tensor& flat, std::int64_t begin, std::int64_t length) {
+  return Tensor(flat.f32() + begin, Shape{length}, DType::f32, flat.device);
+}
+
+Tensor ParamSet::unit_values(int u) const {
+  USTRAIN_ASSERT(!sharding_.shards_values(), "values are sharded");
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  return range_of(values_, unit.begin, unit.length);
+}
+
+Tensor ParamSet::unit_grads(int u) const {
+  USTRAIN_ASSERT(!sharding_.shards_grads(), "gradients are sharded");
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  return range_of(grads_, unit.begin, unit.length);
+}
+
+Tensor ParamSet::stored(ParamState state) const {
+  switch (state) {
+    case ParamState::value: return values_;
+    case ParamState::adam_m: return m_;
+    case ParamState::adam_v: return v_;
+  }
+  return {};
+}
+
+bool ParamSet::whole(ParamState state) const {
+  return state == ParamState::value ? !sharding_.shards_values() : !sharding_.shards_optimizer();
+}
+
+Tensor ParamSet::chunk_of(ParamState state, int u) const {
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  const std::int64_t c = unit.length / sharding_.parts;
+  const std::int64_t begin = whole(state) ? unit.begin + sharding_.rank * c : unit.shard_begin;
+  return range_of(stored(state), begin, c);
+}
+
+Tensor ParamSet::grad_chunk(int u) const {
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  const std::int64_t c = unit.length / sharding_.parts;
+  return range_of(grads_, sharding_.shards_grads() ? unit.shard_begin : unit.begin + sharding_.rank * c, c);
+}
+
+void ParamSet::bind_unit_values(int u, const Tensor& buffer) {
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  for (int p : unit.params)
+    views_[static_cast<std::size_t>(p)].value =
+        Tensor(buffer.f32() + (offset_[static_cast<std::size_t>(p)] - unit.begin),
+               specs_[static_cast<std::size_t>(p)].shape, DType::f32, buffer.device);
+}
+
+void ParamSet::bind_unit_grads(int u, const Tensor& buffer) {
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  for (int p : unit.params)
+    views_[static_cast<std::size_t>(p)].grad =
+        Tensor(buffer.f32() + (offset_[static_cast<std::size_t>(p)] - unit.begin),
+               specs_[static_cast<std::size_t>(p)].shape, DType::f32, buffer.device);
+}
+
+Tensor ParamSet::value_slot(int i) const {
+  USTRAIN_ASSERT(!value_slots_.empty() && i >= 0 && i < kValueSlots, "no such value slot");
+  return range_of(value_slots_, i * largest_unit(), largest_unit());
+}
+
+Tensor ParamSet::grad_slot(int i) const {
+  USTRAIN_ASSERT(!grad_slots_.empty() && i >= 0 && i < kGradSlots, "no such gradient slot");
+  return range_of(grad_slots_, i * largest_unit(), largest_unit());
+}
+
+std::vector<ParamPiece> ParamSet::pieces(ParamState state, bool chunk_only) const {
+  std::vector<ParamPiece> out;
+  const Tensor storage = stored(state);
+  const bool in_whole = whole(state);
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const ParamUnit& unit = units_[u];
+    const std::int64_t c = unit.length / sharding_.parts;
+    const std::int64_t chunk_begin = unit.begin + sharding_.rank * c;
+    const bool whole_params = in_whole && !chunk_only;
+    for (int p : unit.params) {
+      const std::int64_t first = offset_[static_cast<std::size_t>(p)];
+      const std::int64_t last = first + specs_[static_cast<std::size_t>(p)].shape.numel();
+      const std::int64_t a = whole_params ? first : std::max(first, chunk_begin);
+      const std::int64_t b = whole_params ? last : std::min(last, chunk_begin + c);
+      if (a >= b) continue;
+      // Where element `a` of the flat index space lives in the storage.
+      const std::int64_t at = in_whole ? a : unit.shard_begin + (a - chunk_begin);
+      out.push_back({p, a - first, b - first, range_of(storage, at, b - a)});
+    }
+  }
+  return out;
+}
+
+std::vector<ParamPiece> ParamSet::held(ParamState state) const { return pieces(state, /*chunk_only=*/false); }
+std::vector<ParamPiece> ParamSet::owned(ParamState state) const { return pieces(state, /*chunk_only=*/true); }
+
+std::vector<OptimizerSegment> ParamSet::optimizer_segments() const {
+  std::vector<OptimizerSegment> out;
+  const bool sharded = sharding_.shards_optimizer();
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const ParamUnit& unit = units_[u];
+    if (unit.length == 0) continue;
+    // The flat range this rank updates, and where it starts in each storage.
+    const std::int64_t c = sharded ? unit.length / sharding_.parts : unit.length;
+    const std::int64_t begin = unit.begin + (sharded ? sharding_.rank * c : 0);
+    const auto view = [&](const Tensor& flat, bool is_shard, std::int64_t a, std::int64_t n) {
+      return range_of(flat, is_shard ? unit.shard_begin + (a - begin) : a, n);
+    };
+    for (bool decay : {true, false}) {
+      const std::int64_t a = std::max(begin, decay ? unit.begin : unit.decay_end);
+      const std::int64_t b = std::min(begin + c, decay ? unit.decay_end : unit.begin + unit.length);
+      if (a >= b) continue;
+      out.push_back({decay, view(values_, sharding_.shards_values(), a, b - a),
+                     view(grads_, sharding_.shards_grads(), a, b - a), view(m_, sharded, a, b - a),
+                     view(v_, sharded, a, b - a)});
+    }
+  }
+  return out;
 }
 
 static Tensor rows_view(const Tensor& first, const Tensor& last) {
@@ -77,18 +236,16 @@ std::int64_t ParamSet::count() const {
   return n;
 }
 
-ParamSet::Group ParamSet::group(bool decay) const { return decay ? decay_group_ : no_decay_group_; }
-
 void ParamSet::initialise(Backend& backend, std::uint64_t seed) const {
   std::vector<float> host;
-  for (std::size_t i = 0; i < specs_.size(); ++i) {
-    const ParamSpec& s = specs_[i];
+  for (const ParamPiece& piece : held(ParamState::value)) {
+    const ParamSpec& s = specs_[static_cast<std::size_t>(piece.param)];
     host.resize(static_cast<std::size_t>(s.shape.numel()));
     if (s.init_std > 0)
       fill_normal(host.data(), host.size(), mix64(seed) ^ hash_string(s.name), s.init_std);
     else
       std::fill(host.begin(), host.end(), 1.0f);
-    backend.copy(views_[i].value, Tensor(host.data(), s.shape));
+    backend.copy(piece.data, Tensor(host.data() + piece.begin, piece.data.shape));
   }
 }
 

@@ -1,10 +1,23 @@
 // Parameters of a model, with their gradients and AdamW moments, laid out by the memory plan.
 //
-// Layers declare parameters by their Hugging Face names. The set lays them out so that
-// (1) every weight-decayed parameter is contiguous, then every non-decayed one (norm gains),
-// so AdamW runs as two flat calls; (2) a parameter declared `packed` follows the previous one
-// with no padding, so q/k/v (or gate/up) form one matrix for one fused GEMM; (3) gradients and
-// both moments use the same order, so the whole gradient is one flat tensor.
+// Layers declare parameters by their Hugging Face names, each in a unit (a layer: the unit a
+// ZeRO-3 engine gathers at once and whose gradients it reduces at once). The set lays all
+// parameters out in one flat index space, unit after unit; inside a unit the weight-decayed
+// parameters come first, then the others (norm gains); a parameter declared `packed`
+// follows the previous one with no padding, so q/k/v (or gate/up) form one matrix for one
+// fused GEMM. Each unit is padded to a multiple of (ranks x 64) floats so that it splits
+// into equal, aligned chunks, one per data-parallel rank: chunk r of every unit is rank r's
+// shard.
+//
+// What is stored depends on the ZeRO stage (ParamSharding::zero), per rank, Psi = the flat
+// size:                 values      gradients   AdamW m and v
+//   stage 0             Psi         Psi         2 Psi
+//   stage 1             Psi         Psi         2 Psi / N
+//   stage 2             Psi         Psi / N     2 Psi / N     (+ gradient buckets)
+//   stage 3             Psi / N     Psi / N     2 Psi / N     (+ gathered layers)
+// With sharded values or gradients, a unit's value and gradient views point into
+// communication buffers that a data-parallel engine binds while the unit is in use
+// (bind_unit_values, bind_unit_grads); the model reads the views at each call.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +32,48 @@ struct ParamSpec {
   std::string name;    // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
   Shape shape;
   bool decay = true;   // weight decay applies (matrices) or not (norm gains)
-  bool packed = false; // contiguous with the previous declaration (same group)
+  bool packed = false; // contiguous with the previous declaration (same unit and group)
   double init_std = 0; // normal(0, init_std); 0 means "ones" (norm gains)
+  int unit = 0;        // the layer it belongs to; units are laid out in increasing order
 };
 
-// Views of one parameter and its state, valid after bind().
+// How the training state is split over the data-parallel ranks.
+struct ParamSharding {
+  int parts = 1;  // data-parallel ranks
+  int rank = 0;   // this rank among them
+  int zero = 0;   // ZeRO stage, 0..3
+  bool shards_optimizer() const { return zero >= 1 && parts > 1; }
+  bool shards_grads() const { return zero >= 2 && parts > 1; }
+  bool shards_values() const { return zero >= 3 && parts > 1; }
+};
+
+// Views of one parameter: its value and gradient (while its unit is bound, see above).
 struct ParamViews {
+  Tensor value, grad;
+};
+
+// A unit's place in the flat index space.
+struct ParamUnit {
+  std::int64_t begin = 0;       // first float
+  std::int64_t length = 0;      // floats, a multiple of parts x 64
+  std::int64_t decay_end = 0;   // [begin, decay_end) holds the weight-decayed parameters
+  std::int64_t shard_begin = 0; // where this unit's chunk starts in a rank's shard
+  std::vector<int> params;      // handles, in layout order
+};
+
+enum class ParamState { value, adam_m, adam_v };
+
+// Part of one parameter in some storage: elements [begin, end) of the flattened (row-major)
+// parameter, held contiguously by `data`.
+struct ParamPiece {
+  int param = 0;
+  std::int64_t begin = 0, end = 0;
+  Tensor data;  // (end - begin) floats
+};
+
+// One contiguous range the optimizer updates with one AdamW call.
+struct OptimizerSegment {
+  bool decay = true;
   Tensor value, grad, m, v;
 };
 
@@ -32,8 +81,8 @@ class ParamSet {
  public:
   // Returns a handle used to look the parameter up after bind().
   int declare(ParamSpec spec);
-  // Adds parameters, gradients and moments to the plan (decay group first).
-  void plan(MemoryPlan& plan);
+  // Adds values, gradients, moments and (for sharded stages) communication buffers to the plan.
+  void plan(MemoryPlan& plan, ParamSharding sharding = {});
   void bind(const PlannedMemory& mem);
 
   const ParamViews& operator[](int handle) const { return views_.at(static_cast<std::size_t>(handle)); }
@@ -43,25 +92,61 @@ class ParamSet {
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   std::int64_t count() const;  // number of scalar parameters
+  const ParamSharding& sharding() const { return sharding_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
+  std::int64_t flat_size() const { return flat_size_; }    // Psi, padding included
+  std::int64_t shard_size() const { return flat_size_ / sharding_.parts; }
+  std::int64_t largest_unit() const;                       // floats
 
-  // Flat views of a whole group for the optimizer: decay = true or false.
-  struct Group { Tensor value, grad, m, v; };
-  Group group(bool decay) const;
-  // Every gradient as one flat tensor (padding between entries is zero).
-  Tensor all_grads() const { return all_grads_; }
+  // Gradient storage between steps: the whole flat gradient, or this rank's shard of it
+  // (stages 2 and 3). Padding is zero.
+  Tensor all_grads() const { return grads_; }
+  // Stored values: the whole flat index space, or this rank's shard (stage 3).
+  Tensor all_values() const { return values_; }
+  // Unit u's range of the whole values / gradients (stages that store them whole).
+  Tensor unit_values(int u) const;
+  Tensor unit_grads(int u) const;
+  // This rank's chunk of unit u in the stored values / gradients / moments (whole or shard).
+  Tensor chunk_of(ParamState state, int u) const;
+  Tensor grad_chunk(int u) const;
+
+  // Points the views of unit u's parameters into `unit_buffer` (ParamUnit::length floats),
+  // laid out like the flat index space. For sharded values (stage 3) and gradients (2, 3).
+  void bind_unit_values(int u, const Tensor& unit_buffer);
+  void bind_unit_grads(int u, const Tensor& unit_buffer);
+  // Communication buffers planned for the sharded stages: `slots` buffers of largest_unit().
+  Tensor value_slot(int i) const;
+  Tensor grad_slot(int i) const;
+  static constexpr int kValueSlots = 3;  // two layers in use (a tied head) plus one prefetched
+  static constexpr int kGradSlots = 3;   // two being reduced plus one being written
+
+  // What this rank keeps of one state between steps (whole parameters, or its chunks):
+  // what initialisation and loading fill.
+  std::vector<ParamPiece> held(ParamState state) const;
+  // This rank's chunk of every parameter (whole ones at dp = 1): what it saves. The ranks'
+  // chunks together cover every parameter once.
+  std::vector<ParamPiece> owned(ParamState state) const;
+  // The ranges AdamW updates on this rank: every unit (stage 0) or this rank's chunks.
+  std::vector<OptimizerSegment> optimizer_segments() const;
 
   // Deterministic initialisation from the seed: each element depends only on (seed, name,
-  // index), never on the layout or thread count.
+  // index), never on the layout, sharding or thread count.
   void initialise(Backend& backend, std::uint64_t seed) const;
 
  private:
-  struct Handles { int value = -1, grad = -1, m = -1, v = -1; };
+  Tensor stored(ParamState state) const;
+  bool whole(ParamState state) const;
+  std::vector<ParamPiece> pieces(ParamState state, bool chunk_only) const;
+
   std::vector<ParamSpec> specs_;
-  std::vector<Handles> handles_;
+  std::vector<std::int64_t> offset_;  // per handle: first float in the flat index space
+  std::vector<ParamUnit> units_;
+  std::vector<int> unit_of_;          // per handle: index into units_
+  std::int64_t flat_size_ = 0;
+  ParamSharding sharding_;
   std::vector<ParamViews> views_;
-  std::vector<int> layout_order_;  // indices into specs_, in memory order
-  Group decay_group_, no_decay_group_;
-  Tensor all_grads_;
+  int values_h_ = -1, grads_h_ = -1, m_h_ = -1, v_h_ = -1, value_slots_h_ = -1, grad_slots_h_ = -1;
+  Tensor values_, grads_, m_, v_, value_slots_, grad_slots_;
 };
 
 }  // namespace ustrain

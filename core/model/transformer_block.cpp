@@ -20,8 +20,9 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
-TransformerBlock::TransformerBlock(int layer, const ModelSection& cfg, ParamSet& params)
-    : n_heads_(static_cast<int>(cfg.n_heads)),
+TransformerBlock::TransformerBlock(int layer, int unit, const ModelSection& cfg, ParamSet& params)
+    : unit_(unit),
+      n_heads_(static_cast<int>(cfg.n_heads)),
       n_kv_heads_(static_cast<int>(cfg.n_kv_heads)),
       eps_(static_cast<float>(cfg.norm_eps)),
       params_(params) {
@@ -31,15 +32,15 @@ TransformerBlock::TransformerBlock(int layer, const ModelSection& cfg, ParamSet&
   // Residual projections are scaled by depth so the residual stream's variance stays
   // bounded as layers are added (the GPT-2 / Megatron convention).
   const double out_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
-  q_ = params.declare({p + "self_attn.q_proj.weight", Shape{n_heads_ * dh, d}, true, false, std});
-  k_ = params.declare({p + "self_attn.k_proj.weight", Shape{n_kv_heads_ * dh, d}, true, true, std});
-  v_ = params.declare({p + "self_attn.v_proj.weight", Shape{n_kv_heads_ * dh, d}, true, true, std});
-  o_ = params.declare({p + "self_attn.o_proj.weight", Shape{d, n_heads_ * dh}, true, false, out_std});
-  gate_ = params.declare({p + "mlp.gate_proj.weight", Shape{f, d}, true, false, std});
-  up_ = params.declare({p + "mlp.up_proj.weight", Shape{f, d}, true, true, std});
-  down_ = params.declare({p + "mlp.down_proj.weight", Shape{d, f}, true, false, out_std});
-  ln1_ = params.declare({p + "input_layernorm.weight", Shape{d}, false, false, 0.0});
-  ln2_ = params.declare({p + "post_attention_layernorm.weight", Shape{d}, false, false, 0.0});
+  q_ = params.declare({p + "self_attn.q_proj.weight", Shape{n_heads_ * dh, d}, true, false, std, unit});
+  k_ = params.declare({p + "self_attn.k_proj.weight", Shape{n_kv_heads_ * dh, d}, true, true, std, unit});
+  v_ = params.declare({p + "self_attn.v_proj.weight", Shape{n_kv_heads_ * dh, d}, true, true, std, unit});
+  o_ = params.declare({p + "self_attn.o_proj.weight", Shape{d, n_heads_ * dh}, true, false, out_std, unit});
+  gate_ = params.declare({p + "mlp.gate_proj.weight", Shape{f, d}, true, false, std, unit});
+  up_ = params.declare({p + "mlp.up_proj.weight", Shape{f, d}, true, true, std, unit});
+  down_ = params.declare({p + "mlp.down_proj.weight", Shape{d, f}, true, false, out_std, unit});
+  ln1_ = params.declare({p + "input_layernorm.weight", Shape{d}, false, false, 0.0, unit});
+  ln2_ = params.declare({p + "post_attention_layernorm.weight", Shape{d}, false, false, 0.0, unit});
 }
 
 void TransformerBlock::forward(Backend& be, Tensor x_in, Tensor x_out, const BlockActivations& a,

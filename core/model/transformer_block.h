@@ -47,7 +47,8 @@ struct RopeTables {
 
 class TransformerBlock {
  public:
-  TransformerBlock(int layer, const ModelSection& cfg, ParamSet& params);
+  // Declares the block's parameters in `unit` of `params`.
+  TransformerBlock(int layer, int unit, const ModelSection& cfg, ParamSet& params);
 
   // x_in, x_out (N, D); `branch` (N, D) is scratch for the o_proj / down_proj outputs.
   void forward(Backend& be, Tensor x_in, Tensor x_out, const BlockActivations& a, Tensor branch,
@@ -56,11 +57,10 @@ class TransformerBlock {
   void backward(Backend& be, Tensor x_in, const BlockActivations& a, const BlockGradients& g,
                 Tensor branch, const RopeTables& rope, Recompute policy) const;
 
-  // The block's parameters are the handles [first_param(), last_param()] of its ParamSet.
-  int first_param() const { return q_; }
-  int last_param() const { return ln2_; }
+  int unit() const { return unit_; }
 
  private:
+  int unit_;
   int n_heads_, n_kv_heads_;
   float eps_;
   int ln1_, q_, k_, v_, o_, ln2_, gate_, up_, down_;

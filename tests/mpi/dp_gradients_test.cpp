@@ -1,14 +1,17 @@
-// Data parallelism at the model level: each rank runs forward/backward on its share of a
-// global batch with the bucketed reducer armed; the reduced gradients must equal the
-// gradients of the whole batch computed on one rank (to float32 reassociation).
+// Data parallelism at the model level, for every ZeRO stage: each rank runs forward/backward
+// on its share of a global batch (two micro-batches of accumulation) with the ZeRO engine
+// attached; the gradients each rank keeps must equal those of the whole batch computed on one
+// rank (to float32 reassociation), and one AdamW step must leave every rank's values equal to
+// the one-rank step's.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
-#include "core/gradient_reducer.h"
 #include "core/model/llama.h"
 #include "core/rng.h"
+#include "core/zero_engine.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {
@@ -16,7 +19,7 @@ namespace {
 
 constexpr std::int64_t kSeq = 6, kPerRank = 2;
 
-ModelSection tiny_model() {
+ModelSection tiny_model(bool tied) {
   ModelSection m;
   m.vocab_size = 13;
   m.d_model = 16;
@@ -26,6 +29,7 @@ ModelSection tiny_model() {
   m.ffn_hidden = 24;
   m.max_seq_len = kSeq;
   m.init_std = 0.2;
+  m.tied_embeddings = tied;
   return m;
 }
 
@@ -34,19 +38,28 @@ struct Replica {
   LlamaModel model;
   MemoryPlan plan;
   std::unique_ptr<PlannedMemory> memory;
-  explicit Replica(std::int64_t batch) : model(tiny_model(), batch, kSeq, Recompute::none) {
-    model.plan(plan);
+  Replica(const ModelSection& cfg, std::int64_t batch, ParamSharding sharding)
+      : model(cfg, batch, kSeq, Recompute::none) {
+    model.plan(plan, sharding);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
     model.bind(*memory, *backend);
     model.initialise(*backend, 99);  // the same seed on every rank: identical replicas
   }
-  std::vector<float> grads() const {
-    const Tensor g = model.params().all_grads();
-    return std::vector<float>(g.f32(), g.f32() + g.numel());
-  }
 };
 
-TEST(DataParallel, BucketedReductionEqualsTheWholeBatch) {
+std::vector<float> copy_of(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& expected) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - expected[i]) * static_cast<double>(got[i] - expected[i]);
+    norm += expected[i] * static_cast<double>(expected[i]);
+  }
+  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+void check_stage(int zero, bool tied) {
+  SCOPED_TRACE("ZeRO stage " + std::to_string(zero) + (tied ? ", tied embeddings" : ""));
   auto group = mpi_test::world().everyone();
   const int ranks = group->size(), rank = group->rank();
   const std::int64_t global = kPerRank * ranks;
@@ -57,35 +70,65 @@ TEST(DataParallel, BucketedReductionEqualsTheWholeBatch) {
     targets.push_back(static_cast<std::int32_t>(rng.next_u64() % 13));
   }
   const float dloss = 1.0f / static_cast<float>(global * kSeq);
+  const AdamWParams adamw{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
 
-  Replica whole(global);
+  // The reference: the whole batch on one rank, laid out like the shards (same padding).
+  Replica whole(tiny_model(tied), global, ParamSharding{ranks, rank, 0});
   whole.model.forward(*whole.backend, ids.data(), targets.data(), global, kSeq);
   whole.model.backward(*whole.backend, dloss);
-  const std::vector<float> expected = whole.grads();
+  const std::vector<float> expected_grads = copy_of(whole.model.params().all_grads());
+  for (const OptimizerSegment& s : whole.model.params().optimizer_segments()) {
+    AdamWParams p = adamw;
+    if (!s.decay) p.weight_decay = 0;
+    whole.backend->adamw(s.value, s.grad, s.m, s.v, p);
+  }
 
-  // Two micro-batches of gradient accumulation; only the second one reduces.
-  Replica shard(1);
-  GradientReducer reducer(shard.model.params(), *group, /*bucket_bytes=*/2048);
-  ASSERT_GT(reducer.bucket_count(), 2u);
-  shard.model.set_grad_ready_hook([&](int p) { reducer.on_grad_ready(p); });
+  Replica shard(tiny_model(tied), 1, ParamSharding{ranks, rank, zero});
+  ZeroEngine engine(shard.model.params(), *shard.backend, *group, /*bucket_bytes=*/2048);
+  shard.model.set_param_hooks(&engine);
+  engine.begin_step();
   for (std::int64_t micro = 0; micro < kPerRank; ++micro) {
     const std::int64_t row = rank * kPerRank + micro;
-    if (micro == kPerRank - 1) reducer.begin();
+    engine.begin_micro_batch(micro == kPerRank - 1);
     shard.model.forward(*shard.backend, ids.data() + row * kSeq, targets.data() + row * kSeq, 1, kSeq);
     shard.model.backward(*shard.backend, dloss);
   }
-  reducer.finish();
-  const std::vector<float> got = shard.grads();
+  engine.finish_backward();
 
-  ASSERT_EQ(got.size(), expected.size());
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    err += (got[i] - expected[i]) * static_cast<double>(got[i] - expected[i]);
-    norm += expected[i] * static_cast<double>(expected[i]);
+  // Each rank's chunk of every unit (stage 0: everything) against the reference.
+  const ParamSet& params = shard.model.params();
+  std::vector<float> got, expected;
+  for (std::size_t u = 0; u < params.units().size(); ++u) {
+    const ParamUnit& unit = params.units()[u];
+    const std::int64_t c = zero == 0 ? unit.length : unit.length / ranks;
+    const std::int64_t begin = unit.begin + (zero == 0 ? 0 : rank * c);
+    const Tensor mine = zero == 0 ? params.unit_grads(static_cast<int>(u)) : params.grad_chunk(static_cast<int>(u));
+    const std::vector<float> g = copy_of(mine);
+    got.insert(got.end(), g.begin(), g.end());
+    expected.insert(expected.end(), expected_grads.begin() + begin, expected_grads.begin() + begin + c);
   }
-  ASSERT_GT(norm, 0.0);
-  EXPECT_LT(std::sqrt(err / norm), 1e-5) << "on rank " << rank << " of " << ranks;
+  EXPECT_LT(relative_error(got, expected), 1e-5) << "gradients on rank " << rank << " of " << ranks;
+  EXPECT_NEAR(std::sqrt(engine.grad_sum_of_squares()),
+              std::sqrt(whole.backend->sum_of_squares(whole.model.params().all_grads())), 1e-5);
+
+  engine.optimizer_step(adamw);
+  got.clear();
+  expected.clear();
+  for (const ParamPiece& piece : params.held(ParamState::value)) {
+    const std::vector<float> v = copy_of(piece.data);
+    got.insert(got.end(), v.begin(), v.end());
+    const ParamViews& ref = whole.model.params()[piece.param];
+    expected.insert(expected.end(), ref.value.f32() + piece.begin, ref.value.f32() + piece.end);
+  }
+  EXPECT_LT(relative_error(got, expected), 1e-6) << "values after the step on rank " << rank;
 }
+
+TEST(DataParallel, Stage0BucketedAllReduce) { check_stage(0, false); }
+TEST(DataParallel, Stage1ShardedOptimizer) { check_stage(1, false); }
+TEST(DataParallel, Stage2ShardedGradients) { check_stage(2, false); }
+TEST(DataParallel, Stage3ShardedParameters) { check_stage(3, false); }
+TEST(DataParallel, Stage3WithTiedEmbeddings) { check_stage(3, true); }
+TEST(DataParallel, Stage2WithTiedEmbeddings) { check_stage(2, true); }
 
 }  // namespace
 }  // namespace ustrain

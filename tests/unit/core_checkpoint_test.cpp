@@ -58,26 +58,24 @@ struct ModelState {
     memory = std::make_unique<PlannedMemory>(plan, *backend);
     model.bind(*memory, *backend);
   }
+  static constexpr ParamState kStates[] = {ParamState::value, ParamState::adam_m, ParamState::adam_v};
   void randomise(std::uint64_t seed) {
-    for (std::size_t i = 0; i < model.params().specs().size(); ++i) {
-      const ParamViews& v = model.params()[static_cast<int>(i)];
-      fill_normal(v.value.f32(), static_cast<std::size_t>(v.value.numel()), seed + 3 * i, 1.0);
-      fill_normal(v.m.f32(), static_cast<std::size_t>(v.m.numel()), seed + 3 * i + 1, 0.1);
-      fill_normal(v.v.f32(), static_cast<std::size_t>(v.v.numel()), seed + 3 * i + 2, 0.01);
-    }
+    for (int s = 0; s < 3; ++s)
+      for (const ParamPiece& p : model.params().held(kStates[s])) {
+        const double scale = s == 0 ? 1.0 : s == 1 ? 0.1 : 0.01;
+        fill_normal(p.data.f32(), static_cast<std::size_t>(p.data.numel()), seed + 3 * p.param + s, scale);
+      }
   }
   // Every state of every parameter, concatenated, as raw bits.
   std::vector<std::uint32_t> bits() const {
     std::vector<std::uint32_t> out;
-    for (std::size_t i = 0; i < model.params().specs().size(); ++i) {
-      const ParamViews& v = model.params()[static_cast<int>(i)];
-      for (const Tensor* t : {&v.value, &v.m, &v.v}) {
-        const std::size_t n = static_cast<std::size_t>(t->numel());
+    for (ParamState state : kStates)
+      for (const ParamPiece& p : model.params().held(state)) {
+        const std::size_t n = static_cast<std::size_t>(p.data.numel());
         const std::size_t at = out.size();
         out.resize(at + n);
-        std::memcpy(out.data() + at, t->f32(), n * 4);
+        std::memcpy(out.data() + at, p.data.f32(), n * 4);
       }
-    }
     return out;
   }
 };

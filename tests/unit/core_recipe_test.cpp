@@ -387,6 +387,11 @@ TEST(Recipe, DataParallelLayoutsAreAccepted) {
   EXPECT_EQ(r.grad_accum_steps(), 2);
 }
 
+TEST(Recipe, EveryZeroStageIsAccepted) {
+  for (int stage = 0; stage <= 3; ++stage)
+    EXPECT_EQ(parse("[data]\npath = \"d\"\n[parallel]\nzero = " + std::to_string(stage) + "\n").parallel.zero, stage);
+}
+
 TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
       {"[parallel]\ntp = 2\n",
@@ -395,7 +400,6 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
       {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[parallel]\nvirtual_stages = 2\n", {"parallel.virtual_stages = 2", "not supported"}},
-      {"[parallel]\nzero = 1\n", {"parallel.zero = 1", "ZeRO", "set parallel.zero = 0"}},
       {"[train]\nprecision = \"bf16\"\n",
        {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
         "need the CUDA backend"}},

@@ -1,0 +1,235 @@
+#include "core/zero_engine.h"
+
+#include <chrono>
+
+namespace ustrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+ZeroEngine::ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes)
+    : params_(params),
+      backend_(backend),
+      group_(group),
+      reduces_(group.size() > 1),
+      zero_(group.size() > 1 ? params.sharding().zero : 0) {
+  USTRAIN_ASSERT(params.sharding().parts == group.size() && params.sharding().rank == group.rank(),
+                 "parameters are sharded for another group");
+  const std::size_t units = params.units().size();
+  if (reduces_ && zero_ == 0) reducer_ = std::make_unique<GradientReducer>(params, group, bucket_bytes);
+  if (params.sharding().shards_values()) value_slots_.resize(ParamSet::kValueSlots);
+  if (params.sharding().shards_grads()) grad_slots_.resize(ParamSet::kGradSlots);
+  value_slot_of_.assign(units, -1);
+  grad_slot_of_.assign(units, -1);
+}
+
+ZeroEngine::~ZeroEngine() {
+  // Operations in flight own their buffers until they finish; an error here is the one that
+  // is already unwinding.
+  try {
+    for (ValueSlot& s : value_slots_) s.work.wait();
+    for (GradSlot& s : grad_slots_) s.work.wait();
+    wait_all(pending_);
+  } catch (const std::exception&) {
+  }
+}
+
+Tensor ZeroEngine::slot_part(const Tensor& slot, int unit) const {
+  return slot.slice(0, params_.units()[static_cast<std::size_t>(unit)].length);
+}
+
+void ZeroEngine::begin_step() {
+  backend_.fill(params_.all_grads(), 0.0f);
+  exposed_gather_seconds_ = 0;
+}
+
+void ZeroEngine::begin_micro_batch(bool last) {
+  last_micro_ = last;
+  if (reducer_ && last) reducer_->begin();  // stages 0 and 1 reduce only the last micro-batch
+}
+
+// --- Stage 3: values gathered just in time -------------------------------------------------
+
+int ZeroEngine::start_gather(int unit, bool demanded) {
+  int victim = -1;
+  for (std::size_t i = 0; i < value_slots_.size(); ++i) {
+    const ValueSlot& s = value_slots_[i];
+    if (s.users > 0 || s.gathering) continue;
+    if (victim < 0 || s.unit < 0 || (value_slots_[static_cast<std::size_t>(victim)].unit >= 0 &&
+                                     s.last_use < value_slots_[static_cast<std::size_t>(victim)].last_use))
+      victim = static_cast<int>(i);
+    if (s.unit < 0) break;
+  }
+  if (victim < 0) {
+    USTRAIN_ASSERT(!demanded, "every gathered-layer buffer is in use");
+    return -1;  // a prefetch waits for a later chance
+  }
+  ValueSlot& s = value_slots_[static_cast<std::size_t>(victim)];
+  if (s.unit >= 0) value_slot_of_[static_cast<std::size_t>(s.unit)] = -1;
+  s.unit = unit;
+  s.gathering = true;
+  s.work = group_.all_gather(slot_part(params_.value_slot(victim), unit), params_.chunk_of(ParamState::value, unit));
+  value_slot_of_[static_cast<std::size_t>(unit)] = victim;
+  return victim;
+}
+
+void ZeroEngine::drop_gathered() {
+  for (ValueSlot& s : value_slots_) {
+    s.work.wait();
+    USTRAIN_ASSERT(s.users == 0, "a unit is still in use at the optimizer step");
+    if (s.unit >= 0) value_slot_of_[static_cast<std::size_t>(s.unit)] = -1;
+    s = ValueSlot{};
+  }
+}
+
+void ZeroEngine::acquire(int unit, bool backward) {
+  if (!value_slots_.empty()) {
+    int index = value_slot_of_[static_cast<std::size_t>(unit)];
+    if (index < 0) index = start_gather(unit, /*demanded=*/true);
+    ValueSlot& s = value_slots_[static_cast<std::size_t>(index)];
+    if (s.gathering) {
+      const auto t0 = Clock::now();
+      s.work.wait();
+      s.gathering = false;
+      exposed_gather_seconds_ += seconds_since(t0);
+    }
+    ++s.users;
+    s.last_use = ++clock_;
+    params_.bind_unit_values(unit, params_.value_slot(index));
+    // Every rank acquires in the same order, so every rank learns the same successors and
+    // prefetches the same units. Only within a pass: a backward's last unit is followed by a
+    // forward after the optimizer step, which changes the values.
+    const Use use{unit, backward};
+    if (previous_use_) next_use_[*previous_use_] = use;
+    previous_use_ = use;
+    const auto next = next_use_.find(use);
+    if (next != next_use_.end() && next->second.second == backward &&
+        value_slot_of_[static_cast<std::size_t>(next->second.first)] < 0)
+      start_gather(next->second.first, /*demanded=*/false);
+  }
+  if (backward && !grad_slots_.empty() && grad_slot_of_[static_cast<std::size_t>(unit)] < 0) {
+    const int index = take_grad_slot();
+    GradSlot& g = grad_slots_[static_cast<std::size_t>(index)];
+    g.unit = unit;
+    const Tensor buffer = params_.grad_slot(index);
+    backend_.fill(slot_part(buffer, unit), 0.0f);  // gradients accumulate over the backward
+    params_.bind_unit_grads(unit, buffer);
+    grad_slot_of_[static_cast<std::size_t>(unit)] = index;
+  }
+}
+
+void ZeroEngine::release(int unit) {
+  if (value_slots_.empty()) return;
+  const int index = value_slot_of_[static_cast<std::size_t>(unit)];
+  USTRAIN_ASSERT(index >= 0 && value_slots_[static_cast<std::size_t>(index)].users > 0, "release without acquire");
+  --value_slots_[static_cast<std::size_t>(index)].users;
+}
+
+// --- Gradients --------------------------------------------------------------------------------
+
+int ZeroEngine::take_grad_slot() {
+  int oldest = -1;
+  for (std::size_t i = 0; i < grad_slots_.size(); ++i) {
+    const GradSlot& g = grad_slots_[i];
+    if (g.unit < 0) return static_cast<int>(i);
+    if (g.reducing && (oldest < 0 || g.launched < grad_slots_[static_cast<std::size_t>(oldest)].launched))
+      oldest = static_cast<int>(i);
+  }
+  USTRAIN_ASSERT(oldest >= 0, "every gradient bucket is being written");
+  complete(grad_slots_[static_cast<std::size_t>(oldest)]);
+  return oldest;
+}
+
+void ZeroEngine::complete(GradSlot& g) {
+  g.work.wait();
+  // The reduce-scatter left this rank's chunk of the group's sum in the bucket's chunk.
+  const std::int64_t c = params_.units()[static_cast<std::size_t>(g.unit)].length / group_.size();
+  const auto index = static_cast<std::int64_t>(&g - grad_slots_.data());
+  const Tensor part = params_.grad_slot(static_cast<int>(index)).slice(group_.rank() * c, (group_.rank() + 1) * c);
+  const Tensor shard = params_.grad_chunk(g.unit);
+  backend_.add(shard, shard, part);
+  g = GradSlot{};
+}
+
+void ZeroEngine::grads_done(int unit) {
+  if (!reduces_) return;
+  if (zero_ == 0) {
+    if (!last_micro_) return;
+    for (int p : params_.units()[static_cast<std::size_t>(unit)].params) reducer_->on_grad_ready(p);
+    return;
+  }
+  if (zero_ == 1) {
+    if (last_micro_) pending_.push_back(group_.reduce_scatter(params_.grad_chunk(unit), params_.unit_grads(unit)));
+    return;
+  }
+  const int index = grad_slot_of_[static_cast<std::size_t>(unit)];
+  USTRAIN_ASSERT(index >= 0, "gradients completed for a unit backward never acquired");
+  grad_slot_of_[static_cast<std::size_t>(unit)] = -1;
+  GradSlot& g = grad_slots_[static_cast<std::size_t>(index)];
+  const Tensor full = slot_part(params_.grad_slot(index), unit);
+  const std::int64_t c = full.numel() / group_.size();
+  g.work = group_.reduce_scatter(full.slice(group_.rank() * c, (group_.rank() + 1) * c), full);
+  g.reducing = true;
+  g.launched = ++clock_;
+}
+
+void ZeroEngine::finish_backward() {
+  const auto t0 = Clock::now();
+  if (reducer_) reducer_->finish();
+  wait_all(pending_);
+  pending_.clear();
+  // Complete buckets in launch order; every unit's gradients were announced.
+  for (;;) {
+    GradSlot* oldest = nullptr;
+    for (GradSlot& g : grad_slots_)
+      if (g.reducing && (!oldest || g.launched < oldest->launched)) oldest = &g;
+    if (!oldest) break;
+    complete(*oldest);
+  }
+  exposed_reduce_seconds_ = reduces_ ? seconds_since(t0) : 0.0;
+}
+
+double ZeroEngine::grad_sum_of_squares() {
+  if (!params_.sharding().shards_optimizer()) return backend_.sum_of_squares(params_.all_grads());
+  double local = 0;
+  for (std::size_t u = 0; u < params_.units().size(); ++u)
+    local += backend_.sum_of_squares(params_.grad_chunk(static_cast<int>(u)));
+  float total = static_cast<float>(local);
+  group_.all_reduce(Tensor(&total, Shape{1}), ReduceOp::sum).wait();
+  return total;
+}
+
+void ZeroEngine::scale_grads(float factor) {
+  if (!params_.sharding().shards_optimizer()) {
+    backend_.scale(params_.all_grads(), factor);
+    return;
+  }
+  for (std::size_t u = 0; u < params_.units().size(); ++u) backend_.scale(params_.grad_chunk(static_cast<int>(u)), factor);
+}
+
+void ZeroEngine::optimizer_step(const AdamWParams& p) {
+  for (const OptimizerSegment& s : params_.optimizer_segments()) {
+    AdamWParams q = p;
+    if (!s.decay) q.weight_decay = 0.0f;
+    backend_.adamw(s.value, s.grad, s.m, s.v, q);
+  }
+  if (params_.sharding().shards_values()) {
+    drop_gathered();  // the next forward gathers the new values
+    previous_use_.reset();
+    return;
+  }
+  if (!params_.sharding().shards_optimizer()) return;
+  backend_.synchronize();
+  std::vector<Work> gathers;
+  for (std::size_t u = 0; u < params_.units().size(); ++u) {
+    const int unit = static_cast<int>(u);
+    if (params_.units()[u].length == 0) continue;
+    gathers.push_back(group_.all_gather(params_.unit_values(unit), params_.chunk_of(ParamState::value, unit)));
+  }
+  wait_all(gathers);
+}
+
+}  // namespace ustrain

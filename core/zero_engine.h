@@ -1,0 +1,107 @@
+// Data parallelism with the ZeRO stages of the Ultra-Scale Playbook, for one data-parallel
+// group (parallel.zero; the storage of each stage: core/model/params.h).
+//
+//   stage 0  gradients are all-reduced in buckets while the last micro-batch's backward runs
+//            (core/gradient_reducer.h); every rank updates the whole model.
+//   stage 1  as each unit's gradients complete in the last micro-batch, they are
+//            reduce-scattered in place; each rank updates its chunk of every unit with its
+//            AdamW state, then the units are all-gathered.
+//   stage 2  gradients are written into a few unit-sized buckets and reduce-scattered as each
+//            unit completes, into the rank's gradient shard. This happens in every
+//            micro-batch: the shard is all that persists of the gradients, so accumulation
+//            happens there.
+//   stage 3  values persist as shards too. Each unit is all-gathered into a buffer just before
+//            the model uses it (acquire) and may be overwritten once released; the engine
+//            learns the order in which the model acquires units and gathers the next one while
+//            the current one computes.
+//
+// The model drives it through ParamUseHooks; the trainer through the step calls below. Every
+// rank makes the same calls in the same order, so collectives match.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/gradient_reducer.h"
+#include "core/model/param_hooks.h"
+#include "core/model/params.h"
+#include "parallel/communicator.h"
+
+namespace ustrain {
+
+class ZeroEngine : public ParamUseHooks {
+ public:
+  // `params` are planned and bound with the sharding of `group` (parts = group.size()).
+  ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes);
+  ~ZeroEngine() override;
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+  // Zeroes the gradients (or the gradient shard) before a step's first micro-batch.
+  void begin_step();
+  // Before each micro-batch's forward; `last`: it completes the gradient accumulation.
+  void begin_micro_batch(bool last);
+  // After the last backward: waits for the gradient reduction. The stored gradients (whole,
+  // or this rank's chunks) then hold the sum over the group.
+  void finish_backward();
+  // The squared norm of the whole model's gradient, the same on every rank.
+  double grad_sum_of_squares();
+  void scale_grads(float factor);
+  // AdamW on what this rank updates, then the values every rank needs (stages 1, 2: all-gather
+  // every unit; stage 3: the next forward gathers). `p.weight_decay` applies to decayed ranges.
+  void optimizer_step(const AdamWParams& p);
+
+  // Seconds finish_backward waited for the last step's gradient reduction, and (stage 3) the
+  // step's waits for parameter gathers: communication not hidden behind compute.
+  double exposed_reduce_seconds() const { return exposed_reduce_seconds_; }
+  double exposed_gather_seconds() const { return exposed_gather_seconds_; }
+
+  void acquire(int unit, bool backward) override;
+  void release(int unit) override;
+  void grads_done(int unit) override;
+
+ private:
+  struct ValueSlot {
+    int unit = -1;
+    Work work;
+    bool gathering = false;
+    int users = 0;
+    std::uint64_t last_use = 0;
+  };
+  struct GradSlot {
+    int unit = -1;       // the unit it holds, being written or reduced
+    bool reducing = false;
+    std::uint64_t launched = 0;
+    Work work;
+  };
+  using Use = std::pair<int, bool>;  // (unit, backward)
+
+  int start_gather(int unit, bool demanded);
+  void drop_gathered();
+  int take_grad_slot();
+  void complete(GradSlot& slot);
+  Tensor slot_part(const Tensor& slot, int unit) const;  // the first unit.length floats
+
+  ParamSet& params_;
+  Backend& backend_;
+  Communicator& group_;
+  const bool reduces_;  // more than one rank
+  const int zero_;
+  std::unique_ptr<GradientReducer> reducer_;  // stage 0
+  bool last_micro_ = true;
+  std::vector<Work> pending_;  // stage 1: reduce-scatters of the last micro-batch
+  std::vector<ValueSlot> value_slots_;
+  std::vector<int> value_slot_of_;  // unit -> slot or -1
+  std::vector<GradSlot> grad_slots_;
+  std::vector<int> grad_slot_of_;   // unit -> slot being written, or -1
+  std::map<Use, Use> next_use_;     // learnt order of acquisitions, for prefetching
+  std::optional<Use> previous_use_;
+  std::uint64_t clock_ = 0;
+  double exposed_reduce_seconds_ = 0, exposed_gather_seconds_ = 0;
+};
+
+}  // namespace ustrain
