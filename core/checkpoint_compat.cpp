@@ -16,7 +16,7 @@ constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model", 
                                            "model.tied_embeddings"};
 constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.recompute", "run.name",
-    "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify"};
+    "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm"};
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
 constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.zero", "train.micro_batch"};
 

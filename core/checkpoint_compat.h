@@ -4,7 +4,7 @@
 //   harmless          the continuation computes the same numbers (train.steps,
 //                     train.eval_interval, train.eval_batches, train.recompute, run.name,
 //                     run.output_dir, model.max_seq_len, model.init_std, data.prefetch,
-//                     data.verify, checkpoint.*, log.*):
+//                     data.verify, parallel.overlap_comm, checkpoint.*, log.*):
 //                     allowed and reported. A new train.steps stretches the LR schedule.
 //   reassociates      how the same global batch and state are split (parallel.dp,
 //                     parallel.zero, train.micro_batch): the state is resharded on load and

@@ -85,6 +85,7 @@ struct ParallelSection {
   std::int64_t cp = 1;
   std::int64_t ep = 1;
   std::int64_t zero = 0;
+  bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers
   std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
   std::int64_t virtual_stages = 1;
 

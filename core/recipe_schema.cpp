@@ -154,6 +154,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1), "Expert-parallel ranks"),
       key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),
           "ZeRO stage: 0 off, 1 shards optimizer state, 2 also gradients, 3 also parameters"),
+      key(USTRAIN_RECIPE_FIELD(parallel.overlap_comm), any_value(),
+          "Overlap data-parallel communication with compute (gradient reduction during backward, "
+          "ZeRO-3 prefetch); false waits until it is needed, to measure what overlap hides"),
       key(USTRAIN_RECIPE_FIELD(parallel.pp_schedule),
           one_of({"afab", "1f1b", "interleaved", "zero-bubble"}), "Pipeline schedule"),
       key(USTRAIN_RECIPE_FIELD(parallel.virtual_stages), at_least(1),

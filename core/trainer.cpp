@@ -55,7 +55,7 @@ struct Run : ModelInstance {
       : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
                       sharding_of(r, layout.dp_rank())),
         recipe(r),
-        engine(model.params(), *backend, layout.dp(), bucket_bytes) {
+        engine(model.params(), *backend, layout.dp(), bucket_bytes, r.parallel.overlap_comm) {
     model.set_param_hooks(&engine);
   }
   Run(const Run&) = delete;
@@ -281,15 +281,19 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
 
   // Ranks agree on stopping (a signal may reach them at different steps).
   bool stop = layout.any_over_world(signals.requested());
+  // The Playbook's unit for data-parallel traffic: one copy of the (padded) fp32 parameters.
+  const double psi_bytes = 4.0 * static_cast<double>(params.flat_size());
   const auto started = PhaseTimer::Clock::now();
   for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
     PhaseTimer step_timer;
+    layout.dp().reset_volume();
     const StepResult r = take_step(run, data, schedule, step, step_timer, layout);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
     progress = {step, progress.tokens_seen + tokens_per_step, r.lr, r.loss, data.state()};
 
+    const double dp_bytes = static_cast<double>(layout.dp().volume().playbook_bytes());
     const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
     const double step_s = step_timer.total();
     const double tok_s = static_cast<double>(tokens_per_step) / step_s;
@@ -301,7 +305,13 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"backward_s", step_timer.seconds(Phase::backward)},
                      {"optimizer_s", step_timer.seconds(Phase::optimizer)},
                      {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
-                     {"param_gather_wait_s", run.engine.exposed_gather_seconds()}});
+                     {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
+                     {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes}});
+    if (step == summary.first_step && layout.dp_size() > 1)
+      spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
+                   "communicator",
+                   format_bytes(static_cast<std::size_t>(dp_bytes)), dp_bytes / psi_bytes,
+                   format_bytes(static_cast<std::size_t>(psi_bytes)));
     if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
       const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "

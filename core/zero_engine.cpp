@@ -10,11 +10,13 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-ZeroEngine::ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes)
+ZeroEngine::ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes,
+                       bool overlap)
     : params_(params),
       backend_(backend),
       group_(group),
       reduces_(group.size() > 1),
+      overlap_(overlap),
       zero_(group.size() > 1 ? params.sharding().zero : 0) {
   USTRAIN_ASSERT(params.sharding().parts == group.size() && params.sharding().rank == group.rank(),
                  "parameters are sharded for another group");
@@ -43,7 +45,7 @@ Tensor ZeroEngine::slot_part(const Tensor& slot, int unit) const {
 
 void ZeroEngine::begin_step() {
   backend_.fill(params_.all_grads(), 0.0f);
-  exposed_gather_seconds_ = 0;
+  exposed_gather_seconds_ = exposed_reduce_seconds_ = 0;
 }
 
 void ZeroEngine::begin_micro_batch(bool last) {
@@ -106,7 +108,7 @@ void ZeroEngine::acquire(int unit, bool backward) {
     if (previous_use_) next_use_[*previous_use_] = use;
     previous_use_ = use;
     const auto next = next_use_.find(use);
-    if (next != next_use_.end() && next->second.second == backward &&
+    if (overlap_ && next != next_use_.end() && next->second.second == backward &&
         value_slot_of_[static_cast<std::size_t>(next->second.first)] < 0)
       start_gather(next->second.first, /*demanded=*/false);
   }
@@ -144,7 +146,9 @@ int ZeroEngine::take_grad_slot() {
 }
 
 void ZeroEngine::complete(GradSlot& g) {
+  const auto t0 = Clock::now();
   g.work.wait();
+  exposed_reduce_seconds_ += seconds_since(t0);
   // The reduce-scatter left this rank's chunk of the group's sum in the bucket's chunk.
   const std::int64_t c = params_.units()[static_cast<std::size_t>(g.unit)].length / group_.size();
   const auto index = static_cast<std::int64_t>(&g - grad_slots_.data());
@@ -157,12 +161,14 @@ void ZeroEngine::complete(GradSlot& g) {
 void ZeroEngine::grads_done(int unit) {
   if (!reduces_) return;
   if (zero_ == 0) {
-    if (!last_micro_) return;
+    if (!last_micro_ || !overlap_) return;  // without overlap, finish() launches every bucket
     for (int p : params_.units()[static_cast<std::size_t>(unit)].params) reducer_->on_grad_ready(p);
     return;
   }
   if (zero_ == 1) {
-    if (last_micro_) pending_.push_back(group_.reduce_scatter(params_.grad_chunk(unit), params_.unit_grads(unit)));
+    if (!last_micro_) return;
+    if (overlap_) pending_.push_back(group_.reduce_scatter(params_.grad_chunk(unit), params_.unit_grads(unit)));
+    else deferred_.push_back(unit);
     return;
   }
   const int index = grad_slot_of_[static_cast<std::size_t>(unit)];
@@ -174,22 +180,26 @@ void ZeroEngine::grads_done(int unit) {
   g.work = group_.reduce_scatter(full.slice(group_.rank() * c, (group_.rank() + 1) * c), full);
   g.reducing = true;
   g.launched = ++clock_;
+  if (!overlap_) complete(g);
 }
 
 void ZeroEngine::finish_backward() {
   const auto t0 = Clock::now();
   if (reducer_) reducer_->finish();
+  for (int unit : deferred_) pending_.push_back(group_.reduce_scatter(params_.grad_chunk(unit), params_.unit_grads(unit)));
+  deferred_.clear();
   wait_all(pending_);
   pending_.clear();
+  exposed_reduce_seconds_ += seconds_since(t0);
   // Complete buckets in launch order; every unit's gradients were announced.
   for (;;) {
     GradSlot* oldest = nullptr;
     for (GradSlot& g : grad_slots_)
       if (g.reducing && (!oldest || g.launched < oldest->launched)) oldest = &g;
     if (!oldest) break;
-    complete(*oldest);
+    complete(*oldest);  // adds its own wait
   }
-  exposed_reduce_seconds_ = reduces_ ? seconds_since(t0) : 0.0;
+  if (!reduces_) exposed_reduce_seconds_ = 0;
 }
 
 double ZeroEngine::grad_sum_of_squares() {

@@ -36,7 +36,9 @@ namespace ustrain {
 class ZeroEngine : public ParamUseHooks {
  public:
   // `params` are planned and bound with the sharding of `group` (parts = group.size()).
-  ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes);
+  // Without `overlap`, every collective waits until its result is needed (or, for stages 2
+  // and 3, completes at once): the baseline that shows what overlap hides.
+  ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes, bool overlap = true);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -55,8 +57,8 @@ class ZeroEngine : public ParamUseHooks {
   // every unit; stage 3: the next forward gathers). `p.weight_decay` applies to decayed ranges.
   void optimizer_step(const AdamWParams& p);
 
-  // Seconds finish_backward waited for the last step's gradient reduction, and (stage 3) the
-  // step's waits for parameter gathers: communication not hidden behind compute.
+  // Seconds the last step waited for gradient reduction, and (stage 3) for parameter
+  // gathers: communication not hidden behind compute.
   double exposed_reduce_seconds() const { return exposed_reduce_seconds_; }
   double exposed_gather_seconds() const { return exposed_gather_seconds_; }
 
@@ -90,10 +92,12 @@ class ZeroEngine : public ParamUseHooks {
   Backend& backend_;
   Communicator& group_;
   const bool reduces_;  // more than one rank
+  const bool overlap_;
   const int zero_;
   std::unique_ptr<GradientReducer> reducer_;  // stage 0
   bool last_micro_ = true;
   std::vector<Work> pending_;  // stage 1: reduce-scatters of the last micro-batch
+  std::vector<int> deferred_;  // stage 1 without overlap: units to reduce after backward
   std::vector<ValueSlot> value_slots_;
   std::vector<int> value_slot_of_;  // unit -> slot or -1
   std::vector<GradSlot> grad_slots_;
