@@ -1,5 +1,7 @@
 #include "core/process_layout.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -30,7 +32,10 @@ ProcessLayout::ProcessLayout(const Recipe& recipe)
   if (world_.size() > 1) {
     std::vector<int> all(static_cast<std::size_t>(world_.size()));
     for (int r = 0; r < world_.size(); ++r) all[static_cast<std::size_t>(r)] = r;
-    checkpoints_ = world_.communicator(all, "checkpoint");
+    // Its collectives wait for every rank's file to be written: allow for a slow filesystem.
+    CommOptions slow = world_.defaults();
+    slow.timeout = std::max(slow.timeout, std::chrono::milliseconds(std::chrono::minutes(30)));
+    checkpoints_ = world_.communicator(all, "checkpoint", slow);
   }
 }
 
