@@ -12,7 +12,8 @@ make_corpus
 tiny_recipe >tiny.toml
 "$USTRAIN" data convert --input corpus --output data --val-fraction 0.1 >/dev/null 2>&1 || fail "convert"
 readonly global=16 steps=20
-common=(--set train.steps=$steps --set train.global_batch=$global --set train.eval_interval=0
+# Evaluation every 10 steps runs forward passes (and, at stage 3, their gathers) between steps.
+common=(--set train.steps=$steps --set train.global_batch=$global --set train.eval_interval=10
         --set checkpoint.interval=10 --set checkpoint.keep_last=2)
 
 expect_exit 0 "reference: one process, one micro-batch of $global" -- "$USTRAIN" train tiny.toml "${common[@]}" \
@@ -41,6 +42,23 @@ for dp in 1 2 4; do
   done
 done
 expect_output "data parallelism: 4 ranks, ZeRO stage 3" "the log names the stage"
+
+# Traffic per step counted by the communicator, in units of the fp32 parameters (Psi): the
+# Playbook's 2 Psi for stages 0-2 with one micro-batch (stage 0 leaves out the padding after
+# the last parameter), between 2 and 3 Psi for stage 3 (the layers forward used last are
+# still gathered when backward starts).
+psi() { sed -n 's/.*"kind":"train".*"dp_comm_psi":\([-0-9.e+]*\).*/\1/p' "runs/$1/metrics.jsonl" | tail -1; }
+for zero in 0 1 2; do
+  v=$(psi dp4-zero$zero-accum1)
+  awk -v v="$v" 'BEGIN { exit !(v > 1.98 && v < 2.01) }' && pass "ZeRO-$zero moves 2 Psi per step ($v)" ||
+    fail "ZeRO-$zero moves $v Psi per step, expected 2"
+done
+v=$(psi dp4-zero3-accum1)
+awk -v v="$v" 'BEGIN { exit !(v > 2.0 && v <= 3.01) }' && pass "ZeRO-3 moves 2 to 3 Psi per step ($v)" ||
+  fail "ZeRO-3 moves $v Psi per step, expected 2 to 3"
+v=$(psi dp4-zero2-accum4)
+awk -v v="$v" 'BEGIN { exit !(v > 4.999 && v < 5.02) }' && pass "ZeRO-2 with 4 micro-batches moves 5 Psi ($v)" ||
+  fail "ZeRO-2 with 4 micro-batches moves $v Psi, expected 4 reduce-scatters + 1 all-gather = 5"
 
 # dp = 4, ZeRO-3 checkpoint at step 10: each of the 4 rank files holds a quarter of the state.
 ckpt=runs/dp4-zero3-accum1/checkpoints/step-00000010
