@@ -142,21 +142,16 @@ Tensor ParamSet::grad_chunk(int u) const {
   return range_of(grads_, sharding_.shards_grads() ? unit.shard_begin : unit.begin + sharding_.rank * c, c);
 }
 
-void ParamSet::bind_unit_values(int u, const Tensor& buffer) {
+void ParamSet::point_unit(int u, const Tensor& buffer, Tensor ParamViews::*field) {
   const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
-  for (int p : unit.params)
-    views_[static_cast<std::size_t>(p)].value =
-        Tensor(buffer.f32() + (offset_[static_cast<std::size_t>(p)] - unit.begin),
-               specs_[static_cast<std::size_t>(p)].shape, DType::f32, buffer.device);
+  for (int p : unit.params) {
+    const auto i = static_cast<std::size_t>(p);
+    views_[i].*field = Tensor(buffer.f32() + (offset_[i] - unit.begin), specs_[i].shape, DType::f32, buffer.device);
+  }
 }
 
-void ParamSet::bind_unit_grads(int u, const Tensor& buffer) {
-  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
-  for (int p : unit.params)
-    views_[static_cast<std::size_t>(p)].grad =
-        Tensor(buffer.f32() + (offset_[static_cast<std::size_t>(p)] - unit.begin),
-               specs_[static_cast<std::size_t>(p)].shape, DType::f32, buffer.device);
-}
+void ParamSet::bind_unit_values(int u, const Tensor& buffer) { point_unit(u, buffer, &ParamViews::value); }
+void ParamSet::bind_unit_grads(int u, const Tensor& buffer) { point_unit(u, buffer, &ParamViews::grad); }
 
 Tensor ParamSet::value_slot(int i) const {
   USTRAIN_ASSERT(!value_slots_.empty() && i >= 0 && i < kValueSlots, "no such value slot");

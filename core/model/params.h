@@ -137,6 +137,7 @@ class ParamSet {
   Tensor stored(ParamState state) const;
   bool whole(ParamState state) const;
   std::vector<ParamPiece> pieces(ParamState state, bool chunk_only) const;
+  void point_unit(int u, const Tensor& buffer, Tensor ParamViews::*field);
 
   std::vector<ParamSpec> specs_;
   std::vector<std::int64_t> offset_;  // per handle: first float in the flat index space
