@@ -9,7 +9,7 @@
 #     fp32 parameters): the Playbook expects 2 for stages 0-2 and at most 3 for stage 3
 #     (less when the layers forward used last are still gathered when backward starts);
 #   - the per-rank memory plan for parameters, gradients, optimizer state and communication
-#     buffers.
+#     buffers, and rank 0's measured peak resident memory.
 # Usage: scripts/bench-zero.sh [build/app/ustrain] [steps]
 set -euo pipefail
 ustrain=$(realpath "${1:-build/app/ustrain}")
@@ -51,6 +51,7 @@ field() { sed -n "s/.*\"kind\":\"train\".*\"$1\":\([-0-9.e+]*\).*/\1/p" "$2" | t
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # plan CATEGORY LOG: the per-rank bytes the memory plan printed for a category.
 plan() { sed -n "s/.*  $1 *\([0-9.]* [KMG]*i*B\)\$/\1/p" "$2" | head -1; }
+peak() { sed -n 's/.*peak resident \([0-9.]* [KMG]*i*B\).*/\1/p' "$1" | head -1; }
 
 run() {  # ranks zero overlap -> writes runs/NAME/metrics.jsonl and NAME.log
   local n=$1 zero=$2 overlap=$3 name=r$1-z$2-o$3
@@ -61,8 +62,8 @@ run() {  # ranks zero overlap -> writes runs/NAME/metrics.jsonl and NAME.log
 }
 
 echo "ZeRO benchmark: $(getconf _NPROCESSORS_ONLN) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $steps steps per run"
-printf '%-5s %-5s %9s %8s %11s %11s %7s %9s %7s | %-10s %-10s %-10s %-10s\n' ranks stage "step ms" "vs z0" \
-  "reduce ms" "no-ovl ms" hidden "gather ms" "traffic" params grads optimizer comm
+printf '%-5s %-5s %9s %8s %11s %11s %7s %9s %7s | %-10s %-10s %-10s %-10s %-10s\n' ranks stage "step ms" "vs z0" \
+  "reduce ms" "no-ovl ms" hidden "gather ms" "traffic" params grads optimizer comm "peak RSS"
 for n in 2 4; do
   base=
   for zero in 0 1 2 3; do
@@ -78,9 +79,9 @@ for n in 2 4; do
     log=r$n-z$zero-otrue.log
     awk -v n="$n" -v z="$zero" -v s="$step" -v b="$base" -v e="$exposed" -v o="$exposed_off" -v g="$gather" \
       -v p="$psi" -v pa="$(plan parameters "$log")" -v gr="$(plan gradients "$log")" \
-      -v op="$(plan optimizer "$log")" -v co="$(plan communication "$log")" 'BEGIN {
+      -v op="$(plan optimizer "$log")" -v co="$(plan communication "$log")" -v rss="$(peak "$log")" 'BEGIN {
         hidden = o > 0 ? 1 - e / o : 0; if (hidden < 0) hidden = 0
-        printf "%-5d %-5d %9.1f %8.2f %11.2f %11.2f %6.0f%% %9.2f %6.2fΨ | %-10s %-10s %-10s %-10s\n",
-          n, z, 1000 * s, s / b, 1000 * e, 1000 * o, 100 * hidden, 1000 * g, p, pa, gr, op, co }'
+        printf "%-5d %-5d %9.1f %8.2f %11.2f %11.2f %6.0f%% %9.2f %6.2fΨ | %-10s %-10s %-10s %-10s %-10s\n",
+          n, z, 1000 * s, s / b, 1000 * e, 1000 * o, 100 * hidden, 1000 * g, p, pa, gr, op, co, rss }'
   done
 done
