@@ -259,6 +259,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
   if (layout.dp_size() > 1)
     spdlog::info("data parallelism: {} ranks, ZeRO stage {}", layout.dp_size(), recipe.parallel.zero);
+  else if (recipe.parallel.zero > 0)
+    spdlog::info("parallel.zero = {} shards nothing with one data-parallel rank", recipe.parallel.zero);
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
