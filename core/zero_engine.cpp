@@ -105,12 +105,15 @@ void ZeroEngine::acquire(int unit, bool backward) {
     // prefetches the same units. Only within a pass: a backward's last unit is followed by a
     // forward after the optimizer step, which changes the values.
     const Use use{unit, backward};
-    if (previous_use_) next_use_[*previous_use_] = use;
-    previous_use_ = use;
-    const auto next = next_use_.find(use);
-    if (overlap_ && next != next_use_.end() && next->second.second == backward &&
-        value_slot_of_[static_cast<std::size_t>(next->second.first)] < 0)
-      start_gather(next->second.first, /*demanded=*/false);
+    if (use_before_last_) next_use_[{*use_before_last_, *last_use_}] = use;
+    use_before_last_ = last_use_;
+    last_use_ = use;
+    if (overlap_ && use_before_last_) {
+      const auto next = next_use_.find({*use_before_last_, use});
+      if (next != next_use_.end() && next->second.second == backward &&
+          value_slot_of_[static_cast<std::size_t>(next->second.first)] < 0)
+        start_gather(next->second.first, /*demanded=*/false);
+    }
   }
   if (backward && !grad_slots_.empty() && grad_slot_of_[static_cast<std::size_t>(unit)] < 0) {
     const int index = take_grad_slot();
@@ -228,7 +231,6 @@ void ZeroEngine::optimizer_step(const AdamWParams& p) {
   }
   if (params_.sharding().shards_values()) {
     drop_gathered();  // the next forward gathers the new values
-    previous_use_.reset();
     return;
   }
   if (!params_.sharding().shards_optimizer()) return;

@@ -12,8 +12,8 @@
 //            happens there.
 //   stage 3  values persist as shards too. Each unit is all-gathered into a buffer just before
 //            the model uses it (acquire) and may be overwritten once released; the engine
-//            learns the order in which the model acquires units and gathers the next one while
-//            the current one computes.
+//            learns the order in which the model acquires units (the next one after each pair
+//            of consecutive ones) and gathers the next one while the current one computes.
 //
 // The model drives it through ParamUseHooks; the trainer through the step calls below. Every
 // rank makes the same calls in the same order, so collectives match.
@@ -81,6 +81,9 @@ class ZeroEngine : public ParamUseHooks {
     Work work;
   };
   using Use = std::pair<int, bool>;  // (unit, backward)
+  // The last two uses predict the next: one use alone is ambiguous where a unit appears twice
+  // in a pass (a tied embedding is also the head).
+  using History = std::pair<Use, Use>;
 
   int start_gather(int unit, bool demanded);
   void drop_gathered();
@@ -102,8 +105,8 @@ class ZeroEngine : public ParamUseHooks {
   std::vector<int> value_slot_of_;  // unit -> slot or -1
   std::vector<GradSlot> grad_slots_;
   std::vector<int> grad_slot_of_;   // unit -> slot being written, or -1
-  std::map<Use, Use> next_use_;     // learnt order of acquisitions, for prefetching
-  std::optional<Use> previous_use_;
+  std::map<History, Use> next_use_;  // learnt order of acquisitions, for prefetching
+  std::optional<Use> last_use_, use_before_last_;
   std::uint64_t clock_ = 0;
   double exposed_reduce_seconds_ = 0, exposed_gather_seconds_ = 0;
 };
