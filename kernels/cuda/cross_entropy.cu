@@ -1,0 +1,221 @@
+// Fused softmax cross-entropy: one block per row. The forward pass keeps a running
+// (max, sum of exp) per thread, so the logits are read once and no probability is stored;
+// the backward pass recomputes each probability from the saved lse.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/act_types.cuh"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace ustrain::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+
+// Softmax statistics of a set of logits: their max and sum_v exp(x_v - max).
+struct SoftmaxStats {
+  float max;
+  float sum;
+};
+
+// The shift used for exp: the max, or 0 while every logit seen is -inf (avoids -inf - -inf).
+__device__ __forceinline__ float shift_of(float max) { return max == -INFINITY ? 0.0f : max; }
+
+__device__ __forceinline__ SoftmaxStats merge(SoftmaxStats a, SoftmaxStats b) {
+  const float max = fmaxf(a.max, b.max);
+  const float shift = shift_of(max);
+  return {max, a.sum * __expf(a.max - shift) + b.sum * __expf(b.max - shift)};
+}
+
+// Adds kN logits: rescale the running sum once if the max grows, then add their exps.
+template <int kN>
+__device__ __forceinline__ void accumulate(SoftmaxStats& st, const float (&x)[kN]) {
+  float local_max = x[0];
+#pragma unroll
+  for (int k = 1; k < kN; ++k) local_max = fmaxf(local_max, x[k]);
+  if (local_max > st.max) {
+    st.sum *= __expf(st.max - local_max);
+    st.max = local_max;
+  }
+  const float shift = shift_of(st.max);
+#pragma unroll
+  for (int k = 0; k < kN; ++k) st.sum += __expf(x[k] - shift);
+}
+
+// Combines the stats of all threads in a fixed tree; the result is valid in thread 0.
+__device__ SoftmaxStats block_merge(SoftmaxStats st) {
+  __shared__ SoftmaxStats warp_stats[kWarps];
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    st = merge(st, {__shfl_xor_sync(0xffffffffu, st.max, offset), __shfl_xor_sync(0xffffffffu, st.sum, offset)});
+  if (lane == 0) warp_stats[warp] = st;
+  __syncthreads();
+  if (warp == 0) {
+    st = lane < kWarps ? warp_stats[lane] : SoftmaxStats{-INFINITY, 0.0f};
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      st = merge(st, {__shfl_xor_sync(0xffffffffu, st.max, offset), __shfl_xor_sync(0xffffffffu, st.sum, offset)});
+  }
+  return st;
+}
+
+// Grid: one block per row. kVec > 1 needs every row 16-byte aligned (checked by the launcher).
+template <class T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(float* losses, float* lse, const T* logits, const std::int32_t* targets, std::int64_t vocab) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  if (target < 0 || target >= vocab) {  // whole block leaves together
+    if (threadIdx.x == 0) {
+      const float value = target < 0 ? 0.0f : __int_as_float(0x7fc00000);  // NaN marks a bad target
+      losses[row] = value;
+      lse[row] = value;
+    }
+    return;
+  }
+  const T* z = logits + row * vocab;  // (V)
+  SoftmaxStats st{-INFINITY, 0.0f};
+  const std::int64_t packs = vocab / kVec;
+  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const Pack<T, kVec> pack = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
+    float x[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = to_float(pack.v[k]);
+    accumulate(st, x);
+  }
+  for (std::int64_t v = packs * kVec + threadIdx.x; v < vocab; v += kThreads) {
+    const float x[1] = {to_float(z[v])};
+    accumulate(st, x);
+  }
+  st = block_merge(st);
+  if (threadIdx.x == 0) {
+    // Like the CPU op: lse in double, then loss = lse - logit[target].
+    const double row_lse = static_cast<double>(st.max) + log(static_cast<double>(st.sum));
+    lse[row] = static_cast<float>(row_lse);
+    losses[row] = static_cast<float>(row_lse - static_cast<double>(to_float(z[target])));
+  }
+}
+
+__device__ __forceinline__ float gradient(float logit, float row_lse, float dloss, bool is_target) {
+  const float g = __expf(logit - row_lse) * dloss;
+  return is_target ? g - dloss : g;
+}
+
+// Grid: one block per row. dlogits may alias logits: each thread reads an element, then
+// writes that same element, and no other thread touches it.
+template <class T, int kVec>
+__global__ void __launch_bounds__(kThreads) backward_kernel(T* dlogits, const T* logits, const float* lse,
+                                                            const std::int32_t* targets, std::int64_t vocab,
+                                                            float dloss) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  T* d = dlogits + row * vocab;       // (V)
+  const T* z = logits + row * vocab;  // (V)
+  if (target < 0 || target >= vocab) {
+    const T value = from_float<T>(target < 0 ? 0.0f : __int_as_float(0x7fc00000));
+    for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) d[v] = value;
+    return;
+  }
+  const float row_lse = lse[row];
+  const std::int64_t packs = vocab / kVec;
+  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const Pack<T, kVec> in = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
+    Pack<T, kVec> out;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      out.v[k] = from_float<T>(gradient(to_float(in.v[k]), row_lse, dloss, p * kVec + k == target));
+    reinterpret_cast<Pack<T, kVec>*>(d)[p] = out;
+  }
+  for (std::int64_t v = packs * kVec + threadIdx.x; v < vocab; v += kThreads)
+    d[v] = from_float<T>(gradient(to_float(z[v]), row_lse, dloss, v == target));
+}
+
+bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// 16-byte loads need every row to start on a 16-byte boundary.
+template <class T>
+bool rows_vectorisable(std::int64_t vocab, const void* a, const void* b) {
+  return aligned_16(a) && aligned_16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
+}
+
+template <class T>
+void launch_forward(float* losses, float* lse, const void* logits, const std::int32_t* targets, std::int64_t rows,
+                    std::int64_t vocab, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  const T* z = static_cast<const T*>(logits);
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (rows_vectorisable<T>(vocab, logits, logits))
+    forward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(losses, lse, z, targets, vocab);
+  else
+    forward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(losses, lse, z, targets, vocab);
+  USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
+                     std::int64_t rows, std::int64_t vocab, float dloss, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  T* d = static_cast<T*>(dlogits);
+  const T* z = static_cast<const T*>(logits);
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (rows_vectorisable<T>(vocab, dlogits, logits))
+    backward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, vocab, dloss);
+  else
+    backward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, vocab, dloss);
+  USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+std::string shape_text(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
+  return std::string(op) + ": logits (" + std::to_string(rows) + ", " + std::to_string(vocab) + ") in " +
+         dtype_name(act);
+}
+
+void check_shape(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
+  USTRAIN_ASSERT(rows >= 0 && vocab > 0, shape_text(op, act, rows, vocab) + ": empty vocabulary or negative rows");
+  USTRAIN_ASSERT(rows <= 0x7fffffff, shape_text(op, act, rows, vocab) + ": more rows than one grid holds");
+}
+
+}  // namespace
+
+void cross_entropy_forward(float* losses, float* lse, const void* logits, const std::int32_t* targets,
+                           std::int64_t rows, std::int64_t vocab, DType act, cudaStream_t stream) {
+  check_shape("cross_entropy_forward", act, rows, vocab);
+  if (rows == 0) return;
+  switch (act) {
+    case DType::f32:
+      return launch_forward<float>(losses, lse, logits, targets, rows, vocab, stream);
+    case DType::bf16:
+      return launch_forward<__nv_bfloat16>(losses, lse, logits, targets, rows, vocab, stream);
+    case DType::f16:
+      return launch_forward<__half>(losses, lse, logits, targets, rows, vocab, stream);
+    default:
+      USTRAIN_ASSERT(false, shape_text("cross_entropy_forward", act, rows, vocab) + ": unsupported dtype");
+  }
+}
+
+void cross_entropy_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
+                            std::int64_t rows, std::int64_t vocab, float dloss, DType act, cudaStream_t stream) {
+  check_shape("cross_entropy_backward", act, rows, vocab);
+  if (rows == 0) return;
+  switch (act) {
+    case DType::f32:
+      return launch_backward<float>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
+    case DType::bf16:
+      return launch_backward<__nv_bfloat16>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
+    case DType::f16:
+      return launch_backward<__half>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
+    default:
+      USTRAIN_ASSERT(false, shape_text("cross_entropy_backward", act, rows, vocab) + ": unsupported dtype");
+  }
+}
+
+}  // namespace ustrain::cuda

@@ -1,0 +1,35 @@
+// Embedding lookup and its deterministic scatter-add backward on CUDA, as
+// kernels/cpu/cpu_embedding.cpp. The table and dout are in the activation dtype `act`
+// (f32, bf16 or f16); dtable is fp32. Asynchronous on `stream`.
+//
+// Ids come from the host, where the backend checks them against the vocabulary before they
+// are copied; here an id outside [0, V) only has to be harmless: its forward row is zeros
+// and its backward row is skipped. Nothing reads or writes out of bounds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/tensor.h"
+
+namespace ustrain::cuda {
+
+// out (N, D) = table (V, D)[ids (N)].
+void embedding_forward(void* out, const std::int32_t* ids, const void* table, std::int64_t n, std::int64_t vocab,
+                       std::int64_t dim, DType act, cudaStream_t stream);
+
+// Scratch for embedding_backward with n ids: the sorted (id, position) pairs and the radix
+// sort's temporary storage. Asks the sort for its size, so the current device must be the
+// one the backward will run on (it launches nothing).
+std::size_t embedding_backward_workspace_bytes(std::int64_t n);
+
+// dtable (V, D) += dout (N, D) scattered at ids (N). Deterministic, bitwise the same on every
+// run and, for f32, the same as the CPU backend: each table row gets the rows of dout of its
+// id added one at a time in position order. `workspace` holds
+// embedding_backward_workspace_bytes(n) bytes (any alignment: the parts are aligned inside).
+void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout, std::int64_t n,
+                        std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream);
+
+}  // namespace ustrain::cuda

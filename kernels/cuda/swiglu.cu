@@ -1,0 +1,151 @@
+// SwiGLU kernels (see swiglu.h): one block per row, 16-byte packs when F allows. Each thread
+// reads the gate and up elements it owns before writing them, so dgate_up may alias gate_up.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/act_types.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/swiglu.h"
+
+namespace ustrain::cuda {
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // rows beyond are strided
+
+// Full-precision expf (no fast-math intrinsic): the CPU reference is within 2 ulp of exp.
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// out (N, F), gate_up (N, 2F); N elements per pack, F % N == 0.
+template <class T, int N>
+__global__ void swiglu_forward_kernel(T* out, const T* gate_up, std::int64_t rows, std::int64_t ffn) {
+  const std::int64_t packs = ffn / N;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const auto* gate = reinterpret_cast<const Pack<T, N>*>(gate_up + row * 2 * ffn);
+    const auto* up = reinterpret_cast<const Pack<T, N>*>(gate_up + row * 2 * ffn + ffn);
+    auto* o = reinterpret_cast<Pack<T, N>*>(out + row * ffn);
+    for (std::int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> g = gate[p];
+      const Pack<T, N> u = up[p];
+      Pack<T, N> y;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float gk = to_float(g.v[k]);
+        y.v[k] = from_float<T>(gk * sigmoid(gk) * to_float(u.v[k]));
+      }
+      o[p] = y;
+    }
+  }
+}
+
+// dgate_up (N, 2F) = [dout * up * silu'(gate) | dout * silu(gate)],
+// silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))).
+template <class T, int N>
+__global__ void swiglu_backward_kernel(T* dgate_up, const T* dout, const T* gate_up, std::int64_t rows,
+                                       std::int64_t ffn) {
+  const std::int64_t packs = ffn / N;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const auto* gate = reinterpret_cast<const Pack<T, N>*>(gate_up + row * 2 * ffn);
+    const auto* up = reinterpret_cast<const Pack<T, N>*>(gate_up + row * 2 * ffn + ffn);
+    const auto* dy = reinterpret_cast<const Pack<T, N>*>(dout + row * ffn);
+    auto* dgate = reinterpret_cast<Pack<T, N>*>(dgate_up + row * 2 * ffn);
+    auto* dup = reinterpret_cast<Pack<T, N>*>(dgate_up + row * 2 * ffn + ffn);
+    for (std::int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> g = gate[p];
+      const Pack<T, N> u = up[p];
+      const Pack<T, N> d = dy[p];
+      Pack<T, N> dg;
+      Pack<T, N> du;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float gk = to_float(g.v[k]);
+        const float uk = to_float(u.v[k]);
+        const float dk = to_float(d.v[k]);
+        const float sig = sigmoid(gk);
+        dg.v[k] = from_float<T>(dk * uk * sig * (1.0f + gk * (1.0f - sig)));
+        du.v[k] = from_float<T>(dk * gk * sig);
+      }
+      dgate[p] = dg;
+      dup[p] = du;
+    }
+  }
+}
+
+bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+template <class Launch>
+void with_float_type(DType t, Launch&& launch) {
+  switch (t) {
+    case DType::f32: launch(float{}); return;
+    case DType::bf16: launch(__nv_bfloat16{}); return;
+    case DType::f16: launch(__half{}); return;
+    default: USTRAIN_ASSERT(false, std::string("not a float dtype: ") + dtype_name(t));
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+std::string describe(const char* op, DType act, std::int64_t rows, std::int64_t ffn) {
+  return std::string(op) + ": unsupported dtype " + dtype_name(act) + " or shape gate_up (" + std::to_string(rows) +
+         ", 2 * " + std::to_string(ffn) + ")";
+}
+
+// One block per row with a multiple of 32 threads covering `packs` packs, at most kMaxThreads.
+struct RowLaunch {
+  unsigned blocks;
+  int threads;
+};
+RowLaunch row_launch(std::int64_t rows, std::int64_t packs) {
+  return {static_cast<unsigned>(std::min(rows, kMaxBlocks)),
+          static_cast<int>(std::clamp<std::int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads))};
+}
+
+}  // namespace
+
+void swiglu_forward(void* out, const void* gate_up, std::int64_t rows, std::int64_t ffn, DType act,
+                    cudaStream_t stream) {
+  USTRAIN_ASSERT(is_float_type(act) && rows >= 0 && ffn >= 0, describe("swiglu_forward", act, rows, ffn));
+  if (rows == 0 || ffn == 0) return;
+  with_float_type(act, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kPack = 16 / sizeof(T);
+    auto* o = static_cast<T*>(out);
+    const auto* gu = static_cast<const T*>(gate_up);
+    if (ffn % kPack == 0 && aligned16(out) && aligned16(gate_up)) {
+      const RowLaunch l = row_launch(rows, ffn / kPack);
+      swiglu_forward_kernel<T, kPack><<<l.blocks, l.threads, 0, stream>>>(o, gu, rows, ffn);
+    } else {
+      const RowLaunch l = row_launch(rows, ffn);
+      swiglu_forward_kernel<T, 1><<<l.blocks, l.threads, 0, stream>>>(o, gu, rows, ffn);
+    }
+    USTRAIN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void swiglu_backward(void* dgate_up, const void* dout, const void* gate_up, std::int64_t rows, std::int64_t ffn,
+                     DType act, cudaStream_t stream) {
+  USTRAIN_ASSERT(is_float_type(act) && rows >= 0 && ffn >= 0, describe("swiglu_backward", act, rows, ffn));
+  if (rows == 0 || ffn == 0) return;
+  with_float_type(act, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kPack = 16 / sizeof(T);
+    auto* d = static_cast<T*>(dgate_up);
+    const auto* dy = static_cast<const T*>(dout);
+    const auto* gu = static_cast<const T*>(gate_up);
+    if (ffn % kPack == 0 && aligned16(dgate_up) && aligned16(dout) && aligned16(gate_up)) {
+      const RowLaunch l = row_launch(rows, ffn / kPack);
+      swiglu_backward_kernel<T, kPack><<<l.blocks, l.threads, 0, stream>>>(d, dy, gu, rows, ffn);
+    } else {
+      const RowLaunch l = row_launch(rows, ffn);
+      swiglu_backward_kernel<T, 1><<<l.blocks, l.threads, 0, stream>>>(d, dy, gu, rows, ffn);
+    }
+    USTRAIN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace ustrain::cuda
