@@ -1,0 +1,127 @@
+// Where causal GQA attention finds its operands when cuDNN runs it: 4-D (b, h, s, d) views
+// with explicit strides straight into the fused buffers, so nothing is copied or transposed.
+//
+//   qkv, dqkv (B, S, W), W = (H + 2 Hkv) Dh: each token row is [q heads | k heads | v heads]
+//   out, dout (B, S, H Dh)
+//   lse       (B, H, S) fp32, log(sum_j exp(scale * q_i.k_j)) over j <= i
+//
+// Pure C++ (no CUDA), so the arithmetic is unit-tested on any machine.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/tensor.h"
+
+namespace ustrain::cuda {
+
+struct AttentionDims {
+  std::int64_t batch = 0, seq = 0;
+  std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+
+  std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  std::int64_t out_width() const { return heads * head_dim; }
+};
+
+// A strided 4-D view of a buffer: element (i0, i1, i2, i3) is at
+// offset + i0 * strides[0] + ... + i3 * strides[3] elements from the buffer's start.
+struct StridedView {
+  std::array<std::int64_t, 4> dims{};
+  std::array<std::int64_t, 4> strides{};
+  std::int64_t offset = 0;
+
+  std::int64_t element(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) const {
+    return offset + i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
+  }
+  std::int64_t numel() const { return dims[0] * dims[1] * dims[2] * dims[3]; }
+};
+
+// Row-major (packed) strides for dims, offset 0.
+inline StridedView packed_view(std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t d3) {
+  return {{d0, d1, d2, d3}, {d1 * d2 * d3, d2 * d3, d3, 1}, 0};
+}
+
+// The same elements with the last two dimensions swapped, e.g. K^T (b, h, d, s) from K (b, h, s, d).
+inline StridedView transposed(StridedView v) {
+  std::swap(v.dims[2], v.dims[3]);
+  std::swap(v.strides[2], v.strides[3]);
+  return v;
+}
+
+// Q in qkv (and dQ in dqkv): (B, H, S, Dh).
+inline StridedView query_view(const AttentionDims& a) {
+  const std::int64_t W = a.qkv_width();
+  return {{a.batch, a.heads, a.seq, a.head_dim}, {a.seq * W, a.head_dim, W, 1}, 0};
+}
+
+// K in qkv (and dK in dqkv): (B, Hkv, S, Dh), after the H query heads.
+inline StridedView key_view(const AttentionDims& a) {
+  StridedView v = query_view(a);
+  v.dims[1] = a.kv_heads;
+  v.offset = a.heads * a.head_dim;
+  return v;
+}
+
+// V in qkv (and dV in dqkv): (B, Hkv, S, Dh), after the H query and Hkv key heads.
+inline StridedView value_view(const AttentionDims& a) {
+  StridedView v = key_view(a);
+  v.offset = (a.heads + a.kv_heads) * a.head_dim;
+  return v;
+}
+
+// O in out (and dO in dout), both (B, S, H Dh): (B, H, S, Dh).
+inline StridedView output_view(const AttentionDims& a) {
+  const std::int64_t OW = a.out_width();
+  return {{a.batch, a.heads, a.seq, a.head_dim}, {a.seq * OW, a.head_dim, OW, 1}, 0};
+}
+
+// lse (B, H, S) as cuDNN's softmax statistics (B, H, S, 1).
+inline StridedView stats_view(const AttentionDims& a) { return packed_view(a.batch, a.heads, a.seq, 1); }
+
+// cuDNN's fused backward needs two fp32 scratch tensors beside its own workspace:
+//   dQ accumulator (B, H, S, Dh), summed over key tiles before the cast into dqkv;
+//   row_dot        (B, H, S, 1) = rowsum(dO * O), the softmax-gradient correction.
+// Both live at the start of the workspace buffer; the plan's own workspace follows them.
+constexpr std::size_t kScratchAlignment = 256;
+
+inline std::size_t align_scratch(std::size_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
+struct BackwardScratch {
+  std::size_t dq_accum_offset = 0;  // bytes into the workspace
+  std::size_t row_dot_offset = 0;
+  std::size_t bytes = 0;  // both regions, aligned: where the plan's workspace starts
+};
+
+inline BackwardScratch backward_scratch(const AttentionDims& a) {
+  const auto rows = static_cast<std::size_t>(a.batch * a.heads * a.seq);
+  BackwardScratch s;
+  s.dq_accum_offset = 0;
+  s.row_dot_offset = align_scratch(rows * static_cast<std::size_t>(a.head_dim) * sizeof(float));
+  s.bytes = s.row_dot_offset + align_scratch(rows * sizeof(float));
+  return s;
+}
+
+inline StridedView dq_accum_view(const AttentionDims& a) {
+  return packed_view(a.batch, a.heads, a.seq, a.head_dim);
+}
+inline StridedView row_dot_view(const AttentionDims& a) { return packed_view(a.batch, a.heads, a.seq, 1); }
+
+// Largest head dimension we hand to cuDNN. 9.19 serves up to 256 on Hopper for both passes,
+// but 128 is where the fused forward and backward are established on sm_80 through sm_100.
+constexpr std::int64_t kMaxCudnnHeadDim = 128;
+
+// Whether the shape is one cuDNN's fused flash attention may take (cuDNN can still decline).
+// Half-precision activations only; head_dim a multiple of 8 keeps every view 16-byte aligned
+// (cuDNN's tensor-core requirement); one-token sequences are refused by its backward.
+inline bool cudnn_supports(const AttentionDims& a, DType act) {
+  if (act != DType::bf16 && act != DType::f16) return false;
+  if (a.batch < 1 || a.seq < 2) return false;
+  if (a.heads < 1 || a.kv_heads < 1 || a.heads % a.kv_heads != 0) return false;
+  return a.head_dim >= 8 && a.head_dim % 8 == 0 && a.head_dim <= kMaxCudnnHeadDim;
+}
+
+}  // namespace ustrain::cuda

@@ -1,0 +1,54 @@
+// Causal grouped-query flash attention through cuDNN's fused kernels, for bf16 and f16.
+//
+// Computes exactly what kernels/cpu/cpu_attention.cpp computes (softmax scale 1/sqrt(Dh),
+// query head h reads kv head h / (H / Hkv), lse the natural-log statistic of the scaled
+// scores), reading and writing the fused buffers in place (kernels/cuda/attention_layout.h).
+//
+// forward and backward return false, doing nothing, when the shape is outside
+// cudnn_supports(), a buffer is not 16-byte aligned, or cuDNN has no engine for the shape
+// (remembered, so later calls return at once): the caller then runs its own kernel. Any
+// other cuDNN failure throws, naming the call and cuDNN's status.
+//
+// A shape's first call builds and caches its execution plan (cuDNN may compile kernels
+// then: seconds, once). One device workspace serves every plan; it is reallocated only when
+// a new plan needs more, so only in the first step. Calls are asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace ustrain::cuda {
+
+class CudnnAttention {
+ public:
+  // Creates the cuDNN handle: needs a GPU, with the device the calls will use current.
+  CudnnAttention();
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // qkv (B, S, (H + 2 Hkv) Dh) -> out (B, S, H Dh), lse (B, H, S) fp32.
+  bool forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv, int Dh,
+               DType act, cudaStream_t stream);
+  // dqkv (B, S, (H + 2 Hkv) Dh) overwritten from dout (B, S, H Dh), qkv, out and lse.
+  bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, std::int64_t B,
+                std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream);
+
+  // Device workspace held now, in bytes (for the memory report).
+  std::size_t workspace_bytes() const;
+  // Why cuDNN refused the most recently refused shape ("" if none): worth one log line,
+  // since that shape then always runs the fallback kernel.
+  const std::string& last_refusal() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ustrain::cuda

@@ -1,0 +1,317 @@
+// The forward and backward flash-attention graphs, operation by operation. Shapes are
+// (b, h, s_q, s_kv) for scores and (b, h, s, 1) for per-row statistics. Everything inside
+// the fused kernel is a virtual fp32 tensor, except the matmul operands cuDNN reads in the
+// activation dtype: P for O = P V, P^T and dS^T (and the per-query-head partial sums under
+// GQA) for the dV and dK matmuls, and K for dQ = dS K.
+#include "kernels/cuda/cudnn_attention_graph.h"
+
+#include <string>
+#include <utility>
+
+namespace ustrain::cuda {
+namespace {
+
+using TensorDesc = cudnnBackendDescriptor_t;
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(AttentionGraph& out) : out_(out) {}
+
+  // Memory the execution supplies; cuDNN may assume 16-byte alignment.
+  TensorDesc io_tensor(const std::string& name, std::int64_t uid, cudnnDataType_t type, const StridedView& view) {
+    out_.uids.push_back(uid);
+    return tensor(name, uid, type, view, /*is_virtual=*/false, /*by_value=*/false);
+  }
+  // An fp32 scalar read from host memory at execution.
+  TensorDesc scalar(const std::string& name, std::int64_t uid) {
+    out_.uids.push_back(uid);
+    return tensor(name, uid, CUDNN_DATA_FLOAT, packed_view(1, 1, 1, 1), false, /*by_value=*/true);
+  }
+  // An intermediate that exists only inside the fused kernel (its strides are nominal).
+  TensorDesc virtual_tensor(const std::string& name, cudnnDataType_t type, const StridedView& view) {
+    return tensor(name, next_virtual_uid_++, type, view, /*is_virtual=*/true, false);
+  }
+
+  // c = a b over the last two dimensions, batched over the first two (broadcast where a
+  // kv-head dimension meets a query-head one: query head h reads kv head h / (H / Hkv)).
+  void matmul(const std::string& name, TensorDesc a, TensorDesc b, TensorDesc c) {
+    CudnnDescriptor desc(CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul " + name);
+    desc.set_data_type(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_MATMUL_COMP_TYPE), CUDNN_DATA_FLOAT).finalize();
+    CudnnDescriptor op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "op " + name);
+    op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_MATMUL_ADESC), a)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_MATMUL_BDESC), b)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_MATMUL_CDESC), c)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_MATMUL_DESC), desc.get())
+        .finalize();
+    keep(std::move(desc));
+    add_op(std::move(op));
+  }
+
+  void unary(const std::string& name, cudnnPointwiseMode_t mode, TensorDesc x, TensorDesc y) {
+    pointwise(name, mode, CUDNN_DATA_FLOAT, x, nullptr, nullptr, y);
+  }
+  void binary(const std::string& name, cudnnPointwiseMode_t mode, TensorDesc x, TensorDesc b, TensorDesc y) {
+    pointwise(name, mode, CUDNN_DATA_FLOAT, x, b, nullptr, y);
+  }
+
+  // Masks x (b, h, s_q, s_kv) to the causal triangle (key j <= query i) with -inf.
+  TensorDesc causal_mask(const std::string& name, TensorDesc x, TensorDesc neg_inf, const StridedView& scores) {
+    const TensorDesc row = virtual_tensor(name + " row index", CUDNN_DATA_INT32, scores);
+    const TensorDesc col = virtual_tensor(name + " column index", CUDNN_DATA_INT32, scores);
+    const TensorDesc keep_it = virtual_tensor(name + " row >= column", CUDNN_DATA_BOOLEAN, scores);
+    const TensorDesc y = virtual_tensor(name + " masked", CUDNN_DATA_FLOAT, scores);
+    pointwise(name + " row index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, row, 2);
+    pointwise(name + " column index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, col, 3);
+    pointwise(name + " row >= column", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep_it);
+    // y = keep ? x : -inf
+    pointwise(name + " select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x, neg_inf, keep_it, y);
+    return y;
+  }
+
+  void reduction(const std::string& name, cudnnReduceTensorOp_t reduce, TensorDesc x, TensorDesc y) {
+    CudnnDescriptor desc(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction " + name);
+    desc.set_data_type(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_REDUCTION_COMP_TYPE), CUDNN_DATA_FLOAT)
+        .set_reduction_op(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_REDUCTION_OPERATOR), reduce)
+        .finalize();
+    CudnnDescriptor op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "op " + name);
+    op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_REDUCTION_DESC), desc.get())
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_REDUCTION_XDESC), x)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_REDUCTION_YDESC), y)
+        .finalize();
+    keep(std::move(desc));
+    add_op(std::move(op));
+  }
+
+  // y views x's elements with other dims/strides (and may convert the dtype).
+  void reshape(const std::string& name, TensorDesc x, TensorDesc y) {
+    CudnnDescriptor op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, "op " + name);
+    op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_RESHAPE_XDESC), x)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_RESHAPE_YDESC), y)
+        .finalize();
+    add_op(std::move(op));
+  }
+
+  void finish(cudnnHandle_t handle) {
+    CudnnDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    graph.set_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS), ops_);
+    // Optional since cuDNN 9.8 (and deprecated); without it the graph still builds, which
+    // lets the graphs be checked on machines without a GPU.
+    if (handle != nullptr) graph.set_handle(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE), handle);
+    graph.finalize();
+    out_.graph = std::move(graph);
+  }
+
+ private:
+  TensorDesc tensor(const std::string& name, std::int64_t uid, cudnnDataType_t type, const StridedView& view,
+                bool is_virtual, bool by_value) {
+    CudnnDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor " + name);
+    t.set_data_type(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_DATA_TYPE), type)
+        .set_int64s(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), view.dims.data(), 4)
+        .set_int64s(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_STRIDES), view.strides.data(), 4)
+        .set_int64(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_UNIQUE_ID), uid)
+        .set_int64(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT), 16)
+        .set_bool(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_IS_VIRTUAL), is_virtual);
+    if (by_value) t.set_bool(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_TENSOR_IS_BY_VALUE), true);
+    t.finalize();
+    return keep(std::move(t));
+  }
+
+  // y = mode(x[, b[, t]]), computed in `math`; `axis` only for GEN_INDEX.
+  void pointwise(const std::string& name, cudnnPointwiseMode_t mode, cudnnDataType_t math, TensorDesc x, TensorDesc b,
+                 TensorDesc t, TensorDesc y, std::int64_t axis = -1) {
+    CudnnDescriptor desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise " + name);
+    desc.set_pointwise_mode(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_POINTWISE_MODE), mode)
+        .set_data_type(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_POINTWISE_MATH_PREC), math);
+    if (mode == CUDNN_POINTWISE_GEN_INDEX) desc.set_int64(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_POINTWISE_AXIS), axis);
+    desc.finalize();
+    CudnnDescriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "op " + name);
+    op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), desc.get())
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_XDESC), x)
+        .set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_YDESC), y);
+    if (b != nullptr) op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_BDESC), b);
+    if (t != nullptr) op.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_TDESC), t);
+    op.set_float(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1), 1.0f)
+        .set_float(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2), 1.0f)
+        .finalize();
+    keep(std::move(desc));
+    add_op(std::move(op));
+  }
+
+  TensorDesc keep(CudnnDescriptor&& d) {
+    out_.parts.push_back(std::move(d));
+    return out_.parts.back().get();
+  }
+  void add_op(CudnnDescriptor&& op) { ops_.push_back(keep(std::move(op))); }
+
+  AttentionGraph& out_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
+  std::int64_t next_virtual_uid_ = kFirstVirtualUid;
+};
+
+// out (b, hkv, s, d) = x y summed over the query heads of each group: a plain matmul when
+// every query head has its own kv head, else a per-query-head matmul reduced over the group.
+void matmul_summed_over_groups(GraphBuilder& g, const std::string& name, const AttentionDims& a, cudnnDataType_t io,
+                               TensorDesc x, TensorDesc y, TensorDesc out) {
+  if (a.heads == a.kv_heads) {
+    g.matmul(name, x, y, out);
+    return;
+  }
+  const TensorDesc per_head =
+      g.virtual_tensor(name + " per query head", io, packed_view(a.batch, a.heads, a.seq, a.head_dim));
+  g.matmul(name, x, y, per_head);
+  g.reduction(name + " summed over the group", CUDNN_REDUCE_TENSOR_ADD, per_head, out);
+}
+
+}  // namespace
+
+AttentionGraph attention_forward_graph(cudnnHandle_t handle, const AttentionDims& a, cudnnDataType_t io) {
+  AttentionGraph graph;
+  GraphBuilder g(graph);
+  const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
+  const StridedView rows = packed_view(a.batch, a.heads, a.seq, 1);
+  constexpr cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+
+  const TensorDesc q = g.io_tensor("Q", kUidQ, io, query_view(a));
+  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(key_view(a)));
+  const TensorDesc v = g.io_tensor("V", kUidV, io, value_view(a));
+  const TensorDesc o = g.io_tensor("O", kUidO, io, output_view(a));
+  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, stats_view(a));
+  const TensorDesc scale = g.scalar("scale", kUidScale);
+  const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
+
+  // Scores: scale * Q K^T, causal.
+  const TensorDesc qk = g.virtual_tensor("Q K^T", f32, scores);
+  g.matmul("Q K^T", q, kt, qk);
+  const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
+  g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
+  const TensorDesc masked = g.causal_mask("causal", scaled, neg_inf, scores);
+
+  // Softmax, saving lse = max + log(sum(exp(scores - max))): natural log of the scaled scores,
+  // the statistic the backward pass and our CPU reference use.
+  const TensorDesc row_max = g.virtual_tensor("row max", f32, rows);
+  g.reduction("row max", CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
+  const TensorDesc shifted = g.virtual_tensor("scores - max", f32, scores);
+  g.binary("scores - max", CUDNN_POINTWISE_SUB, masked, row_max, shifted);
+  const TensorDesc e = g.virtual_tensor("exp(scores - max)", f32, scores);
+  g.unary("exp(scores - max)", CUDNN_POINTWISE_EXP, shifted, e);
+  const TensorDesc row_sum = g.virtual_tensor("row sum", f32, rows);
+  g.reduction("row sum", CUDNN_REDUCE_TENSOR_ADD, e, row_sum);
+  const TensorDesc log_sum = g.virtual_tensor("log(row sum)", f32, rows);
+  g.unary("log(row sum)", CUDNN_POINTWISE_LOG, row_sum, log_sum);
+  g.binary("lse = max + log(sum)", CUDNN_POINTWISE_ADD, row_max, log_sum, lse);
+  const TensorDesc p = g.virtual_tensor("P", io, scores);  // the P V matmul reads P in the activation dtype
+  g.binary("P = exp / sum", CUDNN_POINTWISE_DIV, e, row_sum, p);
+
+  g.matmul("O = P V", p, v, o);
+  g.finish(handle);
+  return graph;
+}
+
+AttentionGraph attention_backward_graph(cudnnHandle_t handle, const AttentionDims& a, cudnnDataType_t io) {
+  AttentionGraph graph;
+  GraphBuilder g(graph);
+  const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
+  const StridedView rows = packed_view(a.batch, a.heads, a.seq, 1);
+  constexpr cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+
+  const TensorDesc q = g.io_tensor("Q", kUidQ, io, query_view(a));
+  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(key_view(a)));
+  const TensorDesc vt = g.io_tensor("V^T", kUidV, io, transposed(value_view(a)));
+  const TensorDesc o = g.io_tensor("O", kUidO, io, output_view(a));
+  const TensorDesc d_o = g.io_tensor("dO", kUidDO, io, output_view(a));
+  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, stats_view(a));
+  const TensorDesc dq = g.io_tensor("dQ", kUidDQ, io, query_view(a));
+  const TensorDesc dk = g.io_tensor("dK", kUidDK, io, key_view(a));
+  const TensorDesc dv = g.io_tensor("dV", kUidDV, io, value_view(a));
+  const TensorDesc dq_accum = g.io_tensor("dQ accumulator", kUidDqAccum, f32, dq_accum_view(a));
+  const TensorDesc row_dot = g.io_tensor("rowsum(dO * O)", kUidRowDot, f32, row_dot_view(a));
+  const TensorDesc scale = g.scalar("scale", kUidScale);
+  const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
+  const TensorDesc one = g.scalar("1", kUidOne);
+
+  // row_dot = rowsum(dO * O), the softmax-gradient correction, materialised (times 1) in scratch.
+  const TensorDesc do_o = g.virtual_tensor("dO * O", f32, packed_view(a.batch, a.heads, a.seq, a.head_dim));
+  g.binary("dO * O", CUDNN_POINTWISE_MUL, d_o, o, do_o);
+  const TensorDesc do_o_sum = g.virtual_tensor("rowsum(dO * O)", f32, rows);
+  g.reduction("rowsum(dO * O)", CUDNN_REDUCE_TENSOR_ADD, do_o, do_o_sum);
+  g.binary("rowsum(dO * O) * 1", CUDNN_POINTWISE_MUL, do_o_sum, one, row_dot);
+
+  // P = exp(scale * Q K^T - lse), causal: the forward's probabilities, recomputed.
+  const TensorDesc qk = g.virtual_tensor("Q K^T", f32, scores);
+  g.matmul("Q K^T", q, kt, qk);
+  const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
+  g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
+  const TensorDesc centered = g.virtual_tensor("scores - lse", f32, scores);
+  g.binary("scores - lse", CUDNN_POINTWISE_SUB, scaled, lse, centered);
+  const TensorDesc masked = g.causal_mask("causal", centered, neg_inf, scores);
+  const TensorDesc p = g.virtual_tensor("P", f32, scores);
+  g.unary("P = exp(scores - lse)", CUDNN_POINTWISE_EXP, masked, p);
+
+  // dV = P^T dO
+  const TensorDesc pt = g.virtual_tensor("P^T", io, transposed(scores));
+  g.reshape("P^T", p, pt);
+  matmul_summed_over_groups(g, "dV = P^T dO", a, io, pt, d_o, dv);
+
+  // dS = scale * P * (dO V^T - row_dot)
+  const TensorDesc dp = g.virtual_tensor("dP = dO V^T", f32, scores);
+  g.matmul("dP = dO V^T", d_o, vt, dp);
+  const TensorDesc dp_centered = g.virtual_tensor("dP - row_dot", f32, scores);
+  g.binary("dP - row_dot", CUDNN_POINTWISE_SUB, dp, row_dot, dp_centered);
+  const TensorDesc ds_unscaled = g.virtual_tensor("P * (dP - row_dot)", f32, scores);
+  g.binary("P * (dP - row_dot)", CUDNN_POINTWISE_MUL, dp_centered, p, ds_unscaled);
+  const TensorDesc ds = g.virtual_tensor("dS", f32, scores);
+  g.binary("dS = scale * P * (dP - row_dot)", CUDNN_POINTWISE_MUL, ds_unscaled, scale, ds);
+
+  // dK = dS^T Q
+  const TensorDesc dst = g.virtual_tensor("dS^T", io, transposed(scores));
+  g.reshape("dS^T", ds, dst);
+  matmul_summed_over_groups(g, "dK = dS^T Q", a, io, dst, q, dk);
+
+  // dQ = dS K, accumulated in fp32 scratch, then cast into dqkv.
+  const TensorDesc k = g.virtual_tensor("K", io, key_view(a));
+  g.reshape("K = (K^T)^T", kt, k);
+  g.matmul("dQ = dS K", ds, k, dq_accum);
+  g.unary("dQ = cast(dQ accumulator)", CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
+
+  g.finish(handle);
+  return graph;
+}
+
+ExecutionPlan make_execution_plan(const AttentionGraph& graph) {
+  CudnnDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics (mode A)");
+  heuristics.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), graph.graph.get())
+      .set_heur_mode(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_HEUR_MODE_A)
+      .finalize();
+
+  const std::int64_t proposed = heuristics.descriptor_count(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS));
+  std::vector<CudnnDescriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (std::int64_t i = 0; i < proposed; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config " + std::to_string(i));
+    raw.push_back(configs.back().get());
+  }
+  const std::int64_t filled =
+      proposed > 0 ? heuristics.get_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS), raw) : 0;
+
+  // Heuristics rank configurations without checking them all; the first that finalizes wins.
+  std::string refusals;
+  for (std::int64_t i = 0; i < filled; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    ExecutionPlan chosen;
+    chosen.plan = CudnnDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan " + std::to_string(i));
+    chosen.plan.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), raw[at]);
+    const cudnnStatus_t status = chosen.plan.try_finalize();
+    if (status == CUDNN_STATUS_SUCCESS) {
+      chosen.workspace_bytes = chosen.plan.get_int64(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
+      chosen.engine_config = std::move(configs[at]);
+      return chosen;
+    }
+    refusals += "; config " + std::to_string(i) + ": " + cudnn_status_text(status);
+  }
+  // Heuristics drop the configurations that fail cuDNN's own support checks (the graph
+  // pattern, the shape) before answering; CUDNN_LOGLEVEL_DBG=2 prints why.
+  throw CudnnNotSupported("no execution plan: heuristics proposed " + std::to_string(filled) +
+                          " engine configurations" + refusals);
+}
+
+}  // namespace ustrain::cuda
