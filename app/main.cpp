@@ -20,7 +20,7 @@ std::string version_text() {
   std::string s = "ustrain " USTRAIN_VERSION;
 #ifdef USTRAIN_HAVE_CUDA
   const int gpus = ustrain::cuda::device_count();
-  s += fmt::format(" (CUDA runtime {}, {} GPU{} visible; CUDA ops not in this build yet)", ustrain::cuda::runtime_version(),
+  s += fmt::format(" (CUDA runtime {}, {} GPU{} visible)", ustrain::cuda::runtime_version(),
                    gpus, gpus == 1 ? "" : "s");
 #else
   s += " (built without CUDA)";

@@ -4,24 +4,42 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #ifdef USTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
 #endif
 
 namespace ustrain {
 
-std::unique_ptr<Backend> make_backend(Device device, int threads) {
+void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p) {
+  for (const AdamWTensors& r : ranges) {
+    AdamWParams q = p;
+    q.weight_decay = r.weight_decay;
+    adamw(r.param, r.grad, r.m, r.v, q);
+  }
+}
+
+double Backend::sum_of_squares_multi(std::span<const Tensor> xs) {
+  double total = 0;
+  for (const Tensor& x : xs) total += sum_of_squares(x);
+  return total;
+}
+
+std::unique_ptr<Backend> make_backend(Device device, int threads, int device_index) {
   if (threads < 0)
     throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));
   switch (device) {
     case Device::cpu:
       return std::make_unique<CpuBackend>(threads);
     case Device::cuda: {
-      std::string msg = "device.type = \"cuda\": this build has no CUDA ops yet";
 #ifdef USTRAIN_HAVE_CUDA
-      const int gpus = cuda::device_count();
-      msg += " (" + std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + " visible)";
+      if (cuda::device_count() > 0) return std::make_unique<cuda::CudaBackend>(device_index);
+      throw UserError("device.type = \"cuda\": no CUDA GPU visible (no driver, or CUDA_VISIBLE_DEVICES hides "
+                      "them); run on a machine with an NVIDIA GPU or set device.type = \"cpu\"");
+#else
+      (void)device_index;
+      throw UserError("device.type = \"cuda\": this ustrain was built without CUDA (no toolkit at build "
+                      "time); rebuild where the CUDA toolkit and cuDNN are installed, or set device.type = \"cpu\"");
 #endif
-      throw UserError(msg + "; set device.type = \"cpu\"");
     }
   }
   USTRAIN_ASSERT(false, "unknown device");

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -28,6 +29,12 @@ struct AdamWParams {
   std::int64_t step = 1;  // 1-based, for bias correction
 };
 
+// One contiguous range AdamW updates; its weight decay overrides AdamWParams::weight_decay.
+struct AdamWTensors {
+  Tensor param, grad, m, v;
+  float weight_decay = 0.0f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -40,7 +47,14 @@ class Backend {
   // dst <- src, same element count and dtype; either side may live on the host.
   virtual void copy(Tensor dst, const Tensor& src) = 0;
   virtual void fill(Tensor dst, float value) = 0;
+  // dst <- src with element-type conversion (f32, bf16, f16; round to nearest even), same
+  // device, same element count: how compute copies of fp32 master weights are made.
+  virtual void convert(Tensor dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
+  // Device bytes this backend has held at most at once: planned arenas plus the scratch and
+  // library workspaces it keeps. 0 where it is not tracked (the CPU, whose peak is the
+  // process's resident memory).
+  virtual std::size_t peak_device_bytes() const { return 0; }
 
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]
@@ -97,15 +111,20 @@ class Backend {
   // ---- optimizer ----
   // Decoupled weight decay: p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p).
   virtual void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) = 0;
+  // AdamW over many ranges at once (a GPU does them in few launches); the same as one
+  // adamw() call per range.
+  virtual void adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p);
   // Sum of squares of all elements, accumulated in double; the global norm is the square
   // root of the sum over all gradient tensors (and ranks).
   virtual double sum_of_squares(Tensor x) = 0;
+  // The sum over many tensors, added in the order given (deterministic).
+  virtual double sum_of_squares_multi(std::span<const Tensor> xs);
   // x *= factor (gradient clipping, loss scaling).
   virtual void scale(Tensor x, float factor) = 0;
 };
 
-// The backend for a device. Throws UserError when the device is not available in this
-// build or on this machine.
-std::unique_ptr<Backend> make_backend(Device device, int threads = 0);
+// The backend for a device: `threads` CPU threads (0: all cores), or GPU `device_index`.
+// Throws UserError when the device is not available in this build or on this machine.
+std::unique_ptr<Backend> make_backend(Device device, int threads = 0, int device_index = 0);
 
 }  // namespace ustrain

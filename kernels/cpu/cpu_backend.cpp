@@ -118,6 +118,45 @@ void CpuBackend::fill(Tensor dst, float value) {
   }
 }
 
+namespace {
+
+float load_as_float(const void* data, std::int64_t i, DType t) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(data)[i];
+    case DType::bf16:
+      return std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(data)[i]) << 16);
+    case DType::f16: return static_cast<float>(static_cast<const _Float16*>(data)[i]);
+    default: return 0;  // refused before the loop
+  }
+}
+
+void store_float(void* data, std::int64_t i, DType t, float value) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(data)[i] = value; return;
+    case DType::bf16: static_cast<std::uint16_t*>(data)[i] = to_bf16_bits(value); return;
+    case DType::f16: static_cast<_Float16*>(data)[i] = static_cast<_Float16>(value); return;
+    default: return;  // refused before the loop
+  }
+}
+
+}  // namespace
+
+void CpuBackend::convert(Tensor dst, const Tensor& src) {
+  USTRAIN_ASSERT(dst.device == Device::cpu && src.device == Device::cpu, "cpu convert of a non-cpu tensor");
+  USTRAIN_ASSERT(dst.numel() == src.numel(), "convert " + src.shape.str() + " into " + dst.shape.str());
+  if (dst.dtype == src.dtype) {
+    copy(dst, src);
+    return;
+  }
+  const auto floating = [](DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; };
+  USTRAIN_ASSERT(floating(dst.dtype) && floating(src.dtype),
+                 std::string("convert ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype) +
+                     ": only f32, bf16 and f16 convert");
+  const std::int64_t n = dst.numel();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (n >= kParallelMin)
+  for (std::int64_t i = 0; i < n; ++i) store_float(dst.data, i, dst.dtype, load_as_float(src.data, i, src.dtype));
+}
+
 void CpuBackend::add(Tensor out, Tensor a, Tensor b) {
   expect_cpu_f32(out, "add out");
   expect_cpu_f32(a, "add a");

@@ -46,6 +46,7 @@ class CpuBackend : public Backend {
   void release(void* p) override;
   void copy(Tensor dst, const Tensor& src) override;
   void fill(Tensor dst, float value) override;
+  void convert(Tensor dst, const Tensor& src) override;
   void synchronize() override {}
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;

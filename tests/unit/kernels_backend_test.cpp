@@ -1,4 +1,4 @@
-// CpuBackend basics: make_backend, memory, copy/fill, add, scale, sum_of_squares.
+// CpuBackend basics: make_backend, memory, copy/fill/convert, add, scale, sum_of_squares.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -6,6 +6,9 @@
 
 #include "kernels/backend.h"
 #include "kernels_reference.h"
+#ifdef USTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_device.h"
+#endif
 
 namespace ustrain {
 namespace {
@@ -21,7 +24,10 @@ TEST(MakeBackend, CpuGivesTheCpuBackendWithTheThreadCount) {
   EXPECT_GE(CpuBackend(0).threads(), 1);
 }
 
-TEST(MakeBackend, CudaIsAUserErrorThatNamesTheFix) {
+TEST(MakeBackend, CudaWithoutAGpuIsAUserErrorThatNamesTheFix) {
+#ifdef USTRAIN_HAVE_CUDA
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a GPU is visible: the cuda backend starts (tests/gpu covers it)";
+#endif
   try {
     make_backend(Device::cuda, 0);
     FAIL() << "expected UserError";
@@ -80,6 +86,28 @@ TEST(CpuFill, FillsEachDtypeWithTheValue) {
   for (auto x : h) EXPECT_EQ(x, 0xC000);  // binary16 -2.0
 
   EXPECT_THROW(cpu.fill(Tensor(i.data(), {5}, DType::i32), 2.5f), std::logic_error);
+}
+
+TEST(CpuConvert, RoundsToNearestEvenAndRoundTrips) {
+  CpuBackend cpu(1);
+  // 1 + 2^-8 is halfway between two bf16 values: ties go to the even one (1.0); 1 + 3 * 2^-8
+  // rounds up to 1 + 2^-6.
+  std::vector<float> f = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f};
+  std::vector<std::uint16_t> h(4);
+  cpu.convert(Tensor(h.data(), {4}, DType::bf16), Tensor(f.data(), {4}));
+  EXPECT_EQ(h[0], 0x3F80);
+  EXPECT_EQ(h[1], 0x3F80);
+  EXPECT_EQ(h[2], 0x3F82);
+  EXPECT_EQ(h[3], 0xC020);
+  std::vector<float> back(4);
+  cpu.convert(Tensor(back.data(), {4}), Tensor(h.data(), {4}, DType::bf16));
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[2], 1.0f + 0x1p-6f);
+  EXPECT_EQ(back[3], -2.5f);
+  cpu.convert(Tensor(h.data(), {4}, DType::f16), Tensor(f.data(), {4}));
+  EXPECT_EQ(h[3], 0xC100);  // binary16 -2.5
+  std::vector<std::int32_t> ids(4);
+  EXPECT_THROW(cpu.convert(Tensor(ids.data(), {4}, DType::i32), Tensor(f.data(), {4})), std::logic_error);
 }
 
 TEST(CpuAdd, MatchesElementwiseSumAlsoInPlace) {

@@ -1,0 +1,97 @@
+// The CUDA backend: every op of kernels/backend.h on one GPU, in the activation dtype of its
+// tensors (f32, bf16 or f16; see "dtypes" below), on one compute stream the backend owns.
+//
+// Dtypes: activations and the compute copies of weights are in one "act" dtype per call;
+// per-row statistics (rstd, lse, losses), parameter gradients, master weights and AdamW
+// moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
+// accumulate), attention through cuDNN's fused flash attention where cuDNN supports the shape
+// and through our own kernel elsewhere (kernels/cuda/attention_fallback.h).
+//
+// Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step); ops
+// that need scratch use one grow-only buffer sized at their first call, and the library
+// handles keep their workspaces from construction. Host<->device copies synchronise, so
+// host memory is safe to reuse when copy() returns; everything else is asynchronous on the
+// compute stream until synchronize().
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_resources.h"
+
+namespace ustrain::cuda {
+
+class LtGemm;
+class CudnnAttention;
+
+class CudaBackend final : public Backend {
+ public:
+  // Uses GPU `device_index`; throws UserError when it cannot be used.
+  explicit CudaBackend(int device_index = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::cuda; }
+  std::string name() const override { return name_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  int device_index() const { return device_index_; }
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) override;
+  void copy(Tensor dst, const Tensor& src) override;
+  void fill(Tensor dst, float value) override;
+  void convert(Tensor dst, const Tensor& src) override;
+  void synchronize() override;
+  std::size_t peak_device_bytes() const override;
+
+  void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
+  void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;
+
+  void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) override;
+  void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) override;
+
+  void linear_forward(Tensor out, Tensor x, Tensor weight) override;
+  void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) override;
+
+  void rope_tables(Tensor cos, Tensor sin, double theta) override;
+  void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
+  void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
+
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
+                          int n_kv_heads) override;
+
+  void swiglu_forward(Tensor out, Tensor gate_up) override;
+  void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
+
+  void add(Tensor out, Tensor a, Tensor b) override;
+
+  void cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) override;
+
+  void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) override;
+  void adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p) override;
+  double sum_of_squares(Tensor x) override;
+  double sum_of_squares_multi(std::span<const Tensor> xs) override;
+  void scale(Tensor x, float factor) override;
+
+ private:
+  void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
+  void* scratch(std::size_t bytes);
+
+  int device_index_;
+  std::string name_;
+  Stream stream_;
+  DeviceScratch scratch_;
+  double* reduce_result_ = nullptr;  // one device double for sum_of_squares
+  std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<CudnnAttention> attention_;
+  std::unordered_map<void*, std::size_t> allocations_;  // planned arenas: pointer -> bytes
+  std::size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
+};
+
+}  // namespace ustrain::cuda
