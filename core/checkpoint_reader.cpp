@@ -185,6 +185,7 @@ void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params
     load(kStateAdamM, ParamState::adam_m);
     load(kStateAdamV, ParamState::adam_v);
   }
+  params.refresh_compute_copy(backend);
   backend.synchronize();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/sampler.h"
 #include "core/training_data.h"
 #include "data/tokenizer.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace ustrain {
 
@@ -43,6 +45,8 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   const SamplingConfig sampling{o.temperature, o.top_k};
   Rng rng(o.seed);
   std::vector<float> logits(static_cast<std::size_t>(recipe.model.vocab_size));
+  std::vector<std::uint16_t> narrow;  // bf16/fp16 logits on their way to the host
+  CpuBackend widen(1);
   std::vector<std::int32_t> window, no_targets, generated;
   std::string text;  // what has been handed to on_text so far
   const auto emit = [&](bool final) {
@@ -72,7 +76,14 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
     no_targets.assign(window.size(), -1);
     model.forward(backend, window.data(), no_targets.data(), 1, s);
     const Tensor last = model.logits().slice(s - 1, s);  // (1, V)
-    backend.copy(Tensor(logits.data(), last.shape), last);
+    if (last.dtype == DType::f32) {
+      backend.copy(Tensor(logits.data(), last.shape), last);
+    } else {  // mixed precision: the logits come over in the compute dtype and widen here
+      narrow.resize(logits.size());
+      const Tensor host_narrow(narrow.data(), last.shape, last.dtype);
+      backend.copy(host_narrow, last);
+      widen.convert(Tensor(logits.data(), last.shape), host_narrow);
+    }
     // Sample only real tokens: the model's vocabulary may be padded past the tokenizer's.
     const std::int32_t next = sample_token(logits.data(), tokenizer->vocab_size(), sampling, rng.uniform());
     if (next == tokenizer->eos_id() && o.stop_at_eos) break;

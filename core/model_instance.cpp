@@ -2,6 +2,14 @@
 
 namespace ustrain {
 
+DType compute_dtype(const Recipe& recipe) {
+  const std::string& p = recipe.train.precision;
+  if (p == "bf16") return DType::bf16;
+  if (p == "fp16") return DType::f16;
+  USTRAIN_ASSERT(p == "fp32", "train.precision " + p + " reached the model; the recipe check refuses it");
+  return DType::f32;
+}
+
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe) {
   return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
                       static_cast<int>(recipe.device.threads));
@@ -9,7 +17,7 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe) {
 
 ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
                              ParamSharding sharding)
-    : backend(make_recipe_backend(recipe)), model(recipe.model, max_batch, max_seq, policy) {
+    : backend(make_recipe_backend(recipe)), model(recipe.model, max_batch, max_seq, policy, compute_dtype(recipe)) {
   model.plan(plan, sharding);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);

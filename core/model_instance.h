@@ -11,6 +11,9 @@
 
 namespace ustrain {
 
+// The dtype the model computes in for train.precision: f32, bf16 or f16.
+DType compute_dtype(const Recipe& recipe);
+
 // The backend the recipe's [device] section asks for.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe);
 

@@ -207,9 +207,9 @@ void ZeroEngine::finish_backward() {
 
 double ZeroEngine::grad_sum_of_squares() {
   if (!params_.sharding().shards_optimizer()) return backend_.sum_of_squares(params_.all_grads());
-  double local = 0;
-  for (std::size_t u = 0; u < params_.units().size(); ++u)
-    local += backend_.sum_of_squares(params_.grad_chunk(static_cast<int>(u)));
+  std::vector<Tensor> chunks;
+  for (std::size_t u = 0; u < params_.units().size(); ++u) chunks.push_back(params_.grad_chunk(static_cast<int>(u)));
+  const double local = backend_.sum_of_squares_multi(chunks);
   float total = static_cast<float>(local);
   group_.all_reduce(Tensor(&total, Shape{1}), ReduceOp::sum).wait();
   return total;
@@ -224,16 +224,18 @@ void ZeroEngine::scale_grads(float factor) {
 }
 
 void ZeroEngine::optimizer_step(const AdamWParams& p) {
-  for (const OptimizerSegment& s : params_.optimizer_segments()) {
-    AdamWParams q = p;
-    if (!s.decay) q.weight_decay = 0.0f;
-    backend_.adamw(s.value, s.grad, s.m, s.v, q);
-  }
+  std::vector<AdamWTensors> ranges;
+  for (const OptimizerSegment& s : params_.optimizer_segments())
+    ranges.push_back({s.value, s.grad, s.m, s.v, s.decay ? p.weight_decay : 0.0f});
+  backend_.adamw_multi(ranges, p);
   if (params_.sharding().shards_values()) {
     drop_gathered();  // the next forward gathers the new values
     return;
   }
-  if (!params_.sharding().shards_optimizer()) return;
+  if (!params_.sharding().shards_optimizer()) {
+    params_.refresh_compute_copy(backend_);
+    return;
+  }
   backend_.synchronize();
   std::vector<Work> gathers;
   for (std::size_t u = 0; u < params_.units().size(); ++u) {
@@ -242,6 +244,7 @@ void ZeroEngine::optimizer_step(const AdamWParams& p) {
     gathers.push_back(group_.all_gather(params_.unit_values(unit), params_.chunk_of(ParamState::value, unit)));
   }
   wait_all(gathers);
+  params_.refresh_compute_copy(backend_);
 }
 
 }  // namespace ustrain

@@ -4,8 +4,9 @@
 
 namespace ustrain {
 
-LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy)
-    : cfg_(cfg), max_batch_(max_batch), max_seq_(max_seq), policy_(policy) {
+LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+                       DType compute)
+    : cfg_(cfg), max_batch_(max_batch), max_seq_(max_seq), policy_(policy), compute_(compute) {
   const std::int64_t v = cfg.vocab_size, d = cfg.d_model;
   const int last_unit = static_cast<int>(cfg.n_layers) + 1;
   embed_ = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, 0});
@@ -18,11 +19,12 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
 }
 
 void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding) {
-  params_.plan(plan, sharding);
+  params_.plan(plan, sharding, compute_);
   const std::int64_t n = max_batch_ * max_seq_, d = cfg_.d_model, h = cfg_.n_heads, hkv = cfg_.n_kv_heads;
   const std::int64_t dh = d / h, f = cfg_.ffn_hidden, w = (h + 2 * hkv) * dh;
   const auto act = MemCategory::activations;
   const auto work = MemCategory::workspace;
+  const DType c = compute_;  // activations; statistics (rstd, lse, losses) stay fp32
 
   ids_ = plan.add("input_ids", act, Shape{n}, DType::i32);
   targets_ = plan.add("target_ids", act, Shape{n}, DType::i32);
@@ -30,47 +32,48 @@ void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding) {
   rope_sin_ = plan.add("rope.sin", act, Shape{max_seq_, dh / 2});
   resid_.clear();
   for (int l = 0; l <= cfg_.n_layers; ++l)
-    resid_.push_back(plan.add("residual." + std::to_string(l), act, Shape{n, d}));
+    resid_.push_back(plan.add("residual." + std::to_string(l), act, Shape{n, d}, c));
 
   // Activations a policy does not keep live in one shared scratch set, reused by every layer.
   const bool keep_all = policy_ == Recompute::none;
   const bool keep_most = policy_ != Recompute::full;
   LayerActivationHandles shared{};
-  const auto pick = [&](bool keep, int l, int LayerActivationHandles::*field, const char* name, Shape shape) {
-    if (keep) return plan.add("layers." + std::to_string(l) + "." + name, act, shape);
-    if (shared.*field == 0) shared.*field = plan.add(std::string("scratch.") + name, act, shape) + 1;
+  const auto pick = [&](bool keep, int l, int LayerActivationHandles::*field, const char* name, Shape shape,
+                        DType dtype) {
+    if (keep) return plan.add("layers." + std::to_string(l) + "." + name, act, shape, dtype);
+    if (shared.*field == 0) shared.*field = plan.add(std::string("scratch.") + name, act, shape, dtype) + 1;
     return shared.*field - 1;  // stored +1 so 0 means "not yet planned"
   };
   layer_acts_.clear();
   for (int l = 0; l < cfg_.n_layers; ++l) {
     LayerActivationHandles a{};
     using H = LayerActivationHandles;
-    a.ln1_rstd = pick(keep_most, l, &H::ln1_rstd, "ln1_rstd", Shape{n});
-    a.ln1_out = pick(keep_all, l, &H::ln1_out, "ln1_out", Shape{n, d});
-    a.qkv = pick(keep_most, l, &H::qkv, "qkv", Shape{n, w});
-    a.att = pick(keep_most, l, &H::att, "attention_out", Shape{n, h * dh});
-    a.lse = pick(keep_most, l, &H::lse, "attention_lse", Shape{n * h});
-    a.x_mid = pick(keep_most, l, &H::x_mid, "x_mid", Shape{n, d});
-    a.ln2_rstd = pick(keep_most, l, &H::ln2_rstd, "ln2_rstd", Shape{n});
-    a.ln2_out = pick(keep_all, l, &H::ln2_out, "ln2_out", Shape{n, d});
-    a.gate_up = pick(keep_most, l, &H::gate_up, "gate_up", Shape{n, 2 * f});
-    a.act = pick(keep_all, l, &H::act, "swiglu_out", Shape{n, f});
+    a.ln1_rstd = pick(keep_most, l, &H::ln1_rstd, "ln1_rstd", Shape{n}, DType::f32);
+    a.ln1_out = pick(keep_all, l, &H::ln1_out, "ln1_out", Shape{n, d}, c);
+    a.qkv = pick(keep_most, l, &H::qkv, "qkv", Shape{n, w}, c);
+    a.att = pick(keep_most, l, &H::att, "attention_out", Shape{n, h * dh}, c);
+    a.lse = pick(keep_most, l, &H::lse, "attention_lse", Shape{n * h}, DType::f32);
+    a.x_mid = pick(keep_most, l, &H::x_mid, "x_mid", Shape{n, d}, c);
+    a.ln2_rstd = pick(keep_most, l, &H::ln2_rstd, "ln2_rstd", Shape{n}, DType::f32);
+    a.ln2_out = pick(keep_all, l, &H::ln2_out, "ln2_out", Shape{n, d}, c);
+    a.gate_up = pick(keep_most, l, &H::gate_up, "gate_up", Shape{n, 2 * f}, c);
+    a.act = pick(keep_all, l, &H::act, "swiglu_out", Shape{n, f}, c);
     layer_acts_.push_back(a);
   }
   final_rstd_ = plan.add("final_norm.rstd", act, Shape{n});
-  final_out_ = plan.add("final_norm.out", act, Shape{n, d});
-  logits_ = plan.add("logits", act, Shape{n, cfg_.vocab_size});
+  final_out_ = plan.add("final_norm.out", act, Shape{n, d}, c);
+  logits_ = plan.add("logits", act, Shape{n, cfg_.vocab_size}, c);
   losses_ = plan.add("losses", act, Shape{n});
   ce_lse_ = plan.add("cross_entropy.lse", act, Shape{n});
-  branch_ = plan.add("branch_out", work, Shape{n, d});
+  branch_ = plan.add("branch_out", work, Shape{n, d}, c);
 
-  d_resid_ = plan.add("grad.residual", work, Shape{n, d});
-  d_branch_ = plan.add("grad.branch", work, Shape{n, d});
-  d_norm_ = plan.add("grad.norm_out", work, Shape{n, d});
-  d_att_ = plan.add("grad.attention_out", work, Shape{n, h * dh});
-  d_qkv_ = plan.add("grad.qkv", work, Shape{n, w});
-  d_gate_up_ = plan.add("grad.gate_up", work, Shape{n, 2 * f});
-  d_act_ = plan.add("grad.swiglu_out", work, Shape{n, f});
+  d_resid_ = plan.add("grad.residual", work, Shape{n, d}, c);
+  d_branch_ = plan.add("grad.branch", work, Shape{n, d}, c);
+  d_norm_ = plan.add("grad.norm_out", work, Shape{n, d}, c);
+  d_att_ = plan.add("grad.attention_out", work, Shape{n, h * dh}, c);
+  d_qkv_ = plan.add("grad.qkv", work, Shape{n, w}, c);
+  d_gate_up_ = plan.add("grad.gate_up", work, Shape{n, 2 * f}, c);
+  d_act_ = plan.add("grad.swiglu_out", work, Shape{n, f}, c);
 }
 
 void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {

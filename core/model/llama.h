@@ -20,7 +20,10 @@ namespace ustrain {
 
 class LlamaModel {
  public:
-  LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy);
+  // `compute`: the dtype of activations and of the weights' compute copy (f32, bf16, f16);
+  // statistics, gradients, master weights and optimizer state stay fp32.
+  LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+             DType compute = DType::f32);
   // Blocks refer to the model's ParamSet: the model stays where it was built.
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
@@ -49,6 +52,7 @@ class LlamaModel {
   const ParamSet& params() const { return params_; }
   const ModelSection& config() const { return cfg_; }
   Recompute recompute() const { return policy_; }
+  DType compute_dtype() const { return compute_; }
 
   // Parameters that take part in a matrix multiply (the output head included, the embedding
   // lookup not): the N of DESIGN.md's FLOPs convention.
@@ -67,6 +71,7 @@ class LlamaModel {
   ModelSection cfg_;
   std::int64_t max_batch_, max_seq_;
   Recompute policy_;
+  DType compute_;
   ParamSet params_;
   int embed_ = -1, final_norm_ = -1, head_ = -1;  // head_ == embed_ when tied
   std::vector<TransformerBlock> blocks_;

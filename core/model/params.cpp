@@ -23,11 +23,15 @@ int ParamSet::declare(ParamSpec spec) {
   return static_cast<int>(specs_.size() - 1);
 }
 
-void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding) {
+void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
   USTRAIN_ASSERT(sharding.parts >= 1 && sharding.rank >= 0 && sharding.rank < sharding.parts &&
                      sharding.zero >= 0 && sharding.zero <= 3,
                  "bad parameter sharding");
+  USTRAIN_ASSERT(compute == DType::f32 || compute == DType::bf16 || compute == DType::f16,
+                 std::string("parameters cannot compute in ") + dtype_name(compute));
+  USTRAIN_ASSERT(compute == DType::f32 || !sharding.shards_values(), "ZeRO-3 computes in fp32 only");
   sharding_ = sharding;
+  compute_ = compute;
   int n_units = 0;
   for (const ParamSpec& s : specs_) n_units = std::max(n_units, s.unit + 1);
   units_.assign(static_cast<std::size_t>(n_units), ParamUnit{});
@@ -68,7 +72,9 @@ void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding) {
               sharding_.shards_optimizer());
   v_h_ = flat(sharding_.shards_optimizer() ? "adam_v.shard" : "adam_v", MemCategory::optimizer,
               sharding_.shards_optimizer());
-  value_slots_h_ = grad_slots_h_ = -1;
+  value_slots_h_ = grad_slots_h_ = compute_h_ = -1;
+  if (compute_ != DType::f32)
+    compute_h_ = plan.add("parameters.compute_copy", MemCategory::parameters, Shape{flat_size_}, compute_);
   if (sharding_.shards_values())
     value_slots_h_ = plan.add("zero.gathered_layers", MemCategory::communication,
                               Shape{kValueSlots, largest_unit()});
@@ -90,12 +96,14 @@ void ParamSet::bind(const PlannedMemory& mem) {
   v_ = mem.tensor(v_h_);
   value_slots_ = value_slots_h_ >= 0 ? mem.tensor(value_slots_h_) : Tensor();
   grad_slots_ = grad_slots_h_ >= 0 ? mem.tensor(grad_slots_h_) : Tensor();
+  compute_copy_ = compute_h_ >= 0 ? mem.tensor(compute_h_) : Tensor();
   views_.assign(specs_.size(), ParamViews{});
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const auto at = [&](const Tensor& flat) {
-      return Tensor(flat.f32() + offset_[i], specs_[i].shape, DType::f32, flat.device);
+      const auto* base = static_cast<char*>(flat.data) + offset_[i] * static_cast<std::int64_t>(dtype_size(flat.dtype));
+      return Tensor(const_cast<char*>(base), specs_[i].shape, flat.dtype, flat.device);
     };
-    if (!sharding_.shards_values()) views_[i].value = at(values_);
+    if (!sharding_.shards_values()) views_[i].value = at(compute_copy_.empty() ? values_ : compute_copy_);
     if (!sharding_.shards_grads()) views_[i].grad = at(grads_);
   }
 }
@@ -218,7 +226,8 @@ static Tensor rows_view(const Tensor& first, const Tensor& last) {
   const auto* b = static_cast<const char*>(last.data);
   USTRAIN_ASSERT(first.shape.rank() == 2 && last.shape.rank() == 2 && first.shape[1] == last.shape[1] && b >= a,
                  "packed parameters must be matrices with equal columns");
-  const std::int64_t rows = (b - a) / static_cast<std::ptrdiff_t>(first.shape[1] * 4) + last.shape[0];
+  const auto row_bytes = static_cast<std::ptrdiff_t>(first.shape[1] * static_cast<std::int64_t>(dtype_size(first.dtype)));
+  const std::int64_t rows = (b - a) / row_bytes + last.shape[0];
   return Tensor(first.data, Shape{rows, first.shape[1]}, first.dtype, first.device);
 }
 
@@ -242,6 +251,11 @@ void ParamSet::initialise(Backend& backend, std::uint64_t seed) const {
       std::fill(host.begin(), host.end(), 1.0f);
     backend.copy(piece.data, Tensor(host.data() + piece.begin, piece.data.shape));
   }
+  refresh_compute_copy(backend);
+}
+
+void ParamSet::refresh_compute_copy(Backend& backend) const {
+  if (!compute_copy_.empty()) backend.convert(compute_copy_, values_);
 }
 
 }  // namespace ustrain

@@ -15,6 +15,10 @@
 //   stage 1             Psi         Psi         2 Psi / N
 //   stage 2             Psi         Psi / N     2 Psi / N     (+ gradient buckets)
 //   stage 3             Psi / N     Psi / N     2 Psi / N     (+ gathered layers)
+// In mixed precision the model computes with a copy of the values in its compute dtype (bf16
+// or fp16, Psi elements more in `parameters`); the stored fp32 values are the master weights
+// that the optimizer updates and checkpoints hold, and refresh_compute_copy() rewrites the
+// copy after they change.
 // With sharded values or gradients, a unit's value and gradient views point into
 // communication buffers that a data-parallel engine binds while the unit is in use
 // (bind_unit_values, bind_unit_grads); the model reads the views at each call.
@@ -47,7 +51,8 @@ struct ParamSharding {
   bool shards_values() const { return zero >= 3 && parts > 1; }
 };
 
-// Views of one parameter: its value and gradient (while its unit is bound, see above).
+// Views of one parameter: the value the model computes with (the compute copy in mixed
+// precision) and its fp32 gradient (while its unit is bound, see above).
 struct ParamViews {
   Tensor value, grad;
 };
@@ -81,9 +86,14 @@ class ParamSet {
  public:
   // Returns a handle used to look the parameter up after bind().
   int declare(ParamSpec spec);
-  // Adds values, gradients, moments and (for sharded stages) communication buffers to the plan.
-  void plan(MemoryPlan& plan, ParamSharding sharding = {});
+  // Adds values, gradients, moments, the compute copy (when `compute` is not f32) and (for
+  // sharded stages) communication buffers to the plan. ZeRO-3 computes in fp32 only.
+  void plan(MemoryPlan& plan, ParamSharding sharding = {}, DType compute = DType::f32);
   void bind(const PlannedMemory& mem);
+  DType compute_dtype() const { return compute_; }
+  // After the stored values change (initialise, load, optimizer step): rewrites the compute
+  // copy from them. Does nothing when the model computes in fp32.
+  void refresh_compute_copy(Backend& backend) const;
 
   const ParamViews& operator[](int handle) const { return views_.at(static_cast<std::size_t>(handle)); }
   // Rows of `first` through `last` (packed neighbours) as one (sum of rows, cols) matrix.
@@ -146,8 +156,9 @@ class ParamSet {
   std::int64_t flat_size_ = 0;
   ParamSharding sharding_;
   std::vector<ParamViews> views_;
-  int values_h_ = -1, grads_h_ = -1, m_h_ = -1, v_h_ = -1, value_slots_h_ = -1, grad_slots_h_ = -1;
-  Tensor values_, grads_, m_, v_, value_slots_, grad_slots_;
+  DType compute_ = DType::f32;
+  int values_h_ = -1, grads_h_ = -1, m_h_ = -1, v_h_ = -1, value_slots_h_ = -1, grad_slots_h_ = -1, compute_h_ = -1;
+  Tensor values_, grads_, m_, v_, value_slots_, grad_slots_, compute_copy_;
 };
 
 }  // namespace ustrain
