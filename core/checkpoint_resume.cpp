@@ -57,7 +57,7 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
     spdlog::warn("moved the checkpoints of step(s) {} to {}/abandoned: they continue the run differently",
                  fmt::join(moved, ", "), run_checkpoints.root());
   spdlog::info("resumed from {} at step {} ({} tokens seen)", checkpoint, m.step, m.tokens_seen);
-  return {m.step, m.tokens_seen};
+  return {m.step, m.tokens_seen, m.loss_scale};
 }
 
 void drop_metrics_after(const std::string& metrics_path, std::int64_t step) {

@@ -15,6 +15,7 @@ namespace ustrain {
 struct ResumedRun {
   std::int64_t step = 0;
   std::int64_t tokens_seen = 0;
+  double loss_scale = 1.0;
 };
 
 // Loads `checkpoint` to continue exactly where it stopped: checks the recipe

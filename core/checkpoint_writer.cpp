@@ -178,6 +178,7 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
           m.tokens_seen = progress.tokens_seen;
           m.lr = progress.lr;
           m.loss = progress.loss;
+          m.loss_scale = progress.loss_scale;
           m.backend = config_.backend;
           m.mesh = config_.mesh;
           m.tensors = tensors_;

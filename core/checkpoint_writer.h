@@ -39,6 +39,7 @@ struct TrainingProgress {
   double lr = 0;
   double loss = 0;
   std::string data_state;  // TrainingData::state()
+  double loss_scale = 1.0;  // LossScaler::scale(); 1 outside fp16
 };
 
 struct CheckpointWriterConfig {

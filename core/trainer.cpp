@@ -16,6 +16,7 @@
 #include "core/checkpoint_resume.h"
 #include "core/checkpoint_writer.h"
 #include "core/eval.h"
+#include "core/loss_scaler.h"
 #include "core/lr_schedule.h"
 #include "core/metrics_log.h"
 #include "core/model_instance.h"
@@ -37,7 +38,8 @@ std::string format_duration(double seconds) {
 }
 
 LlamaModel make_model(const Recipe& r) {
-  return LlamaModel(r.model, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute));
+  return LlamaModel(r.model, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
+                    compute_dtype(r));
 }
 
 // How data-parallel rank `rank` of the recipe's layout holds the training state.
@@ -51,11 +53,13 @@ ParamSharding sharding_of(const Recipe& r, int rank) {
 struct Run : ModelInstance {
   const Recipe& recipe;
   ZeroEngine engine;
+  LossScaler scaler;
   Run(const Recipe& r, ProcessLayout& layout, std::size_t bucket_bytes)
       : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
                       sharding_of(r, layout.dp_rank())),
         recipe(r),
-        engine(model.params(), *backend, layout.dp(), bucket_bytes, r.parallel.overlap_comm) {
+        engine(model.params(), *backend, layout.dp(), bucket_bytes, r.parallel.overlap_comm),
+        scaler(r.train.precision == "fp16") {
     model.set_param_hooks(&engine);
   }
   Run(const Run&) = delete;
@@ -64,9 +68,12 @@ struct Run : ModelInstance {
 
 struct StepResult {
   double loss, grad_norm, lr;
+  bool applied = true;  // false: fp16 gradients overflowed and the step was skipped
 };
 
 // One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
+// In fp16 the loss gradient is scaled up for backward and the gradients scaled back down,
+// together with clipping, in one pass (core/loss_scaler.h).
 // With data parallelism, each rank accumulates its share of the global batch and the ZeRO
 // engine reduces the gradients over the group while backward runs (core/zero_engine.h).
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
@@ -77,6 +84,7 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   ZeroEngine& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   engine.begin_step();
+  const double loss_scale = run.scaler.scale();
   double loss_sum = 0;
   const std::int64_t micro_batches = recipe.grad_accum_steps();
   for (std::int64_t micro = 0; micro < micro_batches; ++micro) {
@@ -85,7 +93,7 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
     engine.begin_micro_batch(micro == micro_batches - 1);
     loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
     timer.mark(Phase::forward);
-    run.model.backward(be, 1.0f / static_cast<float>(tokens_per_step));
+    run.model.backward(be, static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)));
     timer.mark(Phase::backward);
   }
   engine.finish_backward();
@@ -95,9 +103,19 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   if (!std::isfinite(r.loss))
     throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
                                 r.loss, step));
-  r.grad_norm = std::sqrt(engine.grad_sum_of_squares());
-  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip)
-    engine.scale_grads(static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
+  const double scaled_sum_of_squares = engine.grad_sum_of_squares();
+  if (!run.scaler.update(std::isfinite(scaled_sum_of_squares), step)) {
+    spdlog::warn("step {}: fp16 gradients overflowed at loss scale {}; skipped the update, the scale is now {}", step,
+                 loss_scale, run.scaler.scale());
+    r.grad_norm = std::nan("");
+    r.applied = false;
+    timer.mark(Phase::optimizer);
+    return r;
+  }
+  r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
+  double factor = 1.0 / loss_scale;
+  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) factor *= t.grad_clip / (r.grad_norm + 1e-6);
+  if (factor != 1.0) engine.scale_grads(static_cast<float>(factor));
   engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
                                     static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
                                     static_cast<float>(recipe.optim.weight_decay), step});
@@ -121,9 +139,15 @@ void log_summary(TrainSummary& summary, double total_seconds, std::int64_t token
                100 * summary.phase_seconds[0] / busy, 100 * summary.phase_seconds[1] / busy,
                100 * summary.phase_seconds[2] / busy, 100 * summary.phase_seconds[3] / busy,
                summary.checkpoint_stall_seconds);
-  spdlog::info("memory: plan {} | peak resident {} (the rest is code, libraries, the dataset in memory and "
-               "BLAS buffers)",
-               format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
+  if (summary.peak_device_bytes > 0)
+    spdlog::info("device memory: plan {} | held at most {} = {:.1f}% of the plan (arenas, op scratch and library "
+                 "workspaces)",
+                 format_bytes(summary.plan_bytes), format_bytes(summary.peak_device_bytes),
+                 100.0 * static_cast<double>(summary.peak_device_bytes) / static_cast<double>(summary.plan_bytes));
+  else
+    spdlog::info("memory: plan {} | peak resident {} (the rest is code, libraries, the dataset in memory and "
+                 "BLAS buffers)",
+                 format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
 }
 
 // Refuses to start over an old run unless told to replace it; with `writes`, also creates
@@ -209,6 +233,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data,
                            layout.leads());
     if (layout.leads()) drop_metrics_after(metrics_path, start.step);
+    run.scaler.restore(start.loss_scale);
   } else if (!recipe.checkpoint.init_from.empty()) {
     const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
     load_model_state(initial, params, be, /*with_optimizer=*/false);
@@ -221,7 +246,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto record = [&](const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {
     if (metrics) metrics->write(kind, numbers);
   };
-  const PeakFlops peak = device_peak_flops(be);
+  const PeakFlops peak = device_peak_flops(be, run.model.compute_dtype());
 
   spdlog::info("ustrain: {} on {} | {:.2f} M parameters | {} layers, d_model {}, {} heads ({} kv), ffn {}",
                recipe.run.name, be.name(), static_cast<double>(run.model.params().count()) / 1e6,
@@ -261,7 +286,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     spdlog::info("data parallelism: {} ranks, ZeRO stage {}", layout.dp_size(), recipe.parallel.zero);
   else if (recipe.parallel.zero > 0)
     spdlog::info("parallel.zero = {} shards nothing with one data-parallel rank", recipe.parallel.zero);
-  TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state()};
+  TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
     const std::optional<double> stall = writer->save(params, be, progress);
@@ -293,7 +318,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
-    progress = {step, progress.tokens_seen + tokens_per_step, r.lr, r.loss, data.state()};
+    progress = {step, progress.tokens_seen + tokens_per_step, r.lr, r.loss, data.state(), run.scaler.scale()};
 
     const double dp_bytes = static_cast<double>(layout.dp().volume().playbook_bytes());
     const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
@@ -308,7 +333,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"optimizer_s", step_timer.seconds(Phase::optimizer)},
                      {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
                      {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
-                     {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes}});
+                     {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes},
+                     {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0}});
     if (step == summary.first_step && layout.dp_size() > 1)
       spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
                    "communicator",
@@ -332,7 +358,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop) save(/*wait=*/false);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
-  if (summary.steps > start.step) save(/*wait=*/true);
+  if (summary.steps > start.step && options.save_final) save(/*wait=*/true);
   writer->wait();
   if (summary.steps < t.steps && stop) {
     // A rank that stops because a peer was signalled reports the peer's usual signal.
@@ -343,6 +369,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                  summary.checkpoint.empty() ? "" : ", checkpoint " + summary.checkpoint, kExitStopped);
   }
   summary.peak_resident_bytes = peak_resident_bytes();
+  summary.peak_device_bytes = be.peak_device_bytes();
   log_summary(summary, std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count(),
               tokens_per_step, flops_per_step);
   spdlog::info("checkpoint: {}{}", summary.checkpoint.empty() ? "none written" : summary.checkpoint,

@@ -17,6 +17,7 @@ struct TrainOptions {
   std::string resume;         // "" (a new run), "auto" (the run's newest checkpoint, if any) or a path
   bool force_resume = false;  // resume although the recipe changed in ways that break exactness
   std::string ustrain_version = "unknown";  // recorded in checkpoints
+  bool save_final = true;     // save the last step (a benchmark does not: its state is throwaway)
 };
 
 struct TrainSummary {
@@ -34,6 +35,7 @@ struct TrainSummary {
   double phase_seconds[4] = {0, 0, 0, 0};  // data, forward, backward, optimizer
   std::size_t plan_bytes = 0;
   std::size_t peak_resident_bytes = 0;
+  std::size_t peak_device_bytes = 0;  // Backend::peak_device_bytes(); 0 on the CPU
 };
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
