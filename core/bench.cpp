@@ -24,6 +24,7 @@ void run_bench(Recipe recipe, std::int64_t steps) {
                                    {"down_proj", m.d_model, m.ffn_hidden},
                                    {"lm_head", m.vocab_size, m.d_model}};
   auto backend = make_recipe_backend(recipe);
+  const DType dtype = compute_dtype(recipe);
   spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
   spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "(M, N, K) forward", "forward", "grad in", "grad w");
   // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)
@@ -31,9 +32,9 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   double flops = 0, seconds = 0;
   const std::int64_t layers = m.n_layers;
   for (const Gemm& g : gemms) {
-    const double f0 = measure_gemm_flops(*backend, n, g.out, g.in, 5);
-    const double f1 = measure_gemm_flops(*backend, n, g.in, g.out, 5);
-    const double f2 = measure_gemm_flops(*backend, g.out, g.in, n, 5);
+    const double f0 = measure_gemm_flops(*backend, n, g.out, g.in, 5, dtype);
+    const double f1 = measure_gemm_flops(*backend, n, g.in, g.out, 5, dtype);
+    const double f2 = measure_gemm_flops(*backend, g.out, g.in, n, 5, dtype);
     spdlog::info("  {:<14} {:>22} {:>10.1f} {:>10.1f} {:>10.1f}", g.name, fmt::format("({}, {}, {})", n, g.out, g.in),
                  f0 / 1e9, f1 / 1e9, f2 / 1e9);
     const double per = 2.0 * static_cast<double>(n * g.out * g.in);
@@ -42,17 +43,22 @@ void run_bench(Recipe recipe, std::int64_t steps) {
     seconds += count * (per / f0 + per / f1 + per / f2);
   }
   const double gemm_rate = flops / seconds;
-  spdlog::info("  weighted sgemm rate at the model's shapes: {:.1f} GFLOP/s", gemm_rate / 1e9);
+  spdlog::info("  weighted {} GEMM rate at the model's shapes: {:.1f} GFLOP/s", dtype_name(dtype), gemm_rate / 1e9);
+  backend.reset();  // the training run below makes its own
 
   recipe.train.steps = steps;
   recipe.schedule.warmup_steps = std::min(recipe.schedule.warmup_steps, steps);
   recipe.train.eval_interval = 0;
   recipe.checkpoint.interval = 0;
   recipe.run.name += "-bench";
-  const TrainSummary s = train(recipe, TrainOptions{/*overwrite=*/true});
+  TrainOptions options{/*overwrite=*/true};
+  options.save_final = false;  // a checkpoint of a benchmark is throwaway (and large for big models)
+  const TrainSummary s = train(recipe, options);
   const double busy = s.phase_seconds[0] + s.phase_seconds[1] + s.phase_seconds[2] + s.phase_seconds[3];
-  spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted sgemm rate at the model's shapes",
+  spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted GEMM rate at the model's shapes",
                s.achieved_flops / 1e9, 100.0 * s.achieved_flops / gemm_rate);
+  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {:.1f} TFLOP/s", s.tokens_per_second,
+               100.0 * s.achieved_flops / s.peak_flops, s.peak_flops / 1e12);
   spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
                1e3 * busy / static_cast<double>(s.steps), 1e3 * s.phase_seconds[0] / static_cast<double>(s.steps),
                1e3 * s.phase_seconds[1] / static_cast<double>(s.steps),
@@ -60,6 +66,10 @@ void run_bench(Recipe recipe, std::int64_t steps) {
                1e3 * s.phase_seconds[3] / static_cast<double>(s.steps));
   spdlog::info("bench: peak resident {:.1f} MiB vs plan {:.1f} MiB", static_cast<double>(s.peak_resident_bytes) / 1048576.0,
                static_cast<double>(s.plan_bytes) / 1048576.0);
+  if (s.peak_device_bytes > 0)
+    spdlog::info("bench: peak device memory {:.1f} MiB vs plan {:.1f} MiB ({:+.1f}%)",
+                 static_cast<double>(s.peak_device_bytes) / 1048576.0, static_cast<double>(s.plan_bytes) / 1048576.0,
+                 100.0 * (static_cast<double>(s.peak_device_bytes) / static_cast<double>(s.plan_bytes) - 1.0));
 }
 
 }  // namespace ustrain

@@ -8,14 +8,19 @@
 
 namespace ustrain {
 
-double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats) {
+double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats,
+                          DType dtype) {
   // Benchmark-only allocations, outside any training step.
   const auto alloc = [&](std::int64_t rows, std::int64_t cols) {
-    Tensor t(backend.allocate(static_cast<std::size_t>(rows * cols) * 4), Shape{rows, cols}, DType::f32,
-             backend.device());
-    std::vector<float> host(static_cast<std::size_t>(rows * cols));
+    const auto count = static_cast<std::size_t>(rows * cols);
+    Tensor t(backend.allocate(count * dtype_size(dtype)), Shape{rows, cols}, dtype, backend.device());
+    std::vector<float> host(count);
     fill_normal(host.data(), host.size(), 7, 1.0);
-    backend.copy(t, Tensor(host.data(), t.shape));
+    Tensor wide(backend.allocate(count * sizeof(float)), t.shape, DType::f32, backend.device());
+    backend.copy(wide, Tensor(host.data(), t.shape));
+    backend.convert(t, wide);
+    backend.synchronize();
+    backend.release(wide.data);
     return t;
   };
   Tensor x = alloc(m, k), w = alloc(n, k), out = alloc(m, n);
@@ -37,8 +42,11 @@ double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std:
   return best;
 }
 
-PeakFlops device_peak_flops(Backend& backend) {
-  if (backend.device() == Device::cuda) return {989e12, "H100/H200 SXM dense bf16 peak (989 TFLOP/s)"};
+PeakFlops device_peak_flops(Backend& backend, DType compute) {
+  if (backend.device() == Device::cuda) {
+    if (compute == DType::f32) return {67e12, "H100/H200 SXM fp32 peak without tensor cores (67 TFLOP/s)"};
+    return {989e12, "H100/H200 SXM dense bf16/fp16 peak (989 TFLOP/s)"};
+  }
   const double f = measure_gemm_flops(backend, 1024, 1024, 1024, 5);
   return {f, "this CPU's measured sgemm rate (1024^3)"};
 }

@@ -16,9 +16,12 @@ struct PeakFlops {
   std::string source;  // how it was obtained, printed next to MFU
 };
 
-PeakFlops device_peak_flops(Backend& backend);
+// `compute`: the dtype the model's GEMMs run in (a GPU's peak depends on it).
+PeakFlops device_peak_flops(Backend& backend, DType compute = DType::f32);
 
-// GEMM FLOP/s of out (m, n) = x (m, k) @ w (n, k)^T through the backend, best of `repeats`.
-double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats);
+// GEMM FLOP/s of out (m, n) = x (m, k) @ w (n, k)^T through the backend, operands in
+// `dtype` (random values: some GPUs run faster on zeros), best of `repeats`.
+double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats,
+                          DType dtype = DType::f32);
 
 }  // namespace ustrain
