@@ -322,6 +322,16 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
            value, what, key);
     }
   }
+  if (r.train.precision == "fp8") {
+    fail("{}: train.precision = \"fp8\": fp8 GEMMs are not supported by this build yet; set train.precision = "
+         "\"bf16\"",
+         at.of({"train.precision"}));
+  }
+  if (r.device.type == "cuda" && r.parallel.dp > 1) {
+    fail("{}: parallel.dp = {} with device.type = \"cuda\": data parallelism across GPUs (NCCL) is not wired "
+         "into training by this build yet; set parallel.dp = 1 (one GPU), or train data-parallel on CPUs",
+         at.of({"parallel.dp", "device.type"}), r.parallel.dp);
+  }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
          "the CUDA backend; set train.precision = \"fp32\" or device.type = \"cuda\"",

@@ -121,7 +121,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(train.grad_clip), at_least(0),
           "Clip the global gradient norm to this value; 0 disables clipping"),
       key(USTRAIN_RECIPE_FIELD(train.precision), one_of({"fp32", "bf16", "fp16", "fp8"}),
-          "Compute precision"),
+          "Compute precision: fp32; or bf16 / fp16 (CUDA only) computing with a bf16 / fp16 copy of the "
+          "weights, fp32 master weights, gradients and Adam moments; fp16 adds dynamic loss scaling. fp8 is not "
+          "supported yet"),
       key(USTRAIN_RECIPE_FIELD(train.recompute), one_of({"none", "selective", "full"}),
           "Activation recomputation in the backward pass, trading compute for memory"),
       key(USTRAIN_RECIPE_FIELD(train.eval_interval), at_least(0),
@@ -181,7 +183,8 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(log.level), one_of({"trace", "debug", "info", "warn", "error"}),
           "Least severe message printed on the console"),
 
-      key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}), "Compute backend"),
+      key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
+          "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),
       key(USTRAIN_RECIPE_FIELD(device.threads), at_least(0), "CPU threads; 0 uses all cores"),
   };
 }

@@ -403,6 +403,10 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
       {"[train]\nprecision = \"bf16\"\n",
        {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
         "need the CUDA backend"}},
+      {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
+       {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
+      {"[device]\ntype = \"cuda\"\n[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
+       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = 1"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -553,7 +557,7 @@ TEST(RecipeToToml, NonDefaultRecipeRoundTripsExactly) {
   r.train.grad_clip = 123456789.0;
   r.log.level = "trace";
   r.device.type = "cuda";
-  r.train.precision = "fp8";
+  r.train.precision = "fp16";
   const std::string text = to_toml(r);
   EXPECT_EQ(parse(text), r) << text;
 }
