@@ -214,6 +214,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   }
   // Opens and checks the dataset before anything is allocated; each dp rank reads its part.
   TrainingData data(recipe, layout.dp_rank(), layout.dp_size());
+  // The device and its memory next (a missing GPU or too little memory is reported before
+  // anything is written). Buckets of a few MiB: small enough that most of the reduction
+  // overlaps backward on the models a CPU trains, large enough that per-message latency does
+  // not dominate.
+  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+  Run run(recipe, layout, kBucketBytes);
   // Every rank checks the run directory before the leading rank changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
@@ -221,11 +227,6 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
     checkpoints.remove_leftovers();
   }
-
-  // Buckets of a few MiB: small enough that most of the reduction overlaps backward on the
-  // models a CPU trains, large enough that per-message latency does not dominate.
-  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
-  Run run(recipe, layout, kBucketBytes);
   Backend& be = *run.backend;
   const ParamSet& params = run.model.params();
   ResumedRun start;

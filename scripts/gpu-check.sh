@@ -208,7 +208,6 @@ PY
   fi
   if ((status == 0)); then
     (use_deps && timed 240 "$log" "$ustrain" bench "$recipe" --steps $((bench_warmup + bench_steps))) || status=$?
-    rm -rf "$run/checkpoints"  # a 1B model's state is 13 GB; nothing here needs it
   fi
   record bench-ours $status "$log"
 
