@@ -16,7 +16,9 @@ void add_bench_command(CLI::App& root) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand(
-      "bench", "Measure GEMM throughput at the recipe's shapes, then train a few steps and compare");
+      "bench",
+      "Measure GEMM throughput at the recipe's shapes and precision, then train a few steps (no checkpoint) and "
+      "print tokens/s, MFU and peak memory against the plan");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML)")->required();
   add_set_option(*cmd, opt->overrides);
   cmd->add_option("--steps", opt->steps, "Training steps to time")->capture_default_str()->check(CLI::PositiveNumber);
