@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "core/checkpoint_inspect.h"
-#include "core/checkpoint_interop.h"
+#include "core/checkpoint/inspect.h"
+#include "core/interop/interop.h"
 #include "core/recipe.h"
 
 namespace ustrain::app {

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "core/checkpoint_compat.h"
-#include "core/checkpoint_locate.h"
-#include "core/checkpoint_reader.h"
+#include "core/checkpoint/compat.h"
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
 #include "core/model_instance.h"
 
 namespace ustrain {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "core/checkpoint_locate.h"
-#include "core/checkpoint_reader.h"
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
 #include "core/model_instance.h"
 #include "core/rng.h"
 #include "core/sampler.h"

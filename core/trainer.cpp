@@ -11,10 +11,10 @@
 #include <optional>
 #include <vector>
 
-#include "core/checkpoint_locate.h"
-#include "core/checkpoint_reader.h"
-#include "core/checkpoint_resume.h"
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
+#include "core/checkpoint/resume.h"
+#include "core/checkpoint/writer.h"
 #include "core/eval.h"
 #include "core/loss_scaler.h"
 #include "core/lr_schedule.h"
@@ -22,11 +22,11 @@
 #include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
-#include "core/process_layout.h"
+#include "core/distributed/process_layout.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
 #include "core/training_data.h"
-#include "core/zero_engine.h"
+#include "core/distributed/zero_engine.h"
 
 namespace ustrain {
 namespace {
@@ -75,7 +75,7 @@ struct StepResult {
 // In fp16 the loss gradient is scaled up for backward and the gradients scaled back down,
 // together with clipping, in one pass (core/loss_scaler.h).
 // With data parallelism, each rank accumulates its share of the global batch and the ZeRO
-// engine reduces the gradients over the group while backward runs (core/zero_engine.h).
+// engine reduces the gradients over the group while backward runs (core/distributed/zero_engine.h).
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
                      PhaseTimer& timer, ProcessLayout& layout) {
   const Recipe& recipe = run.recipe;

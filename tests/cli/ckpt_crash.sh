@@ -1,4 +1,4 @@
-# Crash safety: SIGKILL at every point of a save (USTRAIN_TEST_KILL_AT, core/checkpoint_faults.h)
+# Crash safety: SIGKILL at every point of a save (USTRAIN_TEST_KILL_AT, core/checkpoint/faults.h)
 # and at random moments leaves the previous checkpoint complete and `latest` naming a complete
 # one; `--resume auto` then finishes the run with exactly the losses of an uninterrupted run.
 source "$(dirname "$0")/lib/common.bash"

@@ -11,7 +11,7 @@
 
 #include "core/model/llama.h"
 #include "core/rng.h"
-#include "core/zero_engine.h"
+#include "core/distributed/zero_engine.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_compat.h"
+#include "core/checkpoint/compat.h"
 #include "core/recipe.h"
 #include "kernels/error.h"
 

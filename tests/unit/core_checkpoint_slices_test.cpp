@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_reader.h"
-#include "core/checkpoint_slices.h"
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/reader.h"
+#include "core/checkpoint/slices.h"
+#include "core/checkpoint/writer.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_dir.h"
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_reader.h"
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/dir.h"
+#include "core/checkpoint/fs.h"
+#include "core/checkpoint/reader.h"
+#include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
 #include "core/rng.h"
 #include "kernels/error.h"

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_interop.h"
-#include "core/checkpoint_reader.h"
+#include "core/interop/interop.h"
+#include "core/checkpoint/reader.h"
 #include "core/rng.h"
-#include "core/safetensors_dtype.h"
-#include "core/safetensors_hf.h"
+#include "core/interop/safetensors_dtype.h"
+#include "core/interop/hf_llama.h"
 #include "core_safetensors_hf_reference.h"
 #include "kernels/error.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
 #include "core/recipe.h"
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "core/safetensors.h"
-#include "core/safetensors_dtype.h"
-#include "core/safetensors_file.h"
+#include "core/interop/safetensors.h"
+#include "core/interop/safetensors_dtype.h"
+#include "core/interop/safetensors_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "core/checkpoint_slices.h"
+#include "core/checkpoint/slices.h"
 #include "core/model/llama.h"
 
 namespace ustrain {

@@ -1,6 +1,6 @@
 // The checkpoints of one run, RUN_DIR/checkpoints:
 //
-//   step-00000500/   complete checkpoints (core/checkpoint_format.h)
+//   step-00000500/   complete checkpoints (core/checkpoint/format.h)
 //   step-00001000/
 //   latest -> step-00001000   a symlink to the newest complete checkpoint
 //
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_faults.h"
+#include "core/checkpoint/faults.h"
 
 namespace ustrain {
 

@@ -1,4 +1,4 @@
-#include "core/checkpoint_interop.h"
+#include "core/interop/interop.h"
 
 #include <nlohmann/json.hpp>
 
@@ -6,12 +6,12 @@
 
 #include <vector>
 
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_locate.h"
-#include "core/checkpoint_reader.h"
-#include "core/safetensors_dtype.h"
-#include "core/safetensors_file.h"
-#include "core/safetensors_hf.h"
+#include "core/checkpoint/fs.h"
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
+#include "core/interop/safetensors_dtype.h"
+#include "core/interop/safetensors_file.h"
+#include "core/interop/hf_llama.h"
 #include "data/byte_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"

@@ -1,4 +1,4 @@
-#include "core/checkpoint_fs.h"
+#include "core/checkpoint/fs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "core/checkpoint_reader.h"
+#include "core/checkpoint/reader.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "core/checkpoint_fs.h"
+#include "core/checkpoint/fs.h"
 #include "data/crc32.h"
 #include "kernels/error.h"
 

@@ -1,4 +1,4 @@
-#include "core/zero_engine.h"
+#include "core/distributed/zero_engine.h"
 
 #include <chrono>
 

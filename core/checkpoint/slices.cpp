@@ -1,4 +1,4 @@
-#include "core/checkpoint_slices.h"
+#include "core/checkpoint/slices.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "core/process_layout.h"
+#include "core/distributed/process_layout.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/format.h"
 
 #include <fmt/format.h>
 

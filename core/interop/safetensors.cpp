@@ -1,4 +1,4 @@
-#include "core/safetensors.h"
+#include "core/interop/safetensors.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/writer.h"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -10,9 +10,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_slices.h"
-#include "core/safetensors_file.h"
+#include "core/checkpoint/fs.h"
+#include "core/checkpoint/slices.h"
+#include "core/interop/safetensors_file.h"
 #include "data/crc32.h"
 
 namespace ustrain {

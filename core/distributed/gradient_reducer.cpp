@@ -1,4 +1,4 @@
-#include "core/gradient_reducer.h"
+#include "core/distributed/gradient_reducer.h"
 
 #include <algorithm>
 #include <chrono>

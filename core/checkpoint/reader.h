@@ -1,4 +1,4 @@
-// Reading checkpoints (format: core/checkpoint_format.h).
+// Reading checkpoints (format: core/checkpoint/format.h).
 //
 // Opening checks that the directory is a complete checkpoint this build reads: a manifest of
 // a known format version, every rank file it lists present with the recorded size, and rank
@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/checkpoint_format.h"
-#include "core/checkpoint_slices.h"
+#include "core/checkpoint/format.h"
+#include "core/checkpoint/slices.h"
 #include "core/model/params.h"
-#include "core/safetensors_file.h"
+#include "core/interop/safetensors_file.h"
 
 namespace ustrain {
 

@@ -1,12 +1,12 @@
-// Reading and writing safetensors files (format in core/safetensors.h).
+// Reading and writing safetensors files (format in core/interop/safetensors.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_fs.h"
-#include "core/safetensors.h"
+#include "core/checkpoint/fs.h"
+#include "core/interop/safetensors.h"
 
 namespace ustrain {
 

@@ -1,4 +1,4 @@
-#include "core/checkpoint_dir.h"
+#include "core/checkpoint/dir.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <charconv>
 #include <filesystem>
 
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/format.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
 

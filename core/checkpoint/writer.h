@@ -1,5 +1,5 @@
-// Saving training state as checkpoints (format: core/checkpoint_format.h; directory and
-// crash safety: core/checkpoint_dir.h).
+// Saving training state as checkpoints (format: core/checkpoint/format.h; directory and
+// crash safety: core/checkpoint/dir.h).
 //
 // Every rank of a job saves its chunk of every parameter and AdamW moment
 // (ParamSet::owned): the ranks write their files in parallel into the directory rank 0
@@ -23,11 +23,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/checkpoint_dir.h"
-#include "core/checkpoint_faults.h"
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/dir.h"
+#include "core/checkpoint/faults.h"
+#include "core/checkpoint/format.h"
 #include "core/model/params.h"
-#include "core/safetensors.h"
+#include "core/interop/safetensors.h"
 #include "parallel/communicator.h"
 
 namespace ustrain {

@@ -1,4 +1,4 @@
-#include "core/checkpoint_compat.h"
+#include "core/checkpoint/compat.h"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>

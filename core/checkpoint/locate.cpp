@@ -1,11 +1,11 @@
-#include "core/checkpoint_locate.h"
+#include "core/checkpoint/locate.h"
 
 #include <fmt/format.h>
 
 #include <filesystem>
 
-#include "core/checkpoint_dir.h"
-#include "core/checkpoint_format.h"
+#include "core/checkpoint/dir.h"
+#include "core/checkpoint/format.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -1,4 +1,4 @@
-#include "core/safetensors_hf.h"
+#include "core/interop/hf_llama.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/checkpoint_fs.h"
+#include "core/checkpoint/fs.h"
 #include "kernels/error.h"
 
 namespace ustrain {

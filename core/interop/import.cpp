@@ -6,13 +6,13 @@
 #include <set>
 #include <vector>
 
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_interop.h"
-#include "core/checkpoint_slices.h"
-#include "core/checkpoint_writer.h"
+#include "core/checkpoint/fs.h"
+#include "core/interop/interop.h"
+#include "core/checkpoint/slices.h"
+#include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
-#include "core/safetensors_file.h"
-#include "core/safetensors_hf.h"
+#include "core/interop/safetensors_file.h"
+#include "core/interop/hf_llama.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
 

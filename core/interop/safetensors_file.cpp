@@ -1,11 +1,11 @@
-#include "core/safetensors_file.h"
+#include "core/interop/safetensors_file.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "core/safetensors_dtype.h"
+#include "core/interop/safetensors_dtype.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -2,7 +2,7 @@
 // group (parallel.zero; the storage of each stage: core/model/params.h).
 //
 //   stage 0  gradients are all-reduced in buckets while the last micro-batch's backward runs
-//            (core/gradient_reducer.h); every rank updates the whole model.
+//            (core/distributed/gradient_reducer.h); every rank updates the whole model.
 //   stage 1  as each unit's gradients complete in the last micro-batch, they are
 //            reduce-scattered in place; each rank updates its chunk of every unit with its
 //            AdamW state, then the units are all-gathered.
@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/gradient_reducer.h"
+#include "core/distributed/gradient_reducer.h"
 #include "core/model/param_hooks.h"
 #include "core/model/params.h"
 #include "parallel/communicator.h"

@@ -2,7 +2,7 @@
 // manifest.json.
 //
 //   step-00001000/
-//     rank-00000.safetensors   the slices of tensors this rank holds (core/checkpoint_slices.h)
+//     rank-00000.safetensors   the slices of tensors this rank holds (core/checkpoint/slices.h)
 //     manifest.json            the whole checkpoint's description, written last
 //
 // Rank files are ordinary safetensors files (readable by any safetensors library); each

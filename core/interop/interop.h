@@ -1,5 +1,5 @@
 // `ustrain ckpt export` and `ustrain ckpt import`: moving models between ustrain checkpoints
-// and Hugging Face Llama safetensors models (core/safetensors_hf.h).
+// and Hugging Face Llama safetensors models (core/interop/hf_llama.h).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "core/checkpoint_resume.h"
+#include "core/checkpoint/resume.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint_compat.h"
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_reader.h"
+#include "core/checkpoint/compat.h"
+#include "core/checkpoint/fs.h"
+#include "core/checkpoint/reader.h"
 
 namespace ustrain {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/checkpoint_dir.h"
+#include "core/checkpoint/dir.h"
 #include "core/model/params.h"
 #include "core/recipe.h"
 #include "core/training_data.h"
@@ -19,7 +19,7 @@ struct ResumedRun {
 };
 
 // Loads `checkpoint` to continue exactly where it stopped: checks the recipe
-// (core/checkpoint_compat.h; `force` lets exactness changes through), loads parameters, AdamW
+// (core/checkpoint/compat.h; `force` lets exactness changes through), loads parameters, AdamW
 // moments (what this rank holds of them, whatever layout saved them) and the data position.
 // Then, on the rank that `leads`, checkpoints of the run that lie ahead of it are moved aside
 // (they belong to the abandoned continuation); the caller drops their metrics.

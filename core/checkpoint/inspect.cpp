@@ -1,14 +1,14 @@
-#include "core/checkpoint_inspect.h"
+#include "core/checkpoint/inspect.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "core/checkpoint_fs.h"
-#include "core/checkpoint_locate.h"
-#include "core/checkpoint_reader.h"
-#include "core/safetensors_file.h"
-#include "core/safetensors_hf.h"
+#include "core/checkpoint/fs.h"
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
+#include "core/interop/safetensors_file.h"
+#include "core/interop/hf_llama.h"
 
 namespace ustrain {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/safetensors_dtype.h"
+#include "core/interop/safetensors_dtype.h"
 
 #include <bit>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/checkpoint_faults.h"
+#include "core/checkpoint/faults.h"
 
 #include <csignal>
 #include <cstdlib>
