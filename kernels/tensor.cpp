@@ -8,6 +8,7 @@ std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: case DType::i32: case DType::u32: return 4;
     case DType::bf16: case DType::f16: case DType::u16: return 2;
+    case DType::f64: return 8;
   }
   return 0;
 }
@@ -20,6 +21,7 @@ const char* dtype_name(DType t) {
     case DType::i32: return "i32";
     case DType::u16: return "u16";
     case DType::u32: return "u32";
+    case DType::f64: return "f64";
   }
   return "?";
 }

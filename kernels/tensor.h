@@ -14,7 +14,8 @@
 
 namespace ustrain {
 
-enum class DType : std::uint8_t { f32, bf16, f16, i32, u16, u32 };
+// f64 is for host scalars reduced across ranks (loss sums, norms); no op computes in it.
+enum class DType : std::uint8_t { f32, bf16, f16, i32, u16, u32, f64 };
 enum class Device : std::uint8_t { cpu, cuda };
 
 std::size_t dtype_size(DType t);

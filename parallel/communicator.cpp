@@ -211,6 +211,17 @@ Work Communicator::recv(Tensor data, int peer, int tag) {
   return w;
 }
 
+Work Communicator::exchange(std::span<const PeerTransfer> transfers) {
+  Work w = do_exchange(transfers);
+  for (const PeerTransfer& t : transfers) {
+    if (t.kind == PeerTransfer::Kind::send)
+      count(CommOp::send, bytes_of(t.data), wire_bytes(CommOp::send, bytes_of(t.data), size()));
+    else
+      count(CommOp::recv, bytes_of(t.data), 0);
+  }
+  return w;
+}
+
 Work Communicator::barrier() {
   Work w = do_barrier();
   count(CommOp::barrier, 0, 0);

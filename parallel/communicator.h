@@ -70,6 +70,9 @@ class WorkState {
   virtual ~WorkState() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;
+  // Host operations: wait(). Device operations: make the communicator's compute stream wait
+  // for the operation, without blocking the host.
+  virtual void join_compute() { wait(); }
 };
 
 // The handle of an asynchronous operation. A default-constructed Work is already complete.
@@ -85,6 +88,13 @@ class Work {
   }
   // True once complete, without blocking. Throws CommError on failure or timeout.
   bool test() { return !state_ || state_->test(); }
+  // Orders the operation before the compute that follows, the way the tensors' device
+  // wants it: a host operation is waited for (as wait()); a device operation makes the
+  // compute stream wait for it on the GPU and returns at once, so the host never polls on
+  // the critical path (a failure then surfaces at the next wait()).
+  void join_compute() {
+    if (state_) state_->join_compute();
+  }
   // A handle whose wait() and test() throw CommError(message): an operation that could not
   // be started.
   static Work failed(std::string message);
@@ -95,6 +105,15 @@ class Work {
 
 // Waits for every handle in order; the first failure is thrown.
 void wait_all(std::span<Work> works);
+
+// One half of a point-to-point transfer in a batch (Communicator::exchange).
+struct PeerTransfer {
+  enum class Kind : std::uint8_t { send, recv };
+  Kind kind = Kind::send;
+  Tensor data;
+  int peer = 0;  // member index
+  int tag = 0;
+};
 
 // The kinds of operation a communicator counts (CommVolume).
 enum class CommOp : std::uint8_t {
@@ -204,6 +223,10 @@ class Communicator {
   // both sides).
   Work send(Tensor data, int peer, int tag = 0);
   Work recv(Tensor data, int peer, int tag = 0);
+  // Starts every transfer of the batch at once and completes when all have, so that
+  // neighbours that both send before they receive (pipeline stages, ring exchanges) cannot
+  // deadlock. Counted as the sends and receives it holds.
+  Work exchange(std::span<const PeerTransfer> transfers);
   Work barrier();
 
   // The volume counted so far on this rank, and starting the count again (for example at
@@ -224,6 +247,7 @@ class Communicator {
   virtual Work do_broadcast(Tensor data, int root) = 0;
   virtual Work do_send(Tensor data, int peer, int tag) = 0;
   virtual Work do_recv(Tensor data, int peer, int tag) = 0;
+  virtual Work do_exchange(std::span<const PeerTransfer> transfers) = 0;
   virtual Work do_barrier() = 0;
 
  private:

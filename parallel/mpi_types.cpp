@@ -12,6 +12,7 @@ MPI_Datatype transfer_type(DType t) {
   switch (dtype_size(t)) {
     case 2: return MPI_UINT16_T;
     case 4: return MPI_UINT32_T;
+    case 8: return MPI_UINT64_T;
   }
   USTRAIN_ASSERT(false, fmt::format("no MPI transfer type for {}", dtype_name(t)));
 }
@@ -19,6 +20,7 @@ MPI_Datatype transfer_type(DType t) {
 MPI_Datatype reduce_type(DType t) {
   switch (t) {
     case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT32_T;
     case DType::bf16: return MPI_UINT16_T;
     default: break;
@@ -37,6 +39,11 @@ int mpi_count(std::int64_t n, const char* op) {
 void divide_in_place(const Tensor& data, int divisor) {
   if (data.dtype == DType::bf16) {
     bf16::divide(static_cast<std::uint16_t*>(data.data), data.numel(), static_cast<float>(divisor));
+    return;
+  }
+  if (data.dtype == DType::f64) {
+    auto* x = static_cast<double*>(data.data);
+    for (std::int64_t i = 0; i < data.numel(); ++i) x[i] /= divisor;
     return;
   }
   float* x = data.f32();

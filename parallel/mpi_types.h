@@ -12,7 +12,8 @@ namespace ustrain::mpi_detail {
 
 // For moving elements: an unsigned type of the dtype's width (the bits travel unchanged).
 MPI_Datatype transfer_type(DType t);
-// For reductions: MPI_FLOAT, MPI_INT32_T, or the bf16 bits with `bf16_sum` as the operation.
+// For reductions: MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, or the bf16 bits with `bf16_sum` as the
+// operation.
 MPI_Datatype reduce_type(DType t);
 MPI_Op reduce_operation(DType t, MPI_Op bf16_sum);
 // MPI counts are ints; asserts that n fits.

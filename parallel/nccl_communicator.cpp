@@ -20,6 +20,7 @@ constexpr auto kPollInterval = std::chrono::microseconds(20);
 ncclDataType_t reduce_type(DType t) {
   switch (t) {
     case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
     case DType::bf16: return ncclBfloat16;
     case DType::i32: return ncclInt32;
     default: break;
@@ -92,13 +93,30 @@ namespace {
 // The Work state of one NCCL operation: a CUDA event recorded after it.
 class NcclWork final : public WorkState {
  public:
-  NcclWork(std::shared_ptr<NcclCommunicator::Shared> shared, cudaEvent_t done, std::string what,
+  NcclWork(std::shared_ptr<NcclCommunicator::Shared> shared, cudaEvent_t done, cudaStream_t compute, std::string what,
            Clock::time_point deadline, std::chrono::milliseconds timeout)
-      : shared_(std::move(shared)), done_(done), what_(std::move(what)), deadline_(deadline), timeout_(timeout) {}
+      : shared_(std::move(shared)),
+        done_(done),
+        compute_(compute),
+        what_(std::move(what)),
+        deadline_(deadline),
+        timeout_(timeout) {}
   ~NcclWork() override { cudaEventDestroy(done_); }
 
   void wait() override {
     while (!test()) std::this_thread::sleep_for(kPollInterval);
+  }
+
+  // The compute stream waits for the event on the GPU; the host goes on at once. A failure
+  // or a passed deadline is then found by the next wait() on this communicator's work.
+  void join_compute() override {
+    if (completed_) return;
+    if (const std::string f = shared_->failure(); !f.empty())
+      throw CommError(fmt::format("{} on {} did not complete: the group failed: {}", what_, shared_->name, f));
+    const cudaError_t e = cudaStreamWaitEvent(compute_, done_, 0);
+    if (e != cudaSuccess)
+      throw CommError(shared_->fail(fmt::format("{} on {} failed on rank {}: CUDA error {}", what_, shared_->name,
+                                                shared_->global_rank, cudaGetErrorString(e))));
   }
 
   bool test() override {
@@ -121,6 +139,7 @@ class NcclWork final : public WorkState {
  private:
   std::shared_ptr<NcclCommunicator::Shared> shared_;
   cudaEvent_t done_;
+  cudaStream_t compute_;
   const std::string what_;
   const Clock::time_point deadline_;
   const std::chrono::milliseconds timeout_;
@@ -235,7 +254,7 @@ Work NcclCommunicator::launch(std::string what, Enqueue enqueue) {
     if (done) cudaEventDestroy(done);
     return cuda_failure(e);
   }
-  return Work(std::make_shared<NcclWork>(shared_, done, std::move(what), deadline, options_.timeout));
+  return Work(std::make_shared<NcclWork>(shared_, done, compute_stream_, std::move(what), deadline, options_.timeout));
 }
 
 Work NcclCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
@@ -327,6 +346,25 @@ Work NcclCommunicator::do_recv(Tensor data, int peer, int tag) {
   comm_checks::check_member(*this, peer, "peer", "recv");
   return launch(fmt::format("recv of {} {} from member {} (tag {})", data.numel(), dtype_name(data.dtype), peer, tag),
                 [=](ncclComm_t comm, cudaStream_t s) { return ncclRecv(data.data, data.bytes(), ncclUint8, peer, comm, s); });
+}
+
+Work NcclCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
+  for (const PeerTransfer& t : transfers) {
+    comm_checks::check_tensor(*this, t.data, "exchange");
+    comm_checks::check_member(*this, t.peer, "peer", "exchange");
+  }
+  const std::vector<PeerTransfer> batch(transfers.begin(), transfers.end());
+  // One group call: NCCL starts every send and receive together, whatever their order.
+  return launch(fmt::format("exchange of {} transfers", batch.size()), [batch](ncclComm_t comm, cudaStream_t s) {
+    ncclGroupStart();
+    for (const PeerTransfer& t : batch) {
+      if (t.kind == PeerTransfer::Kind::send)
+        ncclSend(t.data.data, t.data.bytes(), ncclUint8, t.peer, comm, s);
+      else
+        ncclRecv(t.data.data, t.data.bytes(), ncclUint8, t.peer, comm, s);
+    }
+    return ncclGroupEnd();
+  });
 }
 
 Work NcclCommunicator::do_barrier() {

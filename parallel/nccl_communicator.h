@@ -8,7 +8,9 @@
 //   first waits (on the GPU) for the work already queued on the compute stream, then runs
 //   on the communication stream; its Work wraps a CUDA event recorded after it.
 //   Work::wait() polls that event from the host: when it returns, the result is visible to
-//   work queued afterwards on any stream.
+//   work queued afterwards on any stream. Work::join_compute() instead makes the compute
+//   stream wait for the event on the GPU and returns at once (tensor-parallel layers use it,
+//   so the host never polls between the kernels of a layer).
 // - Deadlines, counted from when the operation was issued: wait() polls the event and
 //   ncclCommGetAsyncError; an error or a passed deadline aborts the NCCL communicator
 //   (ncclCommAbort, which also releases kernels stuck on a dead peer) and throws CommError.
@@ -59,6 +61,7 @@ class NcclCommunicator final : public Communicator {
   Work do_broadcast(Tensor data, int root) override;
   Work do_send(Tensor data, int peer, int tag) override;
   Work do_recv(Tensor data, int peer, int tag) override;
+  Work do_exchange(std::span<const PeerTransfer> transfers) override;
   Work do_barrier() override;
 
  private:

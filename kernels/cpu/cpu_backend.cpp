@@ -115,6 +115,9 @@ void CpuBackend::fill(Tensor dst, float value) {
     case DType::u32:
       fill_as<std::uint32_t>(dst.data, n, exact_integer<std::uint32_t>(value, dst.dtype));
       break;
+    case DType::f64:
+      fill_as<double>(dst.data, n, static_cast<double>(value));
+      break;
   }
 }
 

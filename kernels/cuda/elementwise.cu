@@ -219,6 +219,8 @@ void fill(void* dst, float value, std::int64_t n, DType dtype, cudaStream_t stre
     case DType::u32:
       launch_fill(dst, exact_integer<std::uint32_t>(value, dtype), n, stream);
       return;
+    case DType::f64:  // host scalars only; no device buffer holds f64
+      break;
   }
   USTRAIN_ASSERT(false, std::string("fill: unsupported dtype ") + dtype_name(dtype) + " for n = " + std::to_string(n));
 }

@@ -14,6 +14,7 @@
 #include "parallel/bf16.h"
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
+#include "parallel/process_groups.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {
@@ -238,6 +239,62 @@ TEST(Collectives, SendRecvAroundTheRingMatchesByTag) {
   wait_all(works);
   for (std::int64_t i = 0; i < 1001; ++i) ASSERT_EQ(got_a.get(i), input(DType::f32, 600, prev, i));
   for (std::int64_t i = 0; i < 7; ++i) ASSERT_EQ(got_b.get(i), input(DType::f32, 601, prev, i));
+}
+
+TEST(Collectives, Float64SumsAreExactInDouble) {
+  // Values whose sum float32 cannot hold: 2^40 + rank + 1/4.
+  auto comm = world().everyone();
+  const int p = comm->size();
+  std::vector<double> v(5);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1099511627776.0 + comm->rank() + 0.25 * static_cast<double>(i);
+  comm->all_reduce(Tensor(v.data(), Shape{5}, DType::f64)).wait();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    EXPECT_EQ(v[i], p * 1099511627776.0 + p * (p - 1) / 2.0 + p * 0.25 * static_cast<double>(i)) << i;
+  double mean = comm->rank();
+  comm->all_reduce(Tensor(&mean, Shape{1}, DType::f64), ReduceOp::avg).wait();
+  EXPECT_EQ(mean, (p - 1) / 2.0);
+}
+
+TEST(Collectives, ExchangeWithBothNeighboursSendingFirstDoesNotDeadlock) {
+  // Every rank sends to both neighbours and receives from both, sends listed first: posted
+  // one by one with blocking sends this order could deadlock; a batch cannot.
+  auto comm = world().everyone();
+  const int p = comm->size(), me = comm->rank();
+  const int next = (me + 1) % p, prev = (me + p - 1) % p;
+  Buffer to_next(DType::f32, 100003), to_prev(DType::f32, 17), from_prev(DType::f32, 100003), from_next(DType::f32, 17);
+  to_next.fill_input(650, me);
+  to_prev.fill_input(651, me);
+  const PeerTransfer batch[] = {{PeerTransfer::Kind::send, to_next.tensor(), next, 3},
+                                {PeerTransfer::Kind::send, to_prev.tensor(), prev, 4},
+                                {PeerTransfer::Kind::recv, from_prev.tensor(), prev, 3},
+                                {PeerTransfer::Kind::recv, from_next.tensor(), next, 4}};
+  comm->exchange(batch).wait();
+  for (std::int64_t i = 0; i < 100003; ++i) ASSERT_EQ(from_prev.get(i), input(DType::f32, 650, prev, i));
+  for (std::int64_t i = 0; i < 17; ++i) ASSERT_EQ(from_next.get(i), input(DType::f32, 651, next, i));
+  EXPECT_EQ(comm->volume().send, (OpVolume{2, (100003 + 17) * 4, (100003 + 17) * 4}));
+  EXPECT_EQ(comm->volume().recv, (OpVolume{2, (100003 + 17) * 4, 0}));
+}
+
+TEST(Collectives, NamedGroupsFollowTheMesh) {
+  if (world().size() != 4) GTEST_SKIP() << "needs 4 ranks for a dp=2 x tp=2 mesh";
+  const Mesh mesh(MeshShape{.dp = 2, .tp = 2}, world().rank(), 4);
+  ProcessGroups groups(world(), mesh);
+  EXPECT_EQ(groups.tp().host().ranks(), mesh.group({MeshDim::tp}));
+  EXPECT_EQ(groups.dp().host().ranks(), mesh.group({MeshDim::dp}));
+  EXPECT_EQ(groups.gradients().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
+  EXPECT_EQ(groups.loss().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
+  EXPECT_EQ(groups.replica().host().ranks(), mesh.group({MeshDim::pp, MeshDim::tp}));
+  EXPECT_EQ(groups.pp().size(), 1);
+  EXPECT_EQ(groups.world().size(), 4);
+  EXPECT_NE(groups.loss().host().name().find("loss group"), std::string::npos) << groups.loss().host().name();
+  // Host scalars: float64 sums over each group's members only.
+  const double big = 4503599627370496.0;  // 2^52: float32 would lose the ranks
+  EXPECT_EQ(groups.loss().sum(big + world().rank()), 2 * big + mesh.group({MeshDim::dp})[0] + mesh.group({MeshDim::dp})[1]);
+  EXPECT_EQ(groups.world().sum(1.0), 4.0);
+  EXPECT_EQ(groups.tp().any(world().rank() == 3), mesh.coord(MeshDim::dp) == 1);  // rank 3 is (dp 1, tp 1)
+  EXPECT_EQ(groups.dp().any(world().rank() == 3), mesh.coord(MeshDim::tp) == 1);
+  // A group of one returns the value itself.
+  EXPECT_EQ(groups.pp().sum(0.1), 0.1);
 }
 
 TEST(Collectives, BarrierHoldsEveryoneUntilTheLastArrives) {

@@ -1,0 +1,66 @@
+#include "parallel/process_groups.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#ifdef USTRAIN_HAVE_NCCL
+#include "parallel/nccl_communicator.h"
+#endif
+
+namespace ustrain {
+
+ProcessGroup::ProcessGroup(std::string label, std::unique_ptr<Communicator> host)
+    : label_(std::move(label)), host_(std::move(host)) {}
+
+Communicator& ProcessGroup::for_tensors(Device device) {
+  if (device == Device::cpu || size() == 1) return *host_;
+  USTRAIN_ASSERT(device_ != nullptr, fmt::format("the {} group has no device communicator", label_));
+  return *device_;
+}
+
+double ProcessGroup::sum(double value) {
+  if (size() == 1) return value;
+  host_->all_reduce(Tensor(&value, Shape{1}, DType::f64), ReduceOp::sum).wait();
+  return value;
+}
+
+bool ProcessGroup::any(bool flag) {
+  if (size() == 1) return flag;
+  std::int32_t v = flag ? 1 : 0;
+  host_->all_reduce(Tensor(&v, Shape{1}, DType::i32), ReduceOp::sum).wait();
+  return v > 0;
+}
+
+ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
+  const auto make = [&](const char* label, std::initializer_list<MeshDim> dims) {
+    return std::make_unique<ProcessGroup>(label, world.communicator(mesh.group(dims), label));
+  };
+  world_ = std::make_unique<ProcessGroup>("world", world.everyone());
+  tp_ = make("tp", {MeshDim::tp});
+  pp_ = make("pp", {MeshDim::pp});
+  dp_ = make("dp", {MeshDim::dp});
+  cp_ = make("cp", {MeshDim::cp});
+  ep_ = make("ep", {MeshDim::ep});
+  gradients_ = make("gradients", {MeshDim::dp, MeshDim::cp});
+  loss_ = make("loss", {MeshDim::dp, MeshDim::cp});
+  replica_ = make("replica", {MeshDim::pp, MeshDim::tp});
+}
+
+void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions options) {
+  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get()}) {
+    if (g->size() == 1) continue;
+#ifdef USTRAIN_HAVE_NCCL
+    g->attach_device(std::make_unique<NcclCommunicator>(g->host(), g->label(), setup.cuda_device, options,
+                                                        setup.compute_stream));
+#else
+    (void)setup;
+    (void)options;
+    throw UserError(fmt::format("the {} group of several ranks needs NCCL for GPU tensors, and this build has none; "
+                                "install NCCL beside the CUDA toolkit and rebuild",
+                                g->label()));
+#endif
+  }
+}
+
+}  // namespace ustrain

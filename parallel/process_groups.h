@@ -1,0 +1,89 @@
+// The named process groups of a training step, built the same way on every rank from the
+// mesh. Every reduction names the group it runs over; nothing else makes a group.
+//
+//   group       mesh dimensions   what goes over it
+//   world       all               agreement at start, stop requests, the gradient norm
+//   tp          tp                tensor- and sequence-parallel activations and their gradients,
+//                                 partial gradients of parameters replicated over tp
+//   dp          dp                the data-parallel (ZeRO) reductions of dense parameters
+//   gradients   dp, cp            (the same ranks while cp = 1: context-parallel ranks see other
+//                                 tokens of the same sequences, so their gradients add too)
+//   loss        dp, cp            loss and token sums: the ranks that see different tokens
+//   replica     pp, tp            the ranks that together hold one copy of the model
+//   pp, cp, ep  one each          pipeline, context and expert parallelism
+//
+// Each group has a host communicator (MPI, or the group of one) for host tensors and host
+// scalars, and, when the model computes on a GPU, a device communicator (NCCL, bootstrapped
+// through the host one) for device tensors. Host scalars (loss sums, norms) are reduced in
+// float64 on the host communicator, never through the device one. A group of one has no
+// device communicator: nothing is ever exchanged over it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "parallel/communicator.h"
+#include "parallel/mesh.h"
+#include "parallel/world.h"
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
+namespace ustrain {
+
+class ProcessGroup {
+ public:
+  ProcessGroup(std::string label, std::unique_ptr<Communicator> host);
+
+  const std::string& label() const { return label_; }  // "tp", "dp+cp", ...
+  int size() const { return host_->size(); }
+  int rank() const { return host_->rank(); }  // this rank's index in the group
+  Communicator& host() { return *host_; }
+  // The communicator for tensors on `device`: the host one for CPU tensors, the device one
+  // for GPU tensors (which exists only for groups of several ranks on CUDA runs).
+  Communicator& for_tensors(Device device);
+  // In float64 on the host communicator; the value itself, bit for bit, in a group of one.
+  double sum(double value);
+  // True on every member when true on any.
+  bool any(bool flag);
+
+  // Creates the device communicator (collective over the members).
+  void attach_device(std::unique_ptr<Communicator> device) { device_ = std::move(device); }
+
+ private:
+  std::string label_;
+  std::unique_ptr<Communicator> host_;
+  std::unique_ptr<Communicator> device_;
+};
+
+// Where device communicators compute: the GPU and the stream that produces their inputs.
+struct DeviceCommSetup {
+  int cuda_device = 0;
+  CUstream_st* compute_stream = nullptr;
+};
+
+class ProcessGroups {
+ public:
+  // Collective over the world: every rank builds the same groups in the same order.
+  ProcessGroups(World& world, const Mesh& mesh);
+  ProcessGroups(const ProcessGroups&) = delete;
+  ProcessGroups& operator=(const ProcessGroups&) = delete;
+
+  // Adds NCCL communicators to every group of several ranks that carries device tensors
+  // (tp, pp, dp, cp, ep, gradients). Collective. UserError when this build has no NCCL.
+  void attach_devices(const DeviceCommSetup& setup, CommOptions options);
+
+  ProcessGroup& world() { return *world_; }
+  ProcessGroup& tp() { return *tp_; }
+  ProcessGroup& pp() { return *pp_; }
+  ProcessGroup& dp() { return *dp_; }
+  ProcessGroup& cp() { return *cp_; }
+  ProcessGroup& ep() { return *ep_; }
+  ProcessGroup& gradients() { return *gradients_; }
+  ProcessGroup& loss() { return *loss_; }
+  ProcessGroup& replica() { return *replica_; }
+
+ private:
+  std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, loss_, replica_;
+};
+
+}  // namespace ustrain
