@@ -18,6 +18,8 @@
 
 #include "kernels/tensor.h"
 
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
 namespace ustrain {
 
 struct AdamWParams {
@@ -27,6 +29,15 @@ struct AdamWParams {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   std::int64_t step = 1;  // 1-based, for bias correction
+};
+
+// The block of vocabulary rows one tensor-parallel rank holds of an embedding table, an
+// output head or a logits row: global ids [begin, begin + valid) are its first `valid` rows
+// (columns of logits); any rows after them pad the vocabulary to a multiple of the ranks and
+// take no part.
+struct VocabShard {
+  std::int64_t begin = 0;
+  std::int64_t valid = 0;
 };
 
 // One contiguous range AdamW updates; its weight decay overrides AdamWParams::weight_decay.
@@ -51,6 +62,9 @@ class Backend {
   // device, same element count: how compute copies of fp32 master weights are made.
   virtual void convert(Tensor dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
+  // The stream the backend computes on (a cudaStream_t), for device communicators that order
+  // their work with it; null on the CPU.
+  virtual CUstream_st* compute_stream() const { return nullptr; }
   // Device bytes this backend has held at most at once: planned arenas plus the scratch and
   // library workspaces it keeps. 0 where it is not tracked (the CPU, whose peak is the
   // process's resident memory).
@@ -61,6 +75,11 @@ class Backend {
   virtual void embedding_forward(Tensor out, Tensor ids, Tensor table) = 0;
   // dtable (V, D) += scatter(dout (N, D)) at ids; deterministic order.
   virtual void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) = 0;
+  // One shard of a vocabulary-parallel table (Vs, D): out rows whose id lies in the shard
+  // get table[id - begin], the others zeros (the ranks' outputs add up to the lookup).
+  virtual void embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard shard) = 0;
+  // dtable (Vs, D) += the rows of dout whose id lies in the shard; deterministic order.
+  virtual void embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dout, VocabShard shard) = 0;
 
   // ---- RMSNorm over the last dimension ----
   // out (N, D) = x * rstd * weight;  rstd (N) saved for backward.
@@ -107,6 +126,20 @@ class Backend {
   // Rows whose target < 0 get zero gradient.
   virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets,
                                       float dloss) = 0;
+
+  // ---- vocabulary-parallel cross-entropy: each rank holds a shard of the logits columns ----
+  // stats (2, N): row 0 the log-sum-exp of the shard's valid logits (-inf when it has none),
+  // row 1 the target's logit where the target lies in the shard, else 0. Rows whose target < 0
+  // get 0 in both. logits (N, Vs).
+  virtual void cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard shard) = 0;
+  // The shards' stats gathered, parts (P, 2, N) -> losses (N) = lse - target logit and lse (N)
+  // = log sum_p exp(lse_p), the global log-sum-exp; rows whose target < 0 get 0 in both.
+  virtual void cross_entropy_combine(Tensor losses, Tensor lse, Tensor parts, Tensor targets) = 0;
+  // dlogits (N, Vs) = (exp(logits - lse) - onehot(target - begin)) * dloss over the valid
+  // columns with the global lse (N); padding columns and rows whose target < 0 get zeros.
+  // May alias logits.
+  virtual void cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
+                                            VocabShard shard) = 0;
 
   // ---- optimizer ----
   // Decoupled weight decay: p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p).

@@ -51,6 +51,8 @@ class CpuBackend : public Backend {
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;
+  void embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard shard) override;
+  void embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dout, VocabShard shard) override;
 
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) override;
   void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) override;
@@ -73,6 +75,10 @@ class CpuBackend : public Backend {
 
   void cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) override;
   void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) override;
+  void cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard shard) override;
+  void cross_entropy_combine(Tensor losses, Tensor lse, Tensor parts, Tensor targets) override;
+  void cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
+                                    VocabShard shard) override;
 
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) override;
   double sum_of_squares(Tensor x) override;

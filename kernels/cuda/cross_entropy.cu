@@ -1,6 +1,8 @@
 // Fused softmax cross-entropy: one block per row. The forward pass keeps a running
 // (max, sum of exp) per thread, so the logits are read once and no probability is stored;
-// the backward pass recomputes each probability from the saved lse.
+// the backward pass recomputes each probability from the saved lse. The vocabulary-parallel
+// variant computes the same statistics over one shard's columns, combines the shards' stats
+// row by row, and runs the same backward on the shard with the global lse.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -105,38 +107,104 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Grid: one block per row of a shard: stats (2, N) = [lse over the valid columns, the
+// target's logit if it lies in the shard]. kVec > 1 needs 16-byte aligned rows.
+template <class T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    shard_stats_kernel(float* stats, const T* logits, const std::int32_t* targets, std::int64_t rows,
+                       std::int64_t width, std::int64_t begin, std::int64_t valid) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  float* lse = stats;                // row 0 of (2, N)
+  float* target_logit = stats + rows;  // row 1
+  if (target < 0 || valid == 0) {    // whole block leaves together
+    if (threadIdx.x == 0) {
+      lse[row] = target < 0 ? 0.0f : -INFINITY;
+      target_logit[row] = 0.0f;
+    }
+    return;
+  }
+  const T* z = logits + row * width;  // (Vs)
+  SoftmaxStats st{-INFINITY, 0.0f};
+  const std::int64_t packs = valid / kVec;
+  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const Pack<T, kVec> pack = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
+    float x[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = to_float(pack.v[k]);
+    accumulate(st, x);
+  }
+  for (std::int64_t v = packs * kVec + threadIdx.x; v < valid; v += kThreads) {
+    const float x[1] = {to_float(z[v])};
+    accumulate(st, x);
+  }
+  st = block_merge(st);
+  if (threadIdx.x == 0) {
+    lse[row] = static_cast<float>(static_cast<double>(st.max) + log(static_cast<double>(st.sum)));
+    const std::int64_t local = static_cast<std::int64_t>(target) - begin;
+    target_logit[row] = local >= 0 && local < valid ? to_float(z[local]) : 0.0f;
+  }
+}
+
+// One thread per row: parts (P, 2, N) -> the global lse and the loss, in double like the CPU.
+__global__ void combine_kernel(float* losses, float* lse, const float* parts, const std::int32_t* targets,
+                               std::int64_t rows, std::int64_t shards) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  if (targets[row] < 0) {
+    losses[row] = lse[row] = 0.0f;
+    return;
+  }
+  double m = -INFINITY, target_logit = 0;
+  for (std::int64_t s = 0; s < shards; ++s) {
+    m = fmax(m, static_cast<double>(parts[(2 * s) * rows + row]));
+    target_logit += parts[(2 * s + 1) * rows + row];
+  }
+  double sum = 0;
+  for (std::int64_t s = 0; s < shards; ++s) sum += exp(static_cast<double>(parts[(2 * s) * rows + row]) - m);
+  const double row_lse = m + log(sum);
+  lse[row] = static_cast<float>(row_lse);
+  losses[row] = static_cast<float>(row_lse - target_logit);
+}
+
 __device__ __forceinline__ float gradient(float logit, float row_lse, float dloss, bool is_target) {
   const float g = __expf(logit - row_lse) * dloss;
   return is_target ? g - dloss : g;
 }
 
 // Grid: one block per row. dlogits may alias logits: each thread reads an element, then
-// writes that same element, and no other thread touches it.
+// writes that same element, and no other thread touches it. The row holds `width` columns
+// of which the first `valid` are the vocabulary ids [begin, begin + valid); the rest are
+// padding (zero gradient). Whole rows: begin 0, valid = width, and a target past the
+// vocabulary marks the row NaN; a shard's row: the target may lie in another shard.
 template <class T, int kVec>
-__global__ void __launch_bounds__(kThreads) backward_kernel(T* dlogits, const T* logits, const float* lse,
-                                                            const std::int32_t* targets, std::int64_t vocab,
-                                                            float dloss) {
+__global__ void __launch_bounds__(kThreads)
+    backward_kernel(T* dlogits, const T* logits, const float* lse, const std::int32_t* targets, std::int64_t width,
+                    std::int64_t begin, std::int64_t valid, bool sharded, float dloss) {
   const std::int64_t row = blockIdx.x;
   const std::int32_t target = targets[row];
-  T* d = dlogits + row * vocab;       // (V)
-  const T* z = logits + row * vocab;  // (V)
-  if (target < 0 || target >= vocab) {
+  T* d = dlogits + row * width;       // (V)
+  const T* z = logits + row * width;  // (V)
+  if (target < 0 || (!sharded && target >= width)) {
     const T value = from_float<T>(target < 0 ? 0.0f : __int_as_float(0x7fc00000));
-    for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) d[v] = value;
+    for (std::int64_t v = threadIdx.x; v < width; v += kThreads) d[v] = value;
     return;
   }
+  const std::int64_t local_target = static_cast<std::int64_t>(target) - begin;  // may lie outside the row
   const float row_lse = lse[row];
-  const std::int64_t packs = vocab / kVec;
+  const auto grad_at = [&](std::int64_t v, float logit) {
+    return v < valid ? gradient(logit, row_lse, dloss, v == local_target) : 0.0f;
+  };
+  const std::int64_t packs = width / kVec;
   for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
     const Pack<T, kVec> in = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
     Pack<T, kVec> out;
 #pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      out.v[k] = from_float<T>(gradient(to_float(in.v[k]), row_lse, dloss, p * kVec + k == target));
+    for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(grad_at(p * kVec + k, to_float(in.v[k])));
     reinterpret_cast<Pack<T, kVec>*>(d)[p] = out;
   }
-  for (std::int64_t v = packs * kVec + threadIdx.x; v < vocab; v += kThreads)
-    d[v] = from_float<T>(gradient(to_float(z[v]), row_lse, dloss, v == target));
+  for (std::int64_t v = packs * kVec + threadIdx.x; v < width; v += kThreads)
+    d[v] = from_float<T>(grad_at(v, to_float(z[v])));
 }
 
 bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -145,6 +213,16 @@ bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16
 template <class T>
 bool rows_vectorisable(std::int64_t vocab, const void* a, const void* b) {
   return aligned_16(a) && aligned_16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
+}
+
+std::string shape_text(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
+  return std::string(op) + ": logits (" + std::to_string(rows) + ", " + std::to_string(vocab) + ") in " +
+         dtype_name(act);
+}
+
+void check_shape(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
+  USTRAIN_ASSERT(rows >= 0 && vocab > 0, shape_text(op, act, rows, vocab) + ": empty vocabulary or negative rows");
+  USTRAIN_ASSERT(rows <= 0x7fffffff, shape_text(op, act, rows, vocab) + ": more rows than one grid holds");
 }
 
 template <class T>
@@ -161,27 +239,42 @@ void launch_forward(float* losses, float* lse, const void* logits, const std::in
 }
 
 template <class T>
+void launch_shard_stats(float* stats, const void* logits, const std::int32_t* targets, std::int64_t rows,
+                        std::int64_t width, std::int64_t begin, std::int64_t valid, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  const T* z = static_cast<const T*>(logits);
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (rows_vectorisable<T>(width, logits, logits))
+    shard_stats_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(stats, z, targets, rows, width, begin, valid);
+  else
+    shard_stats_kernel<T, 1><<<grid, kThreads, 0, stream>>>(stats, z, targets, rows, width, begin, valid);
+  USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
 void launch_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
-                     std::int64_t rows, std::int64_t vocab, float dloss, cudaStream_t stream) {
+                     std::int64_t rows, std::int64_t width, std::int64_t begin, std::int64_t valid, bool sharded,
+                     float dloss, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   T* d = static_cast<T*>(dlogits);
   const T* z = static_cast<const T*>(logits);
   const unsigned grid = static_cast<unsigned>(rows);
-  if (rows_vectorisable<T>(vocab, dlogits, logits))
-    backward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, vocab, dloss);
+  if (rows_vectorisable<T>(width, dlogits, logits))
+    backward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, width, begin, valid, sharded, dloss);
   else
-    backward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, vocab, dloss);
+    backward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, width, begin, valid, sharded, dloss);
   USTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-std::string shape_text(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
-  return std::string(op) + ": logits (" + std::to_string(rows) + ", " + std::to_string(vocab) + ") in " +
-         dtype_name(act);
-}
-
-void check_shape(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
-  USTRAIN_ASSERT(rows >= 0 && vocab > 0, shape_text(op, act, rows, vocab) + ": empty vocabulary or negative rows");
-  USTRAIN_ASSERT(rows <= 0x7fffffff, shape_text(op, act, rows, vocab) + ": more rows than one grid holds");
+// Calls launch(T{}) for the activation dtype.
+template <class Launch>
+void with_act(const char* op, DType act, std::int64_t rows, std::int64_t width, Launch&& launch) {
+  switch (act) {
+    case DType::f32: return launch(float{});
+    case DType::bf16: return launch(__nv_bfloat16{});
+    case DType::f16: return launch(__half{});
+    default: USTRAIN_ASSERT(false, shape_text(op, act, rows, width) + ": unsupported dtype");
+  }
 }
 
 }  // namespace
@@ -206,16 +299,44 @@ void cross_entropy_backward(void* dlogits, const void* logits, const float* lse,
                             std::int64_t rows, std::int64_t vocab, float dloss, DType act, cudaStream_t stream) {
   check_shape("cross_entropy_backward", act, rows, vocab);
   if (rows == 0) return;
-  switch (act) {
-    case DType::f32:
-      return launch_backward<float>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
-    case DType::bf16:
-      return launch_backward<__nv_bfloat16>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
-    case DType::f16:
-      return launch_backward<__half>(dlogits, logits, lse, targets, rows, vocab, dloss, stream);
-    default:
-      USTRAIN_ASSERT(false, shape_text("cross_entropy_backward", act, rows, vocab) + ": unsupported dtype");
-  }
+  with_act("cross_entropy_backward", act, rows, vocab, [&](auto tag) {
+    launch_backward<decltype(tag)>(dlogits, logits, lse, targets, rows, vocab, 0, vocab, false, dloss, stream);
+  });
+}
+
+void cross_entropy_shard_stats(float* stats, const void* logits, const std::int32_t* targets, std::int64_t rows,
+                               std::int64_t width, std::int64_t begin, std::int64_t valid, DType act,
+                               cudaStream_t stream) {
+  check_shape("cross_entropy_shard_stats", act, rows, width);
+  USTRAIN_ASSERT(begin >= 0 && valid >= 0 && valid <= width,
+                 shape_text("cross_entropy_shard_stats", act, rows, width) + ": bad shard");
+  if (rows == 0) return;
+  with_act("cross_entropy_shard_stats", act, rows, width, [&](auto tag) {
+    launch_shard_stats<decltype(tag)>(stats, logits, targets, rows, width, begin, valid, stream);
+  });
+}
+
+void cross_entropy_combine(float* losses, float* lse, const float* parts, const std::int32_t* targets,
+                           std::int64_t rows, std::int64_t shards, cudaStream_t stream) {
+  USTRAIN_ASSERT(rows >= 0 && shards >= 1, "cross_entropy_combine: " + std::to_string(rows) + " rows of " +
+                                               std::to_string(shards) + " shards");
+  if (rows == 0) return;
+  constexpr int kRowThreads = 256;
+  combine_kernel<<<static_cast<unsigned>((rows + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
+      losses, lse, parts, targets, rows, shards);
+  USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_backward_shard(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
+                                  std::int64_t rows, std::int64_t width, std::int64_t begin, std::int64_t valid,
+                                  float dloss, DType act, cudaStream_t stream) {
+  check_shape("cross_entropy_backward_shard", act, rows, width);
+  USTRAIN_ASSERT(begin >= 0 && valid >= 0 && valid <= width,
+                 shape_text("cross_entropy_backward_shard", act, rows, width) + ": bad shard");
+  if (rows == 0) return;
+  with_act("cross_entropy_backward_shard", act, rows, width, [&](auto tag) {
+    launch_backward<decltype(tag)>(dlogits, logits, lse, targets, rows, width, begin, valid, true, dloss, stream);
+  });
 }
 
 }  // namespace ustrain::cuda

@@ -21,4 +21,19 @@ void cross_entropy_forward(float* losses, float* lse, const void* logits, const 
 void cross_entropy_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
                             std::int64_t rows, std::int64_t vocab, float dloss, DType act, cudaStream_t stream);
 
+// Vocabulary-parallel: logits (N, width) hold the ids [begin, begin + valid) in their first
+// `valid` columns (the rest pad). stats (2, N) fp32 = [lse of the valid columns (-inf when
+// valid = 0), the target's logit if it lies in the shard else 0]; rows whose target < 0: 0.
+void cross_entropy_shard_stats(float* stats, const void* logits, const std::int32_t* targets, std::int64_t rows,
+                               std::int64_t width, std::int64_t begin, std::int64_t valid, DType act,
+                               cudaStream_t stream);
+// parts (P, 2, N) of every shard -> lse (N) global and losses (N) = lse - target logit.
+void cross_entropy_combine(float* losses, float* lse, const float* parts, const std::int32_t* targets,
+                           std::int64_t rows, std::int64_t shards, cudaStream_t stream);
+// The backward on one shard with the global lse: padding columns and rows whose target < 0
+// get zeros. May alias logits.
+void cross_entropy_backward_shard(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
+                                  std::int64_t rows, std::int64_t width, std::int64_t begin, std::int64_t valid,
+                                  float dloss, DType act, cudaStream_t stream);
+
 }  // namespace ustrain::cuda

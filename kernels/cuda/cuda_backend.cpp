@@ -156,6 +156,28 @@ void CudaBackend::embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
                            ws, stream_.get());
 }
 
+void CudaBackend::embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard shard) {
+  const DType act = act_of("embedding_forward_shard", {&out, &table});
+  expect_i32(ids, "embedding ids");
+  const std::int64_t n = ids.numel(), dim = table.shape.last();
+  USTRAIN_ASSERT(table.shape.rank() == 2 && out.numel() == n * dim && shard.valid <= table.shape[0],
+                 "embedding shard: out " + out.shape.str() + ", table " + table.shape.str());
+  cuda::embedding_forward(out.data, static_cast<const std::int32_t*>(ids.data), table.data, n, shard.valid, dim, act,
+                          stream_.get(), shard.begin);
+}
+
+void CudaBackend::embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dout, VocabShard shard) {
+  expect_f32(dtable, "embedding dtable");
+  expect_i32(ids, "embedding ids");
+  const DType act = act_of("embedding_backward_shard", {&dout});
+  const std::int64_t n = ids.numel(), dim = dtable.shape.last();
+  USTRAIN_ASSERT(dtable.shape.rank() == 2 && dout.numel() == n * dim && shard.valid <= dtable.shape[0],
+                 "embedding shard backward: dtable " + dtable.shape.str() + ", dout " + dout.shape.str());
+  void* ws = scratch(embedding_backward_workspace_bytes(n));
+  cuda::embedding_backward(dtable.f32(), static_cast<const std::int32_t*>(ids.data), dout.data, n, shard.valid, dim,
+                           act, ws, stream_.get(), shard.begin);
+}
+
 // ---- RMSNorm ----
 
 void CudaBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
@@ -339,6 +361,42 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor l
                  "cross-entropy backward: logits " + logits.shape.str() + ", dlogits " + dlogits.shape.str());
   cuda::cross_entropy_backward(dlogits.data, logits.data, lse.f32(), static_cast<const std::int32_t*>(targets.data),
                                rows, vocab, dloss, act, stream_.get());
+}
+
+void CudaBackend::cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard shard) {
+  const DType act = act_of("cross_entropy_shard_stats", {&logits});
+  expect_f32(stats, "cross-entropy shard stats");
+  expect_i32(targets, "cross-entropy targets");
+  const std::int64_t rows = logits.shape.rows(), width = logits.shape.last();
+  USTRAIN_ASSERT(stats.numel() == 2 * rows && targets.numel() == rows,
+                 "cross-entropy shard stats: logits " + logits.shape.str() + ", stats " + stats.shape.str());
+  cuda::cross_entropy_shard_stats(stats.f32(), logits.data, static_cast<const std::int32_t*>(targets.data), rows,
+                                  width, shard.begin, shard.valid, act, stream_.get());
+}
+
+void CudaBackend::cross_entropy_combine(Tensor losses, Tensor lse, Tensor parts, Tensor targets) {
+  expect_f32(losses, "cross-entropy losses");
+  expect_f32(lse, "cross-entropy lse");
+  expect_f32(parts, "cross-entropy shard stats");
+  expect_i32(targets, "cross-entropy targets");
+  const std::int64_t rows = targets.numel();
+  USTRAIN_ASSERT(rows > 0 && parts.numel() % (2 * rows) == 0 && losses.numel() == rows && lse.numel() == rows,
+                 "cross-entropy combine: parts " + parts.shape.str() + ", losses " + losses.shape.str());
+  cuda::cross_entropy_combine(losses.f32(), lse.f32(), parts.f32(), static_cast<const std::int32_t*>(targets.data),
+                              rows, parts.numel() / (2 * rows), stream_.get());
+}
+
+void CudaBackend::cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
+                                               VocabShard shard) {
+  const DType act = act_of("cross_entropy_backward_shard", {&logits, &dlogits});
+  expect_f32(lse, "cross-entropy lse");
+  expect_i32(targets, "cross-entropy targets");
+  const std::int64_t rows = logits.shape.rows(), width = logits.shape.last();
+  USTRAIN_ASSERT(dlogits.shape == logits.shape && lse.numel() == rows && targets.numel() == rows,
+                 "cross-entropy shard backward: logits " + logits.shape.str() + ", dlogits " + dlogits.shape.str());
+  cuda::cross_entropy_backward_shard(dlogits.data, logits.data, lse.f32(),
+                                     static_cast<const std::int32_t*>(targets.data), rows, width, shard.begin,
+                                     shard.valid, dloss, act, stream_.get());
 }
 
 // ---- optimizer ----

@@ -27,13 +27,14 @@ constexpr std::int64_t kSegment = 32;                          // sorted positio
 constexpr std::int64_t kElementsPerThread = 4;                 // for the grid-stride prepare kernel
 constexpr std::size_t kAlign = 256;
 
-// out (n, D) = table (V, D)[ids]; zeros where an id is out of range. N elements per pack.
+// out (n, D) = table (V, D)[ids - begin]; zeros where an id is outside [begin, begin + V).
+// N elements per pack.
 template <class T, int N>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* ids, const T* table, std::int64_t n,
-                                         std::int64_t vocab, std::int64_t dim) {
+                                         std::int64_t begin, std::int64_t vocab, std::int64_t dim) {
   const std::int64_t packs = dim / N;
   for (std::int64_t row = blockIdx.x; row < n; row += gridDim.x) {
-    const std::int32_t id = ids[row];
+    const std::int64_t id = static_cast<std::int64_t>(ids[row]) - begin;
     auto* o = reinterpret_cast<Pack<T, N>*>(out + row * dim);
     if (id < 0 || id >= vocab) {
       Pack<T, N> zero;
@@ -47,13 +48,13 @@ __global__ void embedding_forward_kernel(T* out, const std::int32_t* ids, const 
   }
 }
 
-// The sort's input: keys = ids, with every out-of-range id replaced by `vocab` (it then sorts
-// after all real ids); values = positions 0..n-1.
+// The sort's input: keys = ids - begin, with every id outside the table replaced by `vocab`
+// (it then sorts after all real ids); values = positions 0..n-1.
 __global__ void embedding_sort_input_kernel(std::uint32_t* keys, std::int32_t* positions, const std::int32_t* ids,
-                                            std::int64_t n, std::int64_t vocab) {
+                                            std::int64_t n, std::int64_t begin, std::int64_t vocab) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const std::int32_t id = ids[i];
+    const std::int64_t id = static_cast<std::int64_t>(ids[i]) - begin;
     keys[i] = static_cast<std::uint32_t>(id >= 0 && id < vocab ? id : vocab);
     positions[i] = static_cast<std::int32_t>(i);
   }
@@ -162,7 +163,7 @@ Workspace workspace_for(std::int64_t n) {
 }  // namespace
 
 void embedding_forward(void* out, const std::int32_t* ids, const void* table, std::int64_t n, std::int64_t vocab,
-                       std::int64_t dim, DType act, cudaStream_t stream) {
+                       std::int64_t dim, DType act, cudaStream_t stream, std::int64_t begin) {
   USTRAIN_ASSERT(is_float_type(act) && n >= 0 && vocab >= 0 && dim >= 0,
                  describe("embedding_forward", act, n, vocab, dim) + ": unsupported dtype or shape");
   if (n == 0 || dim == 0) return;
@@ -176,9 +177,9 @@ void embedding_forward(void* out, const std::int32_t* ids, const void* table, st
     auto* o = static_cast<T*>(out);
     const auto* t = static_cast<const T*>(table);
     if (packed)
-      embedding_forward_kernel<T, kPack><<<blocks, threads, 0, stream>>>(o, ids, t, n, vocab, dim);
+      embedding_forward_kernel<T, kPack><<<blocks, threads, 0, stream>>>(o, ids, t, n, begin, vocab, dim);
     else
-      embedding_forward_kernel<T, 1><<<blocks, threads, 0, stream>>>(o, ids, t, n, vocab, dim);
+      embedding_forward_kernel<T, 1><<<blocks, threads, 0, stream>>>(o, ids, t, n, begin, vocab, dim);
     USTRAIN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -190,7 +191,8 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t n) {
 }
 
 void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout, std::int64_t n,
-                        std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream) {
+                        std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream,
+                        std::int64_t begin) {
   USTRAIN_ASSERT(is_float_type(act) && n >= 0 && n <= std::numeric_limits<std::int32_t>::max() && vocab >= 0 &&
                      vocab <= std::numeric_limits<std::int32_t>::max() && dim >= 0 &&
                      (dim + kScatterThreads - 1) / kScatterThreads <= 65535,
@@ -209,7 +211,7 @@ void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout
   const std::int64_t prepare_blocks =
       std::clamp<std::int64_t>((n + 256 * kElementsPerThread - 1) / (256 * kElementsPerThread), 1, 4096);
   embedding_sort_input_kernel<<<static_cast<unsigned>(prepare_blocks), 256, 0, stream>>>(keys_in, positions_in, ids,
-                                                                                        n, vocab);
+                                                                                        n, begin, vocab);
   USTRAIN_CUDA_CHECK_LAUNCH();
 
   // Only the bits that can be set: fewer radix passes than all 32.

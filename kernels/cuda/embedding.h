@@ -16,9 +16,10 @@
 
 namespace ustrain::cuda {
 
-// out (N, D) = table (V, D)[ids (N)].
+// out (N, D) = table (V, D)[ids (N) - begin]. With begin > 0 the table is one shard of a
+// vocabulary-parallel table: ids outside [begin, begin + V) are other shards' (zero rows).
 void embedding_forward(void* out, const std::int32_t* ids, const void* table, std::int64_t n, std::int64_t vocab,
-                       std::int64_t dim, DType act, cudaStream_t stream);
+                       std::int64_t dim, DType act, cudaStream_t stream, std::int64_t begin = 0);
 
 // Scratch for embedding_backward with n ids: the sorted (id, position) pairs and the radix
 // sort's temporary storage. Asks the sort for its size, so the current device must be the
@@ -29,7 +30,9 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t n);
 // run and, for f32, the same as the CPU backend: each table row gets the rows of dout of its
 // id added one at a time in position order. `workspace` holds
 // embedding_backward_workspace_bytes(n) bytes (any alignment: the parts are aligned inside).
+// With begin > 0, as embedding_forward: only ids in [begin, begin + V) add into the table.
 void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout, std::int64_t n,
-                        std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream);
+                        std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream,
+                        std::int64_t begin = 0);
 
 }  // namespace ustrain::cuda
