@@ -22,7 +22,7 @@ void add_eval_command(CLI::App& root) {
       ->required();
   cmd->add_option("--checkpoint", opt->eval.checkpoint, "Checkpoint directory, or a run directory (its newest)")
       ->required();
-  cmd->add_option("--batches", opt->eval.batches, "Validation batches to evaluate (default: train.eval_batches)")
+  cmd->add_option("--batches", opt->eval.batches, "Validation batches of train.global_batch sequences to evaluate (default: train.eval_batches)")
       ->check(CLI::PositiveNumber);
   add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {

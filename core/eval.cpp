@@ -13,16 +13,19 @@
 namespace ustrain {
 
 double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
-                       std::int64_t seq_len, std::int64_t batches) {
+                       std::int64_t seq_len, std::int64_t micro_batches, ProcessGroup* loss) {
   data.reset_validation();
-  double sum = 0;
-  std::int64_t count = 0;
-  for (std::int64_t b = 0; b < batches; ++b) {
+  double sum = 0, count = 0;
+  for (std::int64_t b = 0; b < micro_batches; ++b) {
     const MicroBatch& mb = data.next_validation();
     sum += model.forward(backend, mb.inputs.data(), mb.targets.data(), micro_batch, seq_len);
-    count += micro_batch * seq_len;
+    count += static_cast<double>(micro_batch * seq_len);
   }
-  return sum / static_cast<double>(count);
+  if (loss != nullptr) {
+    sum = loss->sum(sum);
+    count = loss->sum(count);
+  }
+  return sum / count;
 }
 
 EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options) {
@@ -46,9 +49,11 @@ EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options)
   ModelInstance instance(recipe, t.micro_batch, t.seq_len, Recompute::none);
   load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false);
 
-  result.loss = validation_loss(instance.model, *instance.backend, data, t.micro_batch, t.seq_len, batches);
+  // The trainer's validation set: `batches` global batches, read here by one process.
+  const std::int64_t micro_batches = batches * t.global_batch / t.micro_batch;
+  result.loss = validation_loss(instance.model, *instance.backend, data, t.micro_batch, t.seq_len, micro_batches);
   result.perplexity = std::exp(result.loss);
-  result.tokens = batches * t.micro_batch * t.seq_len;
+  result.tokens = batches * t.global_batch * t.seq_len;
   result.step = checkpoint.manifest().step;
   return result;
 }

@@ -7,17 +7,21 @@
 #include "core/model/llama.h"
 #include "core/recipe.h"
 #include "core/training_data.h"
+#include "parallel/process_groups.h"
 
 namespace ustrain {
 
-// Mean loss (nats per token) of `model` on the first `batches` validation batches of
-// (micro_batch, seq_len) tokens; the same batches every time.
+// Mean loss (nats per token) of `model` on the validation set: train.eval_batches batches of
+// train.global_batch sequences from the start of the split, the same sequences whatever the
+// layout. This rank evaluates `micro_batches` micro-batches of (micro_batch, seq_len) tokens
+// of its reader's share (TrainingData); `loss` (null for one process) sums the ranks' loss
+// and token counts, so every rank returns the mean over the whole set.
 double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
-                       std::int64_t seq_len, std::int64_t batches);
+                       std::int64_t seq_len, std::int64_t micro_batches, ProcessGroup* loss = nullptr);
 
 struct EvalOptions {
   std::string checkpoint;    // a checkpoint directory, or a run directory (its newest checkpoint)
-  std::int64_t batches = 0;  // 0: the recipe's train.eval_batches
+  std::int64_t batches = 0;  // batches of train.global_batch sequences; 0: the recipe's train.eval_batches
 };
 
 struct EvalResult {

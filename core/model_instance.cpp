@@ -1,5 +1,7 @@
 #include "core/model_instance.h"
 
+#include "core/distributed/parallelize.h"
+
 namespace ustrain {
 
 DType compute_dtype(const Recipe& recipe) {
@@ -10,15 +12,21 @@ DType compute_dtype(const Recipe& recipe) {
   return DType::f32;
 }
 
-std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe) {
+std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index) {
   return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
-                      static_cast<int>(recipe.device.threads));
+                      static_cast<int>(recipe.device.threads), device_index);
+}
+
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding) {
+  parallelize(model.params(), model.geometry());
+  model.plan(plan, sharding);
 }
 
 ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-                             ParamSharding sharding)
-    : backend(make_recipe_backend(recipe)), model(recipe.model, max_batch, max_seq, policy, compute_dtype(recipe)) {
-  model.plan(plan, sharding);
+                             ModelPlacement placement, std::unique_ptr<Backend> be)
+    : backend(be ? std::move(be) : make_recipe_backend(recipe)),
+      model(recipe.model, max_batch, max_seq, policy, compute_dtype(recipe), placement.geometry, placement.tp) {
+  plan_model(model, plan, placement.sharding);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

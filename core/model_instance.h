@@ -14,19 +14,32 @@ namespace ustrain {
 // The dtype the model computes in for train.precision: f32, bf16 or f16.
 DType compute_dtype(const Recipe& recipe);
 
-// The backend the recipe's [device] section asks for.
-std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe);
+// The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
+std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
+
+// How one rank holds the model: its part of each parameter under tensor parallelism
+// (geometry and group; the whole model by default) and its share of the training state
+// under ZeRO (sharding).
+struct ModelPlacement {
+  const ModelGeometry* geometry = nullptr;  // null: the whole model (tp = 1)
+  TensorParallel* tp = nullptr;             // not owned; must outlive the instance
+  ParamSharding sharding{};
+};
 
 struct ModelInstance {
-  // Plans for micro-batches of at most (max_batch, max_seq) tokens, with the training state
-  // split as `sharding` says, and allocates the plan.
+  // Plans for micro-batches of at most (max_batch, max_seq) tokens, places the parameters
+  // (core/distributed/parallelize.h), and allocates the plan on `backend` (the recipe's, when
+  // null).
   ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-                ParamSharding sharding = {});
+                ModelPlacement placement = {}, std::unique_ptr<Backend> backend = nullptr);
 
   std::unique_ptr<Backend> backend;
   LlamaModel model;
   MemoryPlan plan;
   std::unique_ptr<PlannedMemory> memory;
 };
+
+// A model planned and placed, not allocated: what `--dry-run` and the memory plan describe.
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding);
 
 }  // namespace ustrain

@@ -229,6 +229,26 @@ void apply_override(const std::string& assignment, Recipe& r, Origins& origins) 
   origins.record(spec->key, where);
 }
 
+// What tensor (and sequence) parallelism needs of the model: whole heads, whole GQA groups and
+// equal MLP slices on every rank; under sp, token rows that split evenly.
+void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
+  const std::int64_t tp = r.parallel.tp;
+  if (tp == 1) return;
+  const ModelSection& m = r.model;
+  const std::pair<std::string_view, std::int64_t> divisible[] = {
+      {"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads}, {"model.ffn_hidden", m.ffn_hidden}};
+  for (const auto& [key, value] : divisible)
+    if (value % tp != 0)
+      fail("{}: {} = {} is not divisible by parallel.tp = {}; tensor parallelism gives every rank the same number "
+           "of attention heads, key/value heads and MLP units, so choose a tp that divides {} (or change the model)",
+           at.of({key, "parallel.tp"}), key, value, tp, key);
+  if (r.parallel.sp && r.train.seq_len % tp != 0)
+    fail("{}: train.seq_len = {} is not divisible by parallel.tp = {}; sequence parallelism splits every "
+         "micro-batch's tokens evenly over the tensor-parallel ranks, so make seq_len a multiple of tp, or set "
+         "parallel.sp = false",
+         at.of({"train.seq_len", "parallel.tp", "parallel.sp"}), r.train.seq_len, tp);
+}
+
 // Rules that tie keys together. Each message names every key involved with its value.
 void check_cross_field_rules(const Recipe& r, const Origins& at) {
   const ModelSection& m = r.model;
@@ -287,6 +307,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "down to min_lr, so set min_lr <= lr",
          at.of({"schedule.min_lr", "optim.lr"}), r.schedule.min_lr, r.optim.lr);
   }
+  check_tensor_parallel_rules(r, at);
   if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
          "dataset directory it writes (or data.blend to several)",
@@ -310,7 +331,6 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   const std::tuple<std::string_view, std::int64_t, std::string_view> dimensions[] = {
-      {"parallel.tp", p.tp, "tensor parallelism"},
       {"parallel.pp", p.pp, "pipeline parallelism"},
       {"parallel.cp", p.cp, "context parallelism"},
       {"parallel.ep", p.ep, "expert parallelism"},
@@ -327,10 +347,11 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "\"bf16\"",
          at.of({"train.precision"}));
   }
-  if (r.device.type == "cuda" && r.parallel.dp > 1) {
-    fail("{}: parallel.dp = {} with device.type = \"cuda\": data parallelism across GPUs (NCCL) is not wired "
-         "into training by this build yet; set parallel.dp = 1 (one GPU), or train data-parallel on CPUs",
-         at.of({"parallel.dp", "device.type"}), r.parallel.dp);
+  if (r.device.type == "cuda" && (r.parallel.dp > 1 || r.parallel.tp > 1)) {
+    fail("{}: parallel.dp = {}, parallel.tp = {} with device.type = \"cuda\": training across several GPUs (NCCL) "
+         "has not run on GPUs yet, so this build refuses it; set parallel.dp = parallel.tp = 1 (one GPU), or train "
+         "data- and tensor-parallel on CPUs",
+         at.of({"parallel.dp", "parallel.tp", "device.type"}), r.parallel.dp, r.parallel.tp);
   }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
@@ -412,6 +433,12 @@ std::string to_toml(const Recipe& r) {
     }
   }
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> recipe_values(const Recipe& r) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const KeySpec& spec : recipe_keys()) values.emplace_back(std::string(spec.key), toml_literal(read_field(spec, r)));
+  return values;
 }
 
 std::string recipe_reference_markdown() {

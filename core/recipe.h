@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ustrain {
@@ -85,6 +86,7 @@ struct ParallelSection {
   std::int64_t cp = 1;
   std::int64_t ep = 1;
   std::int64_t zero = 0;
+  bool sp = true;            // sequence parallelism (with tp > 1)
   bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers
   std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
   std::int64_t virtual_stages = 1;
@@ -150,6 +152,8 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
 
 // The resolved recipe as TOML, every key present (defaults filled in).
 std::string to_toml(const Recipe& r);
+// Every key ("train.steps") with its value as a TOML literal, in the reference's order.
+std::vector<std::pair<std::string, std::string>> recipe_values(const Recipe& r);
 
 // The recipe reference table as Markdown (key, type, default, meaning).
 std::string recipe_reference_markdown();

@@ -129,7 +129,8 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(train.eval_interval), at_least(0),
           "Steps between validation passes; 0 disables them"),
       key(USTRAIN_RECIPE_FIELD(train.eval_batches), at_least(0),
-          "Batches per validation pass; at least 1 when eval_interval > 0"),
+          "Batches of train.global_batch sequences per validation pass (the same sequences whatever the layout); "
+          "at least 1 when eval_interval > 0"),
 
       key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
@@ -150,7 +151,11 @@ std::vector<KeySpec> build_keys() {
           "wsd only: share of all steps spent in the final decay"),
 
       key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(1), "Data-parallel ranks"),
-      key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1), "Tensor-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),
+          "Tensor-parallel ranks: attention heads, MLP units and the vocabulary are split over them (Megatron-style)"),
+      key(USTRAIN_RECIPE_FIELD(parallel.sp), any_value(),
+          "Sequence parallelism with tensor parallelism: norms and residual adds run on 1/tp of the tokens, "
+          "all-gather before and reduce-scatter after the split GEMMs; no effect at tp = 1"),
       key(USTRAIN_RECIPE_FIELD(parallel.pp), at_least(1), "Pipeline-parallel stages"),
       key(USTRAIN_RECIPE_FIELD(parallel.cp), at_least(1), "Context-parallel ranks"),
       key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1), "Expert-parallel ranks"),

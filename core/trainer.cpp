@@ -22,6 +22,7 @@
 #include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
+#include "core/distributed/gradient_sync.h"
 #include "core/distributed/process_layout.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
@@ -37,33 +38,49 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-LlamaModel make_model(const Recipe& r) {
-  return LlamaModel(r.model, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                    compute_dtype(r));
+// The model's sizes on tensor-parallel rank `tp_rank` of the recipe's layout.
+ModelGeometry geometry_of(const Recipe& r, int tp_rank) {
+  return ModelGeometry::of(r.model, static_cast<int>(r.parallel.tp), tp_rank, r.parallel.sp);
 }
 
-// How data-parallel rank `rank` of the recipe's layout holds the training state.
+// How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
+// shards over the ranks whose gradients add up: dp, times cp once it exists).
 ParamSharding sharding_of(const Recipe& r, int rank) {
-  return ParamSharding{static_cast<int>(r.parallel.dp), rank, static_cast<int>(r.parallel.zero)};
+  return ParamSharding{static_cast<int>(r.parallel.dp * r.parallel.cp), rank, static_cast<int>(r.parallel.zero)};
 }
 
-// Everything one process needs to train: the recipe, a model instance for its micro-batches
-// holding this rank's part of the state, and the data-parallel engine that keeps the ranks'
-// parts consistent.
-struct Run : ModelInstance {
+// Everything one process needs to train: the recipe, this rank's geometry and tensor-parallel
+// layer kinds, a model instance for its micro-batches holding this rank's part of the state,
+// and the data-parallel engine that keeps the ranks' parts consistent.
+struct Run {
   const Recipe& recipe;
+  ProcessGroups& groups;
+  ModelGeometry geometry;
+  TensorParallel tp;
+  ModelInstance instance;
+  LlamaModel& model;
+  Backend& backend;
   ZeroEngine engine;
   LossScaler scaler;
-  Run(const Recipe& r, ProcessLayout& layout, std::size_t bucket_bytes)
-      : ModelInstance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                      sharding_of(r, layout.dp_rank())),
-        recipe(r),
-        engine(model.params(), *backend, layout.dp(), bucket_bytes, r.parallel.overlap_comm),
+  Run(const Recipe& r, ProcessLayout& layout, std::unique_ptr<Backend> be, std::size_t bucket_bytes)
+      : recipe(r),
+        groups(layout.groups()),
+        geometry(geometry_of(r, groups.tp().rank())),
+        tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
+        instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
+                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank())}, std::move(be)),
+        model(instance.model),
+        backend(*instance.backend),
+        engine(model.params(), backend, groups.gradients().for_tensors(backend.device()), bucket_bytes,
+               r.parallel.overlap_comm),
         scaler(r.train.precision == "fp16") {
     model.set_param_hooks(&engine);
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
+  // Communicators whose traffic the metrics report.
+  Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
+  Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
 };
 
 struct StepResult {
@@ -77,10 +94,10 @@ struct StepResult {
 // With data parallelism, each rank accumulates its share of the global batch and the ZeRO
 // engine reduces the gradients over the group while backward runs (core/distributed/zero_engine.h).
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
-                     PhaseTimer& timer, ProcessLayout& layout) {
+                     PhaseTimer& timer) {
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
-  Backend& be = *run.backend;
+  Backend& be = run.backend;
   ZeroEngine& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   engine.begin_step();
@@ -97,13 +114,14 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
     timer.mark(Phase::backward);
   }
   engine.finish_backward();
-  loss_sum = layout.sum_over_dp(loss_sum);
+  sum_partial_grads(run.model.params(), run.groups.tp());
+  loss_sum = run.groups.loss().sum(loss_sum);  // tensor-parallel ranks hold the same losses
   timer.mark(Phase::backward);
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   if (!std::isfinite(r.loss))
     throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
                                 r.loss, step));
-  const double scaled_sum_of_squares = engine.grad_sum_of_squares();
+  const double scaled_sum_of_squares = grad_sum_of_squares(run.model.params(), be, run.groups.world());
   if (!run.scaler.update(std::isfinite(scaled_sum_of_squares), step)) {
     spdlog::warn("step {}: fp16 gradients overflowed at loss scale {}; skipped the update, the scale is now {}", step,
                  loss_scale, run.scaler.scale());
@@ -179,9 +197,11 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
 }  // namespace
 
 std::string describe_run(const Recipe& recipe) {
-  LlamaModel model = make_model(recipe);
+  const ModelGeometry geometry = geometry_of(recipe, 0);
+  LlamaModel model(recipe.model, recipe.train.micro_batch, recipe.train.seq_len, parse_recompute(recipe.train.recompute),
+                   compute_dtype(recipe), &geometry);
   MemoryPlan plan;
-  model.plan(plan, sharding_of(recipe, 0));
+  plan_model(model, plan, sharding_of(recipe, 0));
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
                    static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
@@ -190,36 +210,48 @@ std::string describe_run(const Recipe& recipe) {
   s += fmt::format("tokens per step: {} ({} data-parallel ranks x {} micro-batches of {} x {})\n",
                    recipe.train.global_batch * recipe.train.seq_len, recipe.parallel.dp,
                    recipe.grad_accum_steps(), recipe.train.micro_batch, recipe.train.seq_len);
+  if (recipe.parallel.tp > 1)
+    s += fmt::format("tensor parallelism: {} ranks{}; each holds {} of {} heads, {} of {} kv heads, {} of {} MLP "
+                     "units and {} vocabulary rows (the vocabulary padded to {})\n",
+                     recipe.parallel.tp, geometry.sequence_parallel() ? " with sequence parallelism" : "",
+                     geometry.heads, geometry.n_heads, geometry.kv_heads, geometry.n_kv_heads, geometry.ffn_local,
+                     geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
   if (recipe.parallel.dp > 1)
-    s += fmt::format("ZeRO stage {}: the memory plan below is one rank's (rank 0 of {})\n", recipe.parallel.zero,
-                     recipe.parallel.dp);
+    s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);
+  if (recipe.parallel.dp * recipe.parallel.tp > 1)
+    s += "the memory plan below is one rank's (rank 0)\n";
   s += plan.summary();
   return s;
 }
 
 TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const auto& t = recipe.train;
-  ProcessLayout layout(recipe);  // checks the launch against the layout before anything else
-  if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
   const CheckpointDirectory checkpoints(run_dir + "/checkpoints");
+  std::optional<std::string> resume_from;
+  if (!options.resume.empty()) resume_from = find_resume_checkpoint(options.resume, run_dir);
+  // Checks the launch against the layout, then that every rank runs the same recipe, build
+  // and resume point, before anything else.
+  ProcessLayout layout(recipe, start_facts(recipe, options.ustrain_version, resume_from.value_or("")));
+  if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
+  if (!options.resume.empty() && !resume_from)
+    spdlog::info("no checkpoint in {} yet: starting the run from the beginning", run_dir);
   // From here on SIGTERM, SIGUSR1 and a first SIGINT stop training at the next step boundary.
   const StopSignals signals;
 
-  std::optional<std::string> resume_from;
-  if (!options.resume.empty()) {
-    resume_from = find_resume_checkpoint(options.resume, run_dir);
-    if (!resume_from) spdlog::info("no checkpoint in {} yet: starting the run from the beginning", run_dir);
-  }
-  // Opens and checks the dataset before anything is allocated; each dp rank reads its part.
-  TrainingData data(recipe, layout.dp_rank(), layout.dp_size());
+  // Opens and checks the dataset before anything is allocated; the ranks of one tensor-
+  // parallel group read the same part.
+  TrainingData data(recipe, layout.data_reader(), layout.data_readers());
   // The device and its memory next (a missing GPU or too little memory is reported before
   // anything is written). Buckets of a few MiB: small enough that most of the reduction
   // overlaps backward on the models a CPU trains, large enough that per-message latency does
   // not dominate.
   constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
-  Run run(recipe, layout, kBucketBytes);
+  std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
+  if (device->device() == Device::cuda)
+    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, CommOptions{});
+  Run run(recipe, layout, std::move(device), kBucketBytes);
   // Every rank checks the run directory before the leading rank changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
@@ -227,7 +259,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
     checkpoints.remove_leftovers();
   }
-  Backend& be = *run.backend;
+  Backend& be = run.backend;
   const ParamSet& params = run.model.params();
   ResumedRun start;
   if (resume_from) {
@@ -253,19 +285,19 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                recipe.run.name, be.name(), static_cast<double>(run.model.params().count()) / 1e6,
                recipe.model.n_layers, recipe.model.d_model, recipe.model.n_heads, recipe.model.n_kv_heads,
                recipe.model.ffn_hidden);
-  std::string plan_text = run.plan.summary();
+  std::string plan_text = run.instance.plan.summary();
   if (!plan_text.empty() && plan_text.back() == '\n') plan_text.pop_back();
   spdlog::info("{}", plan_text);
   spdlog::info("data: {} train tokens, {} validation tokens; {} tokens per step ({} data-parallel ranks x {} x {} "
                "x {} accumulation)",
-               data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, layout.dp_size(),
+               data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, layout.data_readers(),
                t.micro_batch, t.seq_len, recipe.grad_accum_steps());
   spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s", peak.source, peak.flops_per_second / 1e9);
 
   TrainSummary summary;
   summary.steps = start.step;
   summary.first_step = start.step + 1;
-  summary.plan_bytes = run.plan.total_bytes();
+  summary.plan_bytes = run.instance.plan.total_bytes();
   summary.peak_flops = peak.flops_per_second * layout.world_size();  // all devices of the job
   summary.unigram_val_loss = data.unigram_validation_loss();
   summary.val_loss = std::nan("");
@@ -283,10 +315,15 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                ck.interval > 0 ? fmt::format("every {} steps and at the end", ck.interval) : std::string("at the end"),
                ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
                ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
-  if (layout.dp_size() > 1)
-    spdlog::info("data parallelism: {} ranks, ZeRO stage {}", layout.dp_size(), recipe.parallel.zero);
+  if (recipe.parallel.dp > 1)
+    spdlog::info("data parallelism: {} ranks, ZeRO stage {}", recipe.parallel.dp, recipe.parallel.zero);
   else if (recipe.parallel.zero > 0)
     spdlog::info("parallel.zero = {} shards nothing with one data-parallel rank", recipe.parallel.zero);
+  if (recipe.parallel.tp > 1)
+    spdlog::info("tensor parallelism: {} ranks{}; each holds {} of {} heads, {} of {} MLP units, {} vocabulary rows",
+                 recipe.parallel.tp, run.geometry.sequence_parallel() ? " with sequence parallelism" : "",
+                 run.geometry.heads, run.geometry.n_heads, run.geometry.ffn_local, run.geometry.ffn,
+                 run.geometry.vocab_local);
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
@@ -308,20 +345,22 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const double flops_per_step = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step);
 
   // Ranks agree on stopping (a signal may reach them at different steps).
-  bool stop = layout.any_over_world(signals.requested());
+  bool stop = run.groups.world().any(signals.requested());
   // The Playbook's unit for data-parallel traffic: one copy of the (padded) fp32 parameters.
   const double psi_bytes = 4.0 * static_cast<double>(params.flat_size());
   const auto started = PhaseTimer::Clock::now();
   for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
     PhaseTimer step_timer;
-    layout.dp().reset_volume();
-    const StepResult r = take_step(run, data, schedule, step, step_timer, layout);
+    run.gradient_comm().reset_volume();
+    run.tp_comm().reset_volume();
+    const StepResult r = take_step(run, data, schedule, step, step_timer);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
     progress = {step, progress.tokens_seen + tokens_per_step, r.lr, r.loss, data.state(), run.scaler.scale()};
 
-    const double dp_bytes = static_cast<double>(layout.dp().volume().playbook_bytes());
+    const double dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes());
+    const double tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
     const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
     const double step_s = step_timer.total();
     const double tok_s = static_cast<double>(tokens_per_step) / step_s;
@@ -335,12 +374,16 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
                      {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
                      {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes},
+                     {"tp_comm_bytes", tp_bytes},
                      {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0}});
-    if (step == summary.first_step && layout.dp_size() > 1)
+    if (step == summary.first_step && recipe.parallel.dp > 1)
       spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
                    "communicator",
                    format_bytes(static_cast<std::size_t>(dp_bytes)), dp_bytes / psi_bytes,
                    format_bytes(static_cast<std::size_t>(psi_bytes)));
+    if (step == summary.first_step && recipe.parallel.tp > 1)
+      spdlog::info("tensor-parallel traffic per step: {} (this rank's tp group, counted by the communicator)",
+                   format_bytes(static_cast<std::size_t>(tp_bytes)));
     if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
       const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
@@ -349,13 +392,14 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                    1e3 * step_timer.seconds(Phase::data), format_duration(elapsed), format_duration(eta));
     }
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      summary.val_loss = validation_loss(run.model, be, data, t.micro_batch, t.seq_len, t.eval_batches);
+      summary.val_loss = validation_loss(run.model, be, data, t.micro_batch, t.seq_len,
+                                         t.eval_batches * recipe.grad_accum_steps(), &run.groups.loss());
       spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary.val_loss,
                    summary.unigram_val_loss);
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},
                       {"unigram_val_loss", summary.unigram_val_loss}});
     }
-    stop = layout.any_over_world(signals.requested());
+    stop = run.groups.world().any(signals.requested());
     if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop) save(/*wait=*/false);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).

@@ -167,7 +167,7 @@ void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params
     for (const ParamPiece& piece : params.held(which)) {
       const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
       std::int64_t at = 0;
-      for (const Slice& box : flat_range_boxes(dims_of(s.shape), piece.begin, piece.end)) {
+      for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
         const Tensor dst = piece.data.slice(at, at + box.numel());
         at += box.numel();
         if (dst.device == Device::cpu) {  // straight into the model's memory

@@ -153,4 +153,16 @@ std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std:
   return boxes;
 }
 
+std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std::int64_t begin, std::int64_t end,
+                                    const std::vector<std::int64_t>& origin) {
+  USTRAIN_ASSERT(origin.size() == shape.size(), "the origin has another rank than the tensor");
+  std::vector<Slice> boxes = flat_range_boxes(shape, begin, end);
+  for (Slice& box : boxes)
+    for (std::size_t d = 0; d < origin.size(); ++d) {
+      box.begin[d] += origin[d];
+      box.end[d] += origin[d];
+    }
+  return boxes;
+}
+
 }  // namespace ustrain

@@ -35,6 +35,10 @@ bool contains(const Slice& outer, const Slice& inner);
 // in order: a partial first row, whole rows, a partial last row. Each box is contiguous in
 // the flattened tensor, so a ZeRO chunk of a flattened parameter saves as at most three.
 std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std::int64_t begin, std::int64_t end);
+// The same for a tensor that is itself the box of a global tensor starting at `origin` (a
+// tensor-parallel shard): the boxes in the global tensor's coordinates.
+std::vector<Slice> flat_range_boxes(const std::vector<std::int64_t>& shape, std::int64_t begin, std::int64_t end,
+                                    const std::vector<std::int64_t>& origin);
 
 // Copies the elements of `region` from `src`, which holds the box `src_box` row-major, to
 // `dst`, which holds the box `dst_box` row-major. `region` must lie within both boxes.

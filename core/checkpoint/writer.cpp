@@ -82,7 +82,7 @@ void CheckpointWriter::prepare(const ParamSet& params) {
     for (const ParamPiece& piece : params.owned(which)) {
       const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
       std::int64_t at = 0;
-      for (const Slice& box : flat_range_boxes(dims_of(s.shape), piece.begin, piece.end)) {
+      for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
         entries_.push_back({format_shard_key({std::string(state), s.name, box}), "F32", box.extent(), 0, 0});
         sources_.push_back(piece.data.slice(at, at + box.numel()));
         at += box.numel();

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <vector>
 
 #include "parallel/launch.h"
@@ -24,11 +23,14 @@ ProcessInfo checked_process(const Recipe& recipe) {
 
 }  // namespace
 
-ProcessLayout::ProcessLayout(const Recipe& recipe)
-    : world_(checked_process(recipe)),
-      mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size),
-      dp_(world_.group(mesh_, {MeshDim::dp})),
-      everyone_(world_.everyone()) {
+ProcessLayout::ProcessLayout(const Recipe& recipe, const std::vector<RankFact>& facts)
+    : world_(checked_process(recipe)), mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size) {
+  {
+    // Before any other group: ranks with different layouts would build different groups.
+    const std::unique_ptr<Communicator> everyone = world_.everyone();
+    check_ranks_agree(*everyone, facts);
+  }
+  groups_ = std::make_unique<ProcessGroups>(world_, mesh_);
   if (world_.size() > 1) {
     std::vector<int> all(static_cast<std::size_t>(world_.size()));
     for (int r = 0; r < world_.size(); ++r) all[static_cast<std::size_t>(r)] = r;
@@ -39,22 +41,8 @@ ProcessLayout::ProcessLayout(const Recipe& recipe)
   }
 }
 
-double ProcessLayout::sum_over_dp(double value) {
-  if (dp_->size() == 1) return value;
-  float v = static_cast<float>(value);
-  dp_->all_reduce(Tensor(&v, Shape{1}), ReduceOp::sum).wait();
-  return v;
-}
-
 void ProcessLayout::barrier() {
-  if (everyone_->size() > 1) everyone_->barrier().wait();
-}
-
-bool ProcessLayout::any_over_world(bool flag) {
-  if (everyone_->size() == 1) return flag;
-  std::int32_t v = flag ? 1 : 0;
-  everyone_->all_reduce(Tensor(&v, Shape{1}, DType::i32), ReduceOp::sum).wait();
-  return v > 0;
+  if (world_size() > 1) groups_->world().host().barrier().wait();
 }
 
 }  // namespace ustrain

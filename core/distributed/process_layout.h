@@ -1,13 +1,16 @@
-// This process's place in a training job: how it was launched, the mesh, and the groups the
-// trainer communicates over. The trainer asks it for ranks and reductions; it never computes
-// a rank itself (the mesh does).
+// This process's place in a training job: how it was launched, the mesh, and the named
+// groups the trainer communicates over (parallel/process_groups.h). The trainer asks it for
+// ranks and groups; it never computes a rank itself (the mesh does).
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "core/distributed/rank_agreement.h"
 #include "core/recipe.h"
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
+#include "parallel/process_groups.h"
 #include "parallel/world.h"
 
 namespace ustrain {
@@ -15,33 +18,33 @@ namespace ustrain {
 class ProcessLayout {
  public:
   // Discovers the launcher's ranks, checks them against the recipe's layout (a clear error on
-  // every rank, before any communication), and starts MPI when there is more than one process.
-  explicit ProcessLayout(const Recipe& recipe);
+  // every rank, before any communication), starts MPI when there is more than one process,
+  // checks that every rank holds the same `facts` (core/distributed/rank_agreement.h), then
+  // builds the named groups.
+  ProcessLayout(const Recipe& recipe, const std::vector<RankFact>& facts);
 
   int rank() const { return mesh_.rank(); }
   int world_size() const { return mesh_.world_size(); }
+  // This process among those of its node: which GPU it uses.
+  int local_rank() const { return world_.process().local_rank; }
   // Rank 0 logs, writes metrics and the checkpoint manifest.
   bool leads() const { return rank() == 0; }
-  int dp_rank() const { return mesh_.coord(MeshDim::dp); }
-  int dp_size() const { return mesh_.shape().dp; }
-  Communicator& dp() { return *dp_; }
+  const Mesh& mesh() const { return mesh_; }
+  ProcessGroups& groups() { return *groups_; }
+  // This rank's data reader and the number of readers: ranks that see the same tokens (the
+  // members of one tensor-parallel group) read the same data.
+  int data_reader() const { return mesh_.coord(MeshDim::dp); }
+  int data_readers() const { return mesh_.shape().dp; }
   // Every rank, reserved for the checkpoint writer (which may use it from its own thread);
   // null for a single process.
   Communicator* checkpoint_group() { return checkpoints_.get(); }
-  const Mesh& mesh() const { return mesh_; }
-
-  // Sum over the data-parallel group (the value itself when dp = 1, bit for bit).
-  double sum_over_dp(double value);
   // Returns once every rank has called it.
   void barrier();
-  // True on every rank when it is true on any: ranks stop at the same step.
-  bool any_over_world(bool flag);
 
  private:
   World world_;
   Mesh mesh_;
-  std::unique_ptr<Communicator> dp_;
-  std::unique_ptr<Communicator> everyone_;
+  std::unique_ptr<ProcessGroups> groups_;
   std::unique_ptr<Communicator> checkpoints_;
 };
 

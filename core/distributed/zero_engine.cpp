@@ -205,16 +205,6 @@ void ZeroEngine::finish_backward() {
   if (!reduces_) exposed_reduce_seconds_ = 0;
 }
 
-double ZeroEngine::grad_sum_of_squares() {
-  if (!params_.sharding().shards_optimizer()) return backend_.sum_of_squares(params_.all_grads());
-  std::vector<Tensor> chunks;
-  for (std::size_t u = 0; u < params_.units().size(); ++u) chunks.push_back(params_.grad_chunk(static_cast<int>(u)));
-  const double local = backend_.sum_of_squares_multi(chunks);
-  float total = static_cast<float>(local);
-  group_.all_reduce(Tensor(&total, Shape{1}), ReduceOp::sum).wait();
-  return total;
-}
-
 void ZeroEngine::scale_grads(float factor) {
   if (!params_.sharding().shards_optimizer()) {
     backend_.scale(params_.all_grads(), factor);

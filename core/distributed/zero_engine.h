@@ -50,8 +50,6 @@ class ZeroEngine : public ParamUseHooks {
   // After the last backward: waits for the gradient reduction. The stored gradients (whole,
   // or this rank's chunks) then hold the sum over the group.
   void finish_backward();
-  // The squared norm of the whole model's gradient, the same on every rank.
-  double grad_sum_of_squares();
   void scale_grads(float factor);
   // AdamW on what this rank updates, then the values every rank needs (stages 1, 2: all-gather
   // every unit; stage 3: the next forward gathers). `p.weight_decay` applies to decayed ranges.

@@ -3,13 +3,17 @@
 //
 // The model plans its own parameters, activations and workspace for at most
 // (max_batch, max_seq) tokens per micro-batch, then runs on views of the planned memory.
-// A call may use a smaller (B, S), e.g. for sampling. It knows nothing of parallelism.
+// A call may use a smaller (B, S), e.g. for sampling. It knows nothing of parallelism: its
+// sizes come from the geometry (core/model/geometry.h), where its parameters live is decided
+// by a separate sharding step (core/distributed/parallelize.h) between construction and
+// plan(), and tensor parallelism reaches it only as the TensorParallel object it calls.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/model/geometry.h"
 #include "core/model/param_hooks.h"
 #include "core/model/params.h"
 #include "core/model/recompute.h"
@@ -22,8 +26,10 @@ class LlamaModel {
  public:
   // `compute`: the dtype of activations and of the weights' compute copy (f32, bf16, f16);
   // statistics, gradients, master weights and optimizer state stay fp32.
+  // `tp` (not owned) carries tensor and sequence parallelism; null for one rank. Its size
+  // and rank must be the geometry's.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-             DType compute = DType::f32);
+             DType compute = DType::f32, const ModelGeometry* geometry = nullptr, TensorParallel* tp = nullptr);
   // Blocks refer to the model's ParamSet: the model stays where it was built.
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
@@ -45,12 +51,14 @@ class LlamaModel {
   // data-parallel engine; null (the default) for none. Not owned.
   void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
 
-  // Logits (B * S, V) of the last forward; valid until the next backward.
+  // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
+  // parallelism); valid until the next backward.
   Tensor logits() const { return last_logits_; }
 
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
   const ModelSection& config() const { return cfg_; }
+  const ModelGeometry& geometry() const { return geo_; }
   Recompute recompute() const { return policy_; }
   DType compute_dtype() const { return compute_; }
 
@@ -69,6 +77,9 @@ class LlamaModel {
   Tensor rows(int handle, std::int64_t n) const;  // the first n rows of a planned (rows, cols) entry
 
   ModelSection cfg_;
+  ModelGeometry geo_;
+  TensorParallel no_tp_;  // the one-rank default
+  TensorParallel* tp_;
   std::int64_t max_batch_, max_seq_;
   Recompute policy_;
   DType compute_;
@@ -84,8 +95,9 @@ class LlamaModel {
   int ids_ = -1, targets_ = -1, rope_cos_ = -1, rope_sin_ = -1;
   std::vector<int> resid_;  // L + 1 residual-stream tensors (N, D)
   std::vector<LayerActivationHandles> layer_acts_;
-  int final_rstd_ = -1, final_out_ = -1, logits_ = -1, losses_ = -1, ce_lse_ = -1, branch_ = -1;
+  int final_rstd_ = -1, final_out_ = -1, logits_ = -1, losses_ = -1, ce_lse_ = -1, ce_parts_ = -1, branch_ = -1;
   int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1, d_att_ = -1, d_qkv_ = -1, d_gate_up_ = -1, d_act_ = -1;
+  int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
 
   const PlannedMemory* mem_ = nullptr;
   RopeTables rope_;

@@ -14,13 +14,39 @@ std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a *
 
 }  // namespace
 
-int ParamSet::declare(ParamSpec spec) {
+int ParamSet::declare(ParamDecl decl) {
+  ParamSpec spec;
+  static_cast<ParamDecl&>(spec) = std::move(decl);
   USTRAIN_ASSERT(spec.unit >= 0, "a parameter's unit is a layer index: " + spec.name);
   USTRAIN_ASSERT(!spec.packed || (!specs_.empty() && specs_.back().decay == spec.decay &&
                                   specs_.back().unit == spec.unit),
                  "a packed parameter must follow one of its unit and group: " + spec.name);
+  spec.local = spec.shape;
+  spec.box = spec.shape;
+  spec.box_begin.assign(static_cast<std::size_t>(spec.shape.rank()), 0);
   specs_.push_back(std::move(spec));
   return static_cast<int>(specs_.size() - 1);
+}
+
+void ParamSet::place(int handle, TpLayout layout, Shape local, std::vector<std::int64_t> begin, Shape box,
+                     bool partial_grads, bool owner) {
+  ParamSpec& s = specs_.at(static_cast<std::size_t>(handle));
+  USTRAIN_ASSERT(values_.empty(), "parameters are placed before they are planned: " + s.name);
+  USTRAIN_ASSERT(local.rank() == s.shape.rank() && box.rank() == s.shape.rank() &&
+                     begin.size() == static_cast<std::size_t>(s.shape.rank()),
+                 "placement of another rank than the parameter: " + s.name);
+  for (int d = 0; d < s.shape.rank(); ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    USTRAIN_ASSERT(begin[i] >= 0 && begin[i] + box[d] <= s.shape[d] && box[d] <= local[d] &&
+                       (d == 0 || box[d] == local[d]),
+                   "the box of " + s.name + " leaves the tensor, or is padded outside dimension 0");
+  }
+  s.layout = layout;
+  s.local = local;
+  s.box_begin = std::move(begin);
+  s.box = box;
+  s.partial_grads = partial_grads;
+  s.owner = owner;
 }
 
 void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
@@ -49,7 +75,7 @@ void ParamSet::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
         offset_[i] = cursor;
         unit_of_[i] = u;
         unit.params.push_back(static_cast<int>(i));
-        cursor += s.shape.numel();
+        cursor += s.local.numel();
       }
       if (decay) unit.decay_end = cursor;
     }
@@ -101,7 +127,7 @@ void ParamSet::bind(const PlannedMemory& mem) {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const auto at = [&](const Tensor& flat) {
       const auto* base = static_cast<char*>(flat.data) + offset_[i] * static_cast<std::int64_t>(dtype_size(flat.dtype));
-      return Tensor(const_cast<char*>(base), specs_[i].shape, flat.dtype, flat.device);
+      return Tensor(const_cast<char*>(base), specs_[i].local, flat.dtype, flat.device);
     };
     if (!sharding_.shards_values()) views_[i].value = at(compute_copy_.empty() ? values_ : compute_copy_);
     if (!sharding_.shards_grads()) views_[i].grad = at(grads_);
@@ -129,12 +155,17 @@ Tensor ParamSet::stored(ParamState state) const {
     case ParamState::value: return values_;
     case ParamState::adam_m: return m_;
     case ParamState::adam_v: return v_;
+    case ParamState::grad: return grads_;
   }
   return {};
 }
 
 bool ParamSet::whole(ParamState state) const {
-  return state == ParamState::value ? !sharding_.shards_values() : !sharding_.shards_optimizer();
+  switch (state) {
+    case ParamState::value: return !sharding_.shards_values();
+    case ParamState::grad: return !sharding_.shards_grads();
+    default: return !sharding_.shards_optimizer();
+  }
 }
 
 Tensor ParamSet::chunk_of(ParamState state, int u) const {
@@ -154,7 +185,7 @@ void ParamSet::point_unit(int u, const Tensor& buffer, Tensor ParamViews::*field
   const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
   for (int p : unit.params) {
     const auto i = static_cast<std::size_t>(p);
-    views_[i].*field = Tensor(buffer.f32() + (offset_[i] - unit.begin), specs_[i].shape, DType::f32, buffer.device);
+    views_[i].*field = Tensor(buffer.f32() + (offset_[i] - unit.begin), specs_[i].local, DType::f32, buffer.device);
   }
 }
 
@@ -171,7 +202,7 @@ Tensor ParamSet::grad_slot(int i) const {
   return range_of(grad_slots_, i * largest_unit(), largest_unit());
 }
 
-std::vector<ParamPiece> ParamSet::pieces(ParamState state, bool chunk_only) const {
+std::vector<ParamPiece> ParamSet::pieces(ParamState state, bool chunk_only, bool owned_only) const {
   std::vector<ParamPiece> out;
   const Tensor storage = stored(state);
   const bool in_whole = whole(state);
@@ -181,8 +212,10 @@ std::vector<ParamPiece> ParamSet::pieces(ParamState state, bool chunk_only) cons
     const std::int64_t chunk_begin = unit.begin + sharding_.rank * c;
     const bool whole_params = in_whole && !chunk_only;
     for (int p : unit.params) {
+      const ParamSpec& s = specs_[static_cast<std::size_t>(p)];
+      if (owned_only && !s.owner) continue;
       const std::int64_t first = offset_[static_cast<std::size_t>(p)];
-      const std::int64_t last = first + specs_[static_cast<std::size_t>(p)].shape.numel();
+      const std::int64_t last = first + s.box.numel();  // the padding after the box is not a piece
       const std::int64_t a = whole_params ? first : std::max(first, chunk_begin);
       const std::int64_t b = whole_params ? last : std::min(last, chunk_begin + c);
       if (a >= b) continue;
@@ -194,8 +227,15 @@ std::vector<ParamPiece> ParamSet::pieces(ParamState state, bool chunk_only) cons
   return out;
 }
 
-std::vector<ParamPiece> ParamSet::held(ParamState state) const { return pieces(state, /*chunk_only=*/false); }
-std::vector<ParamPiece> ParamSet::owned(ParamState state) const { return pieces(state, /*chunk_only=*/true); }
+std::vector<ParamPiece> ParamSet::held(ParamState state) const {
+  return pieces(state, /*chunk_only=*/false, /*owned_only=*/false);
+}
+std::vector<ParamPiece> ParamSet::owned(ParamState state) const {
+  return pieces(state, /*chunk_only=*/true, /*owned_only=*/true);
+}
+std::vector<ParamPiece> ParamSet::updated_grads() const {
+  return pieces(ParamState::grad, /*chunk_only=*/sharding_.shards_optimizer(), /*owned_only=*/false);
+}
 
 std::vector<OptimizerSegment> ParamSet::optimizer_segments() const {
   std::vector<OptimizerSegment> out;
@@ -241,15 +281,30 @@ std::int64_t ParamSet::count() const {
 }
 
 void ParamSet::initialise(Backend& backend, std::uint64_t seed) const {
+  // The padding after a box is never a piece: it keeps the zeros the planned memory starts with.
   std::vector<float> host;
   for (const ParamPiece& piece : held(ParamState::value)) {
     const ParamSpec& s = specs_[static_cast<std::size_t>(piece.param)];
-    host.resize(static_cast<std::size_t>(s.shape.numel()));
-    if (s.init_std > 0)
-      fill_normal(host.data(), host.size(), mix64(seed) ^ hash_string(s.name), s.init_std);
-    else
+    host.resize(static_cast<std::size_t>(piece.end - piece.begin));
+    if (s.init_std <= 0) {
       std::fill(host.begin(), host.end(), 1.0f);
-    backend.copy(piece.data, Tensor(host.data() + piece.begin, piece.data.shape));
+    } else {
+      // Local element e is (row e / cols, column e % cols) of the box; a run of one local row
+      // is a run of consecutive elements of one global row.
+      const std::uint64_t stream = mix64(seed) ^ hash_string(s.name);
+      const std::int64_t cols = s.local.rank() == 2 ? s.local[1] : s.local.numel();
+      const std::int64_t global_cols = s.shape.rank() == 2 ? s.shape[1] : s.shape.numel();
+      const std::int64_t row0 = s.box_begin[0], col0 = s.shape.rank() == 2 ? s.box_begin[1] : 0;
+      for (std::int64_t e = piece.begin; e < piece.end;) {
+        const std::int64_t r = s.local.rank() == 2 ? e / cols : 0, c = s.local.rank() == 2 ? e % cols : e;
+        const std::int64_t run = std::min(cols - c, piece.end - e);
+        const std::int64_t global = s.local.rank() == 2 ? (row0 + r) * global_cols + col0 + c : row0 + c;
+        fill_normal(host.data() + (e - piece.begin), static_cast<std::size_t>(run), stream, s.init_std,
+                    static_cast<std::uint64_t>(global));
+        e += run;
+      }
+    }
+    backend.copy(piece.data, Tensor(host.data(), piece.data.shape));
   }
   refresh_compute_copy(backend);
 }

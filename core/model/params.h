@@ -32,13 +32,35 @@
 
 namespace ustrain {
 
-struct ParamSpec {
+// How a parameter is split over the tensor-parallel ranks (core/distributed/parallelize.h).
+enum class TpLayout : std::uint8_t {
+  replicated,       // every rank holds all of it (norm gains)
+  column_parallel,  // dimension 0 (the output features of an (out, in) weight) in tp blocks
+  row_parallel,     // dimension 1 (the input features) in tp blocks
+  vocab_parallel,   // dimension 0 in tp blocks after padding it to a multiple of tp
+};
+
+// What the model declares of a parameter: its global identity and initialisation.
+struct ParamDecl {
   std::string name;    // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
-  Shape shape;
+  Shape shape;         // global shape
   bool decay = true;   // weight decay applies (matrices) or not (norm gains)
   bool packed = false; // contiguous with the previous declaration (same unit and group)
   double init_std = 0; // normal(0, init_std); 0 means "ones" (norm gains)
   int unit = 0;        // the layer it belongs to; units are laid out in increasing order
+};
+
+// A declared parameter and this rank's part of it, which the sharding step sets (by default:
+// the whole tensor).
+struct ParamSpec : ParamDecl {
+  TpLayout layout = TpLayout::replicated;
+  Shape local;                          // what this rank stores (set by declare: the shape)
+  std::vector<std::int64_t> box_begin;  // where the stored part starts in the global tensor
+  Shape box;  // its extent: the real elements, the first box.numel() of the stored ones (the
+              // rest pads a vocabulary to a multiple of tp and stays zero)
+  bool partial_grads = false;  // each tp rank's gradient is a partial sum: add them over tp
+  bool owner = true;           // this rank saves it and counts it in the gradient norm (of the
+                               // ranks that replicate a parameter, only one owns it)
 };
 
 // How the training state is split over the data-parallel ranks.
@@ -66,7 +88,7 @@ struct ParamUnit {
   std::vector<int> params;      // handles, in layout order
 };
 
-enum class ParamState { value, adam_m, adam_v };
+enum class ParamState { value, adam_m, adam_v, grad };
 
 // Part of one parameter in some storage: elements [begin, end) of the flattened (row-major)
 // parameter, held contiguously by `data`.
@@ -84,8 +106,13 @@ struct OptimizerSegment {
 
 class ParamSet {
  public:
-  // Returns a handle used to look the parameter up after bind().
-  int declare(ParamSpec spec);
+  // Returns a handle used to look the parameter up after bind(). The whole tensor until
+  // place() says otherwise.
+  int declare(ParamDecl decl);
+  // Before plan(): this rank keeps `box` (extent, starting at `begin`) of parameter `handle`
+  // in storage of shape `local` (box padded at the end of dimension 0), split as `layout`.
+  void place(int handle, TpLayout layout, Shape local, std::vector<std::int64_t> begin, Shape box,
+             bool partial_grads, bool owner);
   // Adds values, gradients, moments, the compute copy (when `compute` is not f32) and (for
   // sharded stages) communication buffers to the plan. ZeRO-3 computes in fp32 only.
   void plan(MemoryPlan& plan, ParamSharding sharding = {}, DType compute = DType::f32);
@@ -101,7 +128,7 @@ class ParamSet {
   Tensor packed_grad(int first, int last) const;
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
-  std::int64_t count() const;  // number of scalar parameters
+  std::int64_t count() const;  // number of scalar parameters of the whole model
   const ParamSharding& sharding() const { return sharding_; }
   const std::vector<ParamUnit>& units() const { return units_; }
   std::int64_t flat_size() const { return flat_size_; }    // Psi, padding included
@@ -133,20 +160,24 @@ class ParamSet {
   // What this rank keeps of one state between steps (whole parameters, or its chunks):
   // what initialisation and loading fill.
   std::vector<ParamPiece> held(ParamState state) const;
-  // This rank's chunk of every parameter (whole ones at dp = 1): what it saves. The ranks'
-  // chunks together cover every parameter once.
+  // This rank's chunk of every parameter it owns (whole ones at dp = 1): what it saves and
+  // counts in the gradient norm. The ranks' chunks together cover every parameter once.
+  // Pieces never cover padding.
   std::vector<ParamPiece> owned(ParamState state) const;
+  // The gradients this rank's optimizer reads after the reduction: whole parameters (stage
+  // 0) or its chunks.
+  std::vector<ParamPiece> updated_grads() const;
   // The ranges AdamW updates on this rank: every unit (stage 0) or this rank's chunks.
   std::vector<OptimizerSegment> optimizer_segments() const;
 
   // Deterministic initialisation from the seed: each element depends only on (seed, name,
-  // index), never on the layout, sharding or thread count.
+  // index in the global tensor), never on the layout, sharding or thread count.
   void initialise(Backend& backend, std::uint64_t seed) const;
 
  private:
   Tensor stored(ParamState state) const;
   bool whole(ParamState state) const;
-  std::vector<ParamPiece> pieces(ParamState state, bool chunk_only) const;
+  std::vector<ParamPiece> pieces(ParamState state, bool chunk_only, bool owned_only) const;
   void point_unit(int u, const Tensor& buffer, Tensor ParamViews::*field);
 
   std::vector<ParamSpec> specs_;

@@ -6,39 +6,49 @@
 // The block owns no memory: its activations and gradient workspace are views handed in by
 // the model, which decides (through the recompute policy) which of them persist per layer
 // and which are shared scratch.
+//
+// Tensor parallelism enters only through the TensorParallel object the block calls around
+// its GEMMs (parallel/tensor_parallel.h): sizes below are this rank's (core/model/geometry.h):
+// H, Hkv and F are its heads, kv heads and MLP width, and R its rows of the residual stream
+// (N, or N / tp under sequence parallelism).
 #pragma once
 
 #include <cstdint>
 
+#include "core/model/geometry.h"
 #include "core/model/params.h"
 #include "core/model/recompute.h"
 #include "core/recipe.h"
+#include "parallel/tensor_parallel.h"
 
 namespace ustrain {
 
 // Activations of one block for N = B * S tokens (row-major, tokens first).
 struct BlockActivations {
-  Tensor ln1_rstd;  // (N)
-  Tensor ln1_out;   // (N, D)
-  Tensor qkv;       // (N, (H + 2 Hkv) Dh), q and k after RoPE
-  Tensor att;       // (N, H Dh)
+  Tensor ln1_rstd;  // (R)
+  Tensor ln1_out;   // (R, D)
+  Tensor qkv;       // (B, S, (H + 2 Hkv) Dh), q and k after RoPE
+  Tensor att;       // (B, S, H Dh)
   Tensor lse;       // (B, H, S)
-  Tensor x_mid;     // (N, D)
-  Tensor ln2_rstd;  // (N)
-  Tensor ln2_out;   // (N, D)
+  Tensor x_mid;     // (R, D)
+  Tensor ln2_rstd;  // (R)
+  Tensor ln2_out;   // (R, D)
   Tensor gate_up;   // (N, 2F)
   Tensor act;       // (N, F)
 };
 
-// Gradient workspace shared by all blocks.
+// Workspace shared by all blocks.
 struct BlockGradients {
-  Tensor d_resid;    // (N, D) running gradient of the residual stream (in: of x_out; out: of x_in)
-  Tensor d_branch;   // (N, D)
-  Tensor d_norm;     // (N, D)
-  Tensor d_att;      // (N, H Dh)
-  Tensor d_qkv;      // (N, (H + 2 Hkv) Dh)
+  Tensor d_resid;    // (R, D) running gradient of the residual stream (in: of x_out; out: of x_in)
+  Tensor d_branch;   // (R, D)
+  Tensor d_norm;     // (R, D)
+  Tensor d_att;      // (B, S, H Dh)
+  Tensor d_qkv;      // (B, S, (H + 2 Hkv) Dh)
   Tensor d_gate_up;  // (N, 2F)
   Tensor d_act;      // (N, F)
+  // Sequence parallelism only (empty otherwise): full rows (N, D) of gathered activations,
+  // and of gathered gradients or partial input gradients.
+  Tensor gathered, d_full;
 };
 
 struct RopeTables {
@@ -47,21 +57,22 @@ struct RopeTables {
 
 class TransformerBlock {
  public:
-  // Declares the block's parameters in `unit` of `params`.
-  TransformerBlock(int layer, int unit, const ModelSection& cfg, ParamSet& params);
+  // Declares the block's parameters (global shapes) in `unit` of `params`.
+  TransformerBlock(int layer, int unit, const ModelSection& cfg, const ModelGeometry& geometry, ParamSet& params);
 
-  // x_in, x_out (N, D); `branch` (N, D) is scratch for the o_proj / down_proj outputs.
-  void forward(Backend& be, Tensor x_in, Tensor x_out, const BlockActivations& a, Tensor branch,
-               const RopeTables& rope) const;
+  // x_in, x_out (R, D); `branch` (N, D) is scratch for the o_proj / down_proj outputs (their
+  // partial sums under tensor parallelism); g.gathered is the sequence-parallel scratch.
+  void forward(Backend& be, TensorParallel& tp, Tensor x_in, Tensor x_out, const BlockActivations& a,
+               const BlockGradients& g, Tensor branch, const RopeTables& rope) const;
   // On entry g.d_resid holds dL/dx_out; on return dL/dx_in. Parameter gradients accumulate.
-  void backward(Backend& be, Tensor x_in, const BlockActivations& a, const BlockGradients& g,
+  void backward(Backend& be, TensorParallel& tp, Tensor x_in, const BlockActivations& a, const BlockGradients& g,
                 Tensor branch, const RopeTables& rope, Recompute policy) const;
 
   int unit() const { return unit_; }
 
  private:
   int unit_;
-  int n_heads_, n_kv_heads_;
+  int n_heads_, n_kv_heads_, head_dim_;  // this rank's
   float eps_;
   int ln1_, q_, k_, v_, o_, ln2_, gate_, up_, down_;
   const ParamSet& params_;

@@ -11,7 +11,7 @@ eval_loss() { sed -n 's/.*validation loss \([-0-9.e+]*\) |.*/\1/p' "$WORK/out.tx
 run_val=$(sed -n 's/.*"kind":"eval".*"val_loss":\([-0-9.e+]*\).*/\1/p' runs/tiny/metrics.jsonl | tail -1)
 
 expect_exit 0 "eval the run's checkpoint" -- "$USTRAIN" eval tiny.toml --checkpoint runs/tiny
-expect_output "step 30\): validation loss [0-9.]+ \| perplexity [0-9.]+ \| 256 tokens" "eval prints loss, perplexity and tokens (2 batches x 4 x 32)"
+expect_output "step 30\): validation loss [0-9.]+ \| perplexity [0-9.]+ \| 512 tokens" "eval prints loss, perplexity and tokens (2 batches x 8 sequences x 32)"
 original=$(eval_loss)
 awk -v a="$original" -v b="$run_val" 'BEGIN { exit !(a == b) }' \
   && pass "eval equals the run's last validation loss ($original)" || fail "eval $original != run's $run_val"

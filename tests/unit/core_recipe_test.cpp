@@ -394,8 +394,6 @@ TEST(Recipe, EveryZeroStageIsAccepted) {
 
 TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
-      {"[parallel]\ntp = 2\n",
-       {"parallel.tp = 2: tensor parallelism is not supported by this build yet; set parallel.tp = 1"}},
       {"[parallel]\npp = 2\n", {"parallel.pp = 2", "pipeline parallelism", "set parallel.pp = 1"}},
       {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
@@ -406,7 +404,9 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
       {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
        {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
       {"[device]\ntype = \"cuda\"\n[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
-       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = 1"}},
+       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = parallel.tp = 1"}},
+      {"[device]\ntype = \"cuda\"\n[parallel]\ntp = 2\n",
+       {"parallel.tp = 2", "device.type = \"cuda\"", "has not run on GPUs", "set parallel.dp = parallel.tp = 1"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -416,8 +416,29 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
 
 TEST(RecipeError, CrossFieldRulesComeBeforeSupportChecks) {
   // Fix what is wrong before being told what is missing.
-  expect_mentions(error_of(kMinimal + "[parallel]\ntp = 2\n[model]\nd_model = 250\n"),
+  expect_mentions(error_of(kMinimal + "[parallel]\npp = 2\n[model]\nd_model = 250\n"),
                   {"model.d_model = 250"});
+}
+
+TEST(RecipeError, TensorParallelismNeedsDivisibleHeadsAndWidths) {
+  // The default model: 8 heads, 4 kv heads, ffn 768, seq_len 256.
+  const std::vector<CrossFieldCase> cases = {
+      {"[parallel]\ntp = 3\n", {"model.n_heads = 8 is not divisible by parallel.tp = 3", "choose a tp that divides"}},
+      {"[parallel]\ntp = 8\n", {"model.n_kv_heads = 4 is not divisible by parallel.tp = 8"}},
+      {"[parallel]\ntp = 2\n[model]\nffn_hidden = 769\n", {"model.ffn_hidden = 769 is not divisible by parallel.tp = 2"}},
+      {"[parallel]\ntp = 4\n[train]\nseq_len = 250\n",
+       {"train.seq_len = 250 is not divisible by parallel.tp = 4", "parallel.sp = false"}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + c.text), c.mentions);
+  }
+  // Without sequence parallelism any seq_len works, and an odd vocabulary is padded.
+  EXPECT_EQ(parse_recipe(kMinimal + "[parallel]\ntp = 4\nsp = false\n[train]\nseq_len = 250\n", "test.toml")
+                .parallel.tp,
+            4);
+  EXPECT_EQ(parse_recipe(kMinimal + "[parallel]\ntp = 2\n[model]\nvocab_size = 257\n", "test.toml").model.vocab_size,
+            257);
 }
 
 TEST(RecipeError, MissingFileNamesThePath) {
@@ -589,8 +610,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe.h: run 3, model 11, data 5, train 9, optim 5, schedule 4,
-  // parallel 9, checkpoint 5, log 3, device 2.
-  EXPECT_EQ(key_lines, 56u);
+  // parallel 10, checkpoint 5, log 3, device 2.
+  EXPECT_EQ(key_lines, 57u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

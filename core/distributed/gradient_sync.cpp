@@ -1,0 +1,22 @@
+#include "core/distributed/gradient_sync.h"
+
+#include <vector>
+
+namespace ustrain {
+
+void sum_partial_grads(const ParamSet& params, ProcessGroup& tp) {
+  if (tp.size() == 1) return;
+  std::vector<Work> pending;
+  for (const ParamPiece& piece : params.updated_grads())
+    if (params.specs()[static_cast<std::size_t>(piece.param)].partial_grads)
+      pending.push_back(tp.for_tensors(piece.data.device).all_reduce(piece.data));
+  wait_all(pending);
+}
+
+double grad_sum_of_squares(const ParamSet& params, Backend& backend, ProcessGroup& world) {
+  std::vector<Tensor> pieces;
+  for (const ParamPiece& piece : params.owned(ParamState::grad)) pieces.push_back(piece.data);
+  return world.sum(backend.sum_of_squares_multi(pieces));
+}
+
+}  // namespace ustrain

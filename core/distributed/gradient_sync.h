@@ -1,0 +1,21 @@
+// What the gradients need beyond the data-parallel reduction (core/distributed/zero_engine.h)
+// once backward is done: the tensor-parallel sum of partial gradients, and the norm of the
+// whole model's gradient, whatever layout holds it.
+#pragma once
+
+#include "core/model/params.h"
+#include "parallel/process_groups.h"
+
+namespace ustrain {
+
+// Adds up, over the tensor-parallel group, the gradients of the parameters whose gradient each
+// tp rank holds only a part of (norm gains under sequence parallelism), in the stored range
+// this rank's optimizer reads. Every tp rank holds the same layout, so the ranges match.
+void sum_partial_grads(const ParamSet& params, ProcessGroup& tp);
+
+// The squared L2 norm of the whole model's gradient, the same on every rank: each rank adds
+// the squares of the gradient pieces it owns (ParamSet::owned: its chunk of each parameter,
+// and replicated parameters on one rank only), then the sum runs over the world in float64.
+double grad_sum_of_squares(const ParamSet& params, Backend& backend, ProcessGroup& world);
+
+}  // namespace ustrain

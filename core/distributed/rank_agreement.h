@@ -1,0 +1,31 @@
+// Every rank of a job must train the same thing: the same recipe (up to keys that may differ
+// between machines), the same ustrain build and the same checkpoint to resume from. Ranks
+// launched with different recipes would otherwise mix slices of two models into one
+// checkpoint, crash inside a collective of mismatched sizes, or hang at a step one rank never
+// reaches. The check runs once at start, over the world, before any other group exists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/recipe.h"
+#include "parallel/communicator.h"
+
+namespace ustrain {
+
+// Something every rank must hold the same value of.
+struct RankFact {
+  std::string name;   // "run.seed", "ustrain version", ...
+  std::string value;  // as text
+};
+
+// The facts of a training start: the build, every recipe key but device.threads,
+// data.prefetch and log.level (which may differ between machines), and the checkpoint the
+// run resumes from ("" for a new run).
+std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from);
+
+// Collective over `world`. When any fact differs between ranks, throws the same UserError on
+// every rank, naming the first differing fact, its values and the ranks that hold each.
+void check_ranks_agree(Communicator& world, const std::vector<RankFact>& facts);
+
+}  // namespace ustrain

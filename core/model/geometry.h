@@ -1,0 +1,45 @@
+// The model's sizes, global and on this rank, computed once from the recipe's model section
+// and the tensor-parallel layout. Everything that needs a head count, a width or a vocabulary
+// size reads it here; nothing else divides by tp.
+//
+// Tensor parallelism splits attention by heads (query and key/value heads alike, so each
+// rank keeps whole GQA groups), the MLP by its hidden width, and the vocabulary of the
+// embedding and output head by rows. A vocabulary that does not divide by tp is padded at
+// the end to a multiple of it; the padding rows exist only in memory (zero, masked out of
+// the loss), never in checkpoints or exports. Under sequence parallelism the residual
+// stream, norms and residual adds hold 1/tp of the token rows.
+#pragma once
+
+#include <cstdint>
+
+#include "core/recipe.h"
+
+namespace ustrain {
+
+struct ModelGeometry {
+  // The whole model.
+  std::int64_t vocab = 0, d_model = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
+
+  // Tensor (and sequence) parallelism.
+  int tp = 1, tp_rank = 0;
+  bool sp = false;  // sequence parallelism (only meaningful with tp > 1)
+
+  // On this rank.
+  std::int64_t heads = 0, kv_heads = 0;  // attention heads
+  std::int64_t ffn_local = 0;            // MLP hidden width
+  std::int64_t vocab_padded = 0;         // the vocabulary padded to a multiple of tp
+  std::int64_t vocab_local = 0;          // rows of the embedding and head: vocab_padded / tp
+  std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
+  std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
+
+  // Width of the fused q/k/v projection output.
+  std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  // Rows of the residual stream this rank holds for `tokens` token rows.
+  std::int64_t rows(std::int64_t tokens) const { return sp && tp > 1 ? tokens / tp : tokens; }
+  bool sequence_parallel() const { return sp && tp > 1; }
+
+  // Asserts what the recipe check guarantees: heads, kv heads and ffn divide by tp.
+  static ModelGeometry of(const ModelSection& model, int tp = 1, int tp_rank = 0, bool sp = false);
+};
+
+}  // namespace ustrain
