@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""The layout-equivalence harness: every row of matrix.tsv trains the same tiny model under
+mpiexec with a different parallel layout, and must reproduce the one-rank run's training loss
+at every step and every validation loss, within 1e-5 relative (fp32 on the CPU: the layouts
+differ only by floating-point reassociation). Prints a pass/fail grid with each row's worst
+error and exits non-zero when a row fails.
+
+    scripts/layout-matrix.sh                 # every row
+    scripts/layout-matrix.sh --ci            # the rows CI runs
+    scripts/layout-matrix.sh --filter tp4    # rows whose name matches a regular expression
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOLERANCE = 1e-5
+GLOBAL_BATCH = 16
+STEPS = 10
+RESUME_STEP = 5  # every run checkpoints and validates every 5 steps
+
+# Divisible by tp = 2 and 4 in heads (8), kv heads (4), MLP width (128) and sequence (32);
+# the byte vocabulary (257 with EOS) is not, so every tensor-parallel row pads it.
+RECIPE = """
+[run]
+name = "reference"
+output_dir = "runs"
+[model]
+vocab_size = 257
+d_model = 64
+n_layers = 2
+n_heads = 8
+n_kv_heads = 4
+ffn_hidden = 128
+max_seq_len = 32
+[data]
+path = "data"
+[train]
+steps = {steps}
+global_batch = {global_batch}
+micro_batch = {global_batch}
+seq_len = 32
+eval_interval = 5
+eval_batches = 2
+[optim]
+lr = 3e-3
+[schedule]
+warmup_steps = 2
+[checkpoint]
+interval = 5
+keep_last = 4
+[log]
+interval = 5
+[device]
+threads = 1
+""".format(steps=STEPS, global_batch=GLOBAL_BATCH)
+
+WORDS = ("the quick brown fox jumps over lazy dog and cat sat on mat while rain fell in spain plains every "
+         "morning birds sing songs of hope under bright sky").split()
+
+
+def read_rows(path):
+    rows, header = [], None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            cells = line.split("\t")
+            if header is None:
+                header = cells
+                continue
+            if len(cells) != len(header):
+                sys.exit(f"{path}: row {cells[0]!r} has {len(cells)} cells, the header {len(header)}")
+            row = dict(zip(header, cells))
+            for key in ("dp", "tp", "pp", "cp", "ep", "zero", "accum", "ci"):
+                row[key] = int(row[key])
+            rows.append(row)
+    return rows
+
+
+def make_corpus(directory):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "a.txt"), "w") as out:
+        for i in range(400):
+            doc = " ".join(WORDS[(i * 7 + j * 3 + i * j) % len(WORDS)] for j in range(12))
+            out.write(doc + "\n\n")
+
+
+def metrics(run_dir):
+    """(train losses by step, validation losses by step) of a run's metrics.jsonl."""
+    train, val = {}, {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["kind"] == "train":
+                train[int(row["step"])] = row["loss"]
+            elif row["kind"] == "eval":
+                val[int(row["step"])] = row["val_loss"]
+    return train, val
+
+
+def worst_error(got, want):
+    """The largest relative difference, or None when the steps differ."""
+    if sorted(got) != sorted(want):
+        return None
+    return max(abs(got[s] - want[s]) / abs(want[s]) for s in want)
+
+
+def layout_args(row):
+    micro_batch = GLOBAL_BATCH // (row["dp"] * row["accum"])
+    args = [f"parallel.dp={row['dp']}", f"parallel.tp={row['tp']}", f"parallel.pp={row['pp']}",
+            f"parallel.cp={row['cp']}", f"parallel.ep={row['ep']}", f"parallel.zero={row['zero']}",
+            f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}"]
+    if row["schedule"] != "-":
+        args.append(f"parallel.pp_schedule={row['schedule']}")
+    return [a for arg in args for a in ("--set", arg)]
+
+
+def launch(command, ranks, log):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    if ranks > 1:
+        command = ["mpiexec", "-n", str(ranks), "--oversubscribe"] + command
+    with open(log, "w") as out:
+        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ustrain", default=os.path.join(HERE, "..", "..", "build", "app", "ustrain"))
+    parser.add_argument("--matrix", default=os.path.join(HERE, "matrix.tsv"))
+    parser.add_argument("--ci", action="store_true", help="only the rows marked for CI (and those they resume from)")
+    parser.add_argument("--filter", help="only rows whose name matches this regular expression")
+    parser.add_argument("--work", help="keep the runs in this directory (default: a temporary one, removed)")
+    args = parser.parse_args()
+    ustrain = os.path.abspath(args.ustrain)
+    if not os.access(ustrain, os.X_OK):
+        sys.exit(f"{ustrain} is not an executable: build ustrain first (scripts/setup.sh) or pass --ustrain")
+
+    rows = read_rows(args.matrix)
+    by_name = {r["name"]: r for r in rows}
+    chosen = [r for r in rows if (not args.ci or r["ci"]) and (not args.filter or re.search(args.filter, r["name"]))]
+    # A resumed row needs the row it resumes from.
+    needed = {r["name"] for r in chosen}
+    for r in list(chosen):
+        if r["resume"] not in ("-", "reference"):
+            if r["resume"] not in by_name:
+                sys.exit(f"row {r['name']} resumes from {r['resume']}, which is not a row")
+            needed.add(r["resume"])
+    chosen = [r for r in rows if r["name"] in needed]
+
+    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="layout-matrix-")
+    os.makedirs(work, exist_ok=True)
+    os.chdir(work)
+    make_corpus("corpus")
+    with open("tiny.toml", "w") as f:
+        f.write(RECIPE)
+    if not os.path.isdir("data"):
+        subprocess.run([ustrain, "data", "convert", "--input", "corpus", "--output", "data", "--val-fraction", "0.1"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree("runs", ignore_errors=True)
+    print(f"layout matrix: {len(chosen)} rows against one rank, {STEPS} steps of {GLOBAL_BATCH} sequences, "
+          f"tolerance {TOLERANCE:g} relative; runs in {work}", flush=True)
+    if launch([ustrain, "train", "tiny.toml"], 1, "reference.log") != 0:
+        sys.exit(f"the one-rank reference failed: see {work}/reference.log")
+    reference = metrics("runs/reference")
+
+    header = f"{'row':<36} {'dp':>2} {'tp':>2} {'pp':>2} {'cp':>2} {'ep':>2} {'zero':>4} {'sp':>3} {'accum':>5} " \
+             f"{'ranks':>5}  {'train err':>9}  {'val err':>9}  {'time':>6}  result"
+    print(header)
+    print("-" * len(header), flush=True)
+    failures = 0
+    for row in chosen:
+        name, ranks = row["name"], row["dp"] * row["tp"] * row["pp"] * row["cp"] * row["ep"]
+        command = [ustrain, "train", "tiny.toml", "--set", f"run.name={name}"] + layout_args(row)
+        if row["resume"] != "-":
+            source = os.path.join("runs", row["resume"])
+            shutil.copytree(source, os.path.join("runs", name), symlinks=True)
+            command += ["--resume", os.path.join("runs", name, "checkpoints", f"step-{RESUME_STEP:08d}")]
+        started = time.monotonic()
+        code = launch(command, ranks, f"{name}.log")
+        seconds = time.monotonic() - started
+        train_err = val_err = None
+        if code == 0:
+            train, val = metrics(os.path.join("runs", name))
+            train_err, val_err = worst_error(train, reference[0]), worst_error(val, reference[1])
+        ok = code == 0 and train_err is not None and val_err is not None and \
+            train_err <= TOLERANCE and val_err <= TOLERANCE
+        failures += not ok
+        shown = lambda e: "missing" if e is None else f"{e:.2e}"
+        result = "pass" if ok else (f"FAIL (exit {code}, see {work}/{name}.log)" if code else "FAIL")
+        print(f"{name:<36} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
+              f"{row['sp']:>3} {row['accum']:>5} {ranks:>5}  {shown(train_err):>9}  {shown(val_err):>9}  "
+              f"{seconds:5.1f}s  {result}", flush=True)
+    print(f"{len(chosen) - failures} of {len(chosen)} rows pass")
+    if not args.work and failures == 0:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
