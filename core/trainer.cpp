@@ -353,6 +353,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     PhaseTimer step_timer;
     run.gradient_comm().reset_volume();
     run.tp_comm().reset_volume();
+    run.tp.reset_comm_seconds();
     const StepResult r = take_step(run, data, schedule, step, step_timer);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
@@ -374,7 +375,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
                      {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
                      {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes},
-                     {"tp_comm_bytes", tp_bytes},
+                     {"tp_comm_bytes", tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
                      {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0}});
     if (step == summary.first_step && recipe.parallel.dp > 1)
       spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "

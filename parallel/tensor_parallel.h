@@ -62,12 +62,19 @@ class TensorParallel {
   // dlogits (N, Vs), in place allowed.
   void loss_backward(Backend& be, Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss);
 
+  // Host seconds spent issuing tensor-parallel communication and waiting for it since the last
+  // reset: on the CPU the whole time of the collectives (none of it overlaps compute), on a GPU
+  // only the issuing (the compute stream waits, not the host).
+  double comm_seconds() const { return comm_seconds_; }
+  void reset_comm_seconds() { comm_seconds_ = 0; }
+
  private:
   Tensor rows_of(Tensor buffer, std::int64_t n) const;
 
   Communicator* tp_ = nullptr;
   bool sp_ = false;
   VocabShard shard_{};
+  double comm_seconds_ = 0;
 };
 
 }  // namespace ustrain

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/checkpoint/fs.h"
+#include "core/model/geometry.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -63,7 +64,7 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
   j["num_hidden_layers"] = m.n_layers;
   j["num_attention_heads"] = m.n_heads;
   j["num_key_value_heads"] = m.n_kv_heads;
-  j["head_dim"] = m.d_model / m.n_heads;
+  j["head_dim"] = ModelGeometry::of(m).head_dim;
   j["vocab_size"] = m.vocab_size;
   j["max_position_embeddings"] = m.max_seq_len;
   j["rms_norm_eps"] = m.norm_eps;
