@@ -21,7 +21,8 @@ namespace {
 namespace tb = ustrain::tensorboard;
 
 constexpr std::string_view kNamePrefix = "events.out.tfevents.";
-// TensorBoard's readers pick the record format by this version string.
+// From version 2 on, TensorBoard takes a SessionLog START as the sign of a restart rather than
+// guessing restarts from steps that go backwards.
 constexpr const char* kFileVersion = "brain.Event:2";
 // More runs than this starting in one second on one host is a loop, not a workload.
 constexpr int kMaxNameSuffix = 1000;
@@ -54,12 +55,17 @@ EventFile::EventFile(const std::string& dir, std::int64_t first_step) {
   tb::Event version;
   version.set_wall_time(now);
   version.set_file_version(kFileVersion);
-  append(version.SerializeAsString());
   tb::Event start;
   start.set_wall_time(now);
   start.set_step(first_step);
   start.mutable_session_log()->set_status(tb::SessionLog::START);
-  append(start.SerializeAsString());
+  try {
+    append(version.SerializeAsString());
+    append(start.SerializeAsString());
+  } catch (...) {
+    ::close(fd_);  // no destructor runs for an object whose constructor throws
+    throw;
+  }
 }
 
 EventFile::~EventFile() {
