@@ -107,6 +107,7 @@ struct CheckpointSection {
 struct LogSection {
   std::int64_t interval = 10;
   bool jsonl = true;
+  bool tensorboard = true;
   std::string level = "info";  // trace | debug | info | warn | error
 
   bool operator==(const LogSection&) const = default;

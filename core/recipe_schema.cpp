@@ -185,6 +185,8 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(log.interval), at_least(1), "Steps between metric lines"),
       key(USTRAIN_RECIPE_FIELD(log.jsonl), any_value(),
           "Also write metrics as JSON lines into the run directory"),
+      key(USTRAIN_RECIPE_FIELD(log.tensorboard), any_value(),
+          "Also write metrics as TensorBoard events into the run directory (`tensorboard --logdir RUN_DIR`)"),
       key(USTRAIN_RECIPE_FIELD(log.level), one_of({"trace", "debug", "info", "warn", "error"}),
           "Least severe message printed on the console"),
 

@@ -275,7 +275,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     run.model.initialise(be, recipe.run.seed);
   }
   std::unique_ptr<MetricsLog> metrics;
-  if (recipe.log.jsonl && layout.leads()) metrics = std::make_unique<MetricsLog>(metrics_path);
+  if (layout.leads())
+    metrics = std::make_unique<MetricsLog>(run_dir, recipe.log, resume_from ? std::optional(start.step) : std::nullopt);
   const auto record = [&](const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {
     if (metrics) metrics->write(kind, numbers);
   };
@@ -419,7 +420,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   log_summary(summary, std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count(),
               tokens_per_step, flops_per_step);
   spdlog::info("checkpoint: {}{}", summary.checkpoint.empty() ? "none written" : summary.checkpoint,
-               metrics ? " | metrics: " + metrics_path : std::string());
+               metrics && !metrics->files().empty() ? " | metrics: " + metrics->files() : std::string());
   return summary;
 }
 

@@ -27,6 +27,7 @@ packages=(libtomlplusplus-dev libtomlplusplus3 libcli11-dev libspdlog-dev libspd
           libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 libhdf5-hl-cpp-100 libsz2 libaec0
           libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev libopenblas0 libgfortran5
           libsentencepiece-dev libsentencepiece0 nlohmann-json3-dev libgtest-dev
+          libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32 protobuf-compiler
           libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
           libevent-pthreads-2.1-7 libpmix2 libmunge2)
 # Present on any machine with a C++ toolchain: never bundled.
@@ -95,7 +96,9 @@ done < <(find /usr/bin /usr/include /usr/lib/$arch /usr/lib/$arch/pkgconfig -max
 
 for root in "$work/usr-root" "$work/fallback-root"; do
   rm -rf "${root:?}/usr/share/doc" "$root/usr/share/man" "$root/usr/share/lintian" "${root:?}/etc"
-  find "$root" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' -delete
+  # Static libraries are left out but for GoogleTest's and protobuf-lite, which ustrain links
+  # statically (core/tensorboard/CMakeLists.txt says why).
+  find "$root" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' ! -name 'libprotobuf-lite.a' -delete
 done
 # Fortran and Java bindings of Open MPI: large, and nothing here uses them.
 rm -rf "$work/usr-root/usr/lib/$arch/fortran" "$work/usr-root/usr/share/java"

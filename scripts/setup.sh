@@ -14,7 +14,8 @@ fi
 packages=(cmake ninja-build g++ pkg-config
           libtomlplusplus-dev libcli11-dev libhdf5-dev hdf5-tools libspdlog-dev libfmt-dev
           libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libsentencepiece-dev
-          nlohmann-json3-dev fortunes fortunes-min slurm-wlm munge)
+          nlohmann-json3-dev libprotobuf-dev protobuf-compiler python3-protobuf python3-crcmod python3-matplotlib
+          fortunes fortunes-min slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

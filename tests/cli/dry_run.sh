@@ -16,7 +16,7 @@ done
 for key in name seed output_dir vocab_size d_model n_layers n_heads n_kv_heads ffn_hidden rope_theta norm_eps \
            tied_embeddings max_seq_len init_std path tokenizer steps micro_batch global_batch seq_len grad_clip \
            precision recompute eval_interval eval_batches lr beta1 beta2 eps weight_decay warmup_steps decay \
-           min_lr dp tp pp cp ep zero pp_schedule virtual_stages interval keep_last jsonl level type threads; do
+           min_lr dp tp pp cp ep zero pp_schedule virtual_stages interval keep_last jsonl tensorboard level type threads; do
   expect_output "^$key = " "resolved recipe has $key"
 done
 expect_output '^recompute = "selective"' "--set override is applied"

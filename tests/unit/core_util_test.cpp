@@ -1,14 +1,17 @@
 // Tests for the small core utilities: random numbers, learning-rate schedules, token
-// sampling, the JSONL metrics log and resident-memory readings.
+// sampling, the metrics log and resident-memory readings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -416,20 +419,35 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+// A fresh directory under the test temp dir.
+std::string scratch_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+LogSection jsonl_only() {
+  LogSection log;
+  log.tensorboard = false;
+  return log;
+}
+
 TEST(MetricsLog, LinesParseBackInOrderWithExactValues) {
-  const std::string path = ::testing::TempDir() + "ustrain_metrics_log_test.jsonl";
-  std::remove(path.c_str());
+  const std::string dir = scratch_dir("ustrain_metrics_log_test");
+  const std::string path = dir + "/metrics.jsonl";
   const double before = std::chrono::duration<double>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
   {
-    MetricsLog log(path);
+    MetricsLog log(dir, jsonl_only(), std::nullopt);
+    EXPECT_EQ(log.files(), path);
     log.write("train", {{"step", 10}, {"loss", 2.718281828459045}, {"lr", 3e-4},
                         {"grad_norm", std::numeric_limits<double>::quiet_NaN()},
                         {"tokens_per_s", std::numeric_limits<double>::infinity()}});
     log.write("eval", {{"step", 20}, {"loss", 0.1 + 0.2}});
   }
   {
-    MetricsLog resumed(path);  // reopening appends rather than truncating
+    MetricsLog resumed(dir, jsonl_only(), 20);  // reopening appends rather than truncating
     resumed.write("train", {{"step", 21}});
   }
   const double after = std::chrono::duration<double>(
@@ -457,17 +475,50 @@ TEST(MetricsLog, LinesParseBackInOrderWithExactValues) {
   EXPECT_EQ(second["loss"].get<double>(), 0.1 + 0.2);  // every bit of the double survives
   const auto third = nlohmann::ordered_json::parse(lines[2]);
   EXPECT_EQ(third["step"].get<std::int64_t>(), 21);
-  std::remove(path.c_str());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MetricsLog, UnopenablePathIsAUserErrorNamingIt) {
-  const std::string path = ::testing::TempDir() + "no_such_dir_for_ustrain/metrics.jsonl";
+  const std::string dir = ::testing::TempDir() + "no_such_dir_for_ustrain";
+  const std::string path = dir + "/metrics.jsonl";
   try {
-    MetricsLog log(path);
+    MetricsLog log(dir, jsonl_only(), std::nullopt);
     FAIL() << "expected UserError";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+}
+
+std::vector<std::string> event_files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().starts_with("events.out.tfevents.")) names.push_back(entry.path());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(MetricsLog, ResumingAddsAnEventFileAndANewStartRemovesThem) {
+  const std::string dir = scratch_dir("ustrain_metrics_log_events_test");
+  LogSection both;
+  {
+    MetricsLog log(dir, both, std::nullopt);
+    log.write("train", {{"step", 1}, {"loss", 5.0}});
+    const auto files = event_files_in(dir);
+    ASSERT_EQ(files.size(), 1u);
+    EXPECT_EQ(log.files(), dir + "/metrics.jsonl, " + files[0]);
+  }
+  { MetricsLog resumed(dir, both, 1); }
+  EXPECT_EQ(event_files_in(dir).size(), 2u) << "a resumed run keeps the earlier event files";
+  LogSection neither;
+  neither.jsonl = neither.tensorboard = false;
+  {
+    MetricsLog fresh(dir, neither, std::nullopt);
+    EXPECT_EQ(fresh.files(), "");
+    fresh.write("train", {{"step", 1}, {"loss", 4.0}});
+  }
+  EXPECT_TRUE(event_files_in(dir).empty()) << "a new start leaves no event file of the earlier run";
+  EXPECT_EQ(read_lines(dir + "/metrics.jsonl").size(), 1u) << "log.jsonl = false writes no line";
+  std::filesystem::remove_all(dir);
 }
 
 // ---------------------------------------------------------------- resident memory

@@ -8,6 +8,9 @@ trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 failures=0
+# Debian's interpreter: the Python packages scripts/setup.sh installs (protobuf, crcmod,
+# matplotlib) are importable only by it, whatever python3 comes first on PATH.
+PYTHON=/usr/bin/python3
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
