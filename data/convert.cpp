@@ -240,9 +240,6 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   report.shards = static_cast<int>(manifest.train.size() + manifest.val.size());
   report.tokenizer = plan.identity.describe();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  say(fmt::format("wrote {} documents: {} train tokens, {} val tokens in {} shards to {} ({:.1f} MB/s)",
-                  report.documents, report.train_tokens, report.val_tokens, report.shards, staging.final_path(),
-                  report.seconds > 0 ? static_cast<double>(report.bytes_read) / 1e6 / report.seconds : 0.0));
   return report;
 }
 

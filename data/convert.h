@@ -49,6 +49,7 @@ struct ConvertReport {
 // bad input: unreadable, truncated, not the format, ids outside the vocabulary, no documents.
 // Messages go to `messages` (may be empty); so does the progress line every few seconds,
 // unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
+// The summary is the returned report, for the caller to print.
 //
 // Document d (counting from 0 over all inputs in order) goes to validation when
 // SplitMix64(SplitMix64::derive(seed, d)).unit() < val_fraction (data/portable_random.h), so

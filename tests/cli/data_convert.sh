@@ -10,6 +10,7 @@ no_leftovers() {  # no output and no temporary directory next to it
 
 expect_exit 0 "convert text" -- "$USTRAIN" data convert -i corpus -o bytes --val-fraction 0.1 --workers 2
 expect_output "wrote bytes: 400 documents" "convert counts the documents"
+[[ $(grep -c "wrote" "$WORK/out.txt") -eq 1 ]] && pass "the summary is printed once" || fail "summary printed $(grep -c wrote "$WORK/out.txt") times"
 expect_output "tokenizer byte" "convert names the tokenizer"
 expect_exit 0 "inspect" -- "$USTRAIN" data inspect bytes --verify --samples 2
 expect_output "tokenizer byte \(vocab 257, eos 256\)" "inspect shows the tokenizer"
