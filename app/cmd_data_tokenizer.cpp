@@ -20,7 +20,8 @@ void add_data_tokenizer_command(CLI::App& data) {
       "train", "Train a sentencepiece BPE or unigram model on text or JSONL (lossless: no normalisation, byte "
                "fallback)");
   train->add_option("--input,-i", o->inputs, "Text or JSONL files or directories")->required();
-  train->add_option("--output,-o", o->output, "The .model file to write (must not exist)")->required();
+  train->add_option("--output,-o", o->output, "The .model file to write (must not exist; its directory must)")
+      ->required();
   train->add_option("--vocab-size", o->vocab_size, "Pieces in the vocabulary, specials and 256 byte pieces included")
       ->capture_default_str();
   train->add_option("--model-type", o->model_type, "Algorithm")

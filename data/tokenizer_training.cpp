@@ -2,6 +2,8 @@
 
 #include <sentencepiece_trainer.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -69,11 +71,25 @@ class LineIterator final : public sentencepiece::SentenceIterator {
   std::size_t at_ = 0;
 };
 
+// Training can take hours, so a model that could not be written is refused before it starts.
+void check_output(const std::string& output) {
+  namespace fs = std::filesystem;
+  if (output.empty()) throw UserError("no output given: name the .model file to write, e.g. --output tok.model");
+  if (fs::exists(output))
+    throw UserError(fmt::format("{} exists already: choose another --output, or delete it first", output));
+  const fs::path parent = fs::absolute(output).parent_path();
+  if (!fs::is_directory(parent))
+    throw UserError(fmt::format("the directory of --output {}, {}, does not exist: create it first (mkdir -p {}) or "
+                                "choose another --output",
+                                output, parent.string(), parent.string()));
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw UserError(fmt::format("cannot write --output {}: no permission to create files in {}", output,
+                                parent.string()));
+}
+
 void validate(const TokenizerTrainOptions& o) {
   if (o.inputs.empty()) throw UserError("no inputs given: name the text files or directories to train on");
-  if (o.output.empty()) throw UserError("no output given: name the .model file to write, e.g. --output tok.model");
-  if (std::filesystem::exists(o.output))
-    throw UserError(fmt::format("{} exists already: choose another --output, or delete it first", o.output));
+  check_output(o.output);
   if (o.format != "text" && o.format != "jsonl")
     throw UserError(fmt::format("unknown format '{}' for tokenizer training: use text or jsonl", o.format));
   if (o.model_type != "bpe" && o.model_type != "unigram")

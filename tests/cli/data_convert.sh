@@ -28,6 +28,9 @@ expect_exit 2 "bad jsonl" -- "$USTRAIN" data convert -f jsonl -i bad.jsonl -o ba
 expect_output "bad.jsonl:2" "names the file and line"
 no_leftovers badjson "a conversion failing halfway"
 
+expect_exit 2 "tokenizer output in a missing directory" -- "$USTRAIN" data tokenizer train -i corpus -o nodir/tok.model --vocab-size 300
+expect_output "nodir.* does not exist: create it first" "says the directory is missing"
+grep -q "training a" "$WORK/out.txt" && fail "trained before finding the output unwritable" || pass "refused before training"
 expect_exit 0 "tokenizer train" -- "$USTRAIN" data tokenizer train -i corpus -o tok.model --vocab-size 300
 expect_output "wrote tok.model: bpe model of 300 pieces" "tokenizer train reports the model"
 expect_exit 2 "tokenizer train refuses to overwrite" -- "$USTRAIN" data tokenizer train -i corpus -o tok.model
