@@ -205,6 +205,7 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",
                                 plan.identity.describe(), is_id_format(o.format) ? "its id with --eos-id, or " : ""));
 
+  for (const std::string& line : remove_stale_staging(o.output_dir)) say(line);
   StagedDirectory staging(o.output_dir);
   say(fmt::format("converting {} {} ({:.1f} MB) into {}", input_count, input_count == 1 ? "input" : "inputs",
                   static_cast<double>(total_bytes) / 1e6, staging.final_path()));

@@ -45,8 +45,10 @@ struct ConvertReport {
 
 // Writes into a temporary sibling directory and renames it into place only when complete, so
 // an interrupted conversion never leaves a dataset that looks complete; refuses to overwrite
-// an existing non-empty output_dir. UserError naming the input file (and position) for any
-// bad input: unreadable, truncated, not the format, ids outside the vocabulary, no documents.
+// an existing non-empty output_dir; removes the temporary directories of earlier conversions
+// into the same output that were killed (saying so in `messages`). UserError naming the input
+// file (and position) for any bad input: unreadable, truncated, not the format, ids outside
+// the vocabulary, no documents.
 // Messages go to `messages` (may be empty); so does the progress line every few seconds,
 // unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
 // The summary is the returned report, for the caller to print.

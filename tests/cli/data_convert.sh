@@ -28,6 +28,20 @@ expect_exit 2 "bad jsonl" -- "$USTRAIN" data convert -f jsonl -i bad.jsonl -o ba
 expect_output "bad.jsonl:2" "names the file and line"
 no_leftovers badjson "a conversion failing halfway"
 
+# A conversion killed outright leaves OUT.incomplete-PID behind: the next one into the same
+# output removes it, but never one whose process still runs.
+sleep 0 & gone=$!
+wait $gone
+mkdir -p "fresh.incomplete-$gone" && head -c 100000 /dev/zero >"fresh.incomplete-$gone/train-00000.h5"
+sleep 300 & alive=$!
+mkdir -p "fresh.incomplete-$alive"
+expect_exit 0 "convert after a killed conversion" -- "$USTRAIN" data convert -i corpus -o fresh
+expect_output "removed .*fresh.incomplete-$gone \(0.1 MB\), left by process $gone" "says what it removed"
+expect_output "kept .*fresh.incomplete-$alive: its process $alive still runs" "says what it kept"
+[[ ! -e fresh.incomplete-$gone ]] && pass "the stale directory is gone" || fail "fresh.incomplete-$gone is still there"
+[[ -d fresh.incomplete-$alive ]] && pass "a live process's directory is kept" || fail "fresh.incomplete-$alive was removed"
+kill "$alive"
+
 expect_exit 2 "tokenizer output in a missing directory" -- "$USTRAIN" data tokenizer train -i corpus -o nodir/tok.model --vocab-size 300
 expect_output "nodir.* does not exist: create it first" "says the directory is missing"
 grep -q "training a" "$WORK/out.txt" && fail "trained before finding the output unwritable" || pass "refused before training"
