@@ -52,6 +52,9 @@ void add_data_convert_command(CLI::App& data) {
       ->capture_default_str();
   convert->add_option("--text-field", o->text_field, "jsonl: the field that holds each document's text")
       ->capture_default_str();
+  convert->add_option("--include", o->include,
+                      "File-name globs to take, e.g. --include '*.md' (repeatable; default: every file; files in "
+                      "directories that are not text are skipped when converting text)");
   convert->add_option("--exclude", o->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
   convert->add_option("--eos", *eos,
                       "End of each document: append the EOS id (unless already there), none, or auto (append for "

@@ -17,6 +17,7 @@
 #include "data/llmc_format.h"
 #include "data/megatron_format.h"
 #include "data/npy_format.h"
+#include "data/text_check.h"
 #include "data/text_documents.h"
 #include "kernels/error.h"
 
@@ -129,11 +130,13 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
   return plan;
 }
 
+NameFilter name_filter(const ConvertOptions& o) { return {o.include, o.exclude}; }
+
 // Files of the inputs; from directories only those with `extension` (empty: all).
 std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension) {
   std::vector<InputFile> files;
   for (const std::string& input : o.inputs) {
-    for (InputFile& file : list_input_files({input}, o.exclude))
+    for (InputFile& file : list_input_files({input}, name_filter(o)))
       if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
   }
   return files;
@@ -144,6 +147,7 @@ std::string describe_source(const ConvertOptions& o, bool append_eos) {
                                  o.format == "shards" ? "splits kept" : fmt::format("val_fraction {}, seed {}", o.val_fraction, o.seed));
   if (o.format == "text") text += fmt::format(", split {}", o.split);
   if (o.format == "jsonl") text += fmt::format(", field {}", o.text_field);
+  if (!o.include.empty()) text += fmt::format(", include {}", fmt::join(o.include, " "));
   if (!o.exclude.empty()) text += fmt::format(", exclude {}", fmt::join(o.exclude, " "));
   return text + fmt::format(", eos {})", append_eos ? "appended" : "as in the input");
 }
@@ -176,14 +180,16 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   std::vector<TokenDataset> datasets;
   std::int64_t total_bytes = 0;
   TokenizerPlan plan;
+  SkippedFiles skipped;
   if (is_text_format(o.format)) {
     const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
     use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer);
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "");
+    if (o.format == "text") files = keep_text_files(files, skipped);
   } else if (o.format == "megatron") {
     plan = plan_for_ids(o);
-    prefixes = megatron_prefixes(o.inputs, o.exclude);
+    prefixes = megatron_prefixes(o.inputs, name_filter(o));
     total_bytes = megatron_bytes(prefixes);
   } else if (is_id_format(o.format)) {
     plan = plan_for_ids(o);
@@ -198,8 +204,9 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
   const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
   if (input_count == 0)
-    throw UserError(fmt::format("no input files found in {}{}", fmt::join(o.inputs, ", "),
-                                o.exclude.empty() ? "" : fmt::format(" after excluding {}", fmt::join(o.exclude, " "))));
+    throw UserError(fmt::format("no input files found in {}{}{}", fmt::join(o.inputs, ", "), name_filter(o).describe(),
+                                skipped.count() > 0 ? "; " + skipped.describe() : ""));
+  if (skipped.count() > 0) say(skipped.describe());
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",

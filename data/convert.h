@@ -26,7 +26,8 @@ struct ConvertOptions {
   std::int64_t vocab_size = 0;           // token formats with a named tokenizer: ids lie below it
   std::int64_t eos_id = -1;              // token formats: end-of-document id (llmc: 50256 when -1)
   std::string split = "blank-line";      // text: "file" | "blank-line" | "line:<MARKER>"
-  std::vector<std::string> exclude;      // base-name globs to skip (fnmatch), e.g. "*.dat"
+  std::vector<std::string> include;      // base-name globs to take (fnmatch), e.g. "*.txt"; empty: all
+  std::vector<std::string> exclude;      // base-name globs to skip, e.g. "*.dat"
   std::string text_field = "text";       // jsonl: the field holding each document's text
   EosMode eos = EosMode::automatic;
   double val_fraction = 0.05;            // share of DOCUMENTS held out (shards: splits are kept)
@@ -48,8 +49,8 @@ struct ConvertReport {
 // an existing non-empty output_dir; removes the temporary directories of earlier conversions
 // into the same output that were killed (saying so in `messages`). UserError naming the input
 // file (and position) for any bad input: unreadable, truncated, not the format, ids outside
-// the vocabulary, no documents.
-// Messages go to `messages` (may be empty); so does the progress line every few seconds,
+// the vocabulary, no documents. Files found in directories are skipped, when converting text,
+// if they are not text (data/text_check.h). Messages go to `messages` (may be empty); so does the progress line every few seconds,
 // unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
 // The summary is the returned report, for the caller to print.
 //

@@ -10,11 +10,13 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "data/document_splitter.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
 #include "data/portable_random.h"
+#include "data/text_check.h"
 #include "data/text_documents.h"
 #include "kernels/error.h"
 
@@ -110,8 +112,14 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   const auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
-  const std::vector<InputFile> files = list_input_files(o.inputs, o.exclude);
-  if (files.empty()) throw UserError("no input files found for tokenizer training");
+  const NameFilter filter{o.include, o.exclude};
+  std::vector<InputFile> files = list_input_files(o.inputs, filter);
+  SkippedFiles skipped;
+  if (o.format == "text") files = keep_text_files(files, skipped);
+  if (files.empty())
+    throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}", fmt::join(o.inputs, ", "),
+                                filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : ""));
+  if (skipped.count() > 0) say(skipped.describe());
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
   if (o.format == "text") read_text_files(files, o.split, sample);
   else read_jsonl_files(files, o.text_field, sample);

@@ -16,7 +16,8 @@ struct TokenizerTrainOptions {
   std::string format = "text";        // text | jsonl
   std::string split = "blank-line";   // text: how files divide into documents
   std::string text_field = "text";    // jsonl
-  std::vector<std::string> exclude;
+  std::vector<std::string> include;   // base-name globs to take; empty: all
+  std::vector<std::string> exclude;   // base-name globs to skip
   std::string output;                 // the .model file to write (must not exist; its directory must)
   std::int64_t vocab_size = 8000;
   std::string model_type = "bpe";     // bpe | unigram
@@ -34,7 +35,8 @@ struct TokenizerTrainReport {
 
 // UserError for bad options, an output that could not be written (checked before training),
 // unreadable inputs, no text, or a vocabulary the text cannot fill (sentencepiece's message
-// says the largest possible size). The model file appears only when complete.
+// says the largest possible size). Files found in directories that are not text are skipped,
+// as by `data convert`, and `progress` says so. The model file appears only when complete.
 TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& options,
                                      const std::function<void(const std::string&)>& progress = {});
 

@@ -28,6 +28,18 @@ expect_exit 2 "bad jsonl" -- "$USTRAIN" data convert -f jsonl -i bad.jsonl -o ba
 expect_output "bad.jsonl:2" "names the file and line"
 no_leftovers badjson "a conversion failing halfway"
 
+# A directory converted as text takes its text files only; --include picks files by name.
+mkdir -p pkg/sub
+cp corpus/a.txt pkg/
+printf '\177ELF\002\001\001\000' >pkg/sub/lib.so
+printf 'caf\351 au lait\n' >pkg/latin1.txt
+expect_exit 0 "convert a directory holding binaries" -- "$USTRAIN" data convert -i pkg -o pkgdata --val-fraction 0
+expect_output "skipped 2 files that are not text.*1 with a NUL byte \(pkg/sub/lib.so\), 1 not valid UTF-8 \(pkg/latin1.txt\)" \
+  "counts the files skipped, per reason, with their names"
+expect_output "wrote pkgdata: 400 documents" "converts the text files"
+expect_exit 0 "convert with --include" -- "$USTRAIN" data convert -i pkg -o pkgtxt --include '*.txt' --exclude 'latin*'
+expect_output "wrote pkgtxt: 400 documents" "--include and --exclude pick the files"
+
 # A conversion killed outright leaves OUT.incomplete-PID behind: the next one into the same
 # output removes it, but never one whose process still runs.
 sleep 0 & gone=$!

@@ -57,16 +57,18 @@ TEST(DataConvert, FileModeRoundTripsEachFile) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in/b.txt", "second file\n\nwith a blank line\n");
   test::write_file(scratch / "in/a.txt", "first file, no newline at the end");
-  const std::string binary("caf\xC3\xA9 \x00\xFF bytes\n", 15);  // UTF-8, NUL and a stray byte
-  test::write_file(scratch / "in/sub/c.txt", binary);
+  test::write_file(scratch / "in/sub/c.txt", "caf\xC3\xA9 in a subdirectory\n");
   test::write_file(scratch / "in/empty.txt", "  \n\n");
-  const ConvertReport report = convert_dataset(options_for({scratch / "in"}, scratch / "out", "file"));
-  EXPECT_EQ(report.documents, 3);
+  // A file named as an input is read byte for byte, even one that is not text.
+  const std::string binary("caf\xC3\xA9 \x00\xFF bytes\n", 15);  // UTF-8, NUL and a stray byte
+  test::write_file(scratch / "raw.txt", binary);
+  const ConvertReport report = convert_dataset(options_for({scratch / "in", scratch / "raw.txt"}, scratch / "out", "file"));
+  EXPECT_EQ(report.documents, 4);
   const TokenDataset dataset = TokenDataset::open(scratch / "out");
   // Directory order is sorted by path: a.txt, b.txt, empty.txt (dropped), sub/c.txt.
   EXPECT_EQ(test::read_documents(dataset, Split::train),
             (Documents{"first file, no newline at the end", "second file\n\nwith a blank line\n",
-                       binary}));
+                       "caf\xC3\xA9 in a subdirectory\n", binary}));
   EXPECT_TRUE(dataset.shards(Split::val).empty());
 }
 
