@@ -33,8 +33,9 @@ void add_data_convert_command(CLI::App& data) {
   convert->add_option("--input,-i", o->inputs, "Files or directories (read recursively, in sorted order)")->required();
   convert->add_option("--output,-o", o->output_dir, "Dataset directory to create (must not exist or be empty)")
       ->required();
-  convert->add_option("--format,-f", o->format, "Input format")
-      ->capture_default_str()
+  convert->add_option("--format,-f", o->format,
+                      "Input format; default: detected from the input (extension, magic number, a directory's "
+                      "manifest.json or files), as the first line on stderr says")
       ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
   convert->add_option("--tokenizer,-t", o->tokenizer,
                       "text/jsonl: byte (default) or a sentencepiece .model; token formats: byte, a .model, or the "

@@ -27,7 +27,10 @@ void add_data_tokenizer_command(CLI::App& data) {
   train->add_option("--model-type", o->model_type, "Algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember({"bpe", "unigram"}));
-  train->add_option("--format,-f", o->format, "Input format")->capture_default_str()->check(CLI::IsMember({"text", "jsonl"}));
+  train->add_option("--format,-f", o->format,
+                    "Input format; default: detected from the input (extension or content), as the first line on "
+                    "stderr says")
+      ->check(CLI::IsMember({"text", "jsonl"}));
   train->add_option("--split", o->split, "text: how files divide into documents: file | blank-line | line:MARKER")
       ->capture_default_str();
   train->add_option("--text-field", o->text_field, "jsonl: the field that holds the text")->capture_default_str();

@@ -14,6 +14,7 @@
 #include "data/document_splitter.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
+#include "data/input_format.h"
 #include "data/llmc_format.h"
 #include "data/megatron_format.h"
 #include "data/npy_format.h"
@@ -31,11 +32,14 @@ constexpr std::int32_t kLlmcDefaultEos = 50256;  // GPT-2's <|endoftext|>, what 
 bool is_text_format(const std::string& format) { return format == "text" || format == "jsonl"; }
 bool is_id_format(const std::string& format) { return format == "megatron" || format == "llmc" || format == "npy"; }
 
+void validate_paths(const ConvertOptions& o) {
+  if (o.inputs.empty()) throw UserError("no inputs given: name the files or directories to convert");
+  if (o.output_dir.empty()) throw UserError("no output directory given for the converted dataset");
+}
+
 void validate(const ConvertOptions& o) {
   if (!is_text_format(o.format) && !is_id_format(o.format) && o.format != "shards")
     throw UserError(fmt::format("unknown input format '{}': use one of text, jsonl, megatron, llmc, npy, shards", o.format));
-  if (o.inputs.empty()) throw UserError("no inputs given: name the files or directories to convert");
-  if (o.output_dir.empty()) throw UserError("no output directory given for the converted dataset");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))
     throw UserError(fmt::format("val_fraction {} is outside [0, 1): it is the share of documents held out for "
                                 "validation, e.g. 0.05",
@@ -166,13 +170,20 @@ void copy_model(TokenizerPlan& plan, const std::string& staging) {
 
 }  // namespace
 
-ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(const std::string&)>& progress,
+ConvertReport convert_dataset(const ConvertOptions& options, const std::function<void(const std::string&)>& progress,
                               std::FILE* progress_bar) {
   const auto started = std::chrono::steady_clock::now();
-  validate(o);
   const auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
+  validate_paths(options);
+  ConvertOptions o = options;
+  if (o.format.empty()) {
+    const DetectedFormat detected = detect_input_format(o.inputs, name_filter(o));
+    o.format = detected.format;
+    say(fmt::format("input format {}: {} (--format chooses another)", detected.format, detected.reason));
+  }
+  validate(o);
 
   // Everything that can be checked before writing is checked here.
   std::vector<InputFile> files;
@@ -246,6 +257,7 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   report.val_tokens = builder.tokens(Split::val);
   report.bytes_read = builder.bytes_read();
   report.shards = static_cast<int>(manifest.train.size() + manifest.val.size());
+  report.format = o.format;
   report.tokenizer = plan.identity.describe();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;

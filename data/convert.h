@@ -16,7 +16,8 @@ namespace ustrain {
 enum class EosMode { automatic, append, none };
 
 struct ConvertOptions {
-  std::string format = "text";           // text | jsonl | megatron | llmc | npy | shards
+  std::string format;                    // text | jsonl | megatron | llmc | npy | shards; empty:
+                                         // detected from the inputs (data/input_format.h)
   std::vector<std::string> inputs;       // files or directories (recursed, sorted order)
   std::string output_dir;
   // text, jsonl: "byte" or a sentencepiece .model (default byte). Token formats: "byte", a
@@ -41,18 +42,20 @@ struct ConvertReport {
   std::int64_t documents = 0, train_tokens = 0, val_tokens = 0, bytes_read = 0;
   double seconds = 0;
   int shards = 0;
+  std::string format;     // the input format, as given or detected
   std::string tokenizer;  // its description
 };
 
 // Writes into a temporary sibling directory and renames it into place only when complete, so
 // an interrupted conversion never leaves a dataset that looks complete; refuses to overwrite
 // an existing non-empty output_dir; removes the temporary directories of earlier conversions
-// into the same output that were killed (saying so in `messages`). UserError naming the input
-// file (and position) for any bad input: unreadable, truncated, not the format, ids outside
-// the vocabulary, no documents. Files found in directories are skipped, when converting text,
-// if they are not text (data/text_check.h). Messages go to `messages` (may be empty); so does the progress line every few seconds,
-// unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
-// The summary is the returned report, for the caller to print.
+// into the same output that were killed. UserError naming the input file (and position) for
+// any bad input: unreadable, truncated, not the format, ids outside the vocabulary, no
+// documents, a format that cannot be detected. Text files found in directories are skipped
+// when they are not text (data/text_check.h). Messages (the detected format, files skipped,
+// temporary directories removed, notes) go to `messages` (may be empty); so does the progress line every few seconds, unless
+// `progress_bar` names a stream for it (a terminal gets one line rewritten in place). The
+// summary is the returned report, for the caller to print.
 //
 // Document d (counting from 0 over all inputs in order) goes to validation when
 // SplitMix64(SplitMix64::derive(seed, d)).unit() < val_fraction (data/portable_random.h), so

@@ -13,7 +13,7 @@ namespace ustrain {
 
 struct TokenizerTrainOptions {
   std::vector<std::string> inputs;    // files or directories
-  std::string format = "text";        // text | jsonl
+  std::string format;                 // text | jsonl; empty: detected (data/input_format.h)
   std::string split = "blank-line";   // text: how files divide into documents
   std::string text_field = "text";    // jsonl
   std::vector<std::string> include;   // base-name globs to take; empty: all
@@ -34,9 +34,11 @@ struct TokenizerTrainReport {
 };
 
 // UserError for bad options, an output that could not be written (checked before training),
-// unreadable inputs, no text, or a vocabulary the text cannot fill (sentencepiece's message
-// says the largest possible size). Files found in directories that are not text are skipped,
-// as by `data convert`, and `progress` says so. The model file appears only when complete.
+// unreadable inputs, a format that cannot be detected or is not text or JSONL, no text, or a
+// vocabulary the text cannot fill (sentencepiece's message says the largest possible size).
+// Files found in directories that are not text are skipped, as by `data convert`. Messages
+// (the detected format, files skipped) go to `progress`. The model file appears only when
+// complete.
 TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& options,
                                      const std::function<void(const std::string&)>& progress = {});
 

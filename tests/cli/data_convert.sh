@@ -28,6 +28,20 @@ expect_exit 2 "bad jsonl" -- "$USTRAIN" data convert -f jsonl -i bad.jsonl -o ba
 expect_output "bad.jsonl:2" "names the file and line"
 no_leftovers badjson "a conversion failing halfway"
 
+# Without --format the format is detected and said on stderr: JSONL is read as JSONL.
+expect_exit 0 "convert jsonl without --format" -- "$USTRAIN" data convert -i docs.jsonl -o json-detected --val-fraction 0
+expect_output "^input format jsonl: docs.jsonl ends in .jsonl" "says which format it detected and why"
+expect_output "wrote json-detected: 2 documents, 30 train" "reads the text field, not the JSON"
+expect_exit 2 "inputs of different formats" -- "$USTRAIN" data convert -i docs.jsonl corpus/a.txt -o mixed
+expect_output "docs.jsonl is jsonl .*corpus/a.txt is text.*--format" "names both inputs and suggests --format"
+no_leftovers mixed "inputs of different formats"
+head -c 4096 /dev/zero >weights.bin
+expect_exit 2 "an input of no known format" -- "$USTRAIN" data convert -i weights.bin -o weights
+expect_output "cannot tell the format of weights.bin: .*llm.c.*Megatron.*pass --format" "names the file and suggests --format"
+expect_exit 0 "convert --help" -- "$USTRAIN" data convert --help
+expect_output "default: detected from the input" "--help says the format is detected"
+expect_output "--include" "--help offers --include"
+
 # A directory converted as text takes its text files only; --include picks files by name.
 mkdir -p pkg/sub
 cp corpus/a.txt pkg/

@@ -297,10 +297,11 @@ TEST(DataConvert, InputVanishingMidwayLeavesNoOutput) {
   test::write_file(scratch / "in/1.txt", "first\n");
   test::write_file(scratch / "in/2.txt", "second\n");
   test::write_file(scratch / "in/3.txt", "third\n");
-  // The progress callback runs after the inputs are listed and before they are read.
+  // The "converting" line comes after the inputs are listed and before they are read.
   bool removed = false;
-  const auto remove_last_input = [&](const std::string&) {
-    if (!removed) fs::remove(scratch / "in/3.txt");
+  const auto remove_last_input = [&](const std::string& line) {
+    if (removed || !line.starts_with("converting")) return;
+    fs::remove(scratch / "in/3.txt");
     removed = true;
   };
   test::expect_user_error(
@@ -314,7 +315,10 @@ TEST(DataConvert, InputVanishingMidwayLeavesNoOutput) {
 TEST(DataConvert, ExceptionFromProgressCallbackLeavesNoOutput) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in.txt", "text\n");
-  const auto interrupt = [](const std::string&) { throw std::runtime_error("interrupted"); };
+  // Thrown once the temporary output directory exists.
+  const auto interrupt = [](const std::string& line) {
+    if (line.starts_with("converting")) throw std::runtime_error("interrupted");
+  };
   EXPECT_THROW(convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"), interrupt),
                std::runtime_error);
   EXPECT_EQ(leftover_entries(scratch.path()), (std::vector<std::string>{"in.txt"}));
@@ -327,8 +331,9 @@ TEST(DataConvert, ProgressReportsTheStartAndLeavesTheSummaryToTheCaller) {
   std::vector<std::string> lines;
   const ConvertReport report = convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"),
                                                [&](const std::string& line) { lines.push_back(line); });
-  ASSERT_GE(lines.size(), 1u);
-  EXPECT_NE(lines.front().find("converting 1 input"), std::string::npos) << lines.front();
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines.front().find("input format text"), std::string::npos) << lines.front();
+  EXPECT_NE(lines[1].find("converting 1 input"), std::string::npos) << lines[1];
   for (const std::string& line : lines) {
     EXPECT_EQ(line.find_first_of("\r\n"), std::string::npos) << line;
     EXPECT_FALSE(line.starts_with("wrote")) << line;
