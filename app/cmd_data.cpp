@@ -59,7 +59,7 @@ void add_data_convert_command(CLI::App& data) {
   convert->add_option("--exclude", o->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
   convert->add_option("--eos", *eos,
                       "End of each document: append the EOS id (unless already there), none, or auto (append for "
-                      "text, keep token ids as they are)")
+                      "text, keep token ids as they are; a Megatron conversion says when its documents lack EOS)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "append", "none"}));
   convert->add_flag("--no-eos", *no_eos, "Same as --eos none");

@@ -250,6 +250,14 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   reporter->finish();
   if (manifest.val.empty() && o.val_fraction > 0 && o.format != "shards")
     say(fmt::format("note: none of the {} documents went to validation; the val split is empty", builder.documents()));
+  // Megatron files keep an EOS only when their maker appended one; without it the documents
+  // run together in the token stream, which the model cannot tell from one long document.
+  if (o.format == "megatron" && o.eos == EosMode::automatic && plan.identity.eos_id >= 0 &&
+      builder.documents_without_eos() > 0)
+    say(fmt::format("note: {} of the {} documents do not end with the EOS id {}, and --eos auto keeps the ids as "
+                    "they are, so those documents run into the next one; convert again with --eos append to end "
+                    "each with EOS (or --eos none to keep them so without this note)",
+                    builder.documents_without_eos(), builder.documents(), plan.identity.eos_id));
 
   ConvertReport report;
   report.documents = builder.documents();

@@ -12,7 +12,8 @@
 namespace ustrain {
 
 // What ends each document: kept as the input has it, or EOS appended unless already there.
-// automatic: append for text formats (text, jsonl, re-tokenized shards), none for token ids.
+// automatic: append for text formats (text, jsonl, re-tokenized shards), none for token ids
+// (a Megatron conversion whose documents lack the tokenizer's EOS then says so).
 enum class EosMode { automatic, append, none };
 
 struct ConvertOptions {
