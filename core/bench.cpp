@@ -91,7 +91,8 @@ void run_bench(Recipe recipe, std::int64_t steps) {
     for (int p = 0; p < 4; ++p) phase[p] -= (*first)[p];
     timed = taken - 1;
   } else {
-    spdlog::warn("bench: the warm-up step is included in the rates below (no second step, or no metrics to leave it out)");
+    spdlog::warn("bench: the warm-up step is included in the rates below (no second step, or no metrics to leave "
+                 "it out)");
   }
   const double busy = phase[0] + phase[1] + phase[2] + phase[3];
   const double achieved = flops_per_step * static_cast<double>(timed) / busy;

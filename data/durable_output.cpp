@@ -135,7 +135,8 @@ std::vector<std::string> remove_stale_staging(const std::string& final_dir) {
   for (fs::directory_iterator it(target.parent_path(), error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (!name.starts_with(prefix) || !it->is_directory(error)) continue;
-    if (const auto owner = parse_owner(std::string_view(name).substr(prefix.size()))) found.emplace_back(it->path(), *owner);
+    if (const auto owner = parse_owner(std::string_view(name).substr(prefix.size())))
+      found.emplace_back(it->path(), *owner);
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> lines;

@@ -70,8 +70,8 @@ TEST(DataDurableOutput, StagingOfAGoneProcessIsRemovedAndOfALiveOneKept) {
   ASSERT_EQ(lines.size(), 4u) << fmt::format("{}", fmt::join(lines, "\n"));
   EXPECT_EQ(count_starting(lines, "removed " + legacy + " (0.0 MB), left by process"), 1u);
   EXPECT_EQ(count_starting(lines, "removed " + stale), 1u);
-  EXPECT_EQ(count_starting(lines, "note: kept " + live + ": its process " + std::to_string(::getppid()) + " still runs"),
-            1u);
+  const std::string parent = std::to_string(::getppid());
+  EXPECT_EQ(count_starting(lines, "note: kept " + live + ": its process " + parent + " still runs"), 1u);
   EXPECT_EQ(count_starting(lines, "note: kept " + remote + ": it was made on host elsewhere.example"), 1u);
 }
 
