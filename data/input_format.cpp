@@ -31,7 +31,6 @@ struct Verdict {
 constexpr char kMegatronMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr char kNpyMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 constexpr std::size_t kMagicBytes = 16;
-const char* const kFormats = "text, jsonl, megatron, llmc, npy or shards";
 
 std::string head_of(const fs::path& path, std::size_t bytes) {
   std::ifstream in(path, std::ios::binary);
@@ -189,8 +188,7 @@ DetectedFormat detect_input_format(const std::vector<std::string>& inputs, const
     if (fs::is_regular_file(input) && !filter.accepts(input)) continue;
     Verdict verdict = detect_input(input, filter);
     if (verdict.format.empty())
-      throw UserError(fmt::format("cannot tell the format of {}: {}; pass --format ({})", input, verdict.reason,
-                                  kFormats));
+      throw UserError(fmt::format("cannot tell the format of {}: {}; pass --format to name it", input, verdict.reason));
     verdicts.emplace_back(input, std::move(verdict));
   }
   if (verdicts.empty())
