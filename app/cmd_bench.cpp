@@ -21,7 +21,9 @@ void add_bench_command(CLI::App& root) {
       "print tokens/s, MFU and peak memory against the plan");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML)")->required();
   add_set_option(*cmd, opt->overrides);
-  cmd->add_option("--steps", opt->steps, "Training steps to time")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", opt->steps, "Training steps to time, after one more that warms up and is not timed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([opt] {
     Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     setup_logging(recipe.log.level.c_str());

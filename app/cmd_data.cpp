@@ -33,8 +33,9 @@ void add_data_convert_command(CLI::App& data) {
   convert->add_option("--input,-i", o->inputs, "Files or directories (read recursively, in sorted order)")->required();
   convert->add_option("--output,-o", o->output_dir, "Dataset directory to create (must not exist or be empty)")
       ->required();
-  convert->add_option("--format,-f", o->format, "Input format")
-      ->capture_default_str()
+  convert->add_option("--format,-f", o->format,
+                      "Input format; default: detected from the input (extension, magic number, a directory's "
+                      "manifest.json or files), as the first line on stderr says")
       ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
   convert->add_option("--tokenizer,-t", o->tokenizer,
                       "text/jsonl: byte (default) or a sentencepiece .model; token formats: byte, a .model, or the "
@@ -52,10 +53,13 @@ void add_data_convert_command(CLI::App& data) {
       ->capture_default_str();
   convert->add_option("--text-field", o->text_field, "jsonl: the field that holds each document's text")
       ->capture_default_str();
+  convert->add_option("--include", o->include,
+                      "File-name globs to take, e.g. --include '*.md' (repeatable; default: every file; files in "
+                      "directories that are not text are skipped when converting text)");
   convert->add_option("--exclude", o->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
   convert->add_option("--eos", *eos,
                       "End of each document: append the EOS id (unless already there), none, or auto (append for "
-                      "text, keep token ids as they are)")
+                      "text, keep token ids as they are; a Megatron conversion says when its documents lack EOS)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "append", "none"}));
   convert->add_flag("--no-eos", *no_eos, "Same as --eos none");

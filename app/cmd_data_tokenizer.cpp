@@ -20,16 +20,23 @@ void add_data_tokenizer_command(CLI::App& data) {
       "train", "Train a sentencepiece BPE or unigram model on text or JSONL (lossless: no normalisation, byte "
                "fallback)");
   train->add_option("--input,-i", o->inputs, "Text or JSONL files or directories")->required();
-  train->add_option("--output,-o", o->output, "The .model file to write (must not exist)")->required();
+  train->add_option("--output,-o", o->output, "The .model file to write (must not exist; its directory must)")
+      ->required();
   train->add_option("--vocab-size", o->vocab_size, "Pieces in the vocabulary, specials and 256 byte pieces included")
       ->capture_default_str();
   train->add_option("--model-type", o->model_type, "Algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember({"bpe", "unigram"}));
-  train->add_option("--format,-f", o->format, "Input format")->capture_default_str()->check(CLI::IsMember({"text", "jsonl"}));
+  train->add_option("--format,-f", o->format,
+                    "Input format; default: detected from the input (extension or content), as the first line on "
+                    "stderr says")
+      ->check(CLI::IsMember({"text", "jsonl"}));
   train->add_option("--split", o->split, "text: how files divide into documents: file | blank-line | line:MARKER")
       ->capture_default_str();
   train->add_option("--text-field", o->text_field, "jsonl: the field that holds the text")->capture_default_str();
+  train->add_option("--include", o->include,
+                    "File-name globs to take (repeatable; default: every file; files in directories that are not "
+                    "text are skipped)");
   train->add_option("--exclude", o->exclude, "File-name globs to skip (repeatable)");
   train->add_option("--max-sentences", o->max_sentences, "Lines sampled from the corpus for training")
       ->capture_default_str()

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
+#include "app/subcommand_words.h"
 #include "kernels/error.h"
 #ifdef USTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
@@ -31,10 +33,14 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ustrain: train Llama-style language models from TOML recipes, on one CPU or many GPUs.\n"
+  // Says only what recipes are accepted for: core/recipe.cpp refuses what the build cannot run.
+  CLI::App app{"ustrain: train Llama-style language models from TOML recipes, on CPUs or (in a CUDA build) one\n"
+               "NVIDIA GPU. Parallelism: data parallelism with ZeRO across CPU processes (mpirun, srun); other\n"
+               "dimensions as this build supports them: a recipe that asks for more is refused, saying why.\n"
                "Exit status: 0 success, 2 user error (usage, recipe, input data), 1 internal error,\n"
-               "3 training stopped by SIGTERM/SIGUSR1/SIGINT after saving a checkpoint (resume with --resume auto)."};
-  app.set_version_flag("--version", version_text());
+               "3 training stopped by SIGTERM/SIGUSR1/SIGINT after saving a checkpoint (resume with --resume auto).",
+               "ustrain"};
+  app.set_version_flag("--version,-V", version_text());
   app.require_subcommand(1);
   ustrain::app::add_train_command(app);
   ustrain::app::add_generate_command(app);
@@ -43,8 +49,16 @@ int main(int argc, char** argv) {
   ustrain::app::add_data_command(app);
   ustrain::app::add_bench_command(app);
   ustrain::app::add_recipe_command(app);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  const ustrain::app::SubcommandWords checked = ustrain::app::check_subcommand_words(app, words);
+  if (checked.error) {
+    std::fprintf(stderr, "error: %s\n", checked.error->c_str());
+    return 2;
+  }
+  std::vector<char*> args{argv[0]};
+  for (const std::string& word : checked.args) args.push_back(const_cast<char*>(word.c_str()));
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,8 +1,12 @@
 #include "core/bench.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +15,21 @@
 #include "core/trainer.h"
 
 namespace ustrain {
+namespace {
+
+// The data, forward, backward and optimizer seconds of step 1, from the run's metrics.
+std::optional<std::array<double, 4>> first_step_phases(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("kind", "") == "train" && record.value("step", 0) == 1)
+      return std::array<double, 4>{record.value("data_s", 0.0), record.value("forward_s", 0.0),
+                                   record.value("backward_s", 0.0), record.value("optimizer_s", 0.0)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 void run_bench(Recipe recipe, std::int64_t steps) {
   const auto& m = recipe.model;
@@ -26,7 +45,7 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   auto backend = make_recipe_backend(recipe);
   const DType dtype = compute_dtype(recipe);
   spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
-  spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "(M, N, K) forward", "forward", "grad in", "grad w");
+  spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "shape (M, N, K)", "forward", "grad in", "grad w");
   // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)
   // and weight grad (out, in, n); the weighted rate is total FLOPs over total time.
   double flops = 0, seconds = 0;
@@ -46,24 +65,46 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   spdlog::info("  weighted {} GEMM rate at the model's shapes: {:.1f} GFLOP/s", dtype_name(dtype), gemm_rate / 1e9);
   backend.reset();  // the training run below makes its own
 
-  recipe.train.steps = steps;
-  recipe.schedule.warmup_steps = std::min(recipe.schedule.warmup_steps, steps);
+  // The first step pays one-time costs (allocations, library plans, cold caches), so bench
+  // trains one step more than asked and leaves the first out of every rate below, reading its
+  // phase times back from the run's metrics.
+  recipe.train.steps = steps + 1;
+  recipe.schedule.warmup_steps = std::min(recipe.schedule.warmup_steps, recipe.train.steps);
   recipe.train.eval_interval = 0;
   recipe.checkpoint.interval = 0;
+  recipe.log.jsonl = true;
   recipe.run.name += "-bench";
+  spdlog::info("bench: training {} steps into {} (the first warms up and is not timed); no checkpoint is saved",
+               recipe.train.steps, recipe.run_dir());
   TrainOptions options{/*overwrite=*/true};
   options.save_final = false;  // a checkpoint of a benchmark is throwaway (and large for big models)
   const TrainSummary s = train(recipe, options);
-  const double busy = s.phase_seconds[0] + s.phase_seconds[1] + s.phase_seconds[2] + s.phase_seconds[3];
+  const std::int64_t taken = s.steps - s.first_step + 1;
+  if (taken <= 0) return;
+  std::array<double, 4> phase{s.phase_seconds[0], s.phase_seconds[1], s.phase_seconds[2], s.phase_seconds[3]};
+  const double busy_all = phase[0] + phase[1] + phase[2] + phase[3];
+  const double flops_per_step = s.achieved_flops * busy_all / static_cast<double>(taken);
+  const double tokens_per_step = s.tokens_per_second * busy_all / static_cast<double>(taken);
+  std::int64_t timed = taken;
+  const auto first = first_step_phases(recipe.run_dir() + "/metrics.jsonl");
+  if (first && taken > 1) {
+    for (int p = 0; p < 4; ++p) phase[p] -= (*first)[p];
+    timed = taken - 1;
+  } else {
+    spdlog::warn("bench: the warm-up step is included in the rates below (no second step, or no metrics to leave "
+                 "it out)");
+  }
+  const double busy = phase[0] + phase[1] + phase[2] + phase[3];
+  const double achieved = flops_per_step * static_cast<double>(timed) / busy;
+  const double per_step_ms = 1e3 / static_cast<double>(timed);
   spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted GEMM rate at the model's shapes",
-               s.achieved_flops / 1e9, 100.0 * s.achieved_flops / gemm_rate);
-  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {:.1f} TFLOP/s", s.tokens_per_second,
-               100.0 * s.achieved_flops / s.peak_flops, s.peak_flops / 1e12);
+               achieved / 1e9, 100.0 * achieved / gemm_rate);
+  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {:.1f} TFLOP/s (over {} timed steps)",
+               tokens_per_step * static_cast<double>(timed) / busy, 100.0 * achieved / s.peak_flops,
+               s.peak_flops / 1e12, timed);
   spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
-               1e3 * busy / static_cast<double>(s.steps), 1e3 * s.phase_seconds[0] / static_cast<double>(s.steps),
-               1e3 * s.phase_seconds[1] / static_cast<double>(s.steps),
-               1e3 * s.phase_seconds[2] / static_cast<double>(s.steps),
-               1e3 * s.phase_seconds[3] / static_cast<double>(s.steps));
+               busy * per_step_ms, phase[0] * per_step_ms, phase[1] * per_step_ms, phase[2] * per_step_ms,
+               phase[3] * per_step_ms);
   spdlog::info("bench: peak resident {:.1f} MiB vs plan {:.1f} MiB", static_cast<double>(s.peak_resident_bytes) / 1048576.0,
                static_cast<double>(s.plan_bytes) / 1048576.0);
   if (s.peak_device_bytes > 0)

@@ -14,9 +14,11 @@
 #include "data/document_splitter.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
+#include "data/input_format.h"
 #include "data/llmc_format.h"
 #include "data/megatron_format.h"
 #include "data/npy_format.h"
+#include "data/text_check.h"
 #include "data/text_documents.h"
 #include "kernels/error.h"
 
@@ -30,11 +32,14 @@ constexpr std::int32_t kLlmcDefaultEos = 50256;  // GPT-2's <|endoftext|>, what 
 bool is_text_format(const std::string& format) { return format == "text" || format == "jsonl"; }
 bool is_id_format(const std::string& format) { return format == "megatron" || format == "llmc" || format == "npy"; }
 
+void validate_paths(const ConvertOptions& o) {
+  if (o.inputs.empty()) throw UserError("no inputs given: name the files or directories to convert");
+  if (o.output_dir.empty()) throw UserError("no output directory given for the converted dataset");
+}
+
 void validate(const ConvertOptions& o) {
   if (!is_text_format(o.format) && !is_id_format(o.format) && o.format != "shards")
     throw UserError(fmt::format("unknown input format '{}': use one of text, jsonl, megatron, llmc, npy, shards", o.format));
-  if (o.inputs.empty()) throw UserError("no inputs given: name the files or directories to convert");
-  if (o.output_dir.empty()) throw UserError("no output directory given for the converted dataset");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))
     throw UserError(fmt::format("val_fraction {} is outside [0, 1): it is the share of documents held out for "
                                 "validation, e.g. 0.05",
@@ -129,11 +134,13 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
   return plan;
 }
 
+NameFilter name_filter(const ConvertOptions& o) { return {o.include, o.exclude}; }
+
 // Files of the inputs; from directories only those with `extension` (empty: all).
 std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension) {
   std::vector<InputFile> files;
   for (const std::string& input : o.inputs) {
-    for (InputFile& file : list_input_files({input}, o.exclude))
+    for (InputFile& file : list_input_files({input}, name_filter(o)))
       if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
   }
   return files;
@@ -144,6 +151,7 @@ std::string describe_source(const ConvertOptions& o, bool append_eos) {
                                  o.format == "shards" ? "splits kept" : fmt::format("val_fraction {}, seed {}", o.val_fraction, o.seed));
   if (o.format == "text") text += fmt::format(", split {}", o.split);
   if (o.format == "jsonl") text += fmt::format(", field {}", o.text_field);
+  if (!o.include.empty()) text += fmt::format(", include {}", fmt::join(o.include, " "));
   if (!o.exclude.empty()) text += fmt::format(", exclude {}", fmt::join(o.exclude, " "));
   return text + fmt::format(", eos {})", append_eos ? "appended" : "as in the input");
 }
@@ -162,13 +170,20 @@ void copy_model(TokenizerPlan& plan, const std::string& staging) {
 
 }  // namespace
 
-ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(const std::string&)>& progress,
+ConvertReport convert_dataset(const ConvertOptions& options, const std::function<void(const std::string&)>& progress,
                               std::FILE* progress_bar) {
   const auto started = std::chrono::steady_clock::now();
-  validate(o);
   const auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
+  validate_paths(options);
+  ConvertOptions o = options;
+  if (o.format.empty()) {
+    const DetectedFormat detected = detect_input_format(o.inputs, name_filter(o));
+    o.format = detected.format;
+    say(fmt::format("input format {}: {} (--format chooses another)", detected.format, detected.reason));
+  }
+  validate(o);
 
   // Everything that can be checked before writing is checked here.
   std::vector<InputFile> files;
@@ -176,14 +191,16 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   std::vector<TokenDataset> datasets;
   std::int64_t total_bytes = 0;
   TokenizerPlan plan;
+  SkippedFiles skipped;
   if (is_text_format(o.format)) {
     const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
     use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer);
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "");
+    if (o.format == "text") files = keep_text_files(files, skipped);
   } else if (o.format == "megatron") {
     plan = plan_for_ids(o);
-    prefixes = megatron_prefixes(o.inputs, o.exclude);
+    prefixes = megatron_prefixes(o.inputs, name_filter(o));
     total_bytes = megatron_bytes(prefixes);
   } else if (is_id_format(o.format)) {
     plan = plan_for_ids(o);
@@ -198,13 +215,15 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
   const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
   if (input_count == 0)
-    throw UserError(fmt::format("no input files found in {}{}", fmt::join(o.inputs, ", "),
-                                o.exclude.empty() ? "" : fmt::format(" after excluding {}", fmt::join(o.exclude, " "))));
+    throw UserError(fmt::format("no input files found in {}{}{}", fmt::join(o.inputs, ", "), name_filter(o).describe(),
+                                skipped.count() > 0 ? "; " + skipped.describe() : ""));
+  if (skipped.count() > 0) say(skipped.describe());
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",
                                 plan.identity.describe(), is_id_format(o.format) ? "its id with --eos-id, or " : ""));
 
+  for (const std::string& line : remove_stale_staging(o.output_dir)) say(line);
   StagedDirectory staging(o.output_dir);
   say(fmt::format("converting {} {} ({:.1f} MB) into {}", input_count, input_count == 1 ? "input" : "inputs",
                   static_cast<double>(total_bytes) / 1e6, staging.final_path()));
@@ -231,6 +250,14 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   reporter->finish();
   if (manifest.val.empty() && o.val_fraction > 0 && o.format != "shards")
     say(fmt::format("note: none of the {} documents went to validation; the val split is empty", builder.documents()));
+  // Megatron files keep an EOS only when their maker appended one; without it the documents
+  // run together in the token stream, which the model cannot tell from one long document.
+  if (o.format == "megatron" && o.eos == EosMode::automatic && plan.identity.eos_id >= 0 &&
+      builder.documents_without_eos() > 0)
+    say(fmt::format("note: {} of the {} documents do not end with the EOS id {}, and --eos auto keeps the ids as "
+                    "they are, so those documents run into the next one; convert again with --eos append to end "
+                    "each with EOS (or --eos none to keep them so without this note)",
+                    builder.documents_without_eos(), builder.documents(), plan.identity.eos_id));
 
   ConvertReport report;
   report.documents = builder.documents();
@@ -238,11 +265,9 @@ ConvertReport convert_dataset(const ConvertOptions& o, const std::function<void(
   report.val_tokens = builder.tokens(Split::val);
   report.bytes_read = builder.bytes_read();
   report.shards = static_cast<int>(manifest.train.size() + manifest.val.size());
+  report.format = o.format;
   report.tokenizer = plan.identity.describe();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  say(fmt::format("wrote {} documents: {} train tokens, {} val tokens in {} shards to {} ({:.1f} MB/s)",
-                  report.documents, report.train_tokens, report.val_tokens, report.shards, staging.final_path(),
-                  report.seconds > 0 ? static_cast<double>(report.bytes_read) / 1e6 / report.seconds : 0.0));
   return report;
 }
 

@@ -12,11 +12,13 @@
 namespace ustrain {
 
 // What ends each document: kept as the input has it, or EOS appended unless already there.
-// automatic: append for text formats (text, jsonl, re-tokenized shards), none for token ids.
+// automatic: append for text formats (text, jsonl, re-tokenized shards), none for token ids
+// (a Megatron conversion whose documents lack the tokenizer's EOS then says so).
 enum class EosMode { automatic, append, none };
 
 struct ConvertOptions {
-  std::string format = "text";           // text | jsonl | megatron | llmc | npy | shards
+  std::string format;                    // text | jsonl | megatron | llmc | npy | shards; empty:
+                                         // detected from the inputs (data/input_format.h)
   std::vector<std::string> inputs;       // files or directories (recursed, sorted order)
   std::string output_dir;
   // text, jsonl: "byte" or a sentencepiece .model (default byte). Token formats: "byte", a
@@ -26,7 +28,8 @@ struct ConvertOptions {
   std::int64_t vocab_size = 0;           // token formats with a named tokenizer: ids lie below it
   std::int64_t eos_id = -1;              // token formats: end-of-document id (llmc: 50256 when -1)
   std::string split = "blank-line";      // text: "file" | "blank-line" | "line:<MARKER>"
-  std::vector<std::string> exclude;      // base-name globs to skip (fnmatch), e.g. "*.dat"
+  std::vector<std::string> include;      // base-name globs to take (fnmatch), e.g. "*.txt"; empty: all
+  std::vector<std::string> exclude;      // base-name globs to skip, e.g. "*.dat"
   std::string text_field = "text";       // jsonl: the field holding each document's text
   EosMode eos = EosMode::automatic;
   double val_fraction = 0.05;            // share of DOCUMENTS held out (shards: splits are kept)
@@ -40,15 +43,20 @@ struct ConvertReport {
   std::int64_t documents = 0, train_tokens = 0, val_tokens = 0, bytes_read = 0;
   double seconds = 0;
   int shards = 0;
+  std::string format;     // the input format, as given or detected
   std::string tokenizer;  // its description
 };
 
 // Writes into a temporary sibling directory and renames it into place only when complete, so
 // an interrupted conversion never leaves a dataset that looks complete; refuses to overwrite
-// an existing non-empty output_dir. UserError naming the input file (and position) for any
-// bad input: unreadable, truncated, not the format, ids outside the vocabulary, no documents.
-// Messages go to `messages` (may be empty); so does the progress line every few seconds,
-// unless `progress_bar` names a stream for it (a terminal gets one line rewritten in place).
+// an existing non-empty output_dir; removes the temporary directories of earlier conversions
+// into the same output that were killed. UserError naming the input file (and position) for
+// any bad input: unreadable, truncated, not the format, ids outside the vocabulary, no
+// documents, a format that cannot be detected. Text files found in directories are skipped
+// when they are not text (data/text_check.h). Messages (the detected format, files skipped,
+// temporary directories removed, notes) go to `messages` (may be empty); so does the progress line every few seconds, unless
+// `progress_bar` names a stream for it (a terminal gets one line rewritten in place). The
+// summary is the returned report, for the caller to print.
 //
 // Document d (counting from 0 over all inputs in order) goes to validation when
 // SplitMix64(SplitMix64::derive(seed, d)).unit() < val_fraction (data/portable_random.h), so

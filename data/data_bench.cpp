@@ -78,6 +78,7 @@ void write_corpus(const std::string& path, std::int64_t bytes, std::uint64_t see
 
 double convert_mb_per_s(const std::string& corpus, const std::string& output, const std::string& tokenizer, int workers) {
   ConvertOptions options;
+  options.format = "text";  // known, so the time measured is the conversion's alone
   options.inputs = {corpus};
   options.output_dir = output;
   options.tokenizer = tokenizer;
@@ -146,6 +147,7 @@ void run_data_bench(const DataBenchOptions& o, const std::function<void(const st
                        convert_mb_per_s(corpus, (dir / fmt::format("byte-{}", workers)).string(), "byte", workers)));
 
   TokenizerTrainOptions train;
+  train.format = "text";
   train.inputs = {sp_corpus};
   train.output = (dir / "bench.model").string();
   train.vocab_size = o.sp_vocab;
@@ -169,6 +171,7 @@ void run_data_bench(const DataBenchOptions& o, const std::function<void(const st
                      o.step_ms, stepping.wait_per_batch * 1e6));
 
   ConvertOptions compressed;
+  compressed.format = "text";
   compressed.inputs = {corpus};
   compressed.output_dir = (dir / "byte-deflate").string();
   compressed.compression = 4;

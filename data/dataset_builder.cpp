@@ -70,6 +70,7 @@ void DatasetBuilder::accept(PendingDocument& document) {
     current_->extend_document(ids);
   }
   if (!ids.empty()) last_id_ = ids.back();
+  if (document.ends && identity_.eos_id >= 0 && last_id_ != identity_.eos_id) ++documents_without_eos_;
   if (document.ends && append_eos_ && last_id_ != identity_.eos_id) {
     const std::int32_t eos = identity_.eos_id;
     current_->extend_document(std::span<const std::int32_t>(&eos, 1));

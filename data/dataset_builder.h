@@ -35,6 +35,9 @@ class DatasetBuilder final : public DocumentSink {
   std::int64_t documents() const { return documents_; }
   std::int64_t tokens(Split split) const { return (split == Split::train ? train_ : val_).tokens(); }
   std::int64_t bytes_read() const { return bytes_read_; }
+  // Documents whose input did not end with the EOS id (whether or not one was appended); 0
+  // when the tokenizer has none.
+  std::int64_t documents_without_eos() const { return documents_without_eos_; }
 
  private:
   void accept(PendingDocument& document);
@@ -48,6 +51,7 @@ class DatasetBuilder final : public DocumentSink {
   ParallelEncoder encoder_;
   std::int64_t documents_ = 0;
   std::int64_t bytes_read_ = 0;
+  std::int64_t documents_without_eos_ = 0;
   ShardWriter* current_ = nullptr;  // the split of the document being written
   std::int32_t last_id_ = -1;       // its last token so far
 };

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/error.h"
 
@@ -14,18 +15,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool excluded(const fs::path& path, const std::vector<std::string>& exclude) {
-  const std::string name = path.filename().string();
-  return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& glob) {
-    return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
-  });
+bool matches_any(const std::string& name, const std::vector<std::string>& globs) {
+  return std::any_of(globs.begin(), globs.end(),
+                     [&](const std::string& glob) { return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0; });
 }
 
-InputFile describe(const fs::path& path) {
+InputFile describe(const fs::path& path, bool in_directory) {
   std::error_code error;
   const std::uintmax_t size = fs::file_size(path, error);
   if (error) throw UserError(fmt::format("cannot read input file {}: {}", path.string(), error.message()));
-  return {path.string(), static_cast<std::uint64_t>(size)};
+  return {path.string(), static_cast<std::uint64_t>(size), in_directory};
 }
 
 std::vector<fs::path> files_below(const std::string& dir) {
@@ -42,17 +41,28 @@ std::vector<fs::path> files_below(const std::string& dir) {
 
 }  // namespace
 
-std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs,
-                                        const std::vector<std::string>& exclude) {
+bool NameFilter::accepts(const std::string& path) const {
+  const std::string name = fs::path(path).filename().string();
+  return (include.empty() || matches_any(name, include)) && !matches_any(name, exclude);
+}
+
+std::string NameFilter::describe() const {
+  if (include.empty() && exclude.empty()) return "";
+  std::string text = include.empty() ? "" : fmt::format("only {}", fmt::join(include, " "));
+  if (!exclude.empty()) text += fmt::format("{}excluding {}", text.empty() ? "" : ", ", fmt::join(exclude, " "));
+  return " (" + text + ")";
+}
+
+std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs, const NameFilter& filter) {
   std::vector<InputFile> files;
   for (const std::string& input : inputs) {
     std::error_code error;
     const fs::file_status status = fs::status(input, error);
     if (fs::is_directory(status)) {
       for (const fs::path& path : files_below(input))
-        if (!excluded(path, exclude)) files.push_back(describe(path));
+        if (filter.accepts(path.string())) files.push_back(describe(path, /*in_directory=*/true));
     } else if (fs::is_regular_file(status)) {
-      if (!excluded(input, exclude)) files.push_back(describe(input));
+      if (filter.accepts(input)) files.push_back(describe(input, /*in_directory=*/false));
     } else if (!fs::exists(status)) {
       throw UserError(fmt::format("input {} does not exist: check the path", input));
     } else {

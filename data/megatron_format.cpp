@@ -91,12 +91,11 @@ MegatronIndex read_index(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> megatron_prefixes(const std::vector<std::string>& inputs,
-                                           const std::vector<std::string>& exclude) {
+std::vector<std::string> megatron_prefixes(const std::vector<std::string>& inputs, const NameFilter& filter) {
   std::vector<std::string> prefixes;
   for (const std::string& input : inputs) {
     if (fs::is_directory(input)) {
-      for (const InputFile& file : list_input_files({input}, exclude))
+      for (const InputFile& file : list_input_files({input}, filter))
         if (file.path.ends_with(".idx")) prefixes.push_back(file.path.substr(0, file.path.size() - 4));
     } else if (input.ends_with(".idx") || input.ends_with(".bin")) {
       prefixes.push_back(input.substr(0, input.size() - 4));

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "data/document_sink.h"
+#include "data/input_files.h"
 
 namespace ustrain {
 
 // Each input is a prefix, a .idx or .bin path, or a directory (every *.idx below it, sorted).
 // Returns the prefixes; UserError for an input that names no dataset.
-std::vector<std::string> megatron_prefixes(const std::vector<std::string>& inputs,
-                                           const std::vector<std::string>& exclude);
+std::vector<std::string> megatron_prefixes(const std::vector<std::string>& inputs, const NameFilter& filter);
 
 // Total size of the .bin files, for progress.
 std::int64_t megatron_bytes(const std::vector<std::string>& prefixes);

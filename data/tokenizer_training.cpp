@@ -2,17 +2,22 @@
 
 #include <sentencepiece_trainer.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "data/document_splitter.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
+#include "data/input_format.h"
 #include "data/portable_random.h"
+#include "data/text_check.h"
 #include "data/text_documents.h"
 #include "kernels/error.h"
 
@@ -69,13 +74,25 @@ class LineIterator final : public sentencepiece::SentenceIterator {
   std::size_t at_ = 0;
 };
 
+// Training can take hours, so a model that could not be written is refused before it starts.
+void check_output(const std::string& output) {
+  namespace fs = std::filesystem;
+  if (output.empty()) throw UserError("no output given: name the .model file to write, e.g. --output tok.model");
+  if (fs::exists(output))
+    throw UserError(fmt::format("{} exists already: choose another --output, or delete it first", output));
+  const fs::path parent = fs::absolute(output).parent_path();
+  if (!fs::is_directory(parent))
+    throw UserError(fmt::format("the directory of --output {}, {}, does not exist: create it first (mkdir -p {}) or "
+                                "choose another --output",
+                                output, parent.string(), parent.string()));
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw UserError(fmt::format("cannot write --output {}: no permission to create files in {}", output,
+                                parent.string()));
+}
+
 void validate(const TokenizerTrainOptions& o) {
   if (o.inputs.empty()) throw UserError("no inputs given: name the text files or directories to train on");
-  if (o.output.empty()) throw UserError("no output given: name the .model file to write, e.g. --output tok.model");
-  if (std::filesystem::exists(o.output))
-    throw UserError(fmt::format("{} exists already: choose another --output, or delete it first", o.output));
-  if (o.format != "text" && o.format != "jsonl")
-    throw UserError(fmt::format("unknown format '{}' for tokenizer training: use text or jsonl", o.format));
+  check_output(o.output);
   if (o.model_type != "bpe" && o.model_type != "unigram")
     throw UserError(fmt::format("model type '{}' is neither bpe nor unigram", o.model_type));
   if (o.vocab_size < 260 || o.vocab_size > (1 << 20))
@@ -83,6 +100,23 @@ void validate(const TokenizerTrainOptions& o) {
                                 "special pieces alone need 258",
                                 o.vocab_size));
   if (o.max_sentences < 1) throw UserError("max_sentences must be at least 1");
+}
+
+// The format given, or the one detected, which must be text or JSONL.
+std::string input_format(const TokenizerTrainOptions& o, const NameFilter& filter,
+                         const std::function<void(const std::string&)>& say) {
+  if (!o.format.empty()) {
+    if (o.format != "text" && o.format != "jsonl")
+      throw UserError(fmt::format("unknown format '{}' for tokenizer training: use text or jsonl", o.format));
+    return o.format;
+  }
+  const DetectedFormat detected = detect_input_format(o.inputs, filter);
+  if (detected.format != "text" && detected.format != "jsonl")
+    throw UserError(fmt::format("tokenizer training reads text or JSONL, but the input is {} ({}); train on the "
+                                "text the ids were made from, or pass --format text to read the files as text",
+                                detected.format, detected.reason));
+  say(fmt::format("input format {}: {} (--format chooses another)", detected.format, detected.reason));
+  return detected.format;
 }
 
 }  // namespace
@@ -94,10 +128,20 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   const auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
-  const std::vector<InputFile> files = list_input_files(o.inputs, o.exclude);
-  if (files.empty()) throw UserError("no input files found for tokenizer training");
+  const NameFilter filter{o.include, o.exclude};
+  const std::string format = input_format(o, filter, say);
+  std::vector<InputFile> files = list_input_files(o.inputs, filter);
+  SkippedFiles skipped;
+  if (format == "text") files = keep_text_files(files, skipped);
+  // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files.
+  if (format == "jsonl")
+    std::erase_if(files, [](const InputFile& file) { return file.in_directory && !file.path.ends_with(".jsonl"); });
+  if (files.empty())
+    throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}", fmt::join(o.inputs, ", "),
+                                filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : ""));
+  if (skipped.count() > 0) say(skipped.describe());
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
-  if (o.format == "text") read_text_files(files, o.split, sample);
+  if (format == "text") read_text_files(files, o.split, sample);
   else read_jsonl_files(files, o.text_field, sample);
   if (sample.lines().empty()) throw UserError("the inputs hold no text to train a tokenizer on");
   say(fmt::format("training a {} sentencepiece model of {} pieces on {} of {} lines ({:.1f} MB read)", o.model_type,

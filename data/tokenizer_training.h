@@ -13,11 +13,12 @@ namespace ustrain {
 
 struct TokenizerTrainOptions {
   std::vector<std::string> inputs;    // files or directories
-  std::string format = "text";        // text | jsonl
+  std::string format;                 // text | jsonl; empty: detected (data/input_format.h)
   std::string split = "blank-line";   // text: how files divide into documents
   std::string text_field = "text";    // jsonl
-  std::vector<std::string> exclude;
-  std::string output;                 // the .model file to write (must not exist)
+  std::vector<std::string> include;   // base-name globs to take; empty: all
+  std::vector<std::string> exclude;   // base-name globs to skip
+  std::string output;                 // the .model file to write (must not exist; its directory must)
   std::int64_t vocab_size = 8000;
   std::string model_type = "bpe";     // bpe | unigram
   std::int64_t max_sentences = 2'000'000;  // lines sampled for training (deterministically from seed)
@@ -32,9 +33,12 @@ struct TokenizerTrainReport {
   double seconds = 0;
 };
 
-// UserError for bad options, unreadable inputs, no text, or a vocabulary the text cannot fill
-// (sentencepiece's message says the largest possible size). The model file appears only
-// when complete.
+// UserError for bad options, an output that could not be written (checked before training),
+// unreadable inputs, a format that cannot be detected or is not text or JSONL, no text, or a
+// vocabulary the text cannot fill (sentencepiece's message says the largest possible size).
+// Files found in directories that are not text are skipped, as by `data convert`. Messages
+// (the detected format, files skipped) go to `progress`. The model file appears only when
+// complete.
 TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& options,
                                      const std::function<void(const std::string&)>& progress = {});
 

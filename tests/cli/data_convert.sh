@@ -10,6 +10,7 @@ no_leftovers() {  # no output and no temporary directory next to it
 
 expect_exit 0 "convert text" -- "$USTRAIN" data convert -i corpus -o bytes --val-fraction 0.1 --workers 2
 expect_output "wrote bytes: 400 documents" "convert counts the documents"
+[[ $(grep -c "wrote" "$WORK/out.txt") -eq 1 ]] && pass "the summary is printed once" || fail "summary printed $(grep -c wrote "$WORK/out.txt") times"
 expect_output "tokenizer byte" "convert names the tokenizer"
 expect_exit 0 "inspect" -- "$USTRAIN" data inspect bytes --verify --samples 2
 expect_output "tokenizer byte \(vocab 257, eos 256\)" "inspect shows the tokenizer"
@@ -27,6 +28,49 @@ expect_exit 2 "bad jsonl" -- "$USTRAIN" data convert -f jsonl -i bad.jsonl -o ba
 expect_output "bad.jsonl:2" "names the file and line"
 no_leftovers badjson "a conversion failing halfway"
 
+# Without --format the format is detected and said on stderr: JSONL is read as JSONL.
+expect_exit 0 "convert jsonl without --format" -- "$USTRAIN" data convert -i docs.jsonl -o json-detected --val-fraction 0
+expect_output "^input format jsonl: docs.jsonl ends in .jsonl" "says which format it detected and why"
+expect_output "wrote json-detected: 2 documents, 30 train" "reads the text field, not the JSON"
+expect_exit 2 "inputs of different formats" -- "$USTRAIN" data convert -i docs.jsonl corpus/a.txt -o mixed
+expect_output "docs.jsonl is jsonl .*corpus/a.txt is text.*--format" "names both inputs and suggests --format"
+no_leftovers mixed "inputs of different formats"
+head -c 4096 /dev/zero >weights.bin
+expect_exit 2 "an input of no known format" -- "$USTRAIN" data convert -i weights.bin -o weights
+expect_output "cannot tell the format of weights.bin: .*llm.c.*Megatron.*pass --format" "names the file and suggests --format"
+expect_exit 0 "convert --help" -- "$USTRAIN" data convert --help
+expect_output "default: detected from the input" "--help says the format is detected"
+expect_output "--include" "--help offers --include"
+
+# A directory converted as text takes its text files only; --include picks files by name.
+mkdir -p pkg/sub
+cp corpus/a.txt pkg/
+printf '\177ELF\002\001\001\000' >pkg/sub/lib.so
+printf 'caf\351 au lait\n' >pkg/latin1.txt
+expect_exit 0 "convert a directory holding binaries" -- "$USTRAIN" data convert -i pkg -o pkgdata --val-fraction 0
+expect_output "skipped 2 files that are not text.*1 with a NUL byte \(pkg/sub/lib.so\), 1 not valid UTF-8 \(pkg/latin1.txt\)" \
+  "counts the files skipped, per reason, with their names"
+expect_output "wrote pkgdata: 400 documents" "converts the text files"
+expect_exit 0 "convert with --include" -- "$USTRAIN" data convert -i pkg -o pkgtxt --include '*.txt' --exclude 'latin*'
+expect_output "wrote pkgtxt: 400 documents" "--include and --exclude pick the files"
+
+# A conversion killed outright leaves OUT.incomplete-PID behind: the next one into the same
+# output removes it, but never one whose process still runs.
+sleep 0 & gone=$!
+wait $gone
+mkdir -p "fresh.incomplete-$gone" && head -c 100000 /dev/zero >"fresh.incomplete-$gone/train-00000.h5"
+sleep 300 & alive=$!
+mkdir -p "fresh.incomplete-$alive"
+expect_exit 0 "convert after a killed conversion" -- "$USTRAIN" data convert -i corpus -o fresh
+expect_output "removed .*fresh.incomplete-$gone \(0.1 MB\), left by process $gone" "says what it removed"
+expect_output "kept .*fresh.incomplete-$alive: its process $alive still runs" "says what it kept"
+[[ ! -e fresh.incomplete-$gone ]] && pass "the stale directory is gone" || fail "fresh.incomplete-$gone is still there"
+[[ -d fresh.incomplete-$alive ]] && pass "a live process's directory is kept" || fail "fresh.incomplete-$alive was removed"
+kill "$alive"
+
+expect_exit 2 "tokenizer output in a missing directory" -- "$USTRAIN" data tokenizer train -i corpus -o nodir/tok.model --vocab-size 300
+expect_output "nodir.* does not exist: create it first" "says the directory is missing"
+grep -q "training a" "$WORK/out.txt" && fail "trained before finding the output unwritable" || pass "refused before training"
 expect_exit 0 "tokenizer train" -- "$USTRAIN" data tokenizer train -i corpus -o tok.model --vocab-size 300
 expect_output "wrote tok.model: bpe model of 300 pieces" "tokenizer train reports the model"
 expect_exit 2 "tokenizer train refuses to overwrite" -- "$USTRAIN" data tokenizer train -i corpus -o tok.model

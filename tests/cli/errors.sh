@@ -4,10 +4,23 @@ source "$(dirname "$0")/lib/common.bash"
 tiny_recipe >tiny.toml
 expect_exit 2 "no subcommand" -- "$USTRAIN"
 expect_exit 2 "unknown subcommand" -- "$USTRAIN" fly
+expect_output "'fly' is not a command of ustrain: use one of train, " "lists the commands"
+expect_exit 2 "mistyped subcommand" -- "$USTRAIN" trian
+expect_output "did you mean 'train'\?" "suggests the nearest command"
+expect_exit 2 "mistyped data subcommand" -- "$USTRAIN" data convrt -i x -o y
+expect_output "'convrt' is not a command of ustrain data; did you mean 'convert'\?" "suggests the nearest data command"
 expect_exit 0 "--help" -- "$USTRAIN" --help
 expect_output "train" "help lists train"
+expect_output "data parallelism with ZeRO" "help describes the parallelism this build runs"
+grep -q "many GPUs" "$WORK/out.txt" && fail "help claims many GPUs, which recipes refuse" || pass "help claims no more than recipes accept"
+expect_exit 0 "help" -- "$USTRAIN" help
+expect_output "Usage: .*ustrain" "ustrain help prints the help"
+expect_exit 0 "help of a subcommand" -- "$USTRAIN" help data convert
+expect_output "--text-field" "ustrain help data convert prints that command's help"
 expect_exit 0 "--version" -- "$USTRAIN" --version
 expect_output "^ustrain [0-9]+\.[0-9]+\.[0-9]+" "version printed"
+expect_exit 0 "-V" -- "$USTRAIN" -V
+expect_output "^ustrain [0-9]+\.[0-9]+\.[0-9]+" "-V prints the version"
 
 expect_exit 2 "missing recipe file" -- "$USTRAIN" train nothere.toml
 expect_output "nothere.toml" "names the missing file"

@@ -57,16 +57,18 @@ TEST(DataConvert, FileModeRoundTripsEachFile) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in/b.txt", "second file\n\nwith a blank line\n");
   test::write_file(scratch / "in/a.txt", "first file, no newline at the end");
-  const std::string binary("caf\xC3\xA9 \x00\xFF bytes\n", 15);  // UTF-8, NUL and a stray byte
-  test::write_file(scratch / "in/sub/c.txt", binary);
+  test::write_file(scratch / "in/sub/c.txt", "caf\xC3\xA9 in a subdirectory\n");
   test::write_file(scratch / "in/empty.txt", "  \n\n");
-  const ConvertReport report = convert_dataset(options_for({scratch / "in"}, scratch / "out", "file"));
-  EXPECT_EQ(report.documents, 3);
+  // A file named as an input is read byte for byte, even one that is not text.
+  const std::string binary("caf\xC3\xA9 \x00\xFF bytes\n", 15);  // UTF-8, NUL and a stray byte
+  test::write_file(scratch / "raw.txt", binary);
+  const ConvertReport report = convert_dataset(options_for({scratch / "in", scratch / "raw.txt"}, scratch / "out", "file"));
+  EXPECT_EQ(report.documents, 4);
   const TokenDataset dataset = TokenDataset::open(scratch / "out");
   // Directory order is sorted by path: a.txt, b.txt, empty.txt (dropped), sub/c.txt.
   EXPECT_EQ(test::read_documents(dataset, Split::train),
             (Documents{"first file, no newline at the end", "second file\n\nwith a blank line\n",
-                       binary}));
+                       "caf\xC3\xA9 in a subdirectory\n", binary}));
   EXPECT_TRUE(dataset.shards(Split::val).empty());
 }
 
@@ -295,10 +297,11 @@ TEST(DataConvert, InputVanishingMidwayLeavesNoOutput) {
   test::write_file(scratch / "in/1.txt", "first\n");
   test::write_file(scratch / "in/2.txt", "second\n");
   test::write_file(scratch / "in/3.txt", "third\n");
-  // The progress callback runs after the inputs are listed and before they are read.
+  // The "converting" line comes after the inputs are listed and before they are read.
   bool removed = false;
-  const auto remove_last_input = [&](const std::string&) {
-    if (!removed) fs::remove(scratch / "in/3.txt");
+  const auto remove_last_input = [&](const std::string& line) {
+    if (removed || !line.starts_with("converting")) return;
+    fs::remove(scratch / "in/3.txt");
     removed = true;
   };
   test::expect_user_error(
@@ -312,22 +315,30 @@ TEST(DataConvert, InputVanishingMidwayLeavesNoOutput) {
 TEST(DataConvert, ExceptionFromProgressCallbackLeavesNoOutput) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in.txt", "text\n");
-  const auto interrupt = [](const std::string&) { throw std::runtime_error("interrupted"); };
+  // Thrown once the temporary output directory exists.
+  const auto interrupt = [](const std::string& line) {
+    if (line.starts_with("converting")) throw std::runtime_error("interrupted");
+  };
   EXPECT_THROW(convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"), interrupt),
                std::runtime_error);
   EXPECT_EQ(leftover_entries(scratch.path()), (std::vector<std::string>{"in.txt"}));
 }
 
-TEST(DataConvert, ProgressReportsStartAndSummary) {
+// The summary is the caller's to print (from the report), so that it appears once.
+TEST(DataConvert, ProgressReportsTheStartAndLeavesTheSummaryToTheCaller) {
   test::ScratchDir scratch;
   test::write_file(scratch / "in.txt", "text\n");
   std::vector<std::string> lines;
-  convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"),
-               [&](const std::string& line) { lines.push_back(line); });
+  const ConvertReport report = convert_dataset(options_for({scratch / "in.txt"}, scratch / "out", "file"),
+                                               [&](const std::string& line) { lines.push_back(line); });
   ASSERT_GE(lines.size(), 2u);
-  EXPECT_NE(lines.front().find("converting 1 input"), std::string::npos) << lines.front();
-  EXPECT_NE(lines.back().find("wrote 1 documents"), std::string::npos) << lines.back();
-  for (const std::string& line : lines) EXPECT_EQ(line.find_first_of("\r\n"), std::string::npos) << line;
+  EXPECT_NE(lines.front().find("input format text"), std::string::npos) << lines.front();
+  EXPECT_NE(lines[1].find("converting 1 input"), std::string::npos) << lines[1];
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find_first_of("\r\n"), std::string::npos) << line;
+    EXPECT_FALSE(line.starts_with("wrote")) << line;
+  }
+  EXPECT_EQ(report.documents, 1);
 }
 
 // The quickstart corpus, where installed: Debian's fortune files.

@@ -206,5 +206,42 @@ TEST(DataForeignFormats, EosCanBeAppendedToTokenDocuments) {
   test::expect_user_error([&] { convert_dataset(options); }, {"no end-of-document id", "--eos-id"});
 }
 
+// Megatron stores an EOS only when its maker appended one; --eos auto keeps the ids, so a
+// conversion whose documents lack the tokenizer's EOS says they would run together.
+TEST(DataForeignFormats, MegatronDocumentsWithoutEosAreReported) {
+  test::ScratchDir scratch;
+  test::write_megatron(scratch / "plain", {{{464, 2068}}, {{7586}}, {{1, 2, 50256}}}, 8);
+  ConvertOptions options = ids_options("megatron", {scratch / "plain"}, scratch / "out");
+  options.eos_id = 50256;
+  std::vector<std::string> messages;
+  const auto collect = [&](const std::string& line) { messages.push_back(line); };
+  convert_dataset(options, collect);
+  const auto note = [&] {
+    for (const std::string& line : messages)
+      if (line.find("do not end with the EOS") != std::string::npos) return line;
+    return std::string();
+  };
+  EXPECT_NE(note().find("2 of the 3 documents do not end with the EOS id 50256"), std::string::npos) << note();
+  EXPECT_NE(note().find("--eos append"), std::string::npos) << note();
+  // Following the advice separates them; saying --eos none, or documents that end with EOS,
+  // or a tokenizer without a known EOS, give no note.
+  messages.clear();
+  options.eos = EosMode::append;
+  options.output_dir = scratch / "appended";
+  convert_dataset(options, collect);
+  EXPECT_EQ(test::read_token_documents(TokenDataset::open(scratch / "appended"), Split::train),
+            (Documents{{464, 2068, 50256}, {7586, 50256}, {1, 2, 50256}}));
+  options.eos = EosMode::none;
+  options.output_dir = scratch / "none";
+  convert_dataset(options, collect);
+  test::write_megatron(scratch / "ended", {{{464, 50256}}, {{7586, 50256}}}, 8);
+  options = ids_options("megatron", {scratch / "ended"}, scratch / "ended-out");
+  options.eos_id = 50256;
+  convert_dataset(options, collect);
+  options = ids_options("megatron", {scratch / "plain"}, scratch / "unknown-eos");
+  convert_dataset(options, collect);
+  EXPECT_EQ(note(), "");
+}
+
 }  // namespace
 }  // namespace ustrain

@@ -196,5 +196,21 @@ TEST(DataTokenizer, BadModelsAndOptionsAreUserErrors) {
   test::expect_user_error([&] { train_tokenizer(options); }, {"vocab size 100"});
 }
 
+// Training can take hours: an output that cannot be written is refused before it starts.
+TEST(DataTokenizer, AnOutputInAMissingDirectoryIsRefusedBeforeTraining) {
+  test::ScratchDir scratch;
+  test::write_file(scratch / "corpus.txt", as_blank_line_corpus(tricky_documents()));
+  TokenizerTrainOptions options;
+  options.inputs = {scratch / "corpus.txt"};
+  options.output = scratch / "models/tok.model";
+  options.vocab_size = 400;
+  std::vector<std::string> messages;
+  test::expect_user_error(
+      [&] { train_tokenizer(options, [&](const std::string& line) { messages.push_back(line); }); },
+      {"--output " + scratch / "models/tok.model", scratch / "models", "does not exist", "mkdir -p"});
+  EXPECT_TRUE(messages.empty()) << messages.front();
+  EXPECT_FALSE(fs::exists(scratch / "models"));
+}
+
 }  // namespace
 }  // namespace ustrain

@@ -1,0 +1,208 @@
+#include "data/input_format.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "data/manifest.h"
+#include "data/text_check.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A verdict on one input; an empty format means it cannot be told, and `reason` says why.
+struct Verdict {
+  std::string format;
+  std::string reason;
+};
+
+constexpr char kMegatronMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+constexpr char kNpyMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+constexpr std::size_t kMagicBytes = 16;
+
+std::string head_of(const fs::path& path, std::size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(bytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(bytes));
+  head.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
+
+bool starts_with(const std::string& head, const char* magic, std::size_t size) {
+  return head.size() >= size && std::memcmp(head.data(), magic, size) == 0;
+}
+
+// llm.c's header begins with int32 magic and version: 20240520 v1 (uint16), 20240801 v7 (uint32).
+std::optional<std::string> llmc_magic(const std::string& head) {
+  if (head.size() < 8) return std::nullopt;
+  std::int32_t magic = 0, version = 0;
+  std::memcpy(&magic, head.data(), 4);  // little-endian, as are our hosts
+  std::memcpy(&version, head.data() + 4, 4);
+  if (magic == 20240520 && version == 1) return "20240520 (version 1, uint16 tokens)";
+  if (magic == 20240801 && version == 7) return "20240801 (version 7, uint32 tokens)";
+  return std::nullopt;
+}
+
+std::string extension_of(const fs::path& path) {
+  std::string extension = path.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+bool is_one_of(const std::string& extension, std::initializer_list<const char*> extensions) {
+  return std::any_of(extensions.begin(), extensions.end(), [&](const char* e) { return extension == e; });
+}
+
+bool is_megatron_pair(const fs::path& prefix) {
+  const fs::path index = fs::path(prefix.string() + ".idx"), data = fs::path(prefix.string() + ".bin");
+  return fs::is_regular_file(index) && fs::is_regular_file(data) &&
+         starts_with(head_of(index, kMagicBytes), kMegatronMagic, sizeof kMegatronMagic);
+}
+
+// Text whose first non-blank line is a whole JSON object.
+bool first_line_is_json_object(const std::string& path) {
+  const std::string block = head_of(path, kTextCheckBytes);
+  const std::size_t start = block.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos || block[start] != '{') return false;
+  const std::size_t end = block.find('\n', start);
+  if (end == std::string::npos && block.size() == kTextCheckBytes) return false;  // the line goes on
+  try {
+    return nlohmann::json::parse(block.substr(start, end == std::string::npos ? end : end - start)).is_object();
+  } catch (const nlohmann::json::parse_error&) {
+    return false;
+  }
+}
+
+Verdict detect_file(const fs::path& path) {
+  const std::string shown = path.string();
+  const std::string extension = extension_of(path);
+  const fs::path prefix = fs::path(path).replace_extension();
+  if (is_one_of(extension, {".idx", ".bin"}) && is_megatron_pair(prefix))
+    return {"megatron", fmt::format("{}.idx and {}.bin form a Megatron indexed dataset", prefix.string(),
+                                    prefix.string())};
+  const std::string head = head_of(path, kMagicBytes);
+  if (starts_with(head, kMegatronMagic, sizeof kMegatronMagic))
+    return {"megatron", fmt::format("{} starts with the Megatron index magic MMIDIDX", shown)};
+  if (starts_with(head, kNpyMagic, sizeof kNpyMagic))
+    return {"npy", fmt::format("{} starts with the NumPy magic \\x93NUMPY", shown)};
+  if (const auto magic = llmc_magic(head))
+    return {"llmc", fmt::format("{} starts with the llm.c shard magic {}", shown, *magic)};
+  if (is_one_of(extension, {".jsonl", ".json", ".ndjson"}))
+    return {"jsonl", fmt::format("{} ends in {}", shown, extension)};
+  if (extension == ".npy") return {"npy", fmt::format("{} ends in .npy", shown)};
+  if (is_one_of(extension, {".txt", ".text", ".md", ".markdown", ".rst", ".tex", ".org", ".adoc"}))
+    return {"text", fmt::format("{} ends in {}", shown, extension)};
+  if (extension == ".bin")
+    return {"", fmt::format("{} is neither an llm.c shard (its header lacks the magic 20240520 or 20240801) nor "
+                            "the .bin of a Megatron dataset (no {}.idx beside it)",
+                            shown, prefix.string())};
+  if (extension == ".idx") return {"", fmt::format("{} does not start with the Megatron index magic MMIDIDX", shown)};
+  const TextVerdict text = check_text_file(shown);
+  if (text == TextVerdict::nul_byte)
+    return {"", fmt::format("{} has no extension ustrain knows and is not text (a NUL byte in its first {} KiB)", shown,
+                            kTextCheckBytes / 1024)};
+  if (text == TextVerdict::invalid_utf8)
+    return {"", fmt::format("{} has no extension ustrain knows and is not UTF-8 text", shown)};
+  if (first_line_is_json_object(shown)) return {"jsonl", fmt::format("the first line of {} is a JSON object", shown)};
+  return {"text", fmt::format("{} has no extension ustrain knows and is UTF-8 text", shown)};
+}
+
+// The format a file lends the directory it is in: only the files the format readers take
+// from directories count; everything else is "" (read as text when nothing else is there).
+std::string format_in_directory(const fs::path& path) {
+  const std::string extension = extension_of(path);
+  if (extension == ".jsonl") return "jsonl";
+  if (extension == ".npy") return "npy";
+  if (extension == ".idx")
+    return starts_with(head_of(path, kMagicBytes), kMegatronMagic, sizeof kMegatronMagic) ? "megatron" : "";
+  if (extension == ".bin") {
+    if (is_megatron_pair(fs::path(path).replace_extension())) return "megatron-data";  // counted with its .idx
+    return llmc_magic(head_of(path, kMagicBytes)) ? "llmc" : "";
+  }
+  return "";
+}
+
+std::string kind_of_files(const std::string& format, std::size_t count) {
+  const bool one = count == 1;
+  if (format == "jsonl") return one ? ".jsonl file" : ".jsonl files";
+  if (format == "npy") return one ? ".npy array" : ".npy arrays";
+  if (format == "megatron") return one ? "Megatron dataset (.idx/.bin)" : "Megatron datasets (.idx/.bin)";
+  return one ? "llm.c shard" : "llm.c shards";
+}
+
+Verdict detect_directory(const std::string& dir, const NameFilter& filter) {
+  if (fs::is_regular_file(fs::path(dir) / kManifestFileName))
+    return {"shards", fmt::format("{} holds {}: a ustrain dataset", dir, kManifestFileName)};
+  std::map<std::string, std::vector<std::string>> by_format;  // format -> files (up to an example)
+  std::size_t others = 0;
+  for (const InputFile& file : list_input_files({dir}, filter)) {
+    const std::string format = format_in_directory(file.path);
+    if (format.empty()) ++others;
+    else if (format != "megatron-data") by_format[format].push_back(file.path);
+  }
+  if (by_format.empty())
+    return {"text", fmt::format("{} holds no .jsonl, .npy, llm.c or Megatron files, so its files are read as text",
+                                dir)};
+  if (by_format.size() > 1) {
+    std::vector<std::string> kinds;
+    for (const auto& [format, files] : by_format)
+      kinds.push_back(fmt::format("{} (e.g. {})", kind_of_files(format, files.size()), files.front()));
+    return {"", fmt::format("{} holds {}; convert each kind separately (--include selects files by name)", dir,
+                            fmt::join(kinds, " and "))};
+  }
+  const auto& [format, files] = *by_format.begin();
+  return {format, fmt::format("{} holds {} {}{}", dir, files.size(), kind_of_files(format, files.size()),
+                              others == 0 ? "" : fmt::format(" (its {} other files are not read)", others))};
+}
+
+Verdict detect_input(const std::string& input, const NameFilter& filter) {
+  std::error_code error;
+  const fs::file_status status = fs::status(input, error);
+  if (fs::is_directory(status)) return detect_directory(input, filter);
+  if (fs::is_regular_file(status)) return detect_file(input);
+  if (!fs::exists(status) && is_megatron_pair(input))  // a Megatron prefix names no file itself
+    return {"megatron", fmt::format("{}.idx and {}.bin form a Megatron indexed dataset", input, input)};
+  if (!fs::exists(status)) throw UserError(fmt::format("input {} does not exist: check the path", input));
+  throw UserError(fmt::format("input {} is neither a file nor a directory", input));
+}
+
+}  // namespace
+
+DetectedFormat detect_input_format(const std::vector<std::string>& inputs, const NameFilter& filter) {
+  std::vector<std::pair<std::string, Verdict>> verdicts;
+  for (const std::string& input : inputs) {
+    // A file the filter refuses is not read, so it has no say either.
+    if (fs::is_regular_file(input) && !filter.accepts(input)) continue;
+    Verdict verdict = detect_input(input, filter);
+    if (verdict.format.empty())
+      throw UserError(fmt::format("cannot tell the format of {}: {}; pass --format to name it", input, verdict.reason));
+    verdicts.emplace_back(input, std::move(verdict));
+  }
+  if (verdicts.empty())
+    throw UserError(fmt::format("no input files found in {}{}", fmt::join(inputs, ", "), filter.describe()));
+  const auto& [first_input, first] = verdicts.front();
+  for (const auto& [input, verdict] : verdicts)
+    if (verdict.format != first.format)
+      throw UserError(fmt::format("inputs of different formats: {} is {} ({}), but {} is {} ({}); convert them "
+                                  "separately, or pass --format to read all of them as one format",
+                                  first_input, first.format, first.reason, input, verdict.format, verdict.reason));
+  DetectedFormat detected{first.format, first.reason};
+  if (verdicts.size() > 1)
+    detected.reason += fmt::format(", and the {} other inputs are {} too", verdicts.size() - 1, first.format);
+  return detected;
+}
+
+}  // namespace ustrain
