@@ -32,16 +32,15 @@ std::optional<std::array<double, 4>> first_step_phases(const std::string& metric
 }  // namespace
 
 void run_bench(Recipe recipe, std::int64_t steps) {
-  const auto& m = recipe.model;
+  // One tensor-parallel rank's GEMMs (the whole model's at tp = 1).
+  const ModelGeometry geo = ModelGeometry::of(recipe.model, static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp);
   const std::int64_t n = recipe.train.micro_batch * recipe.train.seq_len;
-  const std::int64_t dh = m.d_model / m.n_heads;
-  const std::int64_t qkv = (m.n_heads + 2 * m.n_kv_heads) * dh;
   struct Gemm { std::string name; std::int64_t out, in; };
-  const std::vector<Gemm> gemms = {{"qkv_proj", qkv, m.d_model},
-                                   {"o_proj", m.d_model, m.n_heads * dh},
-                                   {"gate_up_proj", 2 * m.ffn_hidden, m.d_model},
-                                   {"down_proj", m.d_model, m.ffn_hidden},
-                                   {"lm_head", m.vocab_size, m.d_model}};
+  const std::vector<Gemm> gemms = {{"qkv_proj", geo.qkv_width(), geo.d_model},
+                                   {"o_proj", geo.d_model, geo.heads * geo.head_dim},
+                                   {"gate_up_proj", 2 * geo.ffn_local, geo.d_model},
+                                   {"down_proj", geo.d_model, geo.ffn_local},
+                                   {"lm_head", geo.vocab_local, geo.d_model}};
   auto backend = make_recipe_backend(recipe);
   const DType dtype = compute_dtype(recipe);
   spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
@@ -49,7 +48,7 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)
   // and weight grad (out, in, n); the weighted rate is total FLOPs over total time.
   double flops = 0, seconds = 0;
-  const std::int64_t layers = m.n_layers;
+  const std::int64_t layers = geo.n_layers;
   for (const Gemm& g : gemms) {
     const double f0 = measure_gemm_flops(*backend, n, g.out, g.in, 5, dtype);
     const double f1 = measure_gemm_flops(*backend, n, g.in, g.out, 5, dtype);

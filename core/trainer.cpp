@@ -312,8 +312,11 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                              options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group()},
       SaveFaults::from_environment());
   writer->prepare(params);
+  const std::string end = options.save_final ? " and at the end" : "";
   spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
-               ck.interval > 0 ? fmt::format("every {} steps and at the end", ck.interval) : std::string("at the end"),
+               ck.interval > 0 ? fmt::format("every {} steps{}", ck.interval, end)
+               : options.save_final ? std::string("at the end")
+                                    : std::string("none (this run saves no checkpoint)"),
                ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
                ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
   if (recipe.parallel.dp > 1)
