@@ -10,6 +10,11 @@
 
 namespace ustrain {
 
+void Backend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) {
+  if (!dx.empty()) linear_backward_input(dx, dout, weight);
+  linear_backward_weight(dweight, dout, x);
+}
+
 void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p) {
   for (const AdamWTensors& r : ranges) {
     AdamWParams q = p;

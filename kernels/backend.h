@@ -91,9 +91,13 @@ class Backend {
   // ---- linear, weight in (out, in) layout as Hugging Face stores it ----
   // out (N, O) = x (N, I) @ weight (O, I)^T
   virtual void linear_forward(Tensor out, Tensor x, Tensor weight) = 0;
-  // dx (N, I) = dout @ weight (overwritten; skipped when dx is empty);
-  // dweight (O, I) += dout^T @ x
-  virtual void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) = 0;
+  // The backward for the input: dx (N, I) = dout (N, O) @ weight (O, I), overwritten.
+  virtual void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) = 0;
+  // The backward for the weight: dweight (O, I) += dout (N, O)^T @ x (N, I).
+  virtual void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) = 0;
+  // Both (the input gradient skipped when dx is empty). A pipeline schedule that splits the
+  // backward (zero-bubble) calls the two halves at different times.
+  void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight);
 
   // ---- rotary position embedding, rotate-half layout (as Hugging Face Llama) ----
   // cos, sin (S, head_dim / 2): tables for positions 0..S-1, filled by rope_tables.

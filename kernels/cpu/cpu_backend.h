@@ -58,7 +58,8 @@ class CpuBackend : public Backend {
   void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) override;
 
   void linear_forward(Tensor out, Tensor x, Tensor weight) override;
-  void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) override;
+  void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
+  void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
 
   void rope_tables(Tensor cos, Tensor sin, double theta) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;

@@ -213,18 +213,22 @@ void CudaBackend::linear_forward(Tensor out, Tensor x, Tensor weight) {
   gemm_->linear_forward(out.data, out.dtype, x.data, weight.data, n, in, o, act, stream_.get());
 }
 
-void CudaBackend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) {
-  const DType act = act_of("linear_backward", {&x, &dout, &weight});
-  const std::int64_t n = x.shape.rows(), in = x.shape.last(), o = weight.shape[0];
-  USTRAIN_ASSERT(dout.shape.rows() == n && dout.shape.last() == o && dweight.shape == weight.shape,
-                 "linear backward: x " + x.shape.str() + ", dout " + dout.shape.str() + ", dweight " + dweight.shape.str());
-  if (!dx.empty()) {
-    USTRAIN_ASSERT(dx.dtype == act && dx.shape.rows() == n && dx.shape.last() == in,
-                   "linear backward: dx " + dx.shape.str() + " for x " + x.shape.str());
-    expect_device(dx, "linear dx");
-    gemm_->linear_backward_input(dx.data, dout.data, weight.data, n, in, o, act, stream_.get());
-  }
+void CudaBackend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight) {
+  const DType act = act_of("linear_backward_input", {&dx, &dout, &weight});
+  const std::int64_t n = dout.shape.rows(), o = weight.shape[0], in = weight.shape[1];
+  USTRAIN_ASSERT(weight.shape.rank() == 2 && dout.shape.last() == o && dx.shape.rows() == n && dx.shape.last() == in,
+                 "linear backward input: dx " + dx.shape.str() + ", dout " + dout.shape.str() + ", weight " +
+                     weight.shape.str());
+  gemm_->linear_backward_input(dx.data, dout.data, weight.data, n, in, o, act, stream_.get());
+}
+
+void CudaBackend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) {
+  const DType act = act_of("linear_backward_weight", {&x, &dout});
   expect_device(dweight, "linear dweight");
+  const std::int64_t n = x.shape.rows(), in = x.shape.last(), o = dweight.shape[0];
+  USTRAIN_ASSERT(dweight.shape.rank() == 2 && dweight.shape[1] == in && dout.shape.rows() == n && dout.shape.last() == o,
+                 "linear backward weight: x " + x.shape.str() + ", dout " + dout.shape.str() + ", dweight " +
+                     dweight.shape.str());
   gemm_->linear_backward_weight(dweight.data, dweight.dtype, dout.data, x.data, n, in, o, act, stream_.get());
 }
 
