@@ -13,19 +13,14 @@
 namespace ustrain {
 
 double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
-                       std::int64_t seq_len, std::int64_t micro_batches, ProcessGroup* loss) {
+                       std::int64_t seq_len, std::int64_t micro_batches) {
   data.reset_validation();
-  double sum = 0, count = 0;
+  double sum = 0;
   for (std::int64_t b = 0; b < micro_batches; ++b) {
     const MicroBatch& mb = data.next_validation();
     sum += model.forward(backend, mb.inputs.data(), mb.targets.data(), micro_batch, seq_len);
-    count += static_cast<double>(micro_batch * seq_len);
   }
-  if (loss != nullptr) {
-    sum = loss->sum(sum);
-    count = loss->sum(count);
-  }
-  return sum / count;
+  return sum / static_cast<double>(micro_batches * micro_batch * seq_len);
 }
 
 EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options) {

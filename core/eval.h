@@ -7,17 +7,16 @@
 #include "core/model/llama.h"
 #include "core/recipe.h"
 #include "core/training_data.h"
-#include "parallel/process_groups.h"
 
 namespace ustrain {
 
-// Mean loss (nats per token) of `model` on the validation set: train.eval_batches batches of
-// train.global_batch sequences from the start of the split, the same sequences whatever the
-// layout. This rank evaluates `micro_batches` micro-batches of (micro_batch, seq_len) tokens
-// of its reader's share (TrainingData); `loss` (null for one process) sums the ranks' loss
-// and token counts, so every rank returns the mean over the whole set.
+// Mean loss (nats per token) of the whole `model` on one process over the validation set:
+// train.eval_batches batches of train.global_batch sequences from the start of the split, in
+// `micro_batches` micro-batches of (micro_batch, seq_len) tokens. The trainer validates on
+// the same sequences whatever the layout, each data-parallel rank its share, through its
+// pipeline (core/trainer.cpp), so `ustrain eval` gives the number the training run logged.
 double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
-                       std::int64_t seq_len, std::int64_t micro_batches, ProcessGroup* loss = nullptr);
+                       std::int64_t seq_len, std::int64_t micro_batches);
 
 struct EvalOptions {
   std::string checkpoint;    // a checkpoint directory, or a run directory (its newest checkpoint)

@@ -17,16 +17,16 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
                       static_cast<int>(recipe.device.threads), device_index);
 }
 
-void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding) {
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
   parallelize(model.params(), model.geometry());
-  model.plan(plan, sharding);
+  model.plan(plan, sharding, slots);
 }
 
 ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
                              ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
       model(recipe.model, max_batch, max_seq, policy, compute_dtype(recipe), placement.geometry, placement.tp) {
-  plan_model(model, plan, placement.sharding);
+  plan_model(model, plan, placement.sharding, placement.slots);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

@@ -17,13 +17,14 @@ DType compute_dtype(const Recipe& recipe);
 // The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
 
-// How one rank holds the model: its part of each parameter under tensor parallelism
-// (geometry and group; the whole model by default) and its share of the training state
-// under ZeRO (sharding).
+// How one rank holds the model: its chunks and its part of each parameter (geometry, and the
+// tensor-parallel group; the whole model by default), its share of the training state under
+// ZeRO (sharding), and the micro-batches its pipeline schedule keeps in flight (slots).
 struct ModelPlacement {
-  const ModelGeometry* geometry = nullptr;  // null: the whole model (tp = 1)
+  const ModelGeometry* geometry = nullptr;  // null: the whole model on one rank
   TensorParallel* tp = nullptr;             // not owned; must outlive the instance
   ParamSharding sharding{};
+  SlotPlan slots{};
 };
 
 struct ModelInstance {
@@ -40,6 +41,6 @@ struct ModelInstance {
 };
 
 // A model planned and placed, not allocated: what `--dry-run` and the memory plan describe.
-void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding);
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots = {});
 
 }  // namespace ustrain

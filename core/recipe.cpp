@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/recipe_schema.h"
+#include "parallel/pipeline_schedule.h"
 #include "data/blend.h"
 #include "kernels/error.h"
 
@@ -249,6 +250,37 @@ void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
          at.of({"train.seq_len", "parallel.tp", "parallel.sp"}), r.train.seq_len, tp);
 }
 
+// What pipeline parallelism needs: stages of whole, equal layer ranges, and a schedule that
+// can run the layout (parallel/pipeline_schedule.h).
+void check_pipeline_rules(const Recipe& r, const Origins& at) {
+  const ParallelSection& p = r.parallel;
+  const std::int64_t stages = p.pp * p.virtual_stages;
+  if (r.model.n_layers % stages != 0)
+    fail("{}: model.n_layers = {} is not divisible by parallel.pp * parallel.virtual_stages = {} * {} = {}; every "
+         "pipeline stage holds the same number of layers, so choose pp and virtual_stages whose product divides "
+         "n_layers",
+         at.of({"model.n_layers", "parallel.pp", "parallel.virtual_stages"}), r.model.n_layers, p.pp,
+         p.virtual_stages, stages);
+  const PipelineSchedule schedule = parse_pipeline_schedule(p.pp_schedule);
+  const std::string refusal = schedule_refusal(
+      schedule, PipelineShape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages),
+                              static_cast<int>(r.grad_accum_steps())});
+  if (!refusal.empty())
+    fail("{}: {} (micro-batches per step = train.global_batch / (train.micro_batch * parallel.dp) = {} / ({} * {}))",
+         at.of({"parallel.pp_schedule", "parallel.pp", "parallel.virtual_stages", "train.global_batch",
+                "train.micro_batch", "parallel.dp"}),
+         refusal, r.train.global_batch, r.train.micro_batch, p.dp);
+  if (schedule == PipelineSchedule::zero_bubble && p.zero >= 2)
+    fail("{}: parallel.pp_schedule = \"zero-bubble\" with parallel.zero = {}: the zero-bubble schedule computes "
+         "weight gradients long after the input gradients, which ZeRO-2/3's per-layer gradient buckets cannot hold; "
+         "set parallel.zero to 0 or 1, or choose another schedule",
+         at.of({"parallel.pp_schedule", "parallel.zero"}), p.zero);
+  if (schedule == PipelineSchedule::zero_bubble && r.train.recompute != "none")
+    fail("{}: parallel.pp_schedule = \"zero-bubble\" with train.recompute = \"{}\": its deferred weight gradients "
+         "need every activation kept; set train.recompute = \"none\" or choose another schedule",
+         at.of({"parallel.pp_schedule", "train.recompute"}), r.train.recompute);
+}
+
 // Rules that tie keys together. Each message names every key involved with its value.
 void check_cross_field_rules(const Recipe& r, const Origins& at) {
   const ModelSection& m = r.model;
@@ -308,6 +340,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          at.of({"schedule.min_lr", "optim.lr"}), r.schedule.min_lr, r.optim.lr);
   }
   check_tensor_parallel_rules(r, at);
+  check_pipeline_rules(r, at);
   if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
          "dataset directory it writes (or data.blend to several)",
@@ -331,10 +364,8 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   const std::tuple<std::string_view, std::int64_t, std::string_view> dimensions[] = {
-      {"parallel.pp", p.pp, "pipeline parallelism"},
       {"parallel.cp", p.cp, "context parallelism"},
       {"parallel.ep", p.ep, "expert parallelism"},
-      {"parallel.virtual_stages", p.virtual_stages, "interleaved pipeline stages"},
   };
   for (const auto& [key, value, what] : dimensions) {
     if (value > 1) {
@@ -347,11 +378,12 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "\"bf16\"",
          at.of({"train.precision"}));
   }
-  if (r.device.type == "cuda" && (r.parallel.dp > 1 || r.parallel.tp > 1)) {
-    fail("{}: parallel.dp = {}, parallel.tp = {} with device.type = \"cuda\": training across several GPUs (NCCL) "
-         "has not run on GPUs yet, so this build refuses it; set parallel.dp = parallel.tp = 1 (one GPU), or train "
-         "data- and tensor-parallel on CPUs",
-         at.of({"parallel.dp", "parallel.tp", "device.type"}), r.parallel.dp, r.parallel.tp);
+  if (r.device.type == "cuda" && (r.parallel.dp > 1 || r.parallel.tp > 1 || r.parallel.pp > 1)) {
+    fail("{}: parallel.dp = {}, parallel.tp = {}, parallel.pp = {} with device.type = \"cuda\": training across several "
+         "GPUs (NCCL) has not run on GPUs yet, so this build refuses it; set parallel.dp = parallel.tp = parallel.pp "
+         "= 1 (one GPU), or train data-, tensor- and pipeline-parallel on CPUs",
+         at.of({"parallel.dp", "parallel.tp", "parallel.pp", "device.type"}), r.parallel.dp, r.parallel.tp,
+         r.parallel.pp);
   }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "

@@ -23,6 +23,8 @@
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
 #include "core/distributed/gradient_sync.h"
+#include "core/distributed/pipeline_executor.h"
+#include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
@@ -38,9 +40,12 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-// The model's sizes on tensor-parallel rank `tp_rank` of the recipe's layout.
-ModelGeometry geometry_of(const Recipe& r, int tp_rank) {
-  return ModelGeometry::of(r.model, static_cast<int>(r.parallel.tp), tp_rank, r.parallel.sp);
+// The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
+// recipe's layout.
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
+  const auto& p = r.parallel;
+  return ModelGeometry::of(r.model, ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
+                                               static_cast<int>(p.virtual_stages)});
 }
 
 // How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
@@ -49,31 +54,38 @@ ParamSharding sharding_of(const Recipe& r, int rank) {
   return ParamSharding{static_cast<int>(r.parallel.dp * r.parallel.cp), rank, static_cast<int>(r.parallel.zero)};
 }
 
-// Everything one process needs to train: the recipe, this rank's geometry and tensor-parallel
-// layer kinds, a model instance for its micro-batches holding this rank's part of the state,
-// and the data-parallel engine that keeps the ranks' parts consistent.
+// Everything one process needs to train: the recipe, this rank's geometry, tensor-parallel
+// layer kinds and pipeline programs, a model instance for its micro-batches holding this
+// rank's part of the state, the data-parallel engine that keeps the ranks' parts consistent,
+// and the executors that run the programs.
 struct Run {
   const Recipe& recipe;
   ProcessGroups& groups;
   ModelGeometry geometry;
   TensorParallel tp;
+  PipelinePlan pipeline;
   ModelInstance instance;
   LlamaModel& model;
   Backend& backend;
   ZeroEngine engine;
   LossScaler scaler;
+  PipelineExecutor train_executor, eval_executor;
   Run(const Recipe& r, ProcessLayout& layout, std::unique_ptr<Backend> be, std::size_t bucket_bytes)
       : recipe(r),
         groups(layout.groups()),
-        geometry(geometry_of(r, groups.tp().rank())),
+        geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
         tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
+        pipeline(plan_pipeline(r, groups.pp().rank())),
         instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank())}, std::move(be)),
+                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots},
+                 std::move(be)),
         model(instance.model),
         backend(*instance.backend),
         engine(model.params(), backend, groups.gradients().for_tensors(backend.device()), bucket_bytes,
                r.parallel.overlap_comm),
-        scaler(r.train.precision == "fp16") {
+        scaler(r.train.precision == "fp16"),
+        train_executor(model, groups.pp(), pipeline.train),
+        eval_executor(model, groups.pp(), pipeline.eval) {
     model.set_param_hooks(&engine);
   }
   Run(const Run&) = delete;
@@ -81,6 +93,7 @@ struct Run {
   // Communicators whose traffic the metrics report.
   Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
   Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
+  Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
 };
 
 struct StepResult {
@@ -93,6 +106,18 @@ struct StepResult {
 // together with clipping, in one pass (core/loss_scaler.h).
 // With data parallelism, each rank accumulates its share of the global batch and the ZeRO
 // engine reduces the gradients over the group while backward runs (core/distributed/zero_engine.h).
+// Micro-batches and the views the executor reads.
+struct MicroBatches {
+  std::vector<MicroBatch> batches;
+  std::vector<MicroBatchTokens> tokens;
+  explicit MicroBatches(std::size_t n) { batches.reserve(n); }
+  void add(const MicroBatch& mb) {
+    batches.push_back(mb);  // a copy: the reader's buffer is reused by its next call
+    tokens.clear();
+    for (const MicroBatch& b : batches) tokens.push_back({b.inputs.data(), b.targets.data()});
+  }
+};
+
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
                      PhaseTimer& timer) {
   const Recipe& recipe = run.recipe;
@@ -100,22 +125,21 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   Backend& be = run.backend;
   ZeroEngine& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
-  engine.begin_step();
+  const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
+  MicroBatches micro(micro_batches);
+  for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
+  timer.mark(Phase::data);
+  engine.begin_step(static_cast<int>(micro_batches));
   const double loss_scale = run.scaler.scale();
-  double loss_sum = 0;
-  const std::int64_t micro_batches = recipe.grad_accum_steps();
-  for (std::int64_t micro = 0; micro < micro_batches; ++micro) {
-    const MicroBatch& mb = data.next_train();
-    timer.mark(Phase::data);
-    engine.begin_micro_batch(micro == micro_batches - 1);
-    loss_sum += run.model.forward(be, mb.inputs.data(), mb.targets.data(), t.micro_batch, t.seq_len);
-    timer.mark(Phase::forward);
-    run.model.backward(be, static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)));
-    timer.mark(Phase::backward);
-  }
+  // The pipeline schedule runs every forward and backward of the step (one stage at pp = 1).
+  const PipelineLoss local = run.train_executor.run(be, micro.tokens, t.micro_batch, t.seq_len,
+                                                    static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
+                                                    &timer);
   engine.finish_backward();
   sum_partial_grads(run.model.params(), run.groups.tp());
-  loss_sum = run.groups.loss().sum(loss_sum);  // tensor-parallel ranks hold the same losses
+  if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
+  // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
+  const double loss_sum = run.groups.loss().sum(local.sum);
   timer.mark(Phase::backward);
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   if (!std::isfinite(r.loss))
@@ -140,6 +164,18 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   be.synchronize();
   timer.mark(Phase::optimizer);
   return r;
+}
+
+// The validation loss (core/eval.h): this rank's share of train.eval_batches global batches,
+// forward only through the pipeline, the sums of the losses and their tokens over the loss group.
+double validation_pass(Run& run, TrainingData& data) {
+  const auto& t = run.recipe.train;
+  const auto micro_batches = static_cast<std::size_t>(run.pipeline.eval.shape.micro_batches);
+  data.reset_validation();
+  MicroBatches micro(micro_batches);
+  for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_validation());
+  const PipelineLoss local = run.eval_executor.run(run.backend, micro.tokens, t.micro_batch, t.seq_len, 0.0f);
+  return run.groups.loss().sum(local.sum) / run.groups.loss().sum(local.tokens);
 }
 
 void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step) {
@@ -197,11 +233,8 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
 }  // namespace
 
 std::string describe_run(const Recipe& recipe) {
-  const ModelGeometry geometry = geometry_of(recipe, 0);
-  LlamaModel model(recipe.model, recipe.train.micro_batch, recipe.train.seq_len, parse_recompute(recipe.train.recompute),
-                   compute_dtype(recipe), &geometry);
-  MemoryPlan plan;
-  plan_model(model, plan, sharding_of(recipe, 0));
+  const ModelGeometry geometry = geometry_of(recipe, 0, 0);
+  const LlamaModel model(recipe.model, 1, 1, Recompute::none, DType::f32, &geometry);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
                    static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
@@ -218,9 +251,40 @@ std::string describe_run(const Recipe& recipe) {
                      geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
   if (recipe.parallel.dp > 1)
     s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);
-  if (recipe.parallel.dp * recipe.parallel.tp > 1)
-    s += "the memory plan below is one rank's (rank 0)\n";
-  s += plan.summary();
+  // One memory plan per pipeline rank (tensor- and data-parallel rank 0 of each).
+  const auto pp = static_cast<int>(recipe.parallel.pp);
+  const PipelinePlan first = plan_pipeline(recipe, 0);
+  if (pp > 1)
+    s += fmt::format("pipeline parallelism: {} ranks x {} chunk(s), {} schedule, {} micro-batches per step: bubble "
+                     "{:.3f} of the compute time (simulated with equal costs per action)\n",
+                     pp, recipe.parallel.virtual_stages, recipe.parallel.pp_schedule,
+                     first.train.shape.micro_batches, first.train_simulation.bubble);
+  for (int r = 0; r < pp; ++r) {
+    const ModelGeometry g = geometry_of(recipe, 0, r);
+    const PipelinePlan pipeline = plan_pipeline(recipe, r);
+    LlamaModel stage(recipe.model, recipe.train.micro_batch, recipe.train.seq_len,
+                     parse_recompute(recipe.train.recompute), compute_dtype(recipe), &g);
+    MemoryPlan plan;
+    plan_model(stage, plan, sharding_of(recipe, 0), pipeline.slots);
+    if (pp > 1) {
+      std::vector<std::string> chunks;
+      for (std::size_t c = 0; c < g.chunks.size(); ++c) {
+        const ChunkSpan& span = g.chunks[c];
+        const std::string layers = span.end_layer - span.first_layer == 1
+                                       ? fmt::format("layer {}", span.first_layer)
+                                       : fmt::format("layers {}-{}", span.first_layer, span.end_layer - 1);
+        chunks.push_back(fmt::format("stage {}: {}{}{}, {} activation slot(s)", span.stage, layers,
+                                     span.embedding ? " + embedding" : "",
+                                     span.head ? " + final norm, head and loss" : "", pipeline.slots.slots[c]));
+      }
+      s += fmt::format("\npipeline rank {}: {}; peak in-flight micro-batches {}\n", r, fmt::join(chunks, "; "),
+                       pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
+    }
+    if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)
+      s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data- and tensor-parallel rank 0)\n", r);
+    s += plan.summary();
+  }
+  if (pp > 1) s += "\n" + draw_pipeline_timeline(first.train);
   return s;
 }
 
@@ -357,6 +421,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     PhaseTimer step_timer;
     run.gradient_comm().reset_volume();
     run.tp_comm().reset_volume();
+    run.pp_comm().reset_volume();
     run.tp.reset_comm_seconds();
     const StepResult r = take_step(run, data, schedule, step, step_timer);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
@@ -366,6 +431,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
 
     const double dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes());
     const double tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
+    const double pp_bytes = static_cast<double>(run.pp_comm().volume().playbook_bytes());
     const double elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started).count();
     const double step_s = step_timer.total();
     const double tok_s = static_cast<double>(tokens_per_step) / step_s;
@@ -380,6 +446,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
                      {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes},
                      {"tp_comm_bytes", tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
+                     {"pp_comm_bytes", pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
                      {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0}});
     if (step == summary.first_step && recipe.parallel.dp > 1)
       spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
@@ -389,6 +456,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     if (step == summary.first_step && recipe.parallel.tp > 1)
       spdlog::info("tensor-parallel traffic per step: {} (this rank's tp group, counted by the communicator)",
                    format_bytes(static_cast<std::size_t>(tp_bytes)));
+    if (step == summary.first_step && recipe.parallel.pp > 1)
+      spdlog::info("pipeline rank 0: waited {:.1f} ms ({:.1f}% of the step) for activations and gradients, sent {}; "
+                   "activation slots per chunk at most {} (planned {})",
+                   1e3 * run.train_executor.wait_seconds(), 100.0 * run.train_executor.wait_seconds() / step_s,
+                   format_bytes(static_cast<std::size_t>(pp_bytes)), fmt::join(run.train_executor.peak_slots(), ", "),
+                   fmt::join(run.pipeline.slots.slots, ", "));
     if (step % recipe.log.interval == 0 || step == summary.first_step || step == t.steps) {
       const double eta = elapsed / static_cast<double>(step - start.step) * static_cast<double>(t.steps - step);
       spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
@@ -397,8 +470,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                    1e3 * step_timer.seconds(Phase::data), format_duration(elapsed), format_duration(eta));
     }
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      summary.val_loss = validation_loss(run.model, be, data, t.micro_batch, t.seq_len,
-                                         t.eval_batches * recipe.grad_accum_steps(), &run.groups.loss());
+      summary.val_loss = validation_pass(run, data);
       spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary.val_loss,
                    summary.unigram_val_loss);
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},

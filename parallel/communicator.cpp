@@ -211,8 +211,8 @@ Work Communicator::recv(Tensor data, int peer, int tag) {
   return w;
 }
 
-Work Communicator::exchange(std::span<const PeerTransfer> transfers) {
-  Work w = do_exchange(transfers);
+std::vector<Work> Communicator::exchange(std::span<const PeerTransfer> transfers) {
+  std::vector<Work> w = do_exchange(transfers);
   for (const PeerTransfer& t : transfers) {
     if (t.kind == PeerTransfer::Kind::send)
       count(CommOp::send, bytes_of(t.data), wire_bytes(CommOp::send, bytes_of(t.data), size()));

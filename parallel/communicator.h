@@ -223,10 +223,11 @@ class Communicator {
   // both sides).
   Work send(Tensor data, int peer, int tag = 0);
   Work recv(Tensor data, int peer, int tag = 0);
-  // Starts every transfer of the batch at once and completes when all have, so that
-  // neighbours that both send before they receive (pipeline stages, ring exchanges) cannot
-  // deadlock. Counted as the sends and receives it holds.
-  Work exchange(std::span<const PeerTransfer> transfers);
+  // Starts every transfer of the batch at once, so that neighbours that both send before they
+  // receive (pipeline stages, ring exchanges) cannot deadlock. Returns one handle per transfer:
+  // MPI completes each on its own; NCCL completes the batch as a whole (one group call), so
+  // there every handle waits for the whole batch. Counted as the sends and receives it holds.
+  std::vector<Work> exchange(std::span<const PeerTransfer> transfers);
   Work barrier();
 
   // The volume counted so far on this rank, and starting the count again (for example at
@@ -247,7 +248,7 @@ class Communicator {
   virtual Work do_broadcast(Tensor data, int root) = 0;
   virtual Work do_send(Tensor data, int peer, int tag) = 0;
   virtual Work do_recv(Tensor data, int peer, int tag) = 0;
-  virtual Work do_exchange(std::span<const PeerTransfer> transfers) = 0;
+  virtual std::vector<Work> do_exchange(std::span<const PeerTransfer> transfers) = 0;
   virtual Work do_barrier() = 0;
 
  private:

@@ -79,6 +79,16 @@ std::vector<int> Mesh::group(std::initializer_list<MeshDim> dims) const {
   return ranks;
 }
 
+std::vector<int> Mesh::group_at(MeshDim dim, const std::vector<int>& coords) const {
+  std::vector<int> ranks;
+  for (int c : coords) {
+    std::array<int, kMeshDims> at = coords_;
+    at[static_cast<std::size_t>(dim)] = c;
+    ranks.push_back(rank_at(at));
+  }
+  return ranks;
+}
+
 int Mesh::index_in_group(std::initializer_list<MeshDim> dims) const {
   const std::vector<int> g = group(dims);
   return static_cast<int>(std::find(g.begin(), g.end(), rank_) - g.begin());

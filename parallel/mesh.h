@@ -41,6 +41,9 @@ class Mesh {
   std::vector<int> group(std::initializer_list<MeshDim> dims) const;
   // This rank's index inside group(dims).
   int index_in_group(std::initializer_list<MeshDim> dims) const;
+  // The ranks whose coordinate along `dim` is one of `coords` (in that order), the others
+  // this rank's: e.g. the first and last pipeline stages, group_at(MeshDim::pp, {0, pp - 1}).
+  std::vector<int> group_at(MeshDim dim, const std::vector<int>& coords) const;
 
  private:
   MeshShape shape_;

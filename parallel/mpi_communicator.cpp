@@ -211,34 +211,19 @@ Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
                 });
 }
 
-Work MpiCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
-  struct Posted {
-    bool send;
-    void* data;
-    int count;
-    MPI_Datatype type;
-    int peer, tag;
-  };
-  std::vector<Posted> posted;
+std::vector<Work> MpiCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
   for (const PeerTransfer& t : transfers) {
-    const bool send = t.kind == PeerTransfer::Kind::send;
-    const char* op = send ? "exchange (send)" : "exchange (recv)";
+    const char* op = t.kind == PeerTransfer::Kind::send ? "exchange (send)" : "exchange (recv)";
     check_tensor(*this, t.data, op);
     comm_checks::check_member(*this, t.peer, "peer", op);
     USTRAIN_ASSERT(t.tag >= 0 && t.tag <= 32767, "exchange: tags are 0..32767 (the least MPI guarantees)");
-    posted.push_back({send, t.data.data, mpi_count(t.data.numel(), op), transfer_type(t.data.dtype), t.peer, t.tag});
   }
-  return submit(fmt::format("exchange of {} transfers", posted.size()),
-                [posted = std::move(posted)](MPI_Comm comm, std::vector<MPI_Request>& r) {
-                  r.resize(posted.size());
-                  for (std::size_t i = 0; i < posted.size(); ++i) {
-                    const Posted& p = posted[i];
-                    const int code = p.send ? MPI_Isend(p.data, p.count, p.type, p.peer, p.tag, comm, &r[i])
-                                            : MPI_Irecv(p.data, p.count, p.type, p.peer, p.tag, comm, &r[i]);
-                    if (code != MPI_SUCCESS) return code;  // the group fails: it is unusable afterwards
-                  }
-                  return MPI_SUCCESS;
-                });
+  // Each transfer is its own non-blocking request: all are posted, in order, before any is
+  // waited for, and each completes on its own.
+  std::vector<Work> works;
+  for (const PeerTransfer& t : transfers)
+    works.push_back(t.kind == PeerTransfer::Kind::send ? do_send(t.data, t.peer, t.tag) : do_recv(t.data, t.peer, t.tag));
+  return works;
 }
 
 Work MpiCommunicator::do_barrier() {

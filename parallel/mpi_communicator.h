@@ -53,7 +53,7 @@ class MpiCommunicator final : public Communicator {
   Work do_broadcast(Tensor data, int root) override;
   Work do_send(Tensor data, int peer, int tag) override;
   Work do_recv(Tensor data, int peer, int tag) override;
-  Work do_exchange(std::span<const PeerTransfer> transfers) override;
+  std::vector<Work> do_exchange(std::span<const PeerTransfer> transfers) override;
   Work do_barrier() override;
 
  private:

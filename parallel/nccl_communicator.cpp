@@ -348,14 +348,15 @@ Work NcclCommunicator::do_recv(Tensor data, int peer, int tag) {
                 [=](ncclComm_t comm, cudaStream_t s) { return ncclRecv(data.data, data.bytes(), ncclUint8, peer, comm, s); });
 }
 
-Work NcclCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
+std::vector<Work> NcclCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
   for (const PeerTransfer& t : transfers) {
     comm_checks::check_tensor(*this, t.data, "exchange");
     comm_checks::check_member(*this, t.peer, "peer", "exchange");
   }
   const std::vector<PeerTransfer> batch(transfers.begin(), transfers.end());
-  // One group call: NCCL starts every send and receive together, whatever their order.
-  return launch(fmt::format("exchange of {} transfers", batch.size()), [batch](ncclComm_t comm, cudaStream_t s) {
+  // One group call: NCCL starts every send and receive together, whatever their order, and
+  // completes them together.
+  const Work work = launch(fmt::format("exchange of {} transfers", batch.size()), [batch](ncclComm_t comm, cudaStream_t s) {
     ncclGroupStart();
     for (const PeerTransfer& t : batch) {
       if (t.kind == PeerTransfer::Kind::send)
@@ -365,6 +366,7 @@ Work NcclCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
     }
     return ncclGroupEnd();
   });
+  return std::vector<Work>(batch.size(), work);
 }
 
 Work NcclCommunicator::do_barrier() {

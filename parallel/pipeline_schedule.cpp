@@ -211,6 +211,11 @@ Replay replay(const PipelineProgram& program, const ActionCosts& costs) {
   std::vector<int> alive(P, 0);
   std::vector<std::vector<int>> chunk_alive(P, std::vector<int>(static_cast<std::size_t>(s.chunks), 0));
   std::map<TransferKey, double> arrival;            // data sent: when it is usable
+  // Without backward passes (evaluation) a micro-batch's activations die with its forward.
+  const bool forward_only = std::none_of(program.ranks.begin(), program.ranks.end(), [](const auto& actions) {
+    return std::any_of(actions.begin(), actions.end(),
+                       [](const PipelineAction& a) { return is_compute(a.kind) && a.kind != Kind::forward; });
+  });
   std::set<std::tuple<int, int, int>> done;         // (kind, stage, micro) computed
   const auto live = [&](std::size_t r, int chunk, int delta) {
     alive[r] += delta;
@@ -254,7 +259,7 @@ Replay replay(const PipelineProgram& program, const ActionCosts& costs) {
           sim.busy[r] += end - start;
           free[r] = end;
           done.insert({static_cast<int>(a.kind), stage, a.micro});
-          if (a.kind == Kind::backward || a.kind == Kind::backward_weight) live(r, a.chunk, -1);
+          if (a.kind == Kind::backward || a.kind == Kind::backward_weight || forward_only) live(r, a.chunk, -1);
         }
         ++pc[r];
         progressed = true;
@@ -320,6 +325,8 @@ bool is_compute(ActionKind k) {
 std::string schedule_refusal(PipelineSchedule schedule, const PipelineShape& s) {
   if (s.ranks < 1 || s.chunks < 1 || s.micro_batches < 1) return "a pipeline needs at least one rank, chunk and micro-batch";
   if (schedule == PipelineSchedule::interleaved) {
+    if (s.ranks < 2)
+      return "the interleaved schedule needs parallel.pp >= 2: it alternates chunks between pipeline ranks";
     if (s.chunks < 2)
       return fmt::format("the interleaved schedule needs parallel.virtual_stages >= 2 (got {})", s.chunks);
     if (s.micro_batches % s.ranks != 0)

@@ -43,13 +43,17 @@ ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
   cp_ = make("cp", {MeshDim::cp});
   ep_ = make("ep", {MeshDim::ep});
   gradients_ = make("gradients", {MeshDim::dp, MeshDim::cp});
-  loss_ = make("loss", {MeshDim::dp, MeshDim::cp});
+  loss_ = make("loss", {MeshDim::pp, MeshDim::dp, MeshDim::cp});
   replica_ = make("replica", {MeshDim::pp, MeshDim::tp});
+  const int last = mesh.shape().pp - 1, stage = mesh.coord(MeshDim::pp);
+  if (last > 0 && (stage == 0 || stage == last))  // only the members create it
+    embedding_ = std::make_unique<ProcessGroup>(
+        "embedding", world.communicator(mesh.group_at(MeshDim::pp, {0, last}), "embedding"));
 }
 
 void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions options) {
-  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get()}) {
-    if (g->size() == 1) continue;
+  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(), embedding_.get()}) {
+    if (g == nullptr || g->size() == 1) continue;
 #ifdef USTRAIN_HAVE_NCCL
     g->attach_device(std::make_unique<NcclCommunicator>(g->host(), g->label(), setup.cuda_device, options,
                                                         setup.compute_stream));

@@ -8,9 +8,12 @@
 //   dp          dp                the data-parallel (ZeRO) reductions of dense parameters
 //   gradients   dp, cp            (the same ranks while cp = 1: context-parallel ranks see other
 //                                 tokens of the same sequences, so their gradients add too)
-//   loss        dp, cp            loss and token sums: the ranks that see different tokens
+//   loss        pp, dp, cp        loss and token sums: the ranks that see different tokens (only
+//                                 the last pipeline stage computes losses; the others add 0)
 //   replica     pp, tp            the ranks that together hold one copy of the model
 //   pp, cp, ep  one each          pipeline, context and expert parallelism
+//   embedding   first and last    a tied embedding's two copies (pp > 1; on other stages none)
+//               pp stage
 //
 // Each group has a host communicator (MPI, or the group of one) for host tensors and host
 // scalars, and, when the model computes on a GPU, a device communicator (NCCL, bootstrapped
@@ -69,7 +72,7 @@ class ProcessGroups {
   ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   // Adds NCCL communicators to every group of several ranks that carries device tensors
-  // (tp, pp, dp, cp, ep, gradients). Collective. UserError when this build has no NCCL.
+  // (tp, pp, dp, cp, ep, gradients, embedding). Collective. UserError when this build has no NCCL.
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
 
   ProcessGroup& world() { return *world_; }
@@ -81,9 +84,11 @@ class ProcessGroups {
   ProcessGroup& gradients() { return *gradients_; }
   ProcessGroup& loss() { return *loss_; }
   ProcessGroup& replica() { return *replica_; }
+  // The first and last pipeline stages of this rank's pipeline; null on the others and at pp = 1.
+  ProcessGroup* embedding() { return embedding_.get(); }
 
  private:
-  std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, loss_, replica_;
+  std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, loss_, replica_, embedding_;
 };
 
 }  // namespace ustrain

@@ -71,10 +71,10 @@ Work SelfCommunicator::do_recv(Tensor, int peer, int) {
   USTRAIN_ASSERT(false, fmt::format("recv from member {} on {}: a group of one has no peer", peer, name_));
 }
 
-Work SelfCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
+std::vector<Work> SelfCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {
   USTRAIN_ASSERT(transfers.empty(), fmt::format("exchange of {} transfers on {}: a group of one has no peer",
                                                 transfers.size(), name_));
-  return Work();
+  return {};
 }
 
 }  // namespace ustrain

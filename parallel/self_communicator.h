@@ -30,7 +30,7 @@ class SelfCommunicator final : public Communicator {
   // A group of one has no peer: send and recv are programming errors.
   Work do_send(Tensor data, int peer, int tag) override;
   Work do_recv(Tensor data, int peer, int tag) override;
-  Work do_exchange(std::span<const PeerTransfer> transfers) override;
+  std::vector<Work> do_exchange(std::span<const PeerTransfer> transfers) override;
   Work do_barrier() override { return Work(); }
 
  private:

@@ -18,7 +18,8 @@ constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.recompute", "run.name",
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm"};
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
-constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.zero",
+constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp",
+                                                   "parallel.pp_schedule", "parallel.virtual_stages", "parallel.zero",
                                                    "train.micro_batch"};
 
 std::string literal_of(const toml::node& value) {

@@ -142,7 +142,7 @@ void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params
       "inspect {}` prints it)",
       checkpoint.dir());
   std::set<std::string> wanted;
-  for (const ParamSpec& s : params.specs()) {
+  for (const ParamDecl& s : params.whole_model()) {
     wanted.insert(s.name);
     const CheckpointTensor* t = m.find(s.name);
     if (t == nullptr)

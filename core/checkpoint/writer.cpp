@@ -88,7 +88,7 @@ void CheckpointWriter::prepare(const ParamSet& params) {
         at += box.numel();
       }
     }
-  for (const ParamSpec& s : params.specs())
+  for (const ParamDecl& s : params.whole_model())  // every rank lists the whole model
     tensors_.push_back({s.name, dims_of(s.shape),
                         {std::string(kStateParam), std::string(kStateAdamM), std::string(kStateAdamV)}});
   host_.resize(lay_out_entries(entries_) / sizeof(float));

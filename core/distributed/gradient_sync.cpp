@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/distributed/parallelize.h"
+
 namespace ustrain {
 
 void sum_partial_grads(const ParamSet& params, ProcessGroup& tp) {
@@ -10,6 +12,15 @@ void sum_partial_grads(const ParamSet& params, ProcessGroup& tp) {
   for (const ParamPiece& piece : params.updated_grads())
     if (params.specs()[static_cast<std::size_t>(piece.param)].partial_grads)
       pending.push_back(tp.for_tensors(piece.data.device).all_reduce(piece.data));
+  wait_all(pending);
+}
+
+void sum_tied_grads(const ParamSet& params, ProcessGroup* embedding) {
+  if (embedding == nullptr) return;
+  std::vector<Work> pending;
+  for (const ParamPiece& piece : params.updated_grads())
+    if (params.specs()[static_cast<std::size_t>(piece.param)].name == kEmbeddingName)
+      pending.push_back(embedding->for_tensors(piece.data.device).all_reduce(piece.data));
   wait_all(pending);
 }
 

@@ -18,13 +18,15 @@ TpLayout tensor_parallel_layout(const std::string& name) {
     if (ends_with(name, column)) return TpLayout::column_parallel;
   for (std::string_view row : {".o_proj.weight", ".down_proj.weight"})
     if (ends_with(name, row)) return TpLayout::row_parallel;
-  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return TpLayout::vocab_parallel;
+  if (name == kEmbeddingName || name == "lm_head.weight") return TpLayout::vocab_parallel;
   if (ends_with(name, "norm.weight")) return TpLayout::replicated;  // input_layernorm, model.norm, ...
   USTRAIN_ASSERT(false, "no tensor-parallel placement for parameter " + name);
 }
 
 void parallelize(ParamSet& params, const ModelGeometry& g) {
   const std::int64_t tp = g.tp, r = g.tp_rank;
+  bool first_stage = false;
+  for (const ChunkSpan& c : g.chunks) first_stage |= c.embedding;
   for (std::size_t i = 0; i < params.specs().size(); ++i) {
     const ParamSpec& s = params.specs()[i];
     const int handle = static_cast<int>(i);
@@ -43,7 +45,8 @@ void parallelize(ParamSet& params, const ModelGeometry& g) {
       }
       case TpLayout::vocab_parallel:
         params.place(handle, TpLayout::vocab_parallel, Shape{g.vocab_local, s.shape[1]},
-                     {std::min(g.vocab_begin, s.shape[0]), 0}, Shape{g.vocab_valid, s.shape[1]}, false, true);
+                     {std::min(g.vocab_begin, s.shape[0]), 0}, Shape{g.vocab_valid, s.shape[1]}, false,
+                     s.name != kEmbeddingName || first_stage);
         break;
       case TpLayout::replicated:
         params.place(handle, TpLayout::replicated, s.shape, std::vector<std::int64_t>(s.shape.rank(), 0), s.shape,

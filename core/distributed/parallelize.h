@@ -10,13 +10,16 @@
 //                                                gradients are partial sums over tp
 //
 // Ranks that replicate a parameter all keep it; tp rank 0 owns it (saves it and counts it in
-// the gradient norm). At tp = 1 every parameter stays whole.
+// the gradient norm). At tp = 1 every parameter stays whole. Under pipeline parallelism a tied
+// embedding lives on the first stage and, as the output head, on the last: the first owns it.
 #pragma once
 
 #include "core/model/geometry.h"
 #include "core/model/params.h"
 
 namespace ustrain {
+
+inline constexpr const char* kEmbeddingName = "model.embed_tokens.weight";
 
 // How parameter `name` is split over the tensor-parallel ranks. UserError for a name the
 // step does not know (a new layer kind needs its placement here).

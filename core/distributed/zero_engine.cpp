@@ -43,14 +43,13 @@ Tensor ZeroEngine::slot_part(const Tensor& slot, int unit) const {
   return slot.slice(0, params_.units()[static_cast<std::size_t>(unit)].length);
 }
 
-void ZeroEngine::begin_step() {
+void ZeroEngine::begin_step(int micro_batches) {
+  USTRAIN_ASSERT(micro_batches >= 1, "a step has at least one micro-batch");
+  micro_batches_ = micro_batches;
+  backward_passes_.assign(params_.units().size(), 0);
+  if (reducer_) reducer_->begin();  // stage 0: a bucket launches once its units' last backward is done
   backend_.fill(params_.all_grads(), 0.0f);
   exposed_gather_seconds_ = exposed_reduce_seconds_ = 0;
-}
-
-void ZeroEngine::begin_micro_batch(bool last) {
-  last_micro_ = last;
-  if (reducer_ && last) reducer_->begin();  // stages 0 and 1 reduce only the last micro-batch
 }
 
 // --- Stage 3: values gathered just in time -------------------------------------------------
@@ -162,14 +161,17 @@ void ZeroEngine::complete(GradSlot& g) {
 }
 
 void ZeroEngine::grads_done(int unit) {
+  const bool last = ++backward_passes_.at(static_cast<std::size_t>(unit)) == micro_batches_;
+  USTRAIN_ASSERT(backward_passes_[static_cast<std::size_t>(unit)] <= micro_batches_,
+                 "more backward passes of a unit than micro-batches in the step");
   if (!reduces_) return;
   if (zero_ == 0) {
-    if (!last_micro_ || !overlap_) return;  // without overlap, finish() launches every bucket
+    if (!last || !overlap_) return;  // without overlap, finish() launches every bucket
     for (int p : params_.units()[static_cast<std::size_t>(unit)].params) reducer_->on_grad_ready(p);
     return;
   }
   if (zero_ == 1) {
-    if (!last_micro_) return;
+    if (!last) return;
     if (overlap_) pending_.push_back(group_.reduce_scatter(params_.grad_chunk(unit), params_.unit_grads(unit)));
     else deferred_.push_back(unit);
     return;

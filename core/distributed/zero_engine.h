@@ -43,10 +43,10 @@ class ZeroEngine : public ParamUseHooks {
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
-  // Zeroes the gradients (or the gradient shard) before a step's first micro-batch.
-  void begin_step();
-  // Before each micro-batch's forward; `last`: it completes the gradient accumulation.
-  void begin_micro_batch(bool last);
+  // Zeroes the gradients (or the gradient shard) before a step of `micro_batches`
+  // micro-batches: a unit's gradients are complete once the model announced that many
+  // backward passes of it (grads_done), whatever order a pipeline schedule runs them in.
+  void begin_step(int micro_batches);
   // After the last backward: waits for the gradient reduction. The stored gradients (whole,
   // or this rank's chunks) then hold the sum over the group.
   void finish_backward();
@@ -96,7 +96,8 @@ class ZeroEngine : public ParamUseHooks {
   const bool overlap_;
   const int zero_;
   std::unique_ptr<GradientReducer> reducer_;  // stage 0
-  bool last_micro_ = true;
+  int micro_batches_ = 1;
+  std::vector<int> backward_passes_;  // per unit, this step
   std::vector<Work> pending_;  // stage 1: reduce-scatters of the last micro-batch
   std::vector<int> deferred_;  // stage 1 without overlap: units to reduce after backward
   std::vector<ValueSlot> value_slots_;

@@ -1,6 +1,6 @@
 // The model's sizes, global and on this rank, computed once from the recipe's model section
-// and the tensor-parallel layout. Everything that needs a head count, a width or a vocabulary
-// size reads it here; nothing else divides by tp.
+// and the layout. Everything that needs a head count, a width, a vocabulary size or the layers
+// of a pipeline stage reads it here; nothing else divides by tp or pp.
 //
 // Tensor parallelism splits attention by heads (query and key/value heads alike, so each
 // rank keeps whole GQA groups), the MLP by its hidden width, and the vocabulary of the
@@ -8,13 +8,34 @@
 // the end to a multiple of it; the padding rows exist only in memory (zero, masked out of
 // the loss), never in checkpoints or exports. Under sequence parallelism the residual
 // stream, norms and residual adds hold 1/tp of the token rows.
+//
+// Pipeline parallelism cuts the layers into pp * V virtual stages of equal size; this rank
+// holds the stages pp_rank, pp_rank + pp, ... (its chunks, parallel/pipeline_schedule.h). The
+// first stage also holds the embedding, the last the final norm and the output head (and,
+// with tied embeddings, a copy of the embedding that the first stage owns).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/recipe.h"
 
 namespace ustrain {
+
+// How the model is split over the ranks that hold one replica of it.
+struct ModelSplit {
+  int tp = 1, tp_rank = 0;
+  bool sp = false;
+  int pp = 1, pp_rank = 0, virtual_stages = 1;
+};
+
+// The part of the model one chunk runs: layers [first_layer, end_layer) of stage `stage`.
+struct ChunkSpan {
+  int stage = 0;
+  int first_layer = 0, end_layer = 0;
+  bool embedding = false;  // the first stage
+  bool head = false;       // the last stage: final norm, output head and loss
+};
 
 struct ModelGeometry {
   // The whole model.
@@ -32,14 +53,23 @@ struct ModelGeometry {
   std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
   std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
 
+  // Pipeline parallelism.
+  int pp = 1, pp_rank = 0, virtual_stages = 1;
+  std::vector<ChunkSpan> chunks;  // this rank's, in chunk order
+
   // Width of the fused q/k/v projection output.
   std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
   // Rows of the residual stream this rank holds for `tokens` token rows.
   std::int64_t rows(std::int64_t tokens) const { return sp && tp > 1 ? tokens / tp : tokens; }
   bool sequence_parallel() const { return sp && tp > 1; }
 
-  // Asserts what the recipe check guarantees: heads, kv heads and ffn divide by tp.
-  static ModelGeometry of(const ModelSection& model, int tp = 1, int tp_rank = 0, bool sp = false);
+  // Parameters that take part in a matrix multiply, of the whole model (the output head
+  // included, tied or not; the embedding lookup not): the N of DESIGN.md's FLOPs convention.
+  std::int64_t matmul_params() const;
+
+  // Asserts what the recipe check guarantees: heads, kv heads and ffn divide by tp, the
+  // layers by pp * virtual_stages.
+  static ModelGeometry of(const ModelSection& model, const ModelSplit& split = {});
 };
 
 }  // namespace ustrain

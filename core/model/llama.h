@@ -1,12 +1,14 @@
-// The Llama-style decoder: token embedding, N transformer blocks, final RMSNorm, output
-// head (optionally tied to the embedding) and fused cross-entropy.
+// The Llama-style decoder: token embedding, N transformer blocks, final RMSNorm, output head
+// (optionally tied to the embedding) and fused cross-entropy.
 //
-// The model plans its own parameters, activations and workspace for at most
-// (max_batch, max_seq) tokens per micro-batch, then runs on views of the planned memory.
-// A call may use a smaller (B, S), e.g. for sampling. It knows nothing of parallelism: its
-// sizes come from the geometry (core/model/geometry.h), where its parameters live is decided
-// by a separate sharding step (core/distributed/parallelize.h) between construction and
-// plan(), and tensor parallelism reaches it only as the TensorParallel object it calls.
+// One LlamaModel is what one rank holds: the chunks of its pipeline stages (core/model/
+// model_chunk.h; the whole model at pp = 1) and their parameters, this rank's part of each
+// under tensor parallelism. The model plans its parameters, activation slots and scratch for
+// micro-batches of at most (max_batch, max_seq) tokens, then runs on views of the planned
+// memory. It knows nothing of parallelism: its sizes come from the geometry (core/model/
+// geometry.h), where its parameters live is decided by a separate sharding step (core/
+// distributed/parallelize.h) between construction and plan(), tensor parallelism reaches it
+// only as the TensorParallel object its layers call, and a pipeline executor drives its chunks.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/model/geometry.h"
+#include "core/model/model_chunk.h"
 #include "core/model/param_hooks.h"
 #include "core/model/params.h"
 #include "core/model/recompute.h"
@@ -22,38 +25,54 @@
 
 namespace ustrain {
 
+// How many micro-batches each chunk keeps at once (the schedule's peak), how many received
+// tensors wait for their compute, and whether the backward is split in B and W passes. By
+// default one slot per chunk: one micro-batch at a time, as without a pipeline.
+struct SlotPlan {
+  std::vector<int> slots;            // per chunk; empty: 1 each
+  std::vector<int> receive_buffers;  // per chunk; empty: 0 each
+  bool split_backward = false;
+};
+
 class LlamaModel {
  public:
   // `compute`: the dtype of activations and of the weights' compute copy (f32, bf16, f16);
-  // statistics, gradients, master weights and optimizer state stay fp32.
-  // `tp` (not owned) carries tensor and sequence parallelism; null for one rank. Its size
-  // and rank must be the geometry's.
+  // statistics, gradients, master weights and optimizer state stay fp32. `geometry` (copied)
+  // is this rank's part of the model, the whole model when null; `tp` (not owned) carries
+  // tensor and sequence parallelism, null for one rank.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
              DType compute = DType::f32, const ModelGeometry* geometry = nullptr, TensorParallel* tp = nullptr);
-  // Blocks refer to the model's ParamSet: the model stays where it was built.
+  // Chunks and blocks refer to the model: it stays where it was built.
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
-  // Units of parameters (core/model/params.h): 0 the embedding (and a tied head), 1..L the
-  // blocks, L + 1 the final norm and an untied head.
-  void plan(MemoryPlan& plan, ParamSharding sharding = {});
+  // Every parameter of the whole model as the model declares it (names, global shapes): what
+  // a checkpoint lists, whatever part of it a rank holds.
+  static std::vector<ParamDecl> declaration(const ModelSection& cfg);
+
+  // Units of parameters (core/model/params.h): 0 the embedding (and a tied head on the same
+  // rank), l + 1 block l, L + 1 the final norm and an untied head, L + 2 the last stage's copy
+  // of a tied embedding (pipeline parallelism).
+  void plan(MemoryPlan& plan, ParamSharding sharding = {}, const SlotPlan& slots = {});
   void bind(const PlannedMemory& mem, Backend& backend);  // also fills the RoPE tables
   void initialise(Backend& backend, std::uint64_t seed) const { params_.initialise(backend, seed); }
 
-  // Forward through the loss for ids/targets (B, S) on the host; targets < 0 are ignored.
-  // Returns the SUM of per-token losses (host double).
+  int chunks() const { return static_cast<int>(chunks_.size()); }
+  ModelChunk& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
+
+  // The whole model on one rank (evaluation, sampling, tests): forward through the loss for
+  // ids/targets (B, S) on the host (targets < 0 are ignored), returning the SUM of per-token
+  // losses; backward of that forward with dL/d(loss_i) = dloss. Parameter gradients accumulate.
   double forward(Backend& be, const std::int32_t* ids, const std::int32_t* targets, std::int64_t B,
                  std::int64_t S);
-  // Backward of the last forward with dL/d(loss_i) = dloss for every counted token.
-  // Parameter gradients accumulate.
   void backward(Backend& be, float dloss);
+  // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
+  // parallelism); valid until the next backward.
+  Tensor logits() const;
+
   // Told of every use of a unit of parameters (core/model/param_hooks.h), e.g. by a
   // data-parallel engine; null (the default) for none. Not owned.
   void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
-
-  // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
-  // parallelism); valid until the next backward.
-  Tensor logits() const { return last_logits_; }
 
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
@@ -62,20 +81,12 @@ class LlamaModel {
   Recompute recompute() const { return policy_; }
   DType compute_dtype() const { return compute_; }
 
-  // Parameters that take part in a matrix multiply (the output head included, the embedding
-  // lookup not): the N of DESIGN.md's FLOPs convention.
-  std::int64_t matmul_params() const;
-  // Model FLOPs per token for sequence length S: 6 N + 6 L d S.
+  // The N of DESIGN.md's FLOPs convention, of the whole model (ModelGeometry::matmul_params).
+  std::int64_t matmul_params() const { return geo_.matmul_params(); }
+  // Model FLOPs per token of the whole model for sequence length S: 6 N + 6 L d S.
   double flops_per_token(std::int64_t S) const;
 
  private:
-  struct LayerActivationHandles {
-    int ln1_rstd, ln1_out, qkv, att, lse, x_mid, ln2_rstd, ln2_out, gate_up, act;
-  };
-  BlockActivations block_views(int layer, std::int64_t B, std::int64_t S) const;
-  BlockGradients grad_views(std::int64_t B, std::int64_t S) const;
-  Tensor rows(int handle, std::int64_t n) const;  // the first n rows of a planned (rows, cols) entry
-
   ModelSection cfg_;
   ModelGeometry geo_;
   TensorParallel no_tp_;  // the one-rank default
@@ -84,27 +95,12 @@ class LlamaModel {
   Recompute policy_;
   DType compute_;
   ParamSet params_;
-  int embed_ = -1, final_norm_ = -1, head_ = -1;  // head_ == embed_ when tied
-  std::vector<TransformerBlock> blocks_;
+  std::vector<TransformerBlock> blocks_;  // the layers of every chunk, in order
+  std::vector<std::unique_ptr<ModelChunk>> chunks_;
   ParamUseHooks* hooks_ = nullptr;
-  void acquire(int unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
-  void release(int unit) const { if (hooks_) hooks_->release(unit); }
-  void grads_done(int unit) const { if (hooks_) hooks_->grads_done(unit); }
-
-  // Plan handles.
-  int ids_ = -1, targets_ = -1, rope_cos_ = -1, rope_sin_ = -1;
-  std::vector<int> resid_;  // L + 1 residual-stream tensors (N, D)
-  std::vector<LayerActivationHandles> layer_acts_;
-  int final_rstd_ = -1, final_out_ = -1, logits_ = -1, losses_ = -1, ce_lse_ = -1, ce_parts_ = -1, branch_ = -1;
+  int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;
   int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1, d_att_ = -1, d_qkv_ = -1, d_gate_up_ = -1, d_act_ = -1;
   int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
-
-  const PlannedMemory* mem_ = nullptr;
-  RopeTables rope_;
-  // State of the last forward, for backward.
-  std::int64_t last_b_ = 0, last_s_ = 0;
-  Tensor last_logits_;
-  std::vector<float> host_losses_;
 };
 
 }  // namespace ustrain

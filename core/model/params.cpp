@@ -274,9 +274,14 @@ static Tensor rows_view(const Tensor& first, const Tensor& last) {
 Tensor ParamSet::packed_value(int first, int last) const { return rows_view((*this)[first].value, (*this)[last].value); }
 Tensor ParamSet::packed_grad(int first, int last) const { return rows_view((*this)[first].grad, (*this)[last].grad); }
 
+std::vector<ParamDecl> ParamSet::whole_model() const {
+  if (!whole_model_.empty()) return whole_model_;
+  return {specs_.begin(), specs_.end()};
+}
+
 std::int64_t ParamSet::count() const {
   std::int64_t n = 0;
-  for (const ParamSpec& s : specs_) n += s.shape.numel();
+  for (const ParamDecl& s : whole_model()) n += s.shape.numel();
   return n;
 }
 

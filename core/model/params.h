@@ -128,6 +128,10 @@ class ParamSet {
   Tensor packed_grad(int first, int last) const;
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  // Every parameter of the whole model (names, global shapes), of which this set holds some
+  // (a pipeline stage holds its layers'): what a checkpoint lists. By default what it holds.
+  void set_whole_model(std::vector<ParamDecl> whole) { whole_model_ = std::move(whole); }
+  std::vector<ParamDecl> whole_model() const;
   std::int64_t count() const;  // number of scalar parameters of the whole model
   const ParamSharding& sharding() const { return sharding_; }
   const std::vector<ParamUnit>& units() const { return units_; }
@@ -181,6 +185,7 @@ class ParamSet {
   void point_unit(int u, const Tensor& buffer, Tensor ParamViews::*field);
 
   std::vector<ParamSpec> specs_;
+  std::vector<ParamDecl> whole_model_;
   std::vector<std::int64_t> offset_;  // per handle: first float in the flat index space
   std::vector<ParamUnit> units_;
   std::vector<int> unit_of_;          // per handle: index into units_

@@ -67,8 +67,9 @@ void TransformerBlock::forward(Backend& be, TensorParallel& tp, Tensor x_in, Ten
 }
 
 void TransformerBlock::backward(Backend& be, TensorParallel& tp, Tensor x_in, const BlockActivations& a,
-                                const BlockGradients& g, Tensor branch, const RopeTables& rope,
-                                Recompute policy) const {
+                                const BlockGradients& g, Tensor branch, const RopeTables& rope, Recompute policy,
+                                const DeferredGrads* defer) const {
+  USTRAIN_ASSERT(defer == nullptr || policy == Recompute::none, "deferred weight gradients need every activation kept");
   if (policy == Recompute::full) {
     // Only x_in was kept: rebuild every activation (x_out goes to d_branch, free until the
     // norm backward below writes it).
@@ -82,11 +83,15 @@ void TransformerBlock::backward(Backend& be, TensorParallel& tp, Tensor x_in, co
 
   // MLP half: d_resid is dL/dx_out = dL/d(mlp branch).
   Tensor d_out = tp.gather(g.d_resid, g.d_full);  // (N, D)
-  be.linear_backward(g.d_act, params_[down_].grad, d_out, a.act, params_[down_].value);
-  be.swiglu_backward(g.d_gate_up, g.d_act, a.gate_up);
-  const Tensor ln2 = tp.gather(a.ln2_out, g.gathered);  // gathered again: only this rank's rows were kept
+  be.linear_backward_input(g.d_act, d_out, params_[down_].value);
+  if (defer) be.copy(defer->d_down, d_out);
+  else be.linear_backward_weight(params_[down_].grad, d_out, a.act);
+  const Tensor d_gate_up = defer ? defer->d_gate_up : g.d_gate_up;  // (N, 2F)
+  be.swiglu_backward(d_gate_up, g.d_act, a.gate_up);
   Tensor d_part = tp.partial_buffer(g.d_norm, g.d_full);
-  be.linear_backward(d_part, params_.packed_grad(gate_, up_), g.d_gate_up, ln2, params_.packed_value(gate_, up_));
+  be.linear_backward_input(d_part, d_gate_up, params_.packed_value(gate_, up_));
+  if (!defer)  // ln2 gathered again: only this rank's rows were kept
+    be.linear_backward_weight(params_.packed_grad(gate_, up_), d_gate_up, tp.gather(a.ln2_out, g.gathered));
   const Tensor d_ln2 = tp.reduce(d_part, g.d_norm);  // (R, D)
   be.rmsnorm_backward(g.d_branch, params_[ln2_].grad, d_ln2, a.x_mid, params_[ln2_].value, a.ln2_rstd);
   be.add(g.d_resid, g.d_resid, g.d_branch);  // now dL/dx_mid
@@ -95,15 +100,29 @@ void TransformerBlock::backward(Backend& be, TensorParallel& tp, Tensor x_in, co
   if (policy == Recompute::selective)
     be.rmsnorm_forward(a.ln1_out, a.ln1_rstd, x_in, params_[ln1_].value, eps_);
   d_out = tp.gather(g.d_resid, g.d_full);
-  be.linear_backward(g.d_att.view(att2d), params_[o_].grad, d_out, a.att.view(att2d), params_[o_].value);
-  be.attention_backward(g.d_qkv, g.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_);
-  be.rope_backward(g.d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
-  const Tensor ln1 = tp.gather(a.ln1_out, g.gathered);
+  be.linear_backward_input(g.d_att.view(att2d), d_out, params_[o_].value);
+  if (defer) be.copy(defer->d_o, d_out);
+  else be.linear_backward_weight(params_[o_].grad, d_out, a.att.view(att2d));
+  const Tensor d_qkv = defer ? defer->d_qkv : g.d_qkv;  // (B, S, W)
+  be.attention_backward(d_qkv, g.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_);
+  be.rope_backward(d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
   d_part = tp.partial_buffer(g.d_norm, g.d_full);
-  be.linear_backward(d_part, params_.packed_grad(q_, v_), g.d_qkv.view(qkv2d), ln1, params_.packed_value(q_, v_));
+  be.linear_backward_input(d_part, d_qkv.view(qkv2d), params_.packed_value(q_, v_));
+  if (!defer)
+    be.linear_backward_weight(params_.packed_grad(q_, v_), d_qkv.view(qkv2d), tp.gather(a.ln1_out, g.gathered));
   const Tensor d_ln1 = tp.reduce(d_part, g.d_norm);
   be.rmsnorm_backward(g.d_branch, params_[ln1_].grad, d_ln1, x_in, params_[ln1_].value, a.ln1_rstd);
   be.add(g.d_resid, g.d_resid, g.d_branch);  // now dL/dx_in
+}
+
+void TransformerBlock::backward_weight(Backend& be, TensorParallel& tp, const BlockActivations& a,
+                                       const BlockGradients& g, const DeferredGrads& d) const {
+  const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
+  const Shape qkv2d{d.d_qkv.shape.rows(), d.d_qkv.shape.last()};
+  be.linear_backward_weight(params_[down_].grad, d.d_down, a.act);
+  be.linear_backward_weight(params_.packed_grad(gate_, up_), d.d_gate_up, tp.gather(a.ln2_out, g.gathered));
+  be.linear_backward_weight(params_[o_].grad, d.d_o, a.att.view(att2d));
+  be.linear_backward_weight(params_.packed_grad(q_, v_), d.d_qkv.view(qkv2d), tp.gather(a.ln1_out, g.gathered));
 }
 
 }  // namespace ustrain

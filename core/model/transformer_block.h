@@ -51,6 +51,15 @@ struct BlockGradients {
   Tensor gathered, d_full;
 };
 
+// The gradients of the block's GEMM outputs, kept per micro-batch so that the weight
+// gradients can be computed later (a zero-bubble schedule's W pass).
+struct DeferredGrads {
+  Tensor d_down;     // (N, D) gradient of the down_proj output (every row)
+  Tensor d_gate_up;  // (N, 2F)
+  Tensor d_o;        // (N, D) gradient of the o_proj output (every row)
+  Tensor d_qkv;      // (B, S, (H + 2 Hkv) Dh)
+};
+
 struct RopeTables {
   Tensor cos, sin;  // (S_max, Dh / 2)
 };
@@ -64,9 +73,14 @@ class TransformerBlock {
   // partial sums under tensor parallelism); g.gathered is the sequence-parallel scratch.
   void forward(Backend& be, TensorParallel& tp, Tensor x_in, Tensor x_out, const BlockActivations& a,
                const BlockGradients& g, Tensor branch, const RopeTables& rope) const;
-  // On entry g.d_resid holds dL/dx_out; on return dL/dx_in. Parameter gradients accumulate.
+  // On entry g.d_resid holds dL/dx_out; on return dL/dx_in. Parameter gradients accumulate;
+  // with `defer`, the GEMMs' weight gradients are left for backward_weight(), their output
+  // gradients kept in `defer` (needs every activation kept: Recompute::none).
   void backward(Backend& be, TensorParallel& tp, Tensor x_in, const BlockActivations& a, const BlockGradients& g,
-                Tensor branch, const RopeTables& rope, Recompute policy) const;
+                Tensor branch, const RopeTables& rope, Recompute policy, const DeferredGrads* defer = nullptr) const;
+  // The GEMMs' weight gradients left by backward(..., defer).
+  void backward_weight(Backend& be, TensorParallel& tp, const BlockActivations& a, const BlockGradients& g,
+                       const DeferredGrads& defer) const;
 
   int unit() const { return unit_; }
 

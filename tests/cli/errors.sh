@@ -42,7 +42,7 @@ expect_exit 2 "heads not divisible by kv heads" -- "$USTRAIN" train tiny.toml --
 expect_output "n_kv_heads" "names the kv heads"
 expect_exit 2 "tensor parallelism over heads it cannot split" -- "$USTRAIN" train tiny.toml --set parallel.tp=3 --dry-run
 expect_output "model.n_heads = 4 is not divisible by parallel.tp = 3" "names the heads and tp"
-expect_exit 2 "pipeline parallelism not yet supported" -- "$USTRAIN" train tiny.toml --set parallel.pp=2 --dry-run
+expect_exit 2 "context parallelism not yet supported" -- "$USTRAIN" train tiny.toml --set parallel.cp=2 --dry-run
 expect_output "not supported" "says it is not supported yet"
 expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
 expect_output "data" "names the dataset"

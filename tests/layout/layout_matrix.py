@@ -25,8 +25,9 @@ GLOBAL_BATCH = 16
 STEPS = 10
 RESUME_STEP = 5  # every run checkpoints and validates every 5 steps
 
-# Divisible by tp = 2 and 4 in heads (8), kv heads (4), MLP width (128) and sequence (32);
-# the byte vocabulary (257 with EOS) is not, so every tensor-parallel row pads it.
+# Divisible by tp = 2 and 4 in heads (8), kv heads (4), MLP width (128) and sequence (32), and
+# by pp * virtual stages up to 8 in layers; the byte vocabulary (257 with EOS) is not, so every
+# tensor-parallel row pads it. Tied embeddings: pipelines keep the two copies equal.
 RECIPE = """
 [run]
 name = "reference"
@@ -34,11 +35,12 @@ output_dir = "runs"
 [model]
 vocab_size = 257
 d_model = 64
-n_layers = 2
+n_layers = 8
 n_heads = 8
 n_kv_heads = 4
 ffn_hidden = 128
 max_seq_len = 32
+tied_embeddings = true
 [data]
 path = "data"
 [train]
@@ -79,7 +81,7 @@ def read_rows(path):
             if len(cells) != len(header):
                 sys.exit(f"{path}: row {cells[0]!r} has {len(cells)} cells, the header {len(header)}")
             row = dict(zip(header, cells))
-            for key in ("dp", "tp", "pp", "cp", "ep", "zero", "accum", "ci"):
+            for key in ("dp", "tp", "pp", "cp", "ep", "zero", "vs", "accum", "ci"):
                 row[key] = int(row[key])
             rows.append(row)
     return rows
@@ -117,9 +119,8 @@ def layout_args(row):
     micro_batch = GLOBAL_BATCH // (row["dp"] * row["accum"])
     args = [f"parallel.dp={row['dp']}", f"parallel.tp={row['tp']}", f"parallel.pp={row['pp']}",
             f"parallel.cp={row['cp']}", f"parallel.ep={row['ep']}", f"parallel.zero={row['zero']}",
-            f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}"]
-    if row["schedule"] != "-":
-        args.append(f"parallel.pp_schedule={row['schedule']}")
+            f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}",
+            f"parallel.pp_schedule={row['schedule']}", f"parallel.virtual_stages={row['vs']}"]
     return [a for arg in args for a in ("--set", arg)]
 
 
@@ -172,8 +173,8 @@ def main():
         sys.exit(f"the one-rank reference failed: see {work}/reference.log")
     reference = metrics("runs/reference")
 
-    header = f"{'row':<36} {'dp':>2} {'tp':>2} {'pp':>2} {'cp':>2} {'ep':>2} {'zero':>4} {'sp':>3} {'accum':>5} " \
-             f"{'ranks':>5}  {'train err':>9}  {'val err':>9}  {'time':>6}  result"
+    header = f"{'row':<38} {'dp':>2} {'tp':>2} {'pp':>2} {'cp':>2} {'ep':>2} {'zero':>4} {'sp':>3} " \
+             f"{'schedule':>11} {'vs':>2} {'accum':>5} {'ranks':>5}  {'train err':>9}  {'val err':>9}  {'time':>6}  result"
     print(header)
     print("-" * len(header), flush=True)
     failures = 0
@@ -196,9 +197,9 @@ def main():
         failures += not ok
         shown = lambda e: "missing" if e is None else f"{e:.2e}"
         result = "pass" if ok else (f"FAIL (exit {code}, see {work}/{name}.log)" if code else "FAIL")
-        print(f"{name:<36} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
-              f"{row['sp']:>3} {row['accum']:>5} {ranks:>5}  {shown(train_err):>9}  {shown(val_err):>9}  "
-              f"{seconds:5.1f}s  {result}", flush=True)
+        print(f"{name:<38} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
+              f"{row['sp']:>3} {row['schedule']:>11} {row['vs']:>2} {row['accum']:>5} {ranks:>5}  "
+              f"{shown(train_err):>9}  {shown(val_err):>9}  {seconds:5.1f}s  {result}", flush=True)
     print(f"{len(chosen) - failures} of {len(chosen)} rows pass")
     if not args.work and failures == 0:
         shutil.rmtree(work, ignore_errors=True)

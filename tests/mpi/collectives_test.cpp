@@ -268,7 +268,12 @@ TEST(Collectives, ExchangeWithBothNeighboursSendingFirstDoesNotDeadlock) {
                                 {PeerTransfer::Kind::send, to_prev.tensor(), prev, 4},
                                 {PeerTransfer::Kind::recv, from_prev.tensor(), prev, 3},
                                 {PeerTransfer::Kind::recv, from_next.tensor(), next, 4}};
-  comm->exchange(batch).wait();
+  std::vector<Work> works = comm->exchange(batch);
+  ASSERT_EQ(works.size(), 4u);
+  // Each transfer completes on its own: the receive from the previous rank first.
+  works[2].wait();
+  for (std::int64_t i = 0; i < 100003; ++i) ASSERT_EQ(from_prev.get(i), input(DType::f32, 650, prev, i));
+  wait_all(works);
   for (std::int64_t i = 0; i < 100003; ++i) ASSERT_EQ(from_prev.get(i), input(DType::f32, 650, prev, i));
   for (std::int64_t i = 0; i < 17; ++i) ASSERT_EQ(from_next.get(i), input(DType::f32, 651, next, i));
   EXPECT_EQ(comm->volume().send, (OpVolume{2, (100003 + 17) * 4, (100003 + 17) * 4}));
@@ -282,7 +287,8 @@ TEST(Collectives, NamedGroupsFollowTheMesh) {
   EXPECT_EQ(groups.tp().host().ranks(), mesh.group({MeshDim::tp}));
   EXPECT_EQ(groups.dp().host().ranks(), mesh.group({MeshDim::dp}));
   EXPECT_EQ(groups.gradients().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
-  EXPECT_EQ(groups.loss().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
+  EXPECT_EQ(groups.loss().host().ranks(), mesh.group({MeshDim::pp, MeshDim::dp, MeshDim::cp}));
+  EXPECT_EQ(groups.embedding(), nullptr);  // pp = 1
   EXPECT_EQ(groups.replica().host().ranks(), mesh.group({MeshDim::pp, MeshDim::tp}));
   EXPECT_EQ(groups.pp().size(), 1);
   EXPECT_EQ(groups.world().size(), 4);

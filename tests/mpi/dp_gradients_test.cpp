@@ -88,10 +88,9 @@ void check_stage(int zero, bool tied) {
   Replica shard(tiny_model(tied), 1, ParamSharding{ranks, rank, zero});
   ZeroEngine engine(shard.model.params(), *shard.backend, *group, /*bucket_bytes=*/2048);
   shard.model.set_param_hooks(&engine);
-  engine.begin_step();
+  engine.begin_step(static_cast<int>(kPerRank));
   for (std::int64_t micro = 0; micro < kPerRank; ++micro) {
     const std::int64_t row = rank * kPerRank + micro;
-    engine.begin_micro_batch(micro == kPerRank - 1);
     shard.model.forward(*shard.backend, ids.data() + row * kSeq, targets.data() + row * kSeq, 1, kSeq);
     shard.model.backward(*shard.backend, dloss);
   }

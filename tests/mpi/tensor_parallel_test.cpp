@@ -169,7 +169,7 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
         const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), B, S);
         whole.model.backward(*whole.backend, 1.0f / (B * S));
 
-        const ModelGeometry geometry = ModelGeometry::of(cfg, p, r, sp);
+        const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp});
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
         Instance split(cfg, policy, geometry, &tp);
         const double got = split.model.forward(*split.backend, ids.data(), targets.data(), B, S);

@@ -68,9 +68,10 @@ TEST(RecipeChanges, Classification) {
   for (const char* k : {"train.steps", "train.eval_interval", "train.recompute", "log.level", "checkpoint.interval",
                         "checkpoint.keep_last", "run.name"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::harmless) << k;
-  for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.zero", "train.micro_batch"})
+  for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.pp_schedule",
+                        "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::reassociates) << k;
-  for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len", "parallel.pp",
+  for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len", "parallel.cp",
                         "schedule.decay", "optim.weight_decay", "device.threads", "train.grad_clip"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::breaks_exactness) << k;
   for (const char* k : {"model.vocab_size", "model.n_layers", "model.n_heads", "model.n_kv_heads",

@@ -395,19 +395,19 @@ TEST(Recipe, EveryZeroStageIsAccepted) {
 
 TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
-      {"[parallel]\npp = 2\n", {"parallel.pp = 2", "pipeline parallelism", "set parallel.pp = 1"}},
       {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
-      {"[parallel]\nvirtual_stages = 2\n", {"parallel.virtual_stages = 2", "not supported"}},
       {"[train]\nprecision = \"bf16\"\n",
        {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
         "need the CUDA backend"}},
       {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
        {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
       {"[device]\ntype = \"cuda\"\n[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
-       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = parallel.tp = 1"}},
+       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = parallel.tp = parallel.pp = 1"}},
       {"[device]\ntype = \"cuda\"\n[parallel]\ntp = 2\n",
-       {"parallel.tp = 2", "device.type = \"cuda\"", "has not run on GPUs", "set parallel.dp = parallel.tp = 1"}},
+       {"parallel.tp = 2", "device.type = \"cuda\"", "has not run on GPUs", "set parallel.dp = parallel.tp = parallel.pp = 1"}},
+      {"[device]\ntype = \"cuda\"\n[parallel]\npp = 2\n",
+       {"parallel.pp = 2", "device.type = \"cuda\"", "has not run on GPUs"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -419,6 +419,33 @@ TEST(RecipeError, CrossFieldRulesComeBeforeSupportChecks) {
   // Fix what is wrong before being told what is missing.
   expect_mentions(error_of(kMinimal + "[parallel]\npp = 2\n[model]\nd_model = 250\n"),
                   {"model.d_model = 250"});
+}
+
+TEST(RecipeError, PipelineLayoutsTheScheduleCannotRunAreRefused) {
+  // The default model has 4 layers; global_batch 8 with micro_batch 8 is one micro-batch.
+  const std::vector<CrossFieldCase> cases = {
+      {"[parallel]\npp = 3\n", {"model.n_layers = 4 is not divisible by parallel.pp * parallel.virtual_stages = 3 * 1"}},
+      {"[parallel]\npp = 2\nvirtual_stages = 4\n", {"= 2 * 4 = 8", "whose product divides n_layers"}},
+      {"[parallel]\npp = 2\nvirtual_stages = 2\n",
+       {"parallel.virtual_stages = 2 needs parallel.pp_schedule = \"interleaved\""}},
+      {"[parallel]\npp = 2\nvirtual_stages = 2\npp_schedule = \"interleaved\"\n[train]\nmicro_batch = 8\n",
+       {"must be a multiple of 2", "micro-batches per step = train.global_batch / (train.micro_batch * parallel.dp) = 8 / (8 * 1)"}},
+      {"[parallel]\npp_schedule = \"interleaved\"\nvirtual_stages = 2\n[train]\nmicro_batch = 1\n",
+       {"needs parallel.pp >= 2"}},
+      {"[parallel]\npp = 2\npp_schedule = \"zero-bubble\"\nzero = 2\ndp = 2\n[train]\nglobal_batch = 16\n",
+       {"parallel.zero = 2", "set parallel.zero to 0 or 1"}},
+      {"[parallel]\npp = 2\npp_schedule = \"zero-bubble\"\n[train]\nrecompute = \"full\"\n",
+       {"train.recompute = \"full\"", "set train.recompute = \"none\""}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + c.text), c.mentions);
+  }
+  EXPECT_EQ(parse_recipe(kMinimal + "[parallel]\npp = 2\nvirtual_stages = 2\npp_schedule = \"interleaved\"\n"
+                                    "[train]\nmicro_batch = 2\n",
+                         "test.toml")
+                .parallel.virtual_stages,
+            2);
 }
 
 TEST(RecipeError, TensorParallelismNeedsDivisibleHeadsAndWidths) {

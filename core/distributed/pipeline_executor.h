@@ -1,0 +1,88 @@
+// The one training path: runs this rank's program of a pipeline schedule (parallel/
+// pipeline_schedule.h) over the model's chunks (core/model/model_chunk.h). Single-stage
+// training is the pp = 1 program.
+//
+// Micro-batch m of chunk c takes a free activation slot at its forward and gives it back when
+// its backward (its W pass, when split) is done; a received activation or gradient waits in
+// one of the chunk's receive buffers from the posting of its receive to the start of the
+// compute that uses it. Consecutive communication actions are posted together as one batch
+// over the pp group (Communicator::exchange), so neighbours that both send first cannot
+// deadlock, and the compute that follows runs while they travel; a compute waits only for
+// the receive it needs, and a slot's sends complete before the slot is reused. The numbers
+// of slots and buffers the model plans are the simulator's peaks for the program, and the
+// executor counts what it uses.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/model/llama.h"
+#include "core/phase_timer.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/process_groups.h"
+
+namespace ustrain {
+
+// One micro-batch's tokens, (B, S) each, on the host.
+struct MicroBatchTokens {
+  const std::int32_t* ids = nullptr;
+  const std::int32_t* targets = nullptr;
+};
+
+// What a run computed on this rank: the sum of its token losses and the number of tokens
+// they cover (both 0 except on the last pipeline stage).
+struct PipelineLoss {
+  double sum = 0;
+  double tokens = 0;
+};
+
+class PipelineExecutor {
+ public:
+  // `pp` is the pipeline group of this rank (its index is the pipeline rank).
+  PipelineExecutor(LlamaModel& model, ProcessGroup& pp, PipelineProgram program);
+
+  const PipelineProgram& program() const { return program_; }
+  // Runs the program for its micro-batches of (batch, seq) tokens; a backward starts from
+  // dL/d(loss_i) = dloss on the last stage. With `timer`, each compute action's time goes to
+  // its phase (forward, or backward for B and W).
+  PipelineLoss run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch, std::int64_t seq,
+                   float dloss, PhaseTimer* timer = nullptr);
+  // Seconds the last run waited for received activations and gradients: the pipeline's
+  // bubble as measured (on a GPU only what the host waited).
+  double wait_seconds() const { return wait_seconds_; }
+
+  // The most activation slots and receive buffers each chunk held at once in the last run.
+  const std::vector<int>& peak_slots() const { return peak_slots_; }
+  const std::vector<int>& peak_receive_buffers() const { return peak_receive_; }
+
+ private:
+  struct SlotState {
+    int micro = -1;
+    std::vector<Work> sends;  // of its output activation and input gradient
+  };
+  struct ChunkState {
+    std::vector<SlotState> slots;
+    std::vector<int> free_slots, free_receive;
+    std::vector<int> slot_of;                 // per micro-batch, -1 when none
+    std::vector<int> activation_in, grad_in;  // per micro-batch: receive buffer, -1 when none
+    std::vector<Work> receive_work;           // per receive buffer
+    int slots_used = 0, receive_used = 0;
+  };
+
+  void release_slot(int chunk, int micro);
+  int take_receive(int chunk);
+  void post(Backend& be, std::size_t& i, std::int64_t batch, std::int64_t seq);
+  int tag_of(bool grad, int stage, int micro) const;
+
+  LlamaModel& model_;
+  ProcessGroup& pp_;
+  PipelineProgram program_;
+  int rank_ = 0;
+  bool forward_only_ = true;
+  std::vector<ChunkState> chunks_;
+  std::vector<int> peak_slots_, peak_receive_;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace ustrain

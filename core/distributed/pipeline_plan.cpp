@@ -1,0 +1,30 @@
+#include "core/distributed/pipeline_plan.h"
+
+#include <algorithm>
+
+namespace ustrain {
+
+PipelineShape pipeline_shape(const Recipe& r, int micro_batches) {
+  return {static_cast<int>(r.parallel.pp), static_cast<int>(r.parallel.virtual_stages), micro_batches};
+}
+
+PipelinePlan plan_pipeline(const Recipe& r, int pp_rank) {
+  const auto accum = static_cast<int>(r.grad_accum_steps());
+  const PipelineSchedule schedule = parse_pipeline_schedule(r.parallel.pp_schedule);
+  PipelinePlan p;
+  p.train = make_pipeline_program(schedule, pipeline_shape(r, accum));
+  p.eval = make_forward_program(pipeline_shape(r, std::max<int>(1, static_cast<int>(r.train.eval_batches) * accum)));
+  p.train_simulation = simulate_pipeline(p.train, ActionCosts{});
+  const PipelineSimulation eval = simulate_pipeline(p.eval, ActionCosts{});
+  const auto rank = static_cast<std::size_t>(pp_rank);
+  for (int c = 0; c < static_cast<int>(r.parallel.virtual_stages); ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    p.slots.slots.push_back(std::max({1, p.train_simulation.peak_chunk_slots[rank][k], eval.peak_chunk_slots[rank][k]}));
+    p.slots.receive_buffers.push_back(
+        std::max(p.train_simulation.peak_receive_buffers[rank][k], eval.peak_receive_buffers[rank][k]));
+  }
+  p.slots.split_backward = p.train.split_backward;
+  return p;
+}
+
+}  // namespace ustrain

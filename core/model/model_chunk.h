@@ -1,0 +1,135 @@
+// A model chunk: the layers [a, b) of one pipeline stage (with the embedding on the first
+// stage and the final norm, output head and loss on the last), run one micro-batch at a time
+// on numbered activation slots, so that a pipeline schedule can keep several micro-batches in
+// flight. A chunk's parameters live in the rank's ParamSet; its hooks announce their use.
+//
+// A micro-batch's slot holds what its backward needs: the residual stream entering and
+// leaving each layer, the layers' activations as the recompute policy keeps them, its tokens,
+// the loss statistics and, when the schedule splits the backward, the gradients its weight
+// pass needs. Scratch (recomputed activations, gradient workspace, sequence-parallel buffers,
+// the logits) is shared by all slots and chunks of the rank: the rank runs one action at a
+// time.
+//
+// Sizes are this rank's (core/model/geometry.h): N = B * S token rows, R of them in the
+// residual stream (N / tp under sequence parallelism), D = d_model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/memory_plan.h"
+#include "core/model/geometry.h"
+#include "core/model/param_hooks.h"
+#include "core/model/params.h"
+#include "core/model/recompute.h"
+#include "core/model/transformer_block.h"
+#include "parallel/tensor_parallel.h"
+
+namespace ustrain {
+
+// Handles of the parameters outside the blocks, declared by the model.
+struct ChunkParams {
+  int embed = -1;       // the embedding (first stage)
+  int final_norm = -1;  // last stage
+  int head = -1;        // last stage: lm_head, or the (copy of the) embedding when tied
+};
+
+// Scratch the chunks of one rank share, planned once by the model for its largest
+// micro-batch (rows first; chunks take the rows a micro-batch needs).
+struct SharedScratch {
+  Tensor d_resid, d_branch, d_norm;  // (R, D)
+  Tensor d_att, d_qkv, d_gate_up, d_act;  // (N, H Dh), (N, W), (N, 2F), (N, F)
+  Tensor gathered, d_full;           // (N, D) under sequence parallelism, else empty
+  Tensor branch;                     // (N, D)
+};
+
+class ModelChunk {
+ public:
+  // `hooks` is the model's hooks pointer, read at each call (it may be set later).
+  ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
+             std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamSet& param_set,
+             TensorParallel& tp, Recompute policy, DType compute, ParamUseHooks* const& hooks);
+
+  const ChunkSpan& span() const { return span_; }
+  int slots() const { return static_cast<int>(slots_.size()); }
+
+  // Plans `slots` micro-batch slots of at most (max_batch, max_seq) tokens and `receive_buffers`
+  // buffers for activations or gradients received ahead of use; `split_backward` keeps the
+  // gradients a later weight pass needs.
+  void plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max_seq, int slots, int receive_buffers,
+            bool split_backward);
+  void bind(const PlannedMemory& mem, const SharedScratch& scratch, const RopeTables& rope);
+
+  // Where boundary data lives, as (R, D) views for a micro-batch of (B, S).
+  Tensor output(int slot) const;         // the residual leaving the chunk (not on the last stage)
+  Tensor input_grad(int slot) const;     // dL/d(input), after the backward (not on the first stage)
+  Tensor receive_buffer(int i, std::int64_t batch, std::int64_t seq) const;
+  int receive_buffers() const { return static_cast<int>(receive_.size()); }
+
+  // Forward of a micro-batch of (B, S) tokens into `slot`: `input` (R, D) is the residual
+  // stream entering the chunk (empty on the first stage, which embeds `ids`); `targets` are
+  // read on the last stage. Returns the sum of the token losses on the last stage, else 0.
+  double forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
+                 const std::int32_t* targets, Tensor input);
+  // The backward of the slot's micro-batch: `grad` (R, D) is dL/d(output) (empty on the last
+  // stage, which starts from the loss with dL/d(loss_i) = dloss). Leaves dL/d(input) in
+  // input_grad(slot). With `weights` the weight gradients are computed too; otherwise they
+  // wait for backward_weight() (split_backward only).
+  void backward(Backend& be, int slot, Tensor grad, float dloss, bool weights = true);
+  void backward_weight(Backend& be, int slot);
+
+  // The logits of the last forward, (N, Vs) (last stage).
+  Tensor logits() const { return logits_of_; }
+
+ private:
+  struct LayerHandles {
+    int ln1_rstd, ln1_out, qkv, att, lse, x_mid, ln2_rstd, ln2_out, gate_up, act;
+  };
+  struct DeferredHandles {
+    int d_down, d_gate_up, d_o, d_qkv;
+  };
+  struct Slot {
+    std::vector<int> resid;                 // layers + 1 entries (R, D)
+    std::vector<LayerHandles> layers;
+    std::vector<DeferredHandles> deferred;  // split backward only
+    int ids = -1, targets = -1;             // (N) first / last stage
+    int final_rstd = -1, final_out = -1, ce_lse = -1, losses = -1;  // last stage
+    int input_grad = -1;                    // (R, D), not on the first stage
+    std::int64_t batch = 0, seq = 0;        // of the micro-batch it holds
+  };
+
+  Tensor rows(int handle, std::int64_t n) const;
+  BlockActivations layer_views(const Slot& s, int layer) const;
+  BlockGradients grad_views(std::int64_t batch, std::int64_t seq) const;
+  DeferredGrads deferred_views(const Slot& s, int layer) const;
+  void head_backward(Backend& be, int slot, float dloss, const BlockGradients& g);
+  void acquire(int unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
+  void release(int unit) const { if (hooks_) hooks_->release(unit); }
+  void grads_done(int unit) const { if (hooks_) hooks_->grads_done(unit); }
+  int head_unit() const { return static_cast<int>(geo_.n_layers) + 1; }
+
+  const ModelSection& cfg_;
+  const ModelGeometry& geo_;
+  ChunkSpan span_;
+  std::vector<const TransformerBlock*> blocks_;
+  ChunkParams p_;
+  const ParamSet& params_;
+  TensorParallel& tp_;
+  Recompute policy_;
+  DType compute_;
+  bool split_ = false;
+
+  std::vector<Slot> slots_;
+  std::vector<int> receive_;
+  int logits_ = -1, ce_parts_ = -1;
+  const PlannedMemory* mem_ = nullptr;
+  SharedScratch scratch_;
+  RopeTables rope_;
+  ParamUseHooks* const& hooks_;
+  // The logits buffer is shared by the slots: it holds the logits of `logits_slot_` until
+  // another forward or a backward overwrites them; a backward of another slot recomputes them.
+  Tensor logits_of_;
+  int logits_slot_ = -1;
+};
+
+}  // namespace ustrain
