@@ -144,12 +144,18 @@ struct Recipe {
   bool operator==(const Recipe&) const = default;
 };
 
+// What a recipe is read for: a run (train, eval, bench) is checked whole and needs data.path
+// or data.blend; a model's description (the recipe of `ckpt import`, the one a checkpoint
+// keeps) is checked only for its model and what this build supports.
+enum class RecipeUse { run, model };
+
 // Parse a TOML file, apply `key=value` overrides (TOML syntax for the value; a bare word
 // is a string), check types, ranges and cross-field rules, and what this build supports.
-Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {},
+                   RecipeUse use = RecipeUse::run);
 // The same from TOML text; `source` names it in messages.
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
-                    const std::vector<std::string>& overrides = {});
+                    const std::vector<std::string>& overrides = {}, RecipeUse use = RecipeUse::run);
 
 // The resolved recipe as TOML, every key present (defaults filled in).
 std::string to_toml(const Recipe& r);

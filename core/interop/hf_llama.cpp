@@ -54,8 +54,7 @@ T get_or(const nlohmann::json& j, const char* key, T fallback) {
 
 }  // namespace
 
-std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, std::optional<int> bos_token_id,
-                              std::optional<int> eos_token_id) {
+std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, const HfTokenIds& ids) {
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -78,8 +77,9 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
   j["initializer_range"] = m.init_std;
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
-  if (bos_token_id) j["bos_token_id"] = *bos_token_id;
-  if (eos_token_id) j["eos_token_id"] = *eos_token_id;
+  if (ids.bos) j["bos_token_id"] = *ids.bos;
+  if (ids.eos) j["eos_token_id"] = *ids.eos;
+  if (ids.pad) j["pad_token_id"] = *ids.pad;
   return j.dump(2) + "\n";
 }
 
@@ -124,6 +124,20 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
   return m;
 }
 
+HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error&) {
+    throw UserError(fmt::format("{} is not valid JSON", path));
+  }
+  const auto id = [&](const char* key) -> std::optional<std::int64_t> {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
+    return j[key].get<std::int64_t>();
+  };
+  return {id("bos_token_id"), id("eos_token_id"), id("pad_token_id")};
+}
+
 HfModelFiles locate_hf_model(const std::string& path) {
   const fs::path p(path);
   std::error_code ec;
@@ -147,6 +161,7 @@ HfModelFiles locate_hf_model(const std::string& path) {
   }
   if (dir.empty()) dir = ".";
   if (fs::exists(dir / "config.json")) m.config = (dir / "config.json").string();
+  if (fs::is_regular_file(dir / "tokenizer.model")) m.tokenizer_model = (dir / "tokenizer.model").string();
   return m;
 }
 

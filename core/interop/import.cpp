@@ -13,6 +13,7 @@
 #include "core/model/llama.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
+#include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
 
@@ -73,6 +74,8 @@ InteropReport import_hf_model(const ImportOptions& o) {
   if (hf.config)
     check_config(o.recipe.model, model_from_llama_config(read_text_file(*hf.config), *hf.config), *hf.config,
                  o.recipe.source);
+  std::string tokenizer_origin;
+  const TokenizerSnapshot tokenizer = import_tokenizer(o.tokenizer, hf, o.recipe, tokenizer_origin);
   const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
@@ -137,11 +140,20 @@ InteropReport import_hf_model(const ImportOptions& o) {
   m.backend = "imported from " + o.source;
   for (const ParamSpec& s : specs) m.tensors.push_back({s.name, dims_of(s.shape), {std::string(kStateParam)}});
   m.files = {file};
-  m.recipe = to_toml(o.recipe);
+  Recipe recipe = o.recipe;
+  recipe.data.tokenizer = tokenizer.identity.kind;  // what the model's ids are
+  m.recipe = to_toml(recipe);
   m.recipe_hash = recipe_hash(m.recipe);
+  m.tokenizer = write_checkpoint_tokenizer(out.path(), tokenizer);
   write_manifest(out.path(), m);
   out.commit();
-  return {o.output_dir, static_cast<std::int64_t>(specs.size()), entries.empty() ? 0 : entries.back().end, 1};
+  InteropReport report;
+  report.output_dir = o.output_dir;
+  report.tensors = static_cast<std::int64_t>(specs.size());
+  report.bytes = entries.empty() ? 0 : entries.back().end;
+  report.files = 1;
+  report.tokenizer = fmt::format("{} from {}", tokenizer.identity.describe(), tokenizer_origin);
+  return report;
 }
 
 }  // namespace ustrain

@@ -382,6 +382,19 @@ TEST(RecipeError, MissingDataPathSaysHowToMakeOne) {
                   {"test.toml", "data.path is not set", "ustrain data convert"});
 }
 
+// A model's description (ckpt import, a checkpoint's saved recipe) needs no data and no
+// training settings that fit it.
+TEST(Recipe, AModelDescriptionNeedsNoData) {
+  const Recipe r = parse_recipe("[model]\nd_model = 128\nmax_seq_len = 32\nvocab_size = 100\n", kSource, {},
+                                RecipeUse::model);
+  EXPECT_EQ(r.model.d_model, 128);
+  EXPECT_TRUE(r.data.path.empty());
+  EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
+  // The model's own rules still hold, and so does what this build supports.
+  EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
+  EXPECT_THROW(parse_recipe("[parallel]\npp = 2\n", kSource, {}, RecipeUse::model), UserError);
+}
+
 TEST(Recipe, DataParallelLayoutsAreAccepted) {
   const Recipe r = parse("[data]\npath = \"d\"\n[parallel]\ndp = 2\n[train]\nmicro_batch = 4\nglobal_batch = 16\n");
   EXPECT_EQ(r.parallel.dp, 2);

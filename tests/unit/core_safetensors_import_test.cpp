@@ -45,6 +45,17 @@ TEST_F(HfInterop, ExportImportExportIsBitIdenticalAndSharded) {
         << s.name;
   export_checkpoint({path("imported"), path("hf2"), "fp32", 2000});
   for (const std::string& f : files) EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
+  for (const std::string f : {"config.json", "generation_config.json", "model.safetensors.index.json"})
+    EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
+  // The byte tokenizer's ids, not Hugging Face's defaults (bos 1, eos 2), in both files.
+  for (const std::string f : {"config.json", "generation_config.json"}) {
+    const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/" + f)));
+    EXPECT_EQ(config.at("bos_token_id"), 256) << f;
+    EXPECT_EQ(config.at("eos_token_id"), 256) << f;
+    EXPECT_EQ(config.at("pad_token_id"), 256) << f;
+  }
+  ASSERT_TRUE(imported.manifest().tokenizer.has_value());
+  EXPECT_EQ(imported.manifest().tokenizer->kind, "byte");
 }
 
 // IEEE binary16 bits of a value that it represents exactly (zero or a normal number).
@@ -121,7 +132,7 @@ TEST_F(HfInterop, ImportRefusesWhatDoesNotFit) {
   fs::copy(path("m.safetensors"), path("dir/model.safetensors"));
   ModelSection other = recipe.model;
   other.rope_theta = 500000.0;
-  std::ofstream(path("dir/config.json")) << llama_config_json(other, "float32", std::nullopt, std::nullopt);
+  std::ofstream(path("dir/config.json")) << llama_config_json(other, "float32", {});
   try {
     import_hf_model({path("dir"), path("b"), recipe, "test"});
     ADD_FAILURE() << "a config.json that disagrees with the recipe was accepted";
