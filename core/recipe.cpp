@@ -272,6 +272,12 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
          "pairs of dimensions, so choose d_model and n_heads that give an even head_dim",
          at.of({"model.d_model", "model.n_heads"}), m.d_model, m.n_heads, r.head_dim());
   }
+  if (m.rope_scaling == "llama3" && m.rope_high_freq_factor <= m.rope_low_freq_factor) {
+    fail("{}: model.rope_high_freq_factor = {} is not above model.rope_low_freq_factor = {}; llama3 RoPE scaling "
+         "blends the frequencies between the two wavelength limits, so the high factor must be the larger",
+         at.of({"model.rope_high_freq_factor", "model.rope_low_freq_factor", "model.rope_scaling"}),
+         m.rope_high_freq_factor, m.rope_low_freq_factor);
+  }
   if (use == RecipeUse::model) return;  // the rest is about the data and the training run
 
   if (r.data.tokenizer == "byte" && m.vocab_size < 256) {

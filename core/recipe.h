@@ -28,6 +28,12 @@ struct ModelSection {
   std::int64_t n_kv_heads = 4;
   std::int64_t ffn_hidden = 768;
   double rope_theta = 10000.0;
+  // RoPE frequency scaling for contexts beyond the original one (core/model/rope_frequencies.h).
+  std::string rope_scaling = "none";  // none | llama3
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  std::int64_t rope_original_max_seq_len = 8192;
   double norm_eps = 1e-5;
   bool tied_embeddings = false;
   std::int64_t max_seq_len = 256;

@@ -28,9 +28,10 @@ struct HfTokenIds {
 // config.json for LlamaForCausalLM. `torch_dtype` is "float32" or "bfloat16".
 std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype, const HfTokenIds& ids);
 
-// The [model] section a Llama config.json describes. UserError naming `path` for another
-// model type or for features ustrain lacks (biases, rope_scaling, an activation other than
-// silu, head_dim other than hidden_size / num_attention_heads).
+// The [model] section a Llama config.json describes, rope_scaling of type llama3 included.
+// UserError naming `path` for another model type or for features ustrain lacks (biases,
+// another rope_scaling type, an activation other than silu, head_dim other than
+// hidden_size / num_attention_heads).
 ModelSection model_from_llama_config(const std::string& json_text, const std::string& path);
 // The token ids a config.json gives as single integers (a list of EOS ids is not read).
 HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path);

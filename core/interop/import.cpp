@@ -41,6 +41,16 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
   compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
   compare("tied_embeddings", "tie_word_embeddings", recipe.tied_embeddings, config.tied_embeddings);
   compare("rope_theta", "rope_theta", recipe.rope_theta, config.rope_theta);
+  compare("rope_scaling", "rope_scaling.rope_type", recipe.rope_scaling, config.rope_scaling);
+  if (recipe.rope_scaling != "none" && recipe.rope_scaling == config.rope_scaling) {
+    compare("rope_scaling_factor", "rope_scaling.factor", recipe.rope_scaling_factor, config.rope_scaling_factor);
+    compare("rope_low_freq_factor", "rope_scaling.low_freq_factor", recipe.rope_low_freq_factor,
+            config.rope_low_freq_factor);
+    compare("rope_high_freq_factor", "rope_scaling.high_freq_factor", recipe.rope_high_freq_factor,
+            config.rope_high_freq_factor);
+    compare("rope_original_max_seq_len", "rope_scaling.original_max_position_embeddings",
+            recipe.rope_original_max_seq_len, config.rope_original_max_seq_len);
+  }
   compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
   if (!diffs.empty())
     throw UserError(fmt::format("the recipe {} does not describe the model in {}: {}; set the recipe's [model] "

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/model/rope_frequencies.h"
+
 namespace ustrain {
 
 LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
@@ -98,7 +100,7 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   mem_ = &mem;
   params_.bind(mem);
   rope_ = {mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
-  backend.rope_tables(rope_.cos, rope_.sin, cfg_.rope_theta);
+  backend.rope_tables(rope_.cos, rope_.sin, rope_inverse_frequencies(cfg_, geo_.head_dim));
 }
 
 Tensor LlamaModel::rows(int handle, std::int64_t n) const {
