@@ -27,7 +27,8 @@ void add_export(CLI::App& ckpt) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = ckpt.add_subcommand(
-      "export", "Write a checkpoint's weights as a Hugging Face Llama model (safetensors + config.json)");
+      "export", "Write a checkpoint's weights as a Hugging Face Llama model (safetensors, config.json, "
+                "generation_config.json, and a sentencepiece tokenizer's files)");
   cmd->add_option("path", opt->e.checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("output", opt->e.output_dir, "Directory to create (must not exist or be empty)")->required();
   cmd->add_option("--format", opt->format, "Output format")->check(CLI::IsMember({"safetensors"}))->capture_default_str();
@@ -43,12 +44,15 @@ void add_export(CLI::App& ckpt) {
     const InteropReport r = export_checkpoint(e);
     fmt::print("exported {} tensors ({:.3f} GB, {}) in {} file(s) to {}\n", r.tensors, static_cast<double>(r.bytes) / 1e9,
                e.dtype, r.files, r.output_dir);
+    fmt::print("tokenizer: {}{}\n", r.tokenizer,
+               r.tokenizer_files.empty() ? std::string(" (no Hugging Face tokenizer files; see the README)")
+                                         : fmt::format("; wrote {}", fmt::join(r.tokenizer_files, ", ")));
   });
 }
 
 void add_import(CLI::App& ckpt) {
   struct Options {
-    std::string source, output, recipe;
+    std::string source, output, recipe, tokenizer = "auto";
     std::vector<std::string> overrides;
   };
   auto opt = std::make_shared<Options>();
@@ -58,15 +62,22 @@ void add_import(CLI::App& ckpt) {
   cmd->add_option("source", opt->source, "model.safetensors, model.safetensors.index.json, or their directory")
       ->required();
   cmd->add_option("output", opt->output, "Checkpoint directory to create (must not exist or be empty)")->required();
-  cmd->add_option("--recipe", opt->recipe, "Recipe of the run that starts from it; its [model] must match the weights")
+  cmd->add_option("--recipe", opt->recipe,
+                  "Recipe whose [model] matches the weights (config.json is checked against it); [data] is optional")
       ->required();
+  cmd->add_option("--tokenizer", opt->tokenizer,
+                  "Tokenizer the checkpoint keeps: auto (tokenizer.model beside the weights, else what the recipe's "
+                  "[data] says, else byte for a model ustrain exported with it), byte, none, or a sentencepiece "
+                  "FILE.model")
+      ->capture_default_str();
   add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {
-    const InteropReport r = import_hf_model({opt->source, opt->output, load_recipe(opt->recipe, opt->overrides),
-                                             USTRAIN_VERSION});
+    const InteropReport r = import_hf_model({opt->source, opt->output,
+                                             load_recipe(opt->recipe, opt->overrides, RecipeUse::model),
+                                             USTRAIN_VERSION, opt->tokenizer});
     fmt::print("imported {} tensors ({:.3f} GB as fp32) into {}; start a run from it with checkpoint.init_from = "
-               "\"{}\"\n",
-               r.tensors, static_cast<double>(r.bytes) / 1e9, r.output_dir, r.output_dir);
+               "\"{}\"\ntokenizer: {}\n",
+               r.tensors, static_cast<double>(r.bytes) / 1e9, r.output_dir, r.output_dir, r.tokenizer);
   });
 }
 

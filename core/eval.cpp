@@ -8,6 +8,7 @@
 #include "core/checkpoint/compat.h"
 #include "core/checkpoint/locate.h"
 #include "core/checkpoint/reader.h"
+#include "core/checkpoint/tokenizer.h"
 #include "core/model_instance.h"
 
 namespace ustrain {
@@ -36,6 +37,7 @@ EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options)
       spdlog::warn("the recipe's model differs from the one the checkpoint was trained with: {} {} -> {}", c.key,
                    c.saved, c.current);
 
+  check_dataset_tokenizer(checkpoint, recipe.data);
   TrainingData data(recipe);
   if (data.validation_tokens() <= t.seq_len)
     throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "

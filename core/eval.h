@@ -33,7 +33,7 @@ struct EvalResult {
 
 // Loads the checkpoint's weights into the recipe's model and measures the validation loss on
 // the recipe's dataset. UserError when the checkpoint was written for another model shape or
-// the dataset has no validation split.
+// trained with another tokenizer than the dataset's, or the dataset has no validation split.
 EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options);
 
 }  // namespace ustrain

@@ -8,10 +8,10 @@
 
 #include "core/checkpoint/locate.h"
 #include "core/checkpoint/reader.h"
+#include "core/checkpoint/tokenizer.h"
 #include "core/model_instance.h"
 #include "core/rng.h"
 #include "core/sampler.h"
-#include "core/training_data.h"
 #include "data/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -23,19 +23,19 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
                                 "`ustrain train` wrote, e.g. runs/quickstart",
                                 o.run_dir));
   const CheckpointReader checkpoint(locate_checkpoint(o.run_dir.empty() ? o.checkpoint : o.run_dir));
-  const Recipe recipe = parse_recipe(checkpoint.manifest().recipe, checkpoint.dir() + "/" + kManifestName);
+  const Recipe recipe =
+      parse_recipe(checkpoint.manifest().recipe, checkpoint.dir() + "/" + kManifestName, {}, RecipeUse::model);
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
 
+  // The tokenizer first: a missing or damaged one is reported before the weights are loaded.
+  const std::unique_ptr<Tokenizer> tokenizer =
+      make_tokenizer(checkpoint_tokenizer(checkpoint), "checkpoint " + checkpoint.dir());
   const std::int64_t context = recipe.model.max_seq_len;
   ModelInstance instance(recipe, 1, context, Recompute::none);
   LlamaModel& model = instance.model;
   Backend& backend = *instance.backend;
   load_model_state(checkpoint, model.params(), backend, /*with_optimizer=*/false);
 
-  // The byte tokenizer needs no files; a sentencepiece run reads the model its dataset holds.
-  const std::unique_ptr<Tokenizer> tokenizer = recipe.data.tokenizer == "byte"
-                                                   ? open_tokenizer("byte")
-                                                   : open_dataset_tokenizer(recipe_datasets(recipe.data).front().path);
   if (tokenizer->vocab_size() > recipe.model.vocab_size)
     throw UserError(fmt::format("the tokenizer has {} tokens but the checkpoint's model only {}",
                                 tokenizer->vocab_size(), recipe.model.vocab_size));

@@ -282,7 +282,7 @@ void check_pipeline_rules(const Recipe& r, const Origins& at) {
 }
 
 // Rules that tie keys together. Each message names every key involved with its value.
-void check_cross_field_rules(const Recipe& r, const Origins& at) {
+void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) {
   const ModelSection& m = r.model;
   if (m.n_kv_heads > m.n_heads) {
     fail("{}: model.n_kv_heads = {} exceeds model.n_heads = {}; each key/value head serves "
@@ -304,6 +304,14 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "pairs of dimensions, so choose d_model and n_heads that give an even head_dim",
          at.of({"model.d_model", "model.n_heads"}), m.d_model, m.n_heads, r.head_dim());
   }
+  if (m.rope_scaling == "llama3" && m.rope_high_freq_factor <= m.rope_low_freq_factor) {
+    fail("{}: model.rope_high_freq_factor = {} is not above model.rope_low_freq_factor = {}; llama3 RoPE scaling "
+         "blends the frequencies between the two wavelength limits, so the high factor must be the larger",
+         at.of({"model.rope_high_freq_factor", "model.rope_low_freq_factor", "model.rope_scaling"}),
+         m.rope_high_freq_factor, m.rope_low_freq_factor);
+  }
+  if (use == RecipeUse::model) return;  // the rest is about the data and the training run
+
   if (r.data.tokenizer == "byte" && m.vocab_size < 256) {
     fail("{}: model.vocab_size = {} is smaller than the 256 tokens of data.tokenizer = "
          "\"byte\"; set model.vocab_size >= 256",
@@ -414,7 +422,7 @@ std::string markdown_cell(const std::string& text) {
 std::string Recipe::run_dir() const { return run.output_dir + "/" + run.name; }
 
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
-                    const std::vector<std::string>& overrides) {
+                    const std::vector<std::string>& overrides, RecipeUse use) {
   toml::table doc;
   try {
     doc = toml::parse(std::string_view(toml_text), std::string_view(source));
@@ -427,12 +435,12 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
   Origins origins(source);
   apply_document(doc, source, r, origins);
   for (const std::string& assignment : overrides) apply_override(assignment, r, origins);
-  check_cross_field_rules(r, origins);
+  check_cross_field_rules(r, origins, use);
   check_supported_by_this_build(r, origins);
   return r;
 }
 
-Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides, RecipeUse use) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     fail("{}: is a directory, not a recipe file; pass the path of a .toml recipe", path);
@@ -445,7 +453,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("{}: cannot read the recipe file; check the file and its permissions", path);
-  return parse_recipe(text.str(), path, overrides);
+  return parse_recipe(text.str(), path, overrides, use);
 }
 
 std::string to_toml(const Recipe& r) {

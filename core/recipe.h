@@ -28,6 +28,12 @@ struct ModelSection {
   std::int64_t n_kv_heads = 4;
   std::int64_t ffn_hidden = 768;
   double rope_theta = 10000.0;
+  // RoPE frequency scaling for contexts beyond the original one (core/model/rope_frequencies.h).
+  std::string rope_scaling = "none";  // none | llama3
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  std::int64_t rope_original_max_seq_len = 8192;
   double norm_eps = 1e-5;
   bool tied_embeddings = false;
   std::int64_t max_seq_len = 256;
@@ -144,12 +150,18 @@ struct Recipe {
   bool operator==(const Recipe&) const = default;
 };
 
+// What a recipe is read for: a run (train, eval, bench) is checked whole and needs data.path
+// or data.blend; a model's description (the recipe of `ckpt import`, the one a checkpoint
+// keeps) is checked only for its model and what this build supports.
+enum class RecipeUse { run, model };
+
 // Parse a TOML file, apply `key=value` overrides (TOML syntax for the value; a bare word
 // is a string), check types, ranges and cross-field rules, and what this build supports.
-Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {},
+                   RecipeUse use = RecipeUse::run);
 // The same from TOML text; `source` names it in messages.
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
-                    const std::vector<std::string>& overrides = {});
+                    const std::vector<std::string>& overrides = {}, RecipeUse use = RecipeUse::run);
 
 // The resolved recipe as TOML, every key present (defaults filled in).
 std::string to_toml(const Recipe& r);

@@ -88,6 +88,18 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(model.ffn_hidden), at_least(1),
           "Hidden width of the SwiGLU feed-forward block"),
       key(USTRAIN_RECIPE_FIELD(model.rope_theta), above(0), "Base frequency of RoPE"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_scaling), one_of({"none", "llama3"}),
+          "RoPE frequency scaling: llama3 stretches the low frequencies for a longer context, as Llama 3.1 and "
+          "3.2 do (the rope_* keys below); none uses theta alone"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_scaling_factor), above(0),
+          "llama3 scaling: low frequencies are divided by this factor"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_low_freq_factor), above(0),
+          "llama3 scaling: wavelengths above rope_original_max_seq_len / this are fully scaled"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_high_freq_factor), above(0),
+          "llama3 scaling: wavelengths below rope_original_max_seq_len / this are kept; must exceed "
+          "rope_low_freq_factor"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_original_max_seq_len), at_least(1),
+          "llama3 scaling: the context length the model was first trained with"),
       key(USTRAIN_RECIPE_FIELD(model.norm_eps), above(0), "Epsilon inside RMSNorm"),
       key(USTRAIN_RECIPE_FIELD(model.tied_embeddings), any_value(),
           "Share the embedding matrix with the output head"),

@@ -370,10 +370,11 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     spdlog::info("unigram baseline on the validation split: {:.4f} nats/token", summary.unigram_val_loss);
 
   const CheckpointSection& ck = recipe.checkpoint;
-  // Every rank saves its chunk of the state; rank 0 also the manifest.
+  // Every rank saves its chunk of the state; rank 0 also the manifest and the tokenizer.
   auto writer = std::make_unique<CheckpointWriter>(
       CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
-                             options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group()},
+                             options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group(),
+                             dataset_tokenizer_snapshot(recipe.data)},
       SaveFaults::from_environment());
   writer->prepare(params);
   const std::string end = options.save_final ? " and at the end" : "";

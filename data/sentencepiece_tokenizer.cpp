@@ -17,10 +17,24 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
                                 "`ustrain data tokenizer train`",
                                 model_path));
   const auto status = processor_->Load(model_path);
-  if (!status.ok())
+  load_status(model_path, status.ok(), status.ToString());
+}
+
+std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_bytes(const std::string& model,
+                                                                           const std::string& label) {
+  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
+  t->model_path_ = label;
+  t->processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto status = t->processor_->LoadFromSerializedProto(absl::string_view(model.data(), model.size()));
+  t->load_status(label, status.ok(), status.ToString());
+  return t;
+}
+
+void SentencePieceTokenizer::load_status(const std::string& what, bool ok, const std::string& status) {
+  if (!ok)
     throw UserError(fmt::format("{} is not a readable sentencepiece model ({}): pass a .model file "
                                 "written by sentencepiece or `ustrain data tokenizer train`",
-                                model_path, status.ToString()));
+                                what, status));
   vocab_size_ = processor_->GetPieceSize();
   eos_id_ = processor_->eos_id();
 }
@@ -50,6 +64,22 @@ std::string SentencePieceTokenizer::piece(std::int32_t id) const {
   if (id < 0 || id >= vocab_size_) return fmt::format("<id {}>", id);
   if (id == eos_id_) return "<eos>";
   return processor_->IdToPiece(id);
+}
+
+std::int32_t SentencePieceTokenizer::unk_id() const { return processor_->unk_id(); }
+std::int32_t SentencePieceTokenizer::bos_id() const { return processor_->bos_id(); }
+std::int32_t SentencePieceTokenizer::pad_id() const { return processor_->pad_id(); }
+
+std::string SentencePieceTokenizer::raw_piece(std::int32_t id) const {
+  USTRAIN_ASSERT(id >= 0 && id < vocab_size_, "piece id " + std::to_string(id) + " outside the vocabulary");
+  return processor_->IdToPiece(id);
+}
+
+bool SentencePieceTokenizer::adds_dummy_prefix() const {
+  // The C++ API does not expose the normalizer's settings; its effect shows in any encoding.
+  std::vector<std::string> pieces;
+  if (!processor_->Encode("a", &pieces).ok() || pieces.empty()) return false;
+  return pieces.front().starts_with("\xE2\x96\x81");  // U+2581, sentencepiece's space
 }
 
 }  // namespace ustrain

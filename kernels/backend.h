@@ -100,8 +100,10 @@ class Backend {
   void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight);
 
   // ---- rotary position embedding, rotate-half layout (as Hugging Face Llama) ----
-  // cos, sin (S, head_dim / 2): tables for positions 0..S-1, filled by rope_tables.
-  virtual void rope_tables(Tensor cos, Tensor sin, double theta) = 0;
+  // cos, sin (S, head_dim / 2): tables for positions 0..S-1, filled by rope_tables from the
+  // inverse frequency of each rotated pair, inv_freq (head_dim / 2), float64 on the host:
+  // angle = pos * inv_freq[i], its cos and sin computed in float64.
+  virtual void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) = 0;
   // In place on the first `rotated_heads` heads of each row of qkv (B, S, W).
   virtual void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) = 0;
   // The inverse rotation, in place on the gradient dqkv (B, S, W).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,35 @@ Json file_json(const CheckpointFile& f) {
 CheckpointFile file_from(const Json& f) {
   return {f.at("name").get<std::string>(), f.at("rank").get<int>(), f.at("bytes").get<std::uint64_t>(),
           f.at("checksums").get<std::map<std::string, std::string>>(), f.at("data_state").get<std::string>()};
+}
+
+Json tokenizer_json(const TokenizerIdentity& t) {
+  Json j = {{"kind", t.kind}, {"name", t.name}, {"vocab_size", t.vocab_size}, {"eos_id", t.eos_id}};
+  if (!t.model_file.empty()) {
+    j["model"] = t.model_file;
+    j["model_checksum"] = t.model_checksum;
+  }
+  return j;
+}
+
+TokenizerIdentity tokenizer_from(const Json& j, const std::string& path) {
+  TokenizerIdentity t;
+  t.kind = j.at("kind").get<std::string>();
+  t.name = j.at("name").get<std::string>();
+  t.vocab_size = j.at("vocab_size").get<std::int64_t>();
+  t.eos_id = j.at("eos_id").get<std::int32_t>();
+  const bool known_kind =
+      std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) != std::end(kTokenizerKinds);
+  if (t.kind == "sentencepiece") {
+    t.model_file = j.at("model").get<std::string>();
+    t.model_checksum = j.at("model_checksum").get<std::string>();
+  }
+  // The model file is always the one beside the manifest: a path could point anywhere.
+  if (!known_kind || t.vocab_size <= 0 || t.eos_id < -1 || t.eos_id >= t.vocab_size ||
+      (t.kind == "sentencepiece" && t.model_file != kCheckpointTokenizerModel))
+    throw UserError(fmt::format("{}: malformed tokenizer record ({}); the checkpoint is damaged", path,
+                                tokenizer_json(t).dump()));
+  return t;
 }
 
 }  // namespace
@@ -70,6 +100,7 @@ std::string manifest_to_json(const CheckpointManifest& m) {
     j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"states", t.states}});
   j["files"] = Json::array();
   for (const CheckpointFile& f : m.files) j["files"].push_back(file_json(f));
+  if (m.tokenizer) j["tokenizer"] = tokenizer_json(*m.tokenizer);
   j["recipe_hash"] = m.recipe_hash;
   j["recipe"] = m.recipe;
   return j.dump(1) + "\n";
@@ -108,6 +139,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
     for (const Json& f : j.at("files")) m.files.push_back(file_from(f));
     m.recipe_hash = j.at("recipe_hash").get<std::string>();
     m.recipe = j.at("recipe").get<std::string>();
+    if (j.contains("tokenizer")) m.tokenizer = tokenizer_from(j.at("tokenizer"), path);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: malformed checkpoint manifest ({}); the checkpoint is damaged", path, e.what()));
   }

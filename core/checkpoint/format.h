@@ -17,19 +17,29 @@
 // stream training draws from, so it is the whole RNG state). With several ranks, rank 0
 // gathers these few-kilobyte summaries and writes the manifest after every rank's file is
 // on disk.
+//
+// The manifest also names the tokenizer the model was trained with ("tokenizer": kind, name,
+// vocab_size, eos_id), so that a checkpoint decodes without its dataset. A sentencepiece
+// model travels as tokenizer.model beside the rank files, written by rank 0 with the
+// manifest, which records its CRC-32 ("model", "model_checksum"). Checkpoints written before
+// this have no "tokenizer" and still load: their tokenizer is found through the recipe's
+// dataset (core/checkpoint/tokenizer.h).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "parallel/mesh.h"
 
 namespace ustrain {
 
 inline constexpr int kCheckpointFormatVersion = 1;
 inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kCheckpointTokenizerModel = "tokenizer.model";
 
 struct CheckpointTensor {
   std::string name;                   // global (Hugging Face) name
@@ -60,6 +70,10 @@ struct CheckpointManifest {
   std::vector<CheckpointFile> files;
   std::string recipe;        // the resolved recipe, TOML
   std::string recipe_hash;   // recipe_hash(recipe)
+  // The model's tokenizer; model_file is kCheckpointTokenizerModel for sentencepiece. Absent
+  // in checkpoints written before checkpoints kept it, and in imports of models whose
+  // tokenizer ustrain does not read.
+  std::optional<TokenizerIdentity> tokenizer;
 
   const CheckpointTensor* find(const std::string& name) const;
 };

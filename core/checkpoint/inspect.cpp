@@ -64,6 +64,9 @@ std::string inspect(const std::string& path) {
                      std::isfinite(m.loss) ? fmt::format("{:.6f}", m.loss) : "-", m.loss_scale,
                      m.weights_only ? " | weights only" : "");
   out += fmt::format("  mesh {} | recipe hash {}\n", m.mesh.str(), m.recipe_hash);
+  out += fmt::format("  tokenizer: {}\n", m.tokenizer ? m.tokenizer->describe()
+                                                     : std::string("not kept (an older checkpoint: found through its "
+                                                                   "recipe's [data])"));
   for (const CheckpointFile& f : m.files)
     out += fmt::format("  rank {}: {} ({} bytes, {} entries){}\n", f.rank, f.name, f.bytes, f.checksums.size(),
                        f.data_state.empty() ? "" : ", data position " + f.data_state);

@@ -191,6 +191,7 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
           }
           m.recipe = config_.recipe_toml;
           m.recipe_hash = recipe_hash(config_.recipe_toml);
+          if (config_.tokenizer) m.tokenizer = write_checkpoint_tokenizer(staging, *config_.tokenizer);
           write_manifest(staging, m);
           faults_.reached("manifest");
           dir_.publish(progress.step, faults_);

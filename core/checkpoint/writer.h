@@ -3,8 +3,8 @@
 //
 // Every rank of a job saves its chunk of every parameter and AdamW moment
 // (ParamSet::owned): the ranks write their files in parallel into the directory rank 0
-// staged, hand rank 0 their file's record, and rank 0 writes the manifest and publishes the
-// checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
+// staged, hand rank 0 their file's record, and rank 0 writes the tokenizer and the manifest
+// and publishes the checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
 // and nothing is published.
 //
 // A save stalls training only while the parameters and AdamW moments are copied into a
@@ -26,6 +26,7 @@
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/faults.h"
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/tokenizer.h"
 #include "core/model/params.h"
 #include "core/interop/safetensors.h"
 #include "parallel/communicator.h"
@@ -54,6 +55,8 @@ struct CheckpointWriterConfig {
   // Every rank of the job, used only by the writer (from its thread when async); null for a
   // single process. This rank's index in it is its rank file's number.
   Communicator* group = nullptr;
+  // The model's tokenizer, kept in every checkpoint by the rank that writes the manifest.
+  std::optional<TokenizerSnapshot> tokenizer;
 };
 
 class CheckpointWriter {

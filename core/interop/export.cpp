@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <vector>
 
 #include "core/checkpoint/fs.h"
@@ -11,8 +12,9 @@
 #include "core/checkpoint/reader.h"
 #include "core/interop/safetensors_dtype.h"
 #include "core/interop/safetensors_file.h"
+#include "core/checkpoint/tokenizer.h"
 #include "core/interop/hf_llama.h"
-#include "data/byte_tokenizer.h"
+#include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
 
@@ -45,12 +47,22 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     throw UserError(fmt::format("--dtype {} is not supported; use fp32 or bf16", o.dtype));
   const CheckpointReader checkpoint(locate_checkpoint(o.checkpoint));
   const CheckpointManifest& m = checkpoint.manifest();
-  const Recipe recipe = parse_recipe(m.recipe, checkpoint.dir() + "/" + kManifestName);
+  const Recipe recipe = parse_recipe(m.recipe, checkpoint.dir() + "/" + kManifestName, {}, RecipeUse::model);
+  // The weights are worth exporting even when an older checkpoint's tokenizer is lost.
+  std::optional<TokenizerSnapshot> tokenizer;
+  std::string tokenizer_problem;
+  try {
+    tokenizer = checkpoint_tokenizer(checkpoint);
+  } catch (const UserError& e) {
+    tokenizer_problem = e.what();
+  }
   const bool bf16 = o.dtype == "bf16";
   const std::vector<ExportShard> shards = plan_shards(m, bf16 ? "BF16" : "F32", o.max_shard_bytes);
 
   StagedDirectory out(o.output_dir);
-  InteropReport report{o.output_dir, 0, 0, static_cast<int>(shards.size())};
+  InteropReport report;
+  report.output_dir = o.output_dir;
+  report.files = static_cast<int>(shards.size());
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   std::vector<float> values;
   std::vector<std::uint16_t> halves;
@@ -78,11 +90,15 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", weight_map}};
     write_text_file(out.path() + "/model.safetensors.index.json", index.dump(2) + "\n");
   }
-  // The byte tokenizer ends (and so separates) documents with EOS; there is no other special.
-  const bool byte_vocab = recipe.data.tokenizer == "byte" && recipe.model.vocab_size > ByteTokenizer::kEos;
-  const std::optional<int> eos = byte_vocab ? std::optional<int>(ByteTokenizer::kEos) : std::nullopt;
-  write_text_file(out.path() + "/config.json",
-                  llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", eos, eos));
+  const HfTokenIds ids = tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{};
+  write_text_file(out.path() + "/config.json", llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", ids));
+  write_text_file(out.path() + "/generation_config.json", generation_config_json(ids));
+  if (tokenizer) {
+    report.tokenizer_files = write_hf_tokenizer_files(out.path(), *tokenizer, recipe.model.max_seq_len);
+    report.tokenizer = tokenizer->identity.describe();
+  } else {
+    report.tokenizer = "none: " + tokenizer_problem;
+  }
   out.commit();
   return report;
 }

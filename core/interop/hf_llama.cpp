@@ -52,10 +52,37 @@ T get_or(const nlohmann::json& j, const char* key, T fallback) {
   return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
 }
 
+// rope_scaling {"rope_type": "llama3", "factor", "low_freq_factor", "high_freq_factor",
+// "original_max_position_embeddings"} (older configs say "type"); "default" is none.
+void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, ModelSection& m) {
+  const auto refuse = [&](const std::string& what) {
+    throw UserError(fmt::format("{}: rope_scaling {}; ustrain implements the llama3 type (Llama 3.1 and 3.2), so this "
+                                "model cannot be imported",
+                                path, what));
+  };
+  if (!scaling.is_object()) refuse("is not an object");
+  const std::string type = scaling.contains("rope_type") ? scaling["rope_type"].get<std::string>()
+                                                         : get_or<std::string>(scaling, "type", "");
+  if (type == "default") return;
+  if (type != "llama3") refuse(fmt::format("has type \"{}\"", type));
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    if (!scaling.contains(key) || !scaling[key].is_number()) refuse(fmt::format("of type llama3 lacks the number {}", key));
+  m.rope_scaling = "llama3";
+  m.rope_scaling_factor = scaling["factor"].get<double>();
+  m.rope_low_freq_factor = scaling["low_freq_factor"].get<double>();
+  m.rope_high_freq_factor = scaling["high_freq_factor"].get<double>();
+  m.rope_original_max_seq_len = scaling["original_max_position_embeddings"].get<std::int64_t>();
+  if (!(m.rope_scaling_factor > 0 && m.rope_low_freq_factor > 0 && m.rope_high_freq_factor > m.rope_low_freq_factor &&
+        m.rope_original_max_seq_len > 0))
+    refuse(fmt::format("has factor {}, low_freq_factor {}, high_freq_factor {}, original_max_position_embeddings {}: "
+                       "they must be positive with high_freq_factor above low_freq_factor",
+                       m.rope_scaling_factor, m.rope_low_freq_factor, m.rope_high_freq_factor,
+                       m.rope_original_max_seq_len));
+}
+
 }  // namespace
 
-std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, std::optional<int> bos_token_id,
-                              std::optional<int> eos_token_id) {
+std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, const HfTokenIds& ids) {
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -70,6 +97,12 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
   j["rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rope_theta;
   j["rope_scaling"] = nullptr;
+  if (m.rope_scaling == "llama3")
+    j["rope_scaling"] = {{"factor", m.rope_scaling_factor},
+                         {"low_freq_factor", m.rope_low_freq_factor},
+                         {"high_freq_factor", m.rope_high_freq_factor},
+                         {"original_max_position_embeddings", m.rope_original_max_seq_len},
+                         {"rope_type", "llama3"}};
   j["tie_word_embeddings"] = m.tied_embeddings;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
@@ -78,8 +111,9 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
   j["initializer_range"] = m.init_std;
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
-  if (bos_token_id) j["bos_token_id"] = *bos_token_id;
-  if (eos_token_id) j["eos_token_id"] = *eos_token_id;
+  if (ids.bos) j["bos_token_id"] = *ids.bos;
+  if (ids.eos) j["eos_token_id"] = *ids.eos;
+  if (ids.pad) j["pad_token_id"] = *ids.pad;
   return j.dump(2) + "\n";
 }
 
@@ -103,7 +137,7 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
     if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
     if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) refuse("rope_scaling is set");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], path, m);
     m.d_model = j.at("hidden_size").get<std::int64_t>();
     m.ffn_hidden = j.at("intermediate_size").get<std::int64_t>();
     m.n_layers = j.at("num_hidden_layers").get<std::int64_t>();
@@ -122,6 +156,20 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
     throw UserError(fmt::format("{}: not a usable Llama config ({})", path, e.what()));
   }
   return m;
+}
+
+HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error&) {
+    throw UserError(fmt::format("{} is not valid JSON", path));
+  }
+  const auto id = [&](const char* key) -> std::optional<std::int64_t> {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
+    return j[key].get<std::int64_t>();
+  };
+  return {id("bos_token_id"), id("eos_token_id"), id("pad_token_id")};
 }
 
 HfModelFiles locate_hf_model(const std::string& path) {
@@ -147,6 +195,7 @@ HfModelFiles locate_hf_model(const std::string& path) {
   }
   if (dir.empty()) dir = ".";
   if (fs::exists(dir / "config.json")) m.config = (dir / "config.json").string();
+  if (fs::is_regular_file(dir / "tokenizer.model")) m.tokenizer_model = (dir / "tokenizer.model").string();
   return m;
 }
 

@@ -7,6 +7,7 @@
 // permutation in either direction.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,20 +17,30 @@
 
 namespace ustrain {
 
-// config.json for LlamaForCausalLM. `torch_dtype` is "float32" or "bfloat16"; the token ids
-// are written when given.
-std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype,
-                              std::optional<int> bos_token_id, std::optional<int> eos_token_id);
+// The special token ids config.json and generation_config.json carry; absent ones are not
+// written (Hugging Face then assumes its own defaults, which fit no ustrain tokenizer).
+struct HfTokenIds {
+  std::optional<std::int64_t> bos, eos, pad;
 
-// The [model] section a Llama config.json describes. UserError naming `path` for another
-// model type or for features ustrain lacks (biases, rope_scaling, an activation other than
-// silu, head_dim other than hidden_size / num_attention_heads).
+  bool operator==(const HfTokenIds&) const = default;
+};
+
+// config.json for LlamaForCausalLM. `torch_dtype` is "float32" or "bfloat16".
+std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype, const HfTokenIds& ids);
+
+// The [model] section a Llama config.json describes, rope_scaling of type llama3 included.
+// UserError naming `path` for another model type or for features ustrain lacks (biases,
+// another rope_scaling type, an activation other than silu, head_dim other than
+// hidden_size / num_attention_heads).
 ModelSection model_from_llama_config(const std::string& json_text, const std::string& path);
+// The token ids a config.json gives as single integers (a list of EOS ids is not read).
+HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path);
 
 struct HfModelFiles {
   std::vector<std::string> files;                  // safetensors files, paths
   std::map<std::string, std::string> weight_map;   // tensor name -> file path (sharded models)
   std::optional<std::string> config;               // config.json path when present
+  std::optional<std::string> tokenizer_model;      // tokenizer.model (sentencepiece) when present
 };
 
 // Finds a model's files from a .safetensors file, a model.safetensors.index.json, or a

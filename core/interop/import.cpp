@@ -13,6 +13,7 @@
 #include "core/model/llama.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
+#include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
 
@@ -40,6 +41,16 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
   compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
   compare("tied_embeddings", "tie_word_embeddings", recipe.tied_embeddings, config.tied_embeddings);
   compare("rope_theta", "rope_theta", recipe.rope_theta, config.rope_theta);
+  compare("rope_scaling", "rope_scaling.rope_type", recipe.rope_scaling, config.rope_scaling);
+  if (recipe.rope_scaling != "none" && recipe.rope_scaling == config.rope_scaling) {
+    compare("rope_scaling_factor", "rope_scaling.factor", recipe.rope_scaling_factor, config.rope_scaling_factor);
+    compare("rope_low_freq_factor", "rope_scaling.low_freq_factor", recipe.rope_low_freq_factor,
+            config.rope_low_freq_factor);
+    compare("rope_high_freq_factor", "rope_scaling.high_freq_factor", recipe.rope_high_freq_factor,
+            config.rope_high_freq_factor);
+    compare("rope_original_max_seq_len", "rope_scaling.original_max_position_embeddings",
+            recipe.rope_original_max_seq_len, config.rope_original_max_seq_len);
+  }
   compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
   if (!diffs.empty())
     throw UserError(fmt::format("the recipe {} does not describe the model in {}: {}; set the recipe's [model] "
@@ -73,6 +84,8 @@ InteropReport import_hf_model(const ImportOptions& o) {
   if (hf.config)
     check_config(o.recipe.model, model_from_llama_config(read_text_file(*hf.config), *hf.config), *hf.config,
                  o.recipe.source);
+  std::string tokenizer_origin;
+  const TokenizerSnapshot tokenizer = import_tokenizer(o.tokenizer, hf, o.recipe, tokenizer_origin);
   const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
@@ -137,11 +150,20 @@ InteropReport import_hf_model(const ImportOptions& o) {
   m.backend = "imported from " + o.source;
   for (const ParamSpec& s : specs) m.tensors.push_back({s.name, dims_of(s.shape), {std::string(kStateParam)}});
   m.files = {file};
-  m.recipe = to_toml(o.recipe);
+  Recipe recipe = o.recipe;
+  recipe.data.tokenizer = tokenizer.identity.kind;  // what the model's ids are
+  m.recipe = to_toml(recipe);
   m.recipe_hash = recipe_hash(m.recipe);
+  m.tokenizer = write_checkpoint_tokenizer(out.path(), tokenizer);
   write_manifest(out.path(), m);
   out.commit();
-  return {o.output_dir, static_cast<std::int64_t>(specs.size()), entries.empty() ? 0 : entries.back().end, 1};
+  InteropReport report;
+  report.output_dir = o.output_dir;
+  report.tensors = static_cast<std::int64_t>(specs.size());
+  report.bytes = entries.empty() ? 0 : entries.back().end;
+  report.files = 1;
+  report.tokenizer = fmt::format("{} from {}", tokenizer.identity.describe(), tokenizer_origin);
+  return report;
 }
 
 }  // namespace ustrain

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/recipe.h"
 
@@ -21,24 +22,31 @@ struct InteropReport {
   std::int64_t tensors = 0;
   std::uint64_t bytes = 0;  // tensor bytes written
   int files = 0;            // safetensors files written
+  std::string tokenizer;    // the tokenizer kept (TokenizerIdentity::describe), or why there is none
+  std::vector<std::string> tokenizer_files;  // export: the tokenizer files written
 };
 
-// Writes the checkpoint's weights as a Hugging Face Llama model: config.json plus
-// model.safetensors, or model-0000i-of-0000n.safetensors with model.safetensors.index.json.
-// Tied embeddings are written once (no lm_head.weight), as Hugging Face expects.
+// Writes the checkpoint's weights as a Hugging Face Llama model: config.json (with the
+// tokenizer's special ids) and generation_config.json, model.safetensors or
+// model-0000i-of-0000n.safetensors with model.safetensors.index.json, and for a
+// sentencepiece tokenizer its Hugging Face files (core/interop/hf_tokenizer.h). Tied
+// embeddings are written once (no lm_head.weight), as Hugging Face expects. A checkpoint
+// whose tokenizer cannot be found (an older one whose dataset is gone) is exported without
+// tokenizer files or ids, and `tokenizer` says why.
 InteropReport export_checkpoint(const ExportOptions& options);
 
 struct ImportOptions {
   std::string source;       // .safetensors file, index JSON, or a model directory
   std::string output_dir;   // the ustrain checkpoint to create; must not exist or be empty
-  Recipe recipe;            // the run that will start from it: its [model] must fit the weights
+  Recipe recipe;            // its [model] must fit the weights; [data] is optional
   std::string ustrain_version;
+  std::string tokenizer = "auto";  // auto | byte | none | FILE.model (core/interop/hf_tokenizer.h)
 };
 
 // Converts a Hugging Face Llama model into a weights-only ustrain checkpoint at step 0, the
-// starting point of a run with checkpoint.init_from = OUTPUT. Checks config.json (when
-// present) against the recipe's [model] and every tensor's name and shape; converts BF16,
-// F16 and F32 to float32.
+// starting point of a run with checkpoint.init_from = OUTPUT, keeping its tokenizer
+// (import_tokenizer). Checks config.json (when present) against the recipe's [model] and
+// every tensor's name and shape; converts BF16, F16 and F32 to float32.
 InteropReport import_hf_model(const ImportOptions& options);
 
 }  // namespace ustrain

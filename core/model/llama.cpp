@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/model/rope_frequencies.h"
+
 namespace ustrain {
 
 LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
@@ -89,7 +91,7 @@ void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& 
 void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   params_.bind(mem);
   const RopeTables rope{mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
-  backend.rope_tables(rope.cos, rope.sin, cfg_.rope_theta);
+  backend.rope_tables(rope.cos, rope.sin, rope_inverse_frequencies(cfg_, geo_.head_dim));
   const auto at = [&](int handle) { return handle >= 0 ? mem.tensor(handle) : Tensor(); };
   const SharedScratch scratch{at(d_resid_), at(d_branch_), at(d_norm_), at(d_att_), at(d_qkv_),  at(d_gate_up_),
                               at(d_act_),   at(sp_gathered_), at(sp_d_full_), at(branch_)};

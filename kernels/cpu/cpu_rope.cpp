@@ -1,5 +1,6 @@
 // Rotary position embedding in the rotate-half layout (Hugging Face Llama): within each head,
-// element i pairs with element i + Dh/2 and the pair turns by pos * theta^(-2i/Dh).
+// element i pairs with element i + Dh/2 and the pair turns by pos * inv_freq[i] (without
+// frequency scaling inv_freq[i] = theta^(-2i/Dh); core/model/rope_frequencies.h).
 #include <cmath>
 #include <cstdint>
 
@@ -7,18 +8,18 @@
 
 namespace ustrain {
 
-void CpuBackend::rope_tables(Tensor cos, Tensor sin, double theta) {
+void CpuBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) {
   USTRAIN_ASSERT(cos.shape.rank() == 2 && sin.shape == cos.shape,
                  "rope tables must be (S, Dh/2), got " + cos.shape.str() + " and " + sin.shape.str());
-  USTRAIN_ASSERT(theta > 0.0, "rope theta must be positive");
   const std::int64_t positions = cos.shape[0];
   const std::int64_t half = cos.shape[1];
+  USTRAIN_ASSERT(static_cast<std::int64_t>(inv_freq.size()) == half,
+                 std::to_string(inv_freq.size()) + " rope frequencies for tables " + cos.shape.str());
   float* c = cos.f32();  // (S, Dh/2)
   float* s = sin.f32();  // (S, Dh/2)
   for (std::int64_t pos = 0; pos < positions; ++pos) {
     for (std::int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -static_cast<double>(i) / static_cast<double>(half));
-      const double angle = static_cast<double>(pos) * inv_freq;
+      const double angle = static_cast<double>(pos) * inv_freq[static_cast<std::size_t>(i)];
       c[pos * half + i] = static_cast<float>(std::cos(angle));
       s[pos * half + i] = static_cast<float>(std::sin(angle));
     }

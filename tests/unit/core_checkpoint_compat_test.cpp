@@ -71,8 +71,11 @@ TEST(RecipeChanges, Classification) {
   for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.pp_schedule",
                         "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::reassociates) << k;
+  // RoPE scaling changes the numbers, not the shapes.
   for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len", "parallel.cp",
-                        "schedule.decay", "optim.weight_decay", "device.threads", "train.grad_clip"})
+                        "schedule.decay", "optim.weight_decay", "device.threads", "train.grad_clip",
+                        "model.rope_scaling", "model.rope_scaling_factor", "model.rope_low_freq_factor",
+                        "model.rope_high_freq_factor", "model.rope_original_max_seq_len"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::breaks_exactness) << k;
   for (const char* k : {"model.vocab_size", "model.n_layers", "model.n_heads", "model.n_kv_heads",
                         "model.ffn_hidden", "model.tied_embeddings"})

@@ -362,6 +362,8 @@ TEST(RecipeError, CrossFieldRules) {
        {"schedule.min_lr = 0.0002", "exceeds optim.lr = 0.0001", "min_lr <= lr"}},
       {"[train]\neval_batches = 0\n",
        {"train.eval_batches = 0", "train.eval_interval = 50", "eval_interval = 0"}},
+      {"[model]\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4.0\n",
+       {"test.toml:5:", "model.rope_high_freq_factor = 4", "not above model.rope_low_freq_factor = 4"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -380,6 +382,34 @@ TEST(RecipeError, HugeBatchProductDoesNotOverflow) {
 TEST(RecipeError, MissingDataPathSaysHowToMakeOne) {
   expect_mentions(error_of("[model]\nd_model = 128\n"),
                   {"test.toml", "data.path is not set", "ustrain data convert"});
+}
+
+// A model's description (ckpt import, a checkpoint's saved recipe) needs no data and no
+// training settings that fit it.
+TEST(Recipe, AModelDescriptionNeedsNoData) {
+  const Recipe r = parse_recipe("[model]\nd_model = 128\nmax_seq_len = 32\nvocab_size = 100\n", kSource, {},
+                                RecipeUse::model);
+  EXPECT_EQ(r.model.d_model, 128);
+  EXPECT_TRUE(r.data.path.empty());
+  EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
+  // The model's own rules still hold, and so does what this build supports.
+  EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
+  EXPECT_THROW(parse_recipe("[parallel]\ncp = 2\n", kSource, {}, RecipeUse::model), UserError);
+}
+
+TEST(Recipe, RopeScalingKeys) {
+  const Recipe plain = parse(kMinimal);
+  EXPECT_EQ(plain.model.rope_scaling, "none");
+  const Recipe r = parse(kMinimal + "[model]\nrope_scaling = \"llama3\"\nrope_scaling_factor = 32.0\n"
+                                    "rope_low_freq_factor = 1.0\nrope_high_freq_factor = 4.0\n"
+                                    "rope_original_max_seq_len = 8192\n");
+  EXPECT_EQ(r.model.rope_scaling, "llama3");
+  EXPECT_EQ(r.model.rope_scaling_factor, 32.0);
+  EXPECT_EQ(r.model.rope_original_max_seq_len, 8192);
+  EXPECT_EQ(parse_recipe(to_toml(r), kSource), r);
+  // Without scaling the factors are not used, so they are not checked against each other.
+  EXPECT_NO_THROW(parse(kMinimal + "[model]\nrope_low_freq_factor = 9.0\n"));
+  expect_mentions(error_of(kMinimal + "[model]\nrope_scaling = \"yarn\"\n"), {"model.rope_scaling", "llama3"});
 }
 
 TEST(Recipe, DataParallelLayoutsAreAccepted) {
@@ -637,9 +667,9 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     ++key_lines;
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
-  // Keys in core/recipe.h: run 3, model 11, data 5, train 9, optim 5, schedule 4,
+  // Keys in core/recipe.h: run 3, model 16, data 5, train 9, optim 5, schedule 4,
   // parallel 10, checkpoint 5, log 4, device 2.
-  EXPECT_EQ(key_lines, 58u);
+  EXPECT_EQ(key_lines, 63u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

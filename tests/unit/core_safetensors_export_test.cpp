@@ -70,6 +70,37 @@ TEST_F(HfInterop, ExportMatchesAnIndependentHuggingFaceForward) {
   EXPECT_EQ(model_from_llama_config(config.dump(), "config.json"), recipe.model);
 }
 
+// With llama3 RoPE scaling the model computes what Hugging Face's does, and not what it
+// computes unscaled; config.json carries the scaling.
+TEST_F(HfInterop, Llama3ScaledModelMatchesTheHuggingFaceForward) {
+  // head_dim 4, theta 100: wavelengths 6.3 (blended) and 63 (divided) against limits 4 and 16.
+  const Recipe recipe = parse_recipe(to_toml(interop_recipe(false)), "scaled.toml",
+                                     {"model.rope_scaling=llama3", "model.rope_scaling_factor=8.0",
+                                      "model.rope_original_max_seq_len=16"});
+  Model m(recipe.model);
+  const std::string ckpt = save_checkpoint(recipe, m, "ckpt");
+  export_checkpoint({ckpt, path("hf"), "fp32", 5'000'000'000});
+  const Weights w = read_safetensors(path("hf/model.safetensors"));
+  std::vector<std::int32_t> ids, targets;
+  Rng rng(5);
+  for (int t = 0; t < 16; ++t) ids.push_back(static_cast<std::int32_t>(rng.next_u64() % 257));
+  for (int t = 0; t < 16; ++t) targets.push_back(t + 1 < 16 ? ids[static_cast<std::size_t>(t + 1)] : 0);
+  const double ours = m.model.forward(*m.backend, ids.data(), targets.data(), 1, 16) / 16.0;
+  const double hf = reference_loss(w, recipe.model, ids, targets, /*rotate_half=*/true);
+  ModelSection unscaled = recipe.model;
+  unscaled.rope_scaling = "none";
+  const double plain = reference_loss(w, unscaled, ids, targets, /*rotate_half=*/true);
+  EXPECT_NEAR(ours, hf, 1e-5 * std::abs(hf));
+  EXPECT_GT(std::abs(plain - hf), 1e-3) << "the test cannot tell scaled from unscaled RoPE";
+
+  const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/config.json")));
+  EXPECT_EQ(config["rope_scaling"], nlohmann::json({{"factor", 8.0}, {"low_freq_factor", 1.0},
+                                                    {"high_freq_factor", 4.0},
+                                                    {"original_max_position_embeddings", 16},
+                                                    {"rope_type", "llama3"}}));
+  EXPECT_EQ(model_from_llama_config(config.dump(), "config.json"), recipe.model);
+}
+
 TEST_F(HfInterop, Bf16ExportRoundsAndTiedExportOmitsTheHead) {
   const Recipe recipe = interop_recipe(true);
   Model m(recipe.model);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "core/rng.h"
 
@@ -101,12 +102,37 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<doub
   return y;
 }
 
+// Hugging Face's inverse frequencies: theta^(-2i/hd), and for rope_scaling of type llama3 its
+// rule as transformers writes it: divide by factor where the wavelength exceeds
+// original / low_freq_factor, then blend where it lies between that and original /
+// high_freq_factor.
+std::vector<double> inverse_frequencies(const ModelSection& m, std::size_t hd) {
+  std::vector<double> inv_freq;
+  for (std::size_t i = 0; i < hd; i += 2)
+    inv_freq.push_back(1.0 / std::pow(m.rope_theta, static_cast<double>(i) / static_cast<double>(hd)));
+  if (m.rope_scaling != "llama3") return inv_freq;
+  const double old_context = static_cast<double>(m.rope_original_max_seq_len);
+  const double low_freq_wavelen = old_context / m.rope_low_freq_factor;
+  const double high_freq_wavelen = old_context / m.rope_high_freq_factor;
+  for (double& f : inv_freq) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    const double llama = wavelen > low_freq_wavelen ? f / m.rope_scaling_factor : f;
+    const double smooth = (old_context / wavelen - m.rope_low_freq_factor) /
+                          (m.rope_high_freq_factor - m.rope_low_freq_factor);
+    const double smoothed = (1 - smooth) * llama / m.rope_scaling_factor + smooth * llama;
+    const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+    f = medium ? smoothed : llama;
+  }
+  return inv_freq;
+}
+
 // Rotates every head of `x` (heads * hd values) for position `pos`.
-void rope(std::vector<double>& x, std::size_t hd, std::size_t pos, double theta, bool rotate_half) {
+void rope(std::vector<double>& x, std::size_t hd, std::size_t pos, const std::vector<double>& inv_freq,
+          bool rotate_half) {
   for (std::size_t h = 0; h < x.size() / hd; ++h) {
     double* v = x.data() + h * hd;
     for (std::size_t i = 0; i < hd / 2; ++i) {
-      const double angle = static_cast<double>(pos) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+      const double angle = static_cast<double>(pos) * inv_freq[i];
       const double c = std::cos(angle), s = std::sin(angle);
       double& a = rotate_half ? v[i] : v[2 * i];
       double& b = rotate_half ? v[i + hd / 2] : v[2 * i + 1];
@@ -124,6 +150,7 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
   const std::size_t S = ids.size(), D = static_cast<std::size_t>(m.d_model), H = static_cast<std::size_t>(m.n_heads);
   const std::size_t KV = static_cast<std::size_t>(m.n_kv_heads), hd = D / H, F = static_cast<std::size_t>(m.ffn_hidden);
   const std::size_t V = static_cast<std::size_t>(m.vocab_size);
+  const std::vector<double> inv_freq = inverse_frequencies(m, hd);
   const auto& E = w.at("model.embed_tokens.weight");
   std::vector<std::vector<double>> x(S);
   for (std::size_t t = 0; t < S; ++t)
@@ -136,8 +163,8 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
       q[t] = matvec(w.at(p + "self_attn.q_proj.weight"), h, H * hd);
       k[t] = matvec(w.at(p + "self_attn.k_proj.weight"), h, KV * hd);
       v[t] = matvec(w.at(p + "self_attn.v_proj.weight"), h, KV * hd);
-      rope(q[t], hd, t, m.rope_theta, rotate_half);
-      rope(k[t], hd, t, m.rope_theta, rotate_half);
+      rope(q[t], hd, t, inv_freq, rotate_half);
+      rope(k[t], hd, t, inv_freq, rotate_half);
     }
     for (std::size_t t = 0; t < S; ++t) {
       std::vector<double> att(H * hd, 0.0);

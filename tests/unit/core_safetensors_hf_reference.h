@@ -26,8 +26,9 @@ std::string slurp(const std::string& path);
 std::map<std::string, std::vector<double>> read_safetensors(const std::string& path,
                                                             std::string* dtype_out = nullptr);
 
-// Mean next-token loss of a Llama model under Hugging Face's definition, in float64.
-// `rotate_half` selects Hugging Face's RoPE layout; false gives the interleaved (GPT-J) one.
+// Mean next-token loss of a Llama model under Hugging Face's definition, in float64, RoPE
+// scaling of type llama3 included. `rotate_half` selects Hugging Face's RoPE layout; false
+// gives the interleaved (GPT-J) one.
 using Weights = std::map<std::string, std::vector<double>>;
 double reference_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
                       const std::vector<std::int32_t>& targets, bool rotate_half);

@@ -45,6 +45,17 @@ TEST_F(HfInterop, ExportImportExportIsBitIdenticalAndSharded) {
         << s.name;
   export_checkpoint({path("imported"), path("hf2"), "fp32", 2000});
   for (const std::string& f : files) EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
+  for (const std::string f : {"config.json", "generation_config.json", "model.safetensors.index.json"})
+    EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
+  // The byte tokenizer's ids, not Hugging Face's defaults (bos 1, eos 2), in both files.
+  for (const std::string f : {"config.json", "generation_config.json"}) {
+    const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/" + f)));
+    EXPECT_EQ(config.at("bos_token_id"), 256) << f;
+    EXPECT_EQ(config.at("eos_token_id"), 256) << f;
+    EXPECT_EQ(config.at("pad_token_id"), 256) << f;
+  }
+  ASSERT_TRUE(imported.manifest().tokenizer.has_value());
+  EXPECT_EQ(imported.manifest().tokenizer->kind, "byte");
 }
 
 // IEEE binary16 bits of a value that it represents exactly (zero or a normal number).
@@ -121,7 +132,7 @@ TEST_F(HfInterop, ImportRefusesWhatDoesNotFit) {
   fs::copy(path("m.safetensors"), path("dir/model.safetensors"));
   ModelSection other = recipe.model;
   other.rope_theta = 500000.0;
-  std::ofstream(path("dir/config.json")) << llama_config_json(other, "float32", std::nullopt, std::nullopt);
+  std::ofstream(path("dir/config.json")) << llama_config_json(other, "float32", {});
   try {
     import_hf_model({path("dir"), path("b"), recipe, "test"});
     ADD_FAILURE() << "a config.json that disagrees with the recipe was accepted";
@@ -135,6 +146,63 @@ TEST_F(HfInterop, ImportRefusesWhatDoesNotFit) {
   EXPECT_THROW(model_from_llama_config(R"({"model_type": "llama", "attention_bias": true, "hidden_size": 8,
       "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5})", "c.json"),
                UserError);
+}
+
+// A Llama 3.2-style config.json (rope_scaling of type llama3, several EOS ids, a tokenizer
+// ustrain does not read) imports, and exports back with the same scaling.
+TEST_F(HfInterop, Llama3RopeScalingRoundTripsThroughImportAndExport) {
+  Recipe recipe = interop_recipe(false);
+  recipe.data.path.clear();  // ckpt import needs no dataset
+  const nlohmann::json scaling = {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                                  {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}};
+  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+                           {"hidden_size", 16}, {"intermediate_size", 24}, {"num_hidden_layers", 2},
+                           {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 4},
+                           {"vocab_size", 257}, {"max_position_embeddings", 16}, {"rms_norm_eps", 1e-5},
+                           {"rope_theta", 100.0}, {"rope_scaling", scaling}, {"tie_word_embeddings", false},
+                           {"hidden_act", "silu"}, {"bos_token_id", 250}, {"eos_token_id", {251, 252}},
+                           {"torch_dtype", "bfloat16"}};
+  const ModelSection read = model_from_llama_config(config.dump(), "config.json");
+  EXPECT_EQ(read.rope_scaling, "llama3");
+  EXPECT_EQ(read.rope_scaling_factor, 32.0);
+  EXPECT_EQ(read.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(read.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(read.rope_original_max_seq_len, 8192);
+
+  fs::create_directories(path("llama3"));
+  write_hf_file(path("llama3/model.safetensors"), recipe.model, "BF16", false);
+  std::ofstream(path("llama3/config.json")) << config.dump(2);
+  // The recipe must say the same scaling: without it the model would compute other numbers.
+  EXPECT_THROW(import_hf_model({path("llama3"), path("unscaled"), recipe, "test"}), UserError);
+  recipe.model.rope_scaling = "llama3";
+  recipe.model.rope_scaling_factor = 32.0;
+  recipe.model.rope_low_freq_factor = 1.0;
+  recipe.model.rope_high_freq_factor = 4.0;
+  recipe.model.rope_original_max_seq_len = 8192;
+  import_hf_model({path("llama3"), path("imported"), recipe, "test"});
+  const CheckpointReader imported(path("imported"));
+  ASSERT_TRUE(imported.manifest().tokenizer.has_value());
+  EXPECT_EQ(imported.manifest().tokenizer->kind, "external");  // the config's list of EOS ids is not read
+
+  export_checkpoint({path("imported"), path("exported"), "bf16", 5'000'000'000});
+  const nlohmann::json back = nlohmann::json::parse(slurp(path("exported/config.json")));
+  EXPECT_EQ(back.at("rope_scaling"), scaling);
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rope_theta",
+                          "rms_norm_eps", "tie_word_embeddings", "torch_dtype"})
+    EXPECT_EQ(back.at(key), config.at(key)) << key;
+  import_hf_model({path("exported"), path("again"), recipe, "test"});
+
+  // Other scaling types are refused by name.
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  try {
+    model_from_llama_config(config.dump(), "yarn.json");
+    ADD_FAILURE() << "yarn scaling was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"yarn\""), std::string::npos) << e.what();
+  }
+  config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_THROW(model_from_llama_config(config.dump(), "partial.json"), UserError);
 }
 
 }  // namespace

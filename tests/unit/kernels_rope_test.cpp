@@ -44,12 +44,22 @@ struct Tables {
   Tensor s() { return test::f32(sin, {rows, half}); }
 };
 
-Tables make_tables(CpuBackend& cpu, int rows, int head_dim) {
+// RoPE's inverse frequencies without scaling: theta^(-2i/Dh).
+std::vector<double> plain_frequencies(int head_dim) {
+  std::vector<double> inv_freq(static_cast<std::size_t>(head_dim / 2));
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(kTheta, -2.0 * static_cast<double>(i) / head_dim);
+  return inv_freq;
+}
+
+Tables make_tables(CpuBackend& cpu, int rows, int head_dim, const std::vector<double>& inv_freq) {
   const int half = head_dim / 2;
   Tables t{std::vector<float>(static_cast<std::size_t>(rows * half)),
            std::vector<float>(static_cast<std::size_t>(rows * half)), rows, half};
-  cpu.rope_tables(t.c(), t.s(), kTheta);
+  cpu.rope_tables(t.c(), t.s(), inv_freq);
   return t;
+}
+Tables make_tables(CpuBackend& cpu, int rows, int head_dim) {
+  return make_tables(cpu, rows, head_dim, plain_frequencies(head_dim));
 }
 
 TEST(CpuRope, TablesMatchTheFormula) {
@@ -61,6 +71,18 @@ TEST(CpuRope, TablesMatchTheFormula) {
       const double angle = pos * std::pow(kTheta, -2.0 * i / head_dim);
       ASSERT_NEAR(t.cos[pos * 32 + i], std::cos(angle), 1e-7) << pos << " " << i;
       ASSERT_NEAR(t.sin[pos * 32 + i], std::sin(angle), 1e-7) << pos << " " << i;
+    }
+}
+
+TEST(CpuRope, TablesTurnByTheFrequenciesGiven) {
+  CpuBackend cpu(1);
+  const int rows = 100, head_dim = 8;
+  const std::vector<double> inv_freq = {1.0, 0.25, 1e-3, 3e-6};  // any frequencies, e.g. scaled ones
+  auto t = make_tables(cpu, rows, head_dim, inv_freq);
+  for (int pos = 0; pos < rows; ++pos)
+    for (int i = 0; i < head_dim / 2; ++i) {
+      ASSERT_EQ(t.cos[pos * 4 + i], static_cast<float>(std::cos(pos * inv_freq[i]))) << pos << " " << i;
+      ASSERT_EQ(t.sin[pos * 4 + i], static_cast<float>(std::sin(pos * inv_freq[i]))) << pos << " " << i;
     }
 }
 

@@ -9,7 +9,7 @@ cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 failures=0
 # Debian's interpreter: the Python packages scripts/setup.sh installs (protobuf, crcmod,
-# matplotlib) are importable only by it, whatever python3 comes first on PATH.
+# matplotlib, sentencepiece) are importable only by it, whatever python3 comes first on PATH.
 PYTHON=/usr/bin/python3
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
