@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/model_size.h"
 #include "core/recipe_schema.h"
 #include "data/blend.h"
 #include "kernels/error.h"
@@ -308,6 +309,10 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          at.of({"schedule.min_lr", "optim.lr"}), r.schedule.min_lr, r.optim.lr);
   }
   check_tensor_parallel_rules(r, at);
+  if (const std::optional<std::string> problem = model_size_problem(r))
+    fail("{}: {}", at.of({"model.n_layers", "model.d_model", "model.vocab_size", "model.ffn_hidden", "model.n_heads",
+                          "model.n_kv_heads", "train.micro_batch", "train.seq_len"}),
+         *problem);
   if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
          "dataset directory it writes (or data.blend to several)",
