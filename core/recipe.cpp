@@ -298,11 +298,6 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "least one batch, so set eval_batches >= 1, or eval_interval = 0 to disable validation",
          at.of({"train.eval_batches", "train.eval_interval"}), t.eval_batches, t.eval_interval);
   }
-  if (r.schedule.warmup_steps > t.steps) {
-    fail("{}: schedule.warmup_steps = {} exceeds train.steps = {}; shorten the warm-up or "
-         "train for more steps",
-         at.of({"schedule.warmup_steps", "train.steps"}), r.schedule.warmup_steps, t.steps);
-  }
   if (r.schedule.min_lr > r.optim.lr) {
     fail("{}: schedule.min_lr = {} exceeds optim.lr = {}; the schedule decays from optim.lr "
          "down to min_lr, so set min_lr <= lr",

@@ -56,6 +56,7 @@ struct TrainSection {
   std::string recompute = "none";  // none | selective | full
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
+  std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
 
   bool operator==(const TrainSection&) const = default;
 };

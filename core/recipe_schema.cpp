@@ -132,6 +132,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(train.eval_batches), at_least(0),
           "Batches of train.global_batch sequences per validation pass (the same sequences whatever the layout); "
           "at least 1 when eval_interval > 0"),
+      key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
+          "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
+          "error; each such step is skipped without updating the model"),
 
       key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
@@ -143,7 +146,7 @@ std::vector<KeySpec> build_keys() {
           "Decoupled weight decay of AdamW"),
 
       key(USTRAIN_RECIPE_FIELD(schedule.warmup_steps), at_least(0),
-          "Steps of linear warm-up to optim.lr; at most train.steps"),
+          "Steps of linear warm-up to optim.lr; more than train.steps warms up over all of them, with a warning"),
       key(USTRAIN_RECIPE_FIELD(schedule.decay), one_of({"cosine", "linear", "wsd", "constant"}),
           "Shape of the learning-rate decay after warm-up"),
       key(USTRAIN_RECIPE_FIELD(schedule.min_lr), at_least(0),
