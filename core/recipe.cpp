@@ -273,7 +273,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "pairs of dimensions, so choose d_model and n_heads that give an even head_dim",
          at.of({"model.d_model", "model.n_heads"}), m.d_model, m.n_heads, r.head_dim());
   }
-  if (r.data.tokenizer == "byte" && m.vocab_size < 256) {
+  if (r.data.tokenizer == "byte" && m.vocab_size != 0 && m.vocab_size < 256) {
     fail("{}: model.vocab_size = {} is smaller than the 256 tokens of data.tokenizer = "
          "\"byte\"; set model.vocab_size >= 256",
          at.of({"model.vocab_size", "data.tokenizer"}), m.vocab_size);
@@ -284,14 +284,16 @@ void check_cross_field_rules(const Recipe& r, const Origins& at) {
          "model.max_seq_len",
          at.of({"train.seq_len", "model.max_seq_len"}), t.seq_len, m.max_seq_len);
   }
-  // Compared by division first: micro_batch * dp may not fit in 64 bits.
-  const bool fits = t.micro_batch <= t.global_batch / r.parallel.dp;
-  if (!fits || t.global_batch % (t.micro_batch * r.parallel.dp) != 0) {
+  // Compared by division first: micro_batch * dp may not fit in 64 bits. An unset dp (0)
+  // waits for the launch; a global batch that is no multiple of micro_batch fails now.
+  const std::int64_t dp = std::max<std::int64_t>(r.parallel.dp, 1);
+  const bool fits = t.micro_batch <= t.global_batch / dp;
+  if (!fits || t.global_batch % (t.micro_batch * dp) != 0) {
     fail("{}: train.global_batch = {} is not a multiple of train.micro_batch * parallel.dp = "
          "{} * {}; gradient accumulation needs a whole number of micro-batches per rank, so "
          "make global_batch a multiple of micro_batch * dp",
          at.of({"train.global_batch", "train.micro_batch", "parallel.dp"}), t.global_batch,
-         t.micro_batch, r.parallel.dp);
+         t.micro_batch, dp);
   }
   if (t.eval_interval > 0 && t.eval_batches < 1) {
     fail("{}: train.eval_batches = {} with train.eval_interval = {}; a validation pass needs at "
@@ -380,6 +382,19 @@ std::string markdown_cell(const std::string& text) {
 }  // namespace
 
 std::string Recipe::run_dir() const { return run.output_dir + "/" + run.name; }
+
+std::int64_t Recipe::grad_accum_steps() const {
+  USTRAIN_ASSERT(parallel.dp > 0, "parallel.dp is unset: the recipe was not resolved for the launch");
+  return train.global_batch / (train.micro_batch * parallel.dp);
+}
+
+bool Recipe::resolved() const { return model.vocab_size > 0 && data.tokenizer != "auto" && parallel.dp > 0; }
+
+void check_recipe(const Recipe& r) {
+  const Origins origins(r.source);
+  check_cross_field_rules(r, origins);
+  check_supported_by_this_build(r, origins);
+}
 
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
                     const std::vector<std::string>& overrides) {

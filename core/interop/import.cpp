@@ -68,11 +68,18 @@ SourceTensors open_sources(const HfModelFiles& hf) {
 
 }  // namespace
 
-InteropReport import_hf_model(const ImportOptions& o) {
-  const HfModelFiles hf = locate_hf_model(o.source);
-  if (hf.config)
-    check_config(o.recipe.model, model_from_llama_config(read_text_file(*hf.config), *hf.config), *hf.config,
-                 o.recipe.source);
+InteropReport import_hf_model(const ImportOptions& given) {
+  const HfModelFiles hf = locate_hf_model(given.source);
+  ImportOptions o = given;
+  if (hf.config) {
+    const ModelSection config = model_from_llama_config(read_text_file(*hf.config), *hf.config);
+    if (o.recipe.model.vocab_size == 0) o.recipe.model.vocab_size = config.vocab_size;  // unset: the model's
+    check_config(o.recipe.model, config, *hf.config, o.recipe.source);
+  }
+  if (o.recipe.model.vocab_size == 0)
+    throw UserError(fmt::format("{} has no config.json to take the vocabulary size from, and the recipe {} leaves "
+                                "model.vocab_size unset; set it",
+                                o.source, o.recipe.source));
   const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only

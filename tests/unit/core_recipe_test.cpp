@@ -56,8 +56,12 @@ TEST(Recipe, MinimalRecipeKeepsTheStructDefaults) {
   EXPECT_EQ(r.model.d_model, 256);
   EXPECT_EQ(r.train.precision, "fp32");
   EXPECT_EQ(r.head_dim(), 32);
-  EXPECT_EQ(r.grad_accum_steps(), 1);
   EXPECT_EQ(r.run_dir(), "runs/run");
+  // Left to the dataset and the launch (core/recipe_defaults.h).
+  EXPECT_EQ(r.model.vocab_size, 0);
+  EXPECT_EQ(r.data.tokenizer, "auto");
+  EXPECT_EQ(r.parallel.dp, 0);
+  EXPECT_FALSE(r.resolved());
 }
 
 TEST(Recipe, FullRecipeFromFileSetsEveryKey) {
@@ -319,7 +323,7 @@ TEST(RecipeError, ChoiceErrorListsTheChoices) {
                   {"trace, debug, info, warn, error"});
   expect_mentions(error_of(kMinimal + "[device]\ntype = \"tpu\"\n"), {"one of: cpu, cuda"});
   expect_mentions(error_of("[data]\npath = \"x\"\ntokenizer = \"gpt2\"\n"),
-                  {"test.toml:3:", "data.tokenizer", "one of: byte"});
+                  {"test.toml:3:", "data.tokenizer", "one of: auto, byte"});
 }
 
 TEST(RecipeError, RunNameMustBeAPlainDirectoryName) {
@@ -350,8 +354,6 @@ TEST(RecipeError, CrossFieldRules) {
       {"[model]\nn_kv_heads = 16\n",
        {"model.n_kv_heads = 16", "exceeds model.n_heads = 8", "n_kv_heads <= n_heads"}},
       {"[model]\nd_model = 24\n", {"head_dim", "24 / 8 = 3", "odd", "RoPE"}},
-      {"[model]\nvocab_size = 100\n",
-       {"model.vocab_size = 100", "data.tokenizer = \"byte\"", "vocab_size >= 256"}},
       {"[train]\nglobal_batch = 12\n",
        {"train.global_batch = 12", "train.micro_batch * parallel.dp = 8 * 1", "multiple"}},
       {"[train]\nglobal_batch = 4\n", {"train.global_batch = 4", "micro_batch * parallel.dp"}},
@@ -368,6 +370,44 @@ TEST(RecipeError, CrossFieldRules) {
   }
   // Validation may be off with no batches to run it on.
   EXPECT_EQ(parse(kMinimal + "[train]\neval_interval = 0\neval_batches = 0\n").train.eval_batches, 0);
+}
+
+TEST(RecipeError, ByteTokenizerNeedsItsVocabularyOnceBothAreKnown) {
+  expect_mentions(error_of("[data]\npath = \"d\"\ntokenizer = \"byte\"\n[model]\nvocab_size = 100\n"),
+                  {"model.vocab_size = 100", "data.tokenizer = \"byte\"", "vocab_size >= 256"});
+  // The dataset may be a sentencepiece one: the rule waits until the tokenizer is known.
+  EXPECT_EQ(parse(kMinimal + "[model]\nvocab_size = 100\n").model.vocab_size, 100);
+  Recipe r = parse(kMinimal + "[model]\nvocab_size = 100\n");
+  r.data.tokenizer = "byte";
+  expect_mentions([&] {
+    try {
+      check_recipe(r);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  }(), {"test.toml: model.vocab_size = 100", "vocab_size >= 256"});
+}
+
+TEST(Recipe, WarmupLongerThanTheRunIsAccepted) {
+  // A smoke test of a long recipe (--set train.steps=1): the trainer shortens the warm-up.
+  const Recipe r = parse(kMinimal + "[schedule]\nwarmup_steps = 1000\n", {"train.steps=1"});
+  EXPECT_EQ(r.schedule.warmup_steps, 1000);
+  EXPECT_EQ(r.train.steps, 1);
+}
+
+TEST(RecipeError, ModelsBeyondAnyMachineAreRefusedWithTheirNumbers) {
+  expect_mentions(error_of(kMinimal + "[model]\nn_layers = 1000000000000\n"),
+                  {"test.toml:4:", "model.n_layers = 1000000000000", "must be 1 to 65536"});
+  // 2^40-wide embedding rows: the byte counts would pass 2^64 long before anything is planned.
+  expect_mentions(error_of(kMinimal + "[model]\nvocab_size = 4611686018427387904\nd_model = 1099511627776\n"
+                                      "n_heads = 1\nn_kv_heads = 1\n"),
+                  {"test.toml:", "vocabulary of 4611686018427387904", "parameters", "more than any machine has"});
+  expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 4611686018427387904\nglobal_batch = "
+                                      "4611686018427387904\n[model]\nvocab_size = 300\n"),
+                  {"micro-batch of 4611686018427387904 x 256 tokens", "more than any machine has"});
+  // Big but plannable: whether it fits is the memory check's business (core/memory_fit.h).
+  EXPECT_EQ(parse(kMinimal + "[model]\nd_model = 65536\nn_heads = 64\nn_layers = 1000\n").model.n_layers, 1000);
 }
 
 TEST(RecipeError, HugeBatchProductDoesNotOverflow) {
