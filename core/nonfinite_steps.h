@@ -1,8 +1,8 @@
 // Steps whose loss or gradient norm is not finite (NaN or infinite). Such a step is skipped:
 // the weights, the optimizer state and the loss scale stay as they were. It is counted and
-// logged, no checkpoint is saved while a streak of them lasts, and train.max_bad_steps of
-// them in a row stop training with an error, so that the newest checkpoint holds the last good
-// state.
+// logged, the trainer saves no periodic checkpoint while a streak of them lasts, and
+// train.max_bad_steps of them in a row stop training with an error, so that the newest
+// checkpoint holds the last good state.
 //
 // Every rank takes the same decision without a collective of its own: the loss has been
 // summed over the ranks that see different tokens (the tensor-parallel ranks of a group compute
