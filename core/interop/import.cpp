@@ -11,6 +11,7 @@
 #include "core/checkpoint/slices.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
+#include "core/recipe_defaults.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
 #include "data/durable_output.h"
@@ -80,6 +81,17 @@ InteropReport import_hf_model(const ImportOptions& given) {
     throw UserError(fmt::format("{} has no config.json to take the vocabulary size from, and the recipe {} leaves "
                                 "model.vocab_size unset; set it",
                                 o.source, o.recipe.source));
+  // The checkpoint keeps a resolved recipe where it can: the tokenizer kind of the run's
+  // dataset (when it is there and fits; training checks it again), and the one process that
+  // wrote the checkpoint.
+  if (o.recipe.data.tokenizer == "auto") {
+    try {
+      o.recipe.data.tokenizer = with_dataset_defaults(o.recipe).data.tokenizer;
+    } catch (const UserError&) {
+      // Left "auto": the run that starts from the checkpoint resolves it from its own dataset.
+    }
+  }
+  if (o.recipe.parallel.dp == 0) o.recipe.parallel.dp = 1;
   const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only

@@ -23,8 +23,15 @@ check "$(json $run/run.json 'len(j["sessions"])')" 1 "run.json has one session"
 check "$(json $run/run.json 'j["sessions"][0]["status"]')" completed "the session completed"
 check "$(json $run/run.json 'j["sessions"][0]["last_step"]')" 4 "at step 4"
 check "$(json $run/run.json 'j["sessions"][0]["command_line"][1:3]')" "['train', 'tiny.toml']" "with its command line"
-commit=$(git -C "$SOURCE_DIR" rev-parse HEAD 2>/dev/null || echo unknown)
-check "$(json $run/run.json 'j["sessions"][0]["build"]["git_commit"]')" "$commit" "and the build's git commit"
+# The commit the build was configured from: HEAD or one before it (a commit since configures
+# again at the next build), or "unknown" outside a git checkout.
+commit=$(json $run/run.json 'j["sessions"][0]["build"]["git_commit"]')
+if git -C "$SOURCE_DIR" rev-parse HEAD >/dev/null 2>&1; then
+  [[ $commit =~ ^[0-9a-f]{40}$ ]] && git -C "$SOURCE_DIR" merge-base --is-ancestor "$commit" HEAD \
+    && pass "and the build's git commit" || fail "git commit '$commit' is not HEAD or before it"
+else
+  check "$commit" unknown "and 'unknown' for the commit outside a git checkout"
+fi
 check "$(json $run/run.json 'j["sessions"][0]["ustrain_version"]')" "$("$USTRAIN" --version | cut -d' ' -f2)" \
   "and the version"
 check "$(json $run/run.json '[r["pid"] > 0 and r["host"] != "" for r in j["sessions"][0]["ranks"]]')" "[True]" \
