@@ -39,9 +39,12 @@ std::optional<std::string> cgroup_path(const std::string& proc_root, const std::
   for (std::string line; std::getline(in, line);) {
     const std::size_t first = line.find(':'), second = line.find(':', first + 1);
     if (first == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(first + 1, second - first - 1) + ",";
-    const bool match =
-        controller.empty() ? controllers == ",," : controllers.find("," + controller + ",") != std::string::npos;
+    // ",cpu,cpuacct," holds ",cpu," (appended piecewise: GCC 12 warns falsely about "," + s + ",").
+    std::string controllers(1, ',');
+    controllers.append(line, first + 1, second - first - 1).push_back(',');
+    std::string wanted(1, ',');
+    wanted.append(controller).push_back(',');
+    const bool match = controller.empty() ? controllers == ",," : controllers.find(wanted) != std::string::npos;
     if (match) return line.substr(second + 1);
   }
   return std::nullopt;
