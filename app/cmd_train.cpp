@@ -25,7 +25,8 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see the README's recipe reference")->required();
   add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
-                "Print the resolved recipe, parameter count and memory plan, then exit without training");
+                "Check that the data exists and matches the recipe and (CPU) that the model fits this host, print "
+                "the resolved recipe, parameter count and memory plan, then exit without training or writing");
   cmd->add_flag("--overwrite", opt->overwrite,
                 "Replace the run (metrics and checkpoints) in the same run directory");
   cmd->add_option("--resume", opt->resume,

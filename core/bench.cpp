@@ -12,6 +12,7 @@
 
 #include "core/model_instance.h"
 #include "core/peak_flops.h"
+#include "core/recipe_defaults.h"
 #include "core/trainer.h"
 
 namespace ustrain {
@@ -32,6 +33,7 @@ std::optional<std::array<double, 4>> first_step_phases(const std::string& metric
 }  // namespace
 
 void run_bench(Recipe recipe, std::int64_t steps) {
+  recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
   // One tensor-parallel rank's GEMMs (the whole model's at tp = 1), for every layer.
   const ModelGeometry geo =
       ModelGeometry::of(recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp});

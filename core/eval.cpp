@@ -10,6 +10,7 @@
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/model_instance.h"
+#include "core/recipe_defaults.h"
 
 namespace ustrain {
 
@@ -24,7 +25,9 @@ double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, 
   return sum / static_cast<double>(micro_batches * micro_batch * seq_len);
 }
 
-EvalResult evaluate_checkpoint(const Recipe& recipe, const EvalOptions& options) {
+EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) {
+  // One process evaluates: an unset parallel.dp is 1.
+  const Recipe recipe = with_launch_defaults(with_dataset_defaults(given), dry_run_launch(given, ProcessInfo{}));
   const auto& t = recipe.train;
   const std::int64_t batches = options.batches > 0 ? options.batches : t.eval_batches;
   if (batches < 1) throw UserError("nothing to evaluate: pass --batches N or set train.eval_batches >= 1");

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
+#include <limits>
+
+#include "kernels/error.h"
 
 namespace ustrain {
 
@@ -13,29 +15,50 @@ const char* mem_category_name(MemCategory c) {
   return kNames[static_cast<int>(c)];
 }
 
-static std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+namespace {
+
+std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+// Byte counts that would wrap around are the recipe's doing (a model too large for 64 bits),
+// not a bug: the recipe check (core/model_size.h) normally refuses such models first.
+[[noreturn]] void overflow(const std::string& name, const Shape& shape, MemCategory category) {
+  throw UserError(fmt::format("the memory plan's {} overflow 64-bit byte counts at {} {}; use a smaller model or "
+                              "micro-batch",
+                              mem_category_name(category), name, shape.str()));
+}
+
+}  // namespace
 
 int MemoryPlan::add(std::string name, MemCategory category, Shape shape, DType dtype) {
-  auto& size = sizes_[static_cast<std::size_t>(category)];
-  size = align_up(size, kAlignment);
-  PlanEntry e{std::move(name), category, shape, dtype, size,
-              static_cast<std::size_t>(shape.numel()) * dtype_size(dtype)};
-  size += e.bytes;
-  entries_.push_back(std::move(e));
-  return static_cast<int>(entries_.size() - 1);
+  const std::size_t size = sizes_[static_cast<std::size_t>(category)];
+  if (size > std::numeric_limits<std::size_t>::max() - kAlignment) overflow(name, shape, category);
+  return place(std::move(name), category, shape, dtype, align_up(size, kAlignment));
 }
 
 int MemoryPlan::add_packed(std::string name, MemCategory category, Shape shape, DType dtype) {
-  auto& size = sizes_[static_cast<std::size_t>(category)];
-  PlanEntry e{std::move(name), category, shape, dtype, size,
-              static_cast<std::size_t>(shape.numel()) * dtype_size(dtype)};
-  size += e.bytes;
-  entries_.push_back(std::move(e));
+  return place(std::move(name), category, shape, dtype, sizes_[static_cast<std::size_t>(category)]);
+}
+
+int MemoryPlan::place(std::string name, MemCategory category, Shape shape, DType dtype, std::size_t offset) {
+  std::size_t elements = 1, bytes = 0, end = 0;
+  for (int i = 0; i < shape.rank(); ++i)
+    if (shape[i] < 0 || __builtin_mul_overflow(elements, static_cast<std::size_t>(shape[i]), &elements))
+      overflow(name, shape, category);
+  if (__builtin_mul_overflow(elements, dtype_size(dtype), &bytes) || __builtin_add_overflow(offset, bytes, &end) ||
+      end > std::numeric_limits<std::size_t>::max() - kAlignment)
+    overflow(name, shape, category);
+  entries_.push_back(PlanEntry{std::move(name), category, shape, dtype, offset, bytes});
+  sizes_[static_cast<std::size_t>(category)] = end;
   return static_cast<int>(entries_.size() - 1);
 }
 
 std::size_t MemoryPlan::total_bytes() const {
-  return std::accumulate(sizes_.begin(), sizes_.end(), std::size_t{0});
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < sizes_.size(); ++i)
+    if (__builtin_add_overflow(total, sizes_[i], &total))
+      throw UserError("the memory plan's categories together overflow 64-bit byte counts; use a smaller model or "
+                      "micro-batch");
+  return total;
 }
 
 std::string MemoryPlan::summary() const {

@@ -51,6 +51,10 @@ class MemoryPlan {
   std::string summary() const;
 
  private:
+  // Declares the entry at `offset` of its category's arena; UserError, leaving the plan as it
+  // was, when its byte count or the arena's end does not fit in 64 bits.
+  int place(std::string name, MemCategory category, Shape shape, DType dtype, std::size_t offset);
+
   std::vector<PlanEntry> entries_;
   std::array<std::size_t, kMemCategories> sizes_{};
 };

@@ -22,11 +22,29 @@ void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, con
   model.plan(plan, sharding, slots);
 }
 
+namespace {
+
+std::size_t available_to(const ModelPlacement& placement, const Backend& backend) {
+  return placement.memory.available > 0 ? placement.memory.available : backend.available_memory_bytes();
+}
+
+// The recipe's model, once the least its training state takes fits the memory: an absurd
+// model is refused before its layers are made.
+const ModelSection& fitting_model(const Recipe& recipe, const ModelPlacement& placement, const Backend& backend) {
+  USTRAIN_ASSERT(recipe.model.vocab_size > 0, "model.vocab_size is unset: the recipe was not resolved");
+  check_state_fits(recipe, available_to(placement, backend), placement.memory.sharers, backend.memory_name());
+  return recipe.model;
+}
+
+}  // namespace
+
 ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
                              ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
-      model(recipe.model, max_batch, max_seq, policy, compute_dtype(recipe), placement.geometry, placement.tp) {
+      model(fitting_model(recipe, placement, *backend), max_batch, max_seq, policy, compute_dtype(recipe),
+            placement.geometry, placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
+  check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name());
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/memory_fit.h"
 #include "core/memory_plan.h"
 #include "core/model/llama.h"
 #include "core/recipe.h"
@@ -25,12 +26,13 @@ struct ModelPlacement {
   TensorParallel* tp = nullptr;             // not owned; must outlive the instance
   ParamSharding sharding{};
   SlotPlan slots{};
+  MemoryShare memory{};  // the memory the model must fit in (core/memory_fit.h)
 };
 
 struct ModelInstance {
   // Plans for micro-batches of at most (max_batch, max_seq) tokens, places the parameters
   // (core/distributed/parallelize.h), and allocates the plan on `backend` (the recipe's, when
-  // null).
+  // null). UserError, before anything is allocated, when the model does not fit the memory.
   ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
                 ModelPlacement placement = {}, std::unique_ptr<Backend> backend = nullptr);
 

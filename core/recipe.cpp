@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/model_size.h"
 #include "core/recipe_schema.h"
 #include "parallel/pipeline_schedule.h"
 #include "data/blend.h"
@@ -262,9 +263,11 @@ void check_pipeline_rules(const Recipe& r, const Origins& at) {
          at.of({"model.n_layers", "parallel.pp", "parallel.virtual_stages"}), r.model.n_layers, p.pp,
          p.virtual_stages, stages);
   const PipelineSchedule schedule = parse_pipeline_schedule(p.pp_schedule);
+  // With dp unset (0) the micro-batch count waits for the launch (check_recipe asks again);
+  // the rules that hold for any count are asked now, with a count (pp) that passes the others.
+  const int micro_batches = p.dp == 0 ? static_cast<int>(p.pp) : static_cast<int>(r.grad_accum_steps());
   const std::string refusal = schedule_refusal(
-      schedule, PipelineShape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages),
-                              static_cast<int>(r.grad_accum_steps())});
+      schedule, PipelineShape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages), micro_batches});
   if (!refusal.empty())
     fail("{}: {} (micro-batches per step = train.global_batch / (train.micro_batch * parallel.dp) = {} / ({} * {}))",
          at.of({"parallel.pp_schedule", "parallel.pp", "parallel.virtual_stages", "train.global_batch",
@@ -312,7 +315,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
   }
   if (use == RecipeUse::model) return;  // the rest is about the data and the training run
 
-  if (r.data.tokenizer == "byte" && m.vocab_size < 256) {
+  if (r.data.tokenizer == "byte" && m.vocab_size != 0 && m.vocab_size < 256) {
     fail("{}: model.vocab_size = {} is smaller than the 256 tokens of data.tokenizer = "
          "\"byte\"; set model.vocab_size >= 256",
          at.of({"model.vocab_size", "data.tokenizer"}), m.vocab_size);
@@ -323,24 +326,21 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
          "model.max_seq_len",
          at.of({"train.seq_len", "model.max_seq_len"}), t.seq_len, m.max_seq_len);
   }
-  // Compared by division first: micro_batch * dp may not fit in 64 bits.
-  const bool fits = t.micro_batch <= t.global_batch / r.parallel.dp;
-  if (!fits || t.global_batch % (t.micro_batch * r.parallel.dp) != 0) {
+  // Compared by division first: micro_batch * dp may not fit in 64 bits. An unset dp (0)
+  // waits for the launch; a global batch that is no multiple of micro_batch fails now.
+  const std::int64_t dp = std::max<std::int64_t>(r.parallel.dp, 1);
+  const bool fits = t.micro_batch <= t.global_batch / dp;
+  if (!fits || t.global_batch % (t.micro_batch * dp) != 0) {
     fail("{}: train.global_batch = {} is not a multiple of train.micro_batch * parallel.dp = "
          "{} * {}; gradient accumulation needs a whole number of micro-batches per rank, so "
          "make global_batch a multiple of micro_batch * dp",
          at.of({"train.global_batch", "train.micro_batch", "parallel.dp"}), t.global_batch,
-         t.micro_batch, r.parallel.dp);
+         t.micro_batch, dp);
   }
   if (t.eval_interval > 0 && t.eval_batches < 1) {
     fail("{}: train.eval_batches = {} with train.eval_interval = {}; a validation pass needs at "
          "least one batch, so set eval_batches >= 1, or eval_interval = 0 to disable validation",
          at.of({"train.eval_batches", "train.eval_interval"}), t.eval_batches, t.eval_interval);
-  }
-  if (r.schedule.warmup_steps > t.steps) {
-    fail("{}: schedule.warmup_steps = {} exceeds train.steps = {}; shorten the warm-up or "
-         "train for more steps",
-         at.of({"schedule.warmup_steps", "train.steps"}), r.schedule.warmup_steps, t.steps);
   }
   if (r.schedule.min_lr > r.optim.lr) {
     fail("{}: schedule.min_lr = {} exceeds optim.lr = {}; the schedule decays from optim.lr "
@@ -349,6 +349,10 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
   }
   check_tensor_parallel_rules(r, at);
   check_pipeline_rules(r, at);
+  if (const std::optional<std::string> problem = model_size_problem(r))
+    fail("{}: {}", at.of({"model.n_layers", "model.d_model", "model.vocab_size", "model.ffn_hidden", "model.n_heads",
+                          "model.n_kv_heads", "train.micro_batch", "train.seq_len"}),
+         *problem);
   if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
          "dataset directory it writes (or data.blend to several)",
@@ -420,6 +424,19 @@ std::string markdown_cell(const std::string& text) {
 }  // namespace
 
 std::string Recipe::run_dir() const { return run.output_dir + "/" + run.name; }
+
+std::int64_t Recipe::grad_accum_steps() const {
+  USTRAIN_ASSERT(parallel.dp > 0, "parallel.dp is unset: the recipe was not resolved for the launch");
+  return train.global_batch / (train.micro_batch * parallel.dp);
+}
+
+bool Recipe::resolved() const { return model.vocab_size > 0 && data.tokenizer != "auto" && parallel.dp > 0; }
+
+void check_recipe(const Recipe& r) {
+  const Origins origins(r.source);
+  check_cross_field_rules(r, origins, RecipeUse::run);
+  check_supported_by_this_build(r, origins);
+}
 
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
                     const std::vector<std::string>& overrides, RecipeUse use) {

@@ -21,7 +21,7 @@ struct RunSection {
 };
 
 struct ModelSection {
-  std::int64_t vocab_size = 256;
+  std::int64_t vocab_size = 0;  // 0: the dataset's (core/recipe_defaults.h)
   std::int64_t d_model = 256;
   std::int64_t n_layers = 4;
   std::int64_t n_heads = 8;
@@ -44,7 +44,7 @@ struct ModelSection {
 
 struct DataSection {
   std::string path;              // dataset directory written by `ustrain data convert`
-  std::string tokenizer = "byte";  // byte | sentencepiece | external
+  std::string tokenizer = "auto";  // auto (the dataset's) | byte | sentencepiece | external
   std::string blend;             // "dirA:0.7,dirB:0.3": several datasets instead of path
   std::int64_t prefetch = 4;     // micro-batches read ahead on a background thread; 0: none
   std::string verify = "checksums";  // checksums | sizes: what opening the data checks
@@ -62,6 +62,7 @@ struct TrainSection {
   std::string recompute = "none";  // none | selective | full
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
+  std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
 
   bool operator==(const TrainSection&) const = default;
 };
@@ -86,7 +87,7 @@ struct ScheduleSection {
 };
 
 struct ParallelSection {
-  std::int64_t dp = 1;
+  std::int64_t dp = 0;  // 0: the processes launched / (tp * pp * cp * ep) (core/recipe_defaults.h)
   std::int64_t tp = 1;
   std::int64_t pp = 1;
   std::int64_t cp = 1;
@@ -141,10 +142,12 @@ struct Recipe {
   std::string source;  // the file it came from, for messages
 
   std::int64_t head_dim() const { return model.d_model / model.n_heads; }
-  std::int64_t grad_accum_steps() const {
-    return train.global_batch / (train.micro_batch * parallel.dp);
-  }
+  // Micro-batches per rank and step; needs parallel.dp resolved.
+  std::int64_t grad_accum_steps() const;
   std::string run_dir() const;
+  // Whether the keys a recipe may leave to the dataset and the launch (model.vocab_size = 0,
+  // data.tokenizer = "auto", parallel.dp = 0) hold their values (core/recipe_defaults.h).
+  bool resolved() const;
 
   // Field-by-field equality, `source` included (exact for floats: a round trip must be exact).
   bool operator==(const Recipe&) const = default;
@@ -157,11 +160,16 @@ enum class RecipeUse { run, model };
 
 // Parse a TOML file, apply `key=value` overrides (TOML syntax for the value; a bare word
 // is a string), check types, ranges and cross-field rules, and what this build supports.
+// Rules that involve a key left unset (resolved() is false) wait for check_recipe.
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {},
                    RecipeUse use = RecipeUse::run);
 // The same from TOML text; `source` names it in messages.
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
                     const std::vector<std::string>& overrides = {}, RecipeUse use = RecipeUse::run);
+
+// The cross-field and build rules again, after keys left unset were filled in; messages name
+// the recipe's source.
+void check_recipe(const Recipe& r);
 
 // The resolved recipe as TOML, every key present (defaults filled in).
 std::string to_toml(const Recipe& r);

@@ -76,11 +76,13 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(run.output_dir), non_empty(),
           "Directory that holds the run directories"),
 
-      key(USTRAIN_RECIPE_FIELD(model.vocab_size), at_least(1),
-          "Vocabulary size: embedding rows and output classes"),
+      key(USTRAIN_RECIPE_FIELD(model.vocab_size), at_least(0),
+          "Vocabulary size: embedding rows and output classes; 0 takes the dataset's (its manifest), a set value must "
+          "be at least that"),
       key(USTRAIN_RECIPE_FIELD(model.d_model), at_least(1),
           "Model width: size of the residual stream"),
-      key(USTRAIN_RECIPE_FIELD(model.n_layers), at_least(1), "Number of transformer blocks"),
+      key(USTRAIN_RECIPE_FIELD(model.n_layers), between(one_in, Bound{65536.0, true}),
+          "Number of transformer blocks"),
       key(USTRAIN_RECIPE_FIELD(model.n_heads), at_least(1),
           "Query heads; head_dim = d_model / n_heads must be even"),
       key(USTRAIN_RECIPE_FIELD(model.n_kv_heads), at_least(1),
@@ -110,9 +112,10 @@ std::vector<KeySpec> build_keys() {
 
       key(USTRAIN_RECIPE_FIELD(data.path), any_value(),
           "Dataset directory written by `ustrain data convert`; required unless data.blend is set"),
-      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"byte", "sentencepiece", "external"}),
-          "Kind of tokenizer the datasets were encoded with; a sentencepiece model travels in its dataset "
-          "directory, external means ids converted from Megatron, llm.c or NumPy files"),
+      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"auto", "byte", "sentencepiece", "external"}),
+          "Kind of tokenizer the datasets were encoded with; auto takes the dataset's (its manifest), a set value must "
+          "match it; a sentencepiece model travels in its dataset directory, external means ids converted from "
+          "Megatron, llm.c or NumPy files"),
       key(USTRAIN_RECIPE_FIELD(data.blend), any_value(),
           "Several datasets mixed by weight instead of data.path: \"DIR:WEIGHT,DIR:WEIGHT\" (weights "
           "are normalised, to a resolution of 1/10000)"),
@@ -143,6 +146,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(train.eval_batches), at_least(0),
           "Batches of train.global_batch sequences per validation pass (the same sequences whatever the layout); "
           "at least 1 when eval_interval > 0"),
+      key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
+          "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
+          "error; each such step is skipped without updating the model"),
 
       key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
@@ -154,7 +160,7 @@ std::vector<KeySpec> build_keys() {
           "Decoupled weight decay of AdamW"),
 
       key(USTRAIN_RECIPE_FIELD(schedule.warmup_steps), at_least(0),
-          "Steps of linear warm-up to optim.lr; at most train.steps"),
+          "Steps of linear warm-up to optim.lr; more than train.steps warms up over all of them, with a warning"),
       key(USTRAIN_RECIPE_FIELD(schedule.decay), one_of({"cosine", "linear", "wsd", "constant"}),
           "Shape of the learning-rate decay after warm-up"),
       key(USTRAIN_RECIPE_FIELD(schedule.min_lr), at_least(0),
@@ -162,7 +168,8 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(schedule.wsd_decay_fraction), between(zero_out, one_in),
           "wsd only: share of all steps spent in the final decay"),
 
-      key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(1), "Data-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(0),
+          "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp * ep"),
       key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),
           "Tensor-parallel ranks: attention heads, MLP units and the vocabulary are split over them (Megatron-style)"),
       key(USTRAIN_RECIPE_FIELD(parallel.sp), any_value(),

@@ -18,18 +18,24 @@
 #include "core/eval.h"
 #include "core/loss_scaler.h"
 #include "core/lr_schedule.h"
+#include "core/memory_fit.h"
 #include "core/metrics_log.h"
 #include "core/model_instance.h"
+#include "core/nonfinite_steps.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/pipeline_executor.h"
 #include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
+#include "core/recipe_defaults.h"
 #include "core/resource_usage.h"
+#include "core/run_record.h"
+#include "core/run_schedule.h"
 #include "core/signals.h"
 #include "core/training_data.h"
 #include "core/distributed/zero_engine.h"
+#include "kernels/cpu/host_memory.h"
 
 namespace ustrain {
 namespace {
@@ -70,14 +76,16 @@ struct Run {
   ZeroEngine engine;
   LossScaler scaler;
   PipelineExecutor train_executor, eval_executor;
-  Run(const Recipe& r, ProcessLayout& layout, std::unique_ptr<Backend> be, std::size_t bucket_bytes)
+  NonfiniteSteps bad_steps;
+  Run(const Recipe& r, ProcessLayout& layout, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
+      MemoryShare memory)
       : recipe(r),
         groups(layout.groups()),
         geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
         tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
         pipeline(plan_pipeline(r, groups.pp().rank())),
         instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots},
+                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
                  std::move(be)),
         model(instance.model),
         backend(*instance.backend),
@@ -85,7 +93,8 @@ struct Run {
                r.parallel.overlap_comm),
         scaler(r.train.precision == "fp16"),
         train_executor(model, groups.pp(), pipeline.train),
-        eval_executor(model, groups.pp(), pipeline.eval) {
+        eval_executor(model, groups.pp(), pipeline.eval),
+        bad_steps(r.train.max_bad_steps) {
     model.set_param_hooks(&engine);
   }
   Run(const Run&) = delete;
@@ -98,7 +107,8 @@ struct Run {
 
 struct StepResult {
   double loss, grad_norm, lr;
-  bool applied = true;  // false: fp16 gradients overflowed and the step was skipped
+  bool applied = true;     // false: skipped (fp16 gradients overflowed, or a bad step)
+  bool nonfinite = false;  // a bad step: the loss or gradient norm is not finite (core/nonfinite_steps.h)
 };
 
 // One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
@@ -139,13 +149,18 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   sum_partial_grads(run.model.params(), run.groups.tp());
   if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
   // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
-  const double loss_sum = run.groups.loss().sum(local.sum);
+  // (The test hook poisons this rank's share.)
+  const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));
   timer.mark(Phase::backward);
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
-  if (!std::isfinite(r.loss))
-    throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
-                                r.loss, step));
   const double scaled_sum_of_squares = grad_sum_of_squares(run.model.params(), be, run.groups.world());
+  if (NonfiniteSteps::bad(r.loss, scaled_sum_of_squares, run.scaler.enabled())) {
+    r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
+    r.applied = false;
+    r.nonfinite = true;
+    timer.mark(Phase::optimizer);
+    return r;
+  }
   if (!run.scaler.update(std::isfinite(scaled_sum_of_squares), step)) {
     spdlog::warn("step {}: fp16 gradients overflowed at loss scale {}; skipped the update, the scale is now {}", step,
                  loss_scale, run.scaler.scale());
@@ -232,10 +247,18 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
 
 }  // namespace
 
-std::string describe_run(const Recipe& recipe) {
+std::string describe_run(const Recipe& given) {
+  DatasetFacts data;
+  const ProcessInfo launch = dry_run_launch(given, discover_process());
+  const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
+  check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
   const LlamaModel model(recipe.model, 1, 1, Recompute::none, DType::f32, &geometry);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
+  for (const std::string& filled : filled_defaults(given, recipe)) s += "# " + filled + "\n";
+  if (const std::optional<std::string> note = shortened_warmup_note(recipe)) s += "# warning: " + *note + "\n";
+  s += fmt::format("# data: {} dataset{} tokenized with {}: {} training and {} validation tokens\n", data.datasets,
+                   data.datasets == 1 ? "" : "s", data.tokenizer.describe(), data.train_tokens, data.validation_tokens);
   s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
                    static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
   s += fmt::format("model FLOPs per token: {:.3g} (6 N + 6 L d S at S = {})\n",
@@ -288,7 +311,18 @@ std::string describe_run(const Recipe& recipe) {
   return s;
 }
 
-TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
+namespace {
+
+// What train() learns before training: the launch, the host's memory before any rank
+// allocated, the defaults it filled in, and the run directory's record of the session.
+struct TrainStart {
+  ProcessInfo launch;
+  std::size_t host_memory = 0;
+  std::vector<std::string> filled;
+  RunRecord& record;
+};
+
+TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, TrainStart& ts) {
   const auto& t = recipe.train;
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
@@ -304,6 +338,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   // From here on SIGTERM, SIGUSR1 and a first SIGINT stop training at the next step boundary.
   const StopSignals signals;
 
+  // This rank's share of the host's memory, before the data or the model takes any.
+  check_host_fits(recipe, ts.host_memory, ts.launch.local_world_size);
   // Opens and checks the dataset before anything is allocated; the ranks of one tensor-
   // parallel group read the same part.
   TrainingData data(recipe, layout.data_reader(), layout.data_readers());
@@ -315,7 +351,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, CommOptions{});
-  Run run(recipe, layout, std::move(device), kBucketBytes);
+  const MemoryShare memory = memory_share(device->device(), ts.host_memory, ts.launch.local_world_size);
+  Run run(recipe, layout, std::move(device), kBucketBytes, memory);
   // Every rank checks the run directory before the leading rank changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
@@ -323,6 +360,9 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
     checkpoints.remove_leftovers();
   }
+  ts.record.start({run_dir, !resume_from.has_value(), ts.launch, resume_from.value_or("")},
+                  layout.groups().world().host(), layout.leads());
+  for (const std::string& filled : ts.filled) spdlog::info("{}", filled);
   Backend& be = run.backend;
   const ParamSet& params = run.model.params();
   ResumedRun start;
@@ -408,8 +448,8 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   if (start.step == t.steps)
     spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
 
-  const LrScheduleConfig schedule{recipe.optim.lr, recipe.schedule.min_lr, recipe.schedule.warmup_steps,
-                                  t.steps, recipe.schedule.decay, recipe.schedule.wsd_decay_fraction};
+  const LrScheduleConfig schedule = schedule_of(recipe);
+  if (const std::optional<std::string> note = shortened_warmup_note(recipe)) spdlog::warn("{}", *note);
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const double flops_per_step = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step);
 
@@ -425,6 +465,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     run.pp_comm().reset_volume();
     run.tp.reset_comm_seconds();
     const StepResult r = take_step(run, data, schedule, step, step_timer);
+    run.bad_steps.count(step, r.nonfinite, r.loss, r.grad_norm);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
@@ -448,7 +489,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                      {"dp_comm_bytes", dp_bytes}, {"dp_comm_psi", dp_bytes / psi_bytes},
                      {"tp_comm_bytes", tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
                      {"pp_comm_bytes", pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
-                     {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0}});
+                     {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
+                     {"nonfinite_steps", double(run.bad_steps.total())},
+                     {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())}});
+    run.bad_steps.stop_if_too_many(step);
     if (step == summary.first_step && recipe.parallel.dp > 1)
       spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
                    "communicator",
@@ -478,7 +522,9 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                       {"unigram_val_loss", summary.unigram_val_loss}});
     }
     stop = run.groups.world().any(signals.requested());
-    if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop) save(/*wait=*/false);
+    // No checkpoint while bad steps go on: the newest one stays the last good state.
+    if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop && run.bad_steps.in_a_row() == 0)
+      save(/*wait=*/false);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (summary.steps > start.step && options.save_final) save(/*wait=*/true);
@@ -498,6 +544,27 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   spdlog::info("checkpoint: {}{}", summary.checkpoint.empty() ? "none written" : summary.checkpoint,
                metrics && !metrics->files().empty() ? " | metrics: " + metrics->files() : std::string());
   return summary;
+}
+
+}  // namespace
+
+TrainSummary train(const Recipe& given, const TrainOptions& options) {
+  const ProcessInfo launch = discover_process();
+  // Measured by every rank before the ranks first wait for each other, so before any allocates.
+  const std::size_t host_memory = host_available_bytes();
+  const Recipe recipe = resolve_recipe(given, launch);
+  RunRecord record;
+  TrainStart start{launch, host_memory, filled_defaults(given, recipe), record};
+  try {
+    TrainSummary summary = train_resolved(recipe, options, start);
+    record.finish(summary.stop_signal != 0 ? fmt::format("stopped by {}", StopSignals::name(summary.stop_signal))
+                                           : "completed",
+                  summary.steps);
+    return summary;
+  } catch (const std::exception& e) {
+    record.finish("error", -1, e.what());
+    throw;
+  }
 }
 
 }  // namespace ustrain

@@ -38,9 +38,14 @@ struct TrainSummary {
   std::size_t peak_device_bytes = 0;  // Backend::peak_device_bytes(); 0 on the CPU
 };
 
+// Fills in what the recipe leaves to the dataset and the launch (core/recipe_defaults.h), then
+// trains; the run directory keeps train.log and run.json (core/run_record.h).
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
 
-// What `--dry-run` prints: the resolved recipe, parameter count and the memory plan.
+// What `--dry-run` prints: the resolved recipe, the datasets, the parameter count and the
+// memory plan. Checks what training would check first, without training: the datasets exist
+// and match the recipe (tokenizer, vocabulary, enough tokens), and a CPU recipe's plan fits
+// this host's available memory.
 std::string describe_run(const Recipe& recipe);
 
 }  // namespace ustrain

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/recipe_defaults.h"
 #include "data/dataset.h"
 #include "data/mapped_shard.h"
 #include "data/token_stats.h"
@@ -33,23 +34,10 @@ std::vector<Source> open_sources(const Recipe& r) {
 }
 
 void check_tokenizers(const Recipe& r, const std::vector<Source>& sources) {
-  const TokenizerIdentity& first = sources.front().dataset.tokenizer();
-  for (const Source& source : sources) {
-    const TokenizerIdentity& t = source.dataset.tokenizer();
-    if (t.kind != r.data.tokenizer)
-      throw UserError(fmt::format("dataset {} was tokenized with {}, but the recipe says data.tokenizer = \"{}\"; "
-                                  "set data.tokenizer = \"{}\" or convert the data again",
-                                  source.path, t.describe(), r.data.tokenizer, t.kind));
-    if (!(t == first))
-      throw UserError(fmt::format("datasets {} and {} were tokenized differently ({} vs {}); blended datasets must "
-                                  "share one tokenizer: re-tokenize one with `ustrain data convert --format shards "
-                                  "--tokenizer ...`",
-                                  sources.front().path, source.path, first.describe(), t.describe()));
-  }
-  if (first.vocab_size > r.model.vocab_size)
-    throw UserError(fmt::format("dataset {} has a vocabulary of {} tokens but model.vocab_size = {}; set "
-                                "model.vocab_size to at least {}",
-                                sources.front().path, first.vocab_size, r.model.vocab_size, first.vocab_size));
+  USTRAIN_ASSERT(r.resolved(), "the recipe's dataset defaults were not filled in");
+  std::vector<DatasetTokenizer> tokenizers;
+  for (const Source& source : sources) tokenizers.push_back({source.path, source.dataset.tokenizer()});
+  check_dataset_tokenizers(r, tokenizers);
 }
 
 int verify_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
@@ -60,10 +48,7 @@ std::vector<LoaderSource> loader_sources(const Recipe& r, const std::vector<Sour
   std::vector<LoaderSource> result;
   for (const Source& source : sources) {
     const std::int64_t tokens = source.dataset.tokens(split);
-    if (split == Split::train && tokens <= r.train.seq_len)
-      throw UserError(fmt::format("dataset {} has {} training tokens, fewer than one sequence of {} + 1; use more "
-                                  "data or a shorter train.seq_len",
-                                  source.path, tokens, r.train.seq_len));
+    if (split == Split::train) check_training_tokens(r, source.path, tokens);
     if (tokens <= r.train.seq_len) continue;
     if (r.data.verify == "checksums") source.dataset.verify_checksums(split, verify_threads());
     result.push_back({source.dataset.open_tokens(split), source.weight, source.path});
@@ -109,10 +94,7 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
 
   std::vector<LoaderSource> train = loader_sources(r, sources, Split::train);
   std::vector<LoaderSource> val = loader_sources(r, sources, Split::val);
-  if (r.train.eval_interval > 0 && val.empty())
-    throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
-                                "convert with a larger --val-fraction or set train.eval_interval = 0",
-                                sources.front().path, seq_len_));
+  check_validation_tokens(r, sources.front().path, !val.empty());
   for (const LoaderSource& source : train) train_tokens_ += source.tokens->size();
   for (const LoaderSource& source : val) validation_tokens_ += source.tokens->size();
 

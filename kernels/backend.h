@@ -69,6 +69,11 @@ class Backend {
   // library workspaces it keeps. 0 where it is not tracked (the CPU, whose peak is the
   // process's resident memory).
   virtual std::size_t peak_device_bytes() const { return 0; }
+  // Bytes the backend could still allocate now, for checking a memory plan before it is
+  // allocated: free GPU memory, or the host's available memory on the CPU; 0 when unknown.
+  virtual std::size_t available_memory_bytes() const { return 0; }
+  // What available_memory_bytes() measures, for messages: "GPU 0", "this host".
+  virtual std::string memory_name() const { return "this device"; }
 
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]

@@ -15,7 +15,7 @@ constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model", 
                                            "model.n_heads",    "model.n_kv_heads", "model.ffn_hidden",
                                            "model.tied_embeddings"};
 constexpr std::string_view kHarmlessKeys[] = {
-    "train.steps", "train.eval_interval", "train.eval_batches", "train.recompute", "run.name",
+    "train.steps", "train.eval_interval", "train.eval_batches", "train.max_bad_steps", "train.recompute", "run.name",
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm"};
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
 constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp",

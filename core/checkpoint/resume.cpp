@@ -12,6 +12,7 @@
 #include "core/checkpoint/compat.h"
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
+#include "core/run_schedule.h"
 
 namespace ustrain {
 namespace fs = std::filesystem;
@@ -32,6 +33,8 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
   if (m.step > recipe.train.steps)
     throw UserError(fmt::format("checkpoint {} is at step {}, past train.steps = {}; raise train.steps to continue",
                                 checkpoint, m.step, recipe.train.steps));
+  if (const std::optional<std::string> note = stretched_schedule_note(m.recipe, recipe, m.step))
+    spdlog::info("{}", *note);
   if (m.backend != backend.name())
     spdlog::warn("checkpoint {} was saved on {}, this run computes on {}: losses will match the uninterrupted run "
                  "only up to rounding",

@@ -121,8 +121,9 @@ TokenizerSnapshot import_tokenizer(const std::string& choice, const HfModelFiles
   } else if (model.tokenizer_model) {
     t = model_file_snapshot(*model.tokenizer_model);
     how = *model.tokenizer_model;
-  } else if (recipe.data.tokenizer == "byte" &&
-             (names_data || (config_ids.eos == ByteTokenizer::kEos && vocab > ByteTokenizer::kEos))) {
+  } else if ((recipe.data.tokenizer == "byte" && names_data) ||
+             ((recipe.data.tokenizer == "byte" || recipe.data.tokenizer == "auto") && !names_data &&
+              config_ids.eos == ByteTokenizer::kEos && vocab > ByteTokenizer::kEos)) {
     t = byte_tokenizer_snapshot();
     how = names_data ? "the recipe's [data]" : "config.json's eos_token_id 256, the byte tokenizer's";
   } else if (names_data) {

@@ -11,6 +11,7 @@
 #include "core/checkpoint/slices.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
+#include "core/recipe_defaults.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
 #include "core/interop/hf_tokenizer.h"
@@ -79,11 +80,19 @@ SourceTensors open_sources(const HfModelFiles& hf) {
 
 }  // namespace
 
-InteropReport import_hf_model(const ImportOptions& o) {
-  const HfModelFiles hf = locate_hf_model(o.source);
-  if (hf.config)
-    check_config(o.recipe.model, model_from_llama_config(read_text_file(*hf.config), *hf.config), *hf.config,
-                 o.recipe.source);
+InteropReport import_hf_model(const ImportOptions& given) {
+  const HfModelFiles hf = locate_hf_model(given.source);
+  ImportOptions o = given;
+  if (hf.config) {
+    const ModelSection config = model_from_llama_config(read_text_file(*hf.config), *hf.config);
+    if (o.recipe.model.vocab_size == 0) o.recipe.model.vocab_size = config.vocab_size;  // unset: the model's
+    check_config(o.recipe.model, config, *hf.config, o.recipe.source);
+  }
+  if (o.recipe.model.vocab_size == 0)
+    throw UserError(fmt::format("{} has no config.json to take the vocabulary size from, and the recipe {} leaves "
+                                "model.vocab_size unset; set it",
+                                o.source, o.recipe.source));
+  if (o.recipe.parallel.dp == 0) o.recipe.parallel.dp = 1;  // the one process that writes the checkpoint
   std::string tokenizer_origin;
   const TokenizerSnapshot tokenizer = import_tokenizer(o.tokenizer, hf, o.recipe, tokenizer_origin);
   const SourceTensors source = open_sources(hf);

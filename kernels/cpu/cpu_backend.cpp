@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/host_memory.h"
 
 namespace ustrain {
 namespace {
@@ -27,7 +29,9 @@ std::size_t round_up(std::size_t bytes) {
 }
 
 void* aligned_bytes(std::size_t bytes) {
-  void* p = std::aligned_alloc(kAlignment, round_up(bytes));
+  // round_up must not wrap around to a small allocation.
+  const bool addressable = bytes <= std::numeric_limits<std::size_t>::max() - kAlignment;
+  void* p = addressable ? std::aligned_alloc(kAlignment, round_up(bytes)) : nullptr;
   if (p == nullptr)
     throw UserError("out of host memory: could not allocate " + std::to_string(bytes) +
                     " bytes; lower train.micro_batch or train.seq_len, or use a smaller model");
@@ -82,6 +86,8 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_m
 std::string CpuBackend::name() const { return "cpu (" + std::to_string(threads_) + " threads)"; }
 
 void* CpuBackend::allocate(std::size_t bytes) { return aligned_bytes(bytes); }
+
+std::size_t CpuBackend::available_memory_bytes() const { return host_available_bytes(); }
 
 void CpuBackend::release(void* p) { std::free(p); }
 

@@ -48,6 +48,8 @@ class CpuBackend : public Backend {
   void fill(Tensor dst, float value) override;
   void convert(Tensor dst, const Tensor& src) override;
   void synchronize() override {}
+  std::size_t available_memory_bytes() const override;
+  std::string memory_name() const override { return "this host"; }
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;

@@ -105,6 +105,12 @@ std::size_t CudaBackend::peak_device_bytes() const {
          sizeof(double);
 }
 
+std::size_t CudaBackend::available_memory_bytes() const {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  USTRAIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 void* CudaBackend::scratch(std::size_t bytes) { return scratch_.get(bytes, stream_.get()); }
 
 void CudaBackend::copy(Tensor dst, const Tensor& src) {

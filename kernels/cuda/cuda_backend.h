@@ -48,6 +48,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   CUstream_st* compute_stream() const override { return stream_.get(); }
   std::size_t peak_device_bytes() const override;
+  std::size_t available_memory_bytes() const override;
+  std::string memory_name() const override { return "GPU " + std::to_string(device_index_); }
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;

@@ -25,7 +25,7 @@ expect_output "data.blend" "names the key"
 "$USTRAIN" data tokenizer train -i corpus -o tok.model --vocab-size 300 >/dev/null 2>&1
 "$USTRAIN" data convert -i corpus -o sp -t tok.model --val-fraction 0.1 >/dev/null 2>&1
 sp=(--set data.path=sp --set data.tokenizer=sentencepiece)
-expect_exit 2 "recipe names another tokenizer" -- "$USTRAIN" train tiny.toml --set data.path=sp
+expect_exit 2 "recipe names another tokenizer" -- "$USTRAIN" train tiny.toml --set data.path=sp --set data.tokenizer=byte
 expect_output 'set data.tokenizer = "sentencepiece"' "says which tokenizer the data has"
 expect_exit 2 "model vocabulary too small" -- "$USTRAIN" train tiny.toml "${sp[@]}"
 expect_output "model.vocab_size to at least 300" "says how large the vocabulary must be"

@@ -41,7 +41,8 @@ expect_exit 0 "resume it at dp=1" -- "$USTRAIN" train tiny.toml "${common[@]}" -
   --set run.name=dp2-ckpt --resume runs/dp2-ckpt/checkpoints/step-00000012 --force-resume
 compare dp2-ckpt
 
-expect_exit 2 "two processes for a one-process layout" -- mpi 2 "$USTRAIN" train tiny.toml --set run.name=bad
+expect_exit 2 "two processes for a one-process layout" -- mpi 2 "$USTRAIN" train tiny.toml --set parallel.dp=1 \
+  --set run.name=bad
 expect_output "needs 1 processes but 2 were launched" "the mismatch is explained"
 [[ $(grep -c "needs 1 processes" out.txt) -eq 2 ]] && pass "every rank reports it" || fail "not every rank reported"
 finish

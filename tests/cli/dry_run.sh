@@ -2,6 +2,8 @@
 # identically on every call, and the printed recipe is itself a valid recipe.
 source "$(dirname "$0")/lib/common.bash"
 
+make_corpus
+"$USTRAIN" data convert --input corpus --output data --val-fraction 0.1 >/dev/null 2>&1 || fail "convert"
 tiny_recipe >tiny.toml
 expect_exit 0 "dry run" -- "$USTRAIN" train tiny.toml --dry-run --set train.recompute=selective
 cp out.txt first.txt
@@ -16,10 +18,12 @@ done
 for key in name seed output_dir vocab_size d_model n_layers n_heads n_kv_heads ffn_hidden rope_theta norm_eps \
            tied_embeddings max_seq_len init_std path tokenizer steps micro_batch global_batch seq_len grad_clip \
            precision recompute eval_interval eval_batches lr beta1 beta2 eps weight_decay warmup_steps decay \
-           min_lr dp tp pp cp ep zero pp_schedule virtual_stages interval keep_last jsonl tensorboard level type threads; do
+           min_lr dp tp pp cp ep zero pp_schedule virtual_stages interval keep_last jsonl tensorboard level type threads \
+           max_bad_steps; do
   expect_output "^$key = " "resolved recipe has $key"
 done
 expect_output '^recompute = "selective"' "--set override is applied"
+expect_output '^dp = 1 ' "dp is resolved (one process, no launcher)"
 [[ ! -d runs ]] && pass "dry run writes nothing" || fail "dry run created a run directory"
 
 # The printed recipe parses back to the same resolved recipe.

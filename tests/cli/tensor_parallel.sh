@@ -26,7 +26,7 @@ tiny_recipe >tiny.toml
 common=(--set train.steps=6 --set train.eval_interval=3 --set checkpoint.interval=3)
 
 expect_exit 0 "three ranks for a layout of two" -- each_rank 3 "$USTRAIN" train tiny.toml "${common[@]}" \
-  --set parallel.tp=2
+  --set parallel.tp=2 --set parallel.dp=1
 count_lines "needs 2 processes but 3 were launched" 3 "every rank names the launch and the layout"
 count_lines "exited with status 2" 3 "every rank exits with status 2"
 

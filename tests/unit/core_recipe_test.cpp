@@ -56,8 +56,12 @@ TEST(Recipe, MinimalRecipeKeepsTheStructDefaults) {
   EXPECT_EQ(r.model.d_model, 256);
   EXPECT_EQ(r.train.precision, "fp32");
   EXPECT_EQ(r.head_dim(), 32);
-  EXPECT_EQ(r.grad_accum_steps(), 1);
   EXPECT_EQ(r.run_dir(), "runs/run");
+  // Left to the dataset and the launch (core/recipe_defaults.h).
+  EXPECT_EQ(r.model.vocab_size, 0);
+  EXPECT_EQ(r.data.tokenizer, "auto");
+  EXPECT_EQ(r.parallel.dp, 0);
+  EXPECT_FALSE(r.resolved());
 }
 
 TEST(Recipe, FullRecipeFromFileSetsEveryKey) {
@@ -90,6 +94,7 @@ TEST(Recipe, FullRecipeFromFileSetsEveryKey) {
   EXPECT_EQ(r.train.recompute, "selective");
   EXPECT_EQ(r.train.eval_interval, 25);
   EXPECT_EQ(r.train.eval_batches, 2);
+  EXPECT_EQ(r.train.max_bad_steps, 3);
   EXPECT_EQ(r.optim.lr, 6e-4);
   EXPECT_EQ(r.optim.beta1, 0.8);
   EXPECT_EQ(r.optim.beta2, 0.99);
@@ -318,7 +323,7 @@ TEST(RecipeError, ChoiceErrorListsTheChoices) {
                   {"trace, debug, info, warn, error"});
   expect_mentions(error_of(kMinimal + "[device]\ntype = \"tpu\"\n"), {"one of: cpu, cuda"});
   expect_mentions(error_of("[data]\npath = \"x\"\ntokenizer = \"gpt2\"\n"),
-                  {"test.toml:3:", "data.tokenizer", "one of: byte"});
+                  {"test.toml:3:", "data.tokenizer", "one of: auto, byte"});
 }
 
 TEST(RecipeError, RunNameMustBeAPlainDirectoryName) {
@@ -349,15 +354,11 @@ TEST(RecipeError, CrossFieldRules) {
       {"[model]\nn_kv_heads = 16\n",
        {"model.n_kv_heads = 16", "exceeds model.n_heads = 8", "n_kv_heads <= n_heads"}},
       {"[model]\nd_model = 24\n", {"head_dim", "24 / 8 = 3", "odd", "RoPE"}},
-      {"[model]\nvocab_size = 100\n",
-       {"model.vocab_size = 100", "data.tokenizer = \"byte\"", "vocab_size >= 256"}},
       {"[train]\nglobal_batch = 12\n",
        {"train.global_batch = 12", "train.micro_batch * parallel.dp = 8 * 1", "multiple"}},
       {"[train]\nglobal_batch = 4\n", {"train.global_batch = 4", "micro_batch * parallel.dp"}},
       {"[train]\nseq_len = 512\n",
        {"test.toml:4:", "train.seq_len = 512", "exceeds model.max_seq_len = 256"}},
-      {"[schedule]\nwarmup_steps = 101\n",
-       {"schedule.warmup_steps = 101", "exceeds train.steps = 100"}},
       {"[optim]\nlr = 1e-4\n[schedule]\nmin_lr = 2e-4\n",
        {"schedule.min_lr = 0.0002", "exceeds optim.lr = 0.0001", "min_lr <= lr"}},
       {"[train]\neval_batches = 0\n",
@@ -371,6 +372,44 @@ TEST(RecipeError, CrossFieldRules) {
   }
   // Validation may be off with no batches to run it on.
   EXPECT_EQ(parse(kMinimal + "[train]\neval_interval = 0\neval_batches = 0\n").train.eval_batches, 0);
+}
+
+TEST(RecipeError, ByteTokenizerNeedsItsVocabularyOnceBothAreKnown) {
+  expect_mentions(error_of("[data]\npath = \"d\"\ntokenizer = \"byte\"\n[model]\nvocab_size = 100\n"),
+                  {"model.vocab_size = 100", "data.tokenizer = \"byte\"", "vocab_size >= 256"});
+  // The dataset may be a sentencepiece one: the rule waits until the tokenizer is known.
+  EXPECT_EQ(parse(kMinimal + "[model]\nvocab_size = 100\n").model.vocab_size, 100);
+  Recipe r = parse(kMinimal + "[model]\nvocab_size = 100\n");
+  r.data.tokenizer = "byte";
+  expect_mentions([&] {
+    try {
+      check_recipe(r);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  }(), {"test.toml: model.vocab_size = 100", "vocab_size >= 256"});
+}
+
+TEST(Recipe, WarmupLongerThanTheRunIsAccepted) {
+  // A smoke test of a long recipe (--set train.steps=1): the trainer shortens the warm-up.
+  const Recipe r = parse(kMinimal + "[schedule]\nwarmup_steps = 1000\n", {"train.steps=1"});
+  EXPECT_EQ(r.schedule.warmup_steps, 1000);
+  EXPECT_EQ(r.train.steps, 1);
+}
+
+TEST(RecipeError, ModelsBeyondAnyMachineAreRefusedWithTheirNumbers) {
+  expect_mentions(error_of(kMinimal + "[model]\nn_layers = 1000000000000\n"),
+                  {"test.toml:4:", "model.n_layers = 1000000000000", "must be 1 to 65536"});
+  // 2^40-wide embedding rows: the byte counts would pass 2^64 long before anything is planned.
+  expect_mentions(error_of(kMinimal + "[model]\nvocab_size = 4611686018427387904\nd_model = 1099511627776\n"
+                                      "n_heads = 1\nn_kv_heads = 1\n"),
+                  {"test.toml:", "vocabulary of 4611686018427387904", "parameters", "more than any machine has"});
+  expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 4611686018427387904\nglobal_batch = "
+                                      "4611686018427387904\n[model]\nvocab_size = 300\n"),
+                  {"micro-batch of 4611686018427387904 x 256 tokens", "more than any machine has"});
+  // Big but plannable: whether it fits is the memory check's business (core/memory_fit.h).
+  EXPECT_EQ(parse(kMinimal + "[model]\nd_model = 65536\nn_heads = 64\nn_layers = 1000\n").model.n_layers, 1000);
 }
 
 TEST(RecipeError, HugeBatchProductDoesNotOverflow) {
@@ -458,7 +497,7 @@ TEST(RecipeError, PipelineLayoutsTheScheduleCannotRunAreRefused) {
       {"[parallel]\npp = 2\nvirtual_stages = 4\n", {"= 2 * 4 = 8", "whose product divides n_layers"}},
       {"[parallel]\npp = 2\nvirtual_stages = 2\n",
        {"parallel.virtual_stages = 2 needs parallel.pp_schedule = \"interleaved\""}},
-      {"[parallel]\npp = 2\nvirtual_stages = 2\npp_schedule = \"interleaved\"\n[train]\nmicro_batch = 8\n",
+      {"[parallel]\npp = 2\nvirtual_stages = 2\npp_schedule = \"interleaved\"\ndp = 1\n[train]\nmicro_batch = 8\n",
        {"must be a multiple of 2", "micro-batches per step = train.global_batch / (train.micro_batch * parallel.dp) = 8 / (8 * 1)"}},
       {"[parallel]\npp_schedule = \"interleaved\"\nvirtual_stages = 2\n[train]\nmicro_batch = 1\n",
        {"needs parallel.pp >= 2"}},
@@ -667,9 +706,9 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     ++key_lines;
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
-  // Keys in core/recipe.h: run 3, model 16, data 5, train 9, optim 5, schedule 4,
+  // Keys in core/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
   // parallel 10, checkpoint 5, log 4, device 2.
-  EXPECT_EQ(key_lines, 63u);
+  EXPECT_EQ(key_lines, 64u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

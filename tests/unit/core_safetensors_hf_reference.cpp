@@ -25,6 +25,7 @@ max_seq_len = 16
 rope_theta = 100.0
 [data]
 path = "unused"
+tokenizer = "byte"
 [train]
 micro_batch = 1
 global_batch = 1

@@ -1,0 +1,96 @@
+#include "kernels/cpu/host_memory.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+namespace ustrain {
+namespace {
+
+// "MemAvailable:   12345 kB" in bytes.
+std::optional<std::size_t> meminfo_available(const std::string& path) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream rest(line.substr(13));
+    std::size_t kib = 0;
+    std::string unit;
+    if (rest >> kib >> unit && unit == "kB") return kib * 1024;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// A cgroup file holding one number ("max" or unreadable: nullopt).
+std::optional<std::size_t> number_in(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::size_t value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+// This process's cgroup path for a hierarchy: cgroup v2's ("0::/user.slice/job.scope") when
+// `controller` is empty, else the v1 hierarchy holding it ("4:memory:/slurm/job_7").
+std::optional<std::string> cgroup_path(const std::string& proc_root, const std::string& controller) {
+  std::ifstream in(proc_root + "/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    // ",cpu,cpuacct," holds ",cpu," (appended piecewise: GCC 12 warns falsely about "," + s + ",").
+    std::string controllers(1, ',');
+    controllers.append(line, first + 1, second - first - 1).push_back(',');
+    std::string wanted(1, ',');
+    wanted.append(controller).push_back(',');
+    const bool match = controller.empty() ? controllers == ",," : controllers.find(wanted) != std::string::npos;
+    if (match) return line.substr(second + 1);
+  }
+  return std::nullopt;
+}
+
+// The least memory any limit leaves on the way from this process's group up to `root` of its
+// hierarchy; at least 1 when a limit is known (0 means unknown).
+std::optional<std::size_t> least_left(const std::filesystem::path& root, const std::string& group,
+                                      const char* limit_file, const char* usage_file) {
+  std::optional<std::size_t> least;
+  std::filesystem::path dir = root / std::filesystem::path(group).relative_path();
+  for (;;) {
+    const std::optional<std::size_t> limit = number_in(dir / limit_file);
+    if (limit) {
+      const std::size_t used = number_in(dir / usage_file).value_or(0);
+      const std::size_t left = *limit > used ? *limit - used : 1;
+      least = least ? std::min(*least, left) : left;
+    }
+    if (dir == root || !dir.has_relative_path() || dir.parent_path() == dir) break;
+    dir = dir.parent_path();
+  }
+  return least;
+}
+
+// What the cgroup v2 limits (memory.max) and the v1 memory controller's
+// (memory.limit_in_bytes) leave.
+std::optional<std::size_t> cgroup_left(const std::string& proc_root, const std::string& cgroup_root) {
+  std::optional<std::size_t> least;
+  const auto take = [&](std::optional<std::size_t> left) {
+    if (left) least = least ? std::min(*least, *left) : *left;
+  };
+  if (const std::optional<std::string> v2 = cgroup_path(proc_root, ""))
+    take(least_left(cgroup_root, *v2, "memory.max", "memory.current"));
+  if (const std::optional<std::string> v1 = cgroup_path(proc_root, "memory"))
+    take(least_left(std::filesystem::path(cgroup_root) / "memory", *v1, "memory.limit_in_bytes",
+                    "memory.usage_in_bytes"));
+  return least;
+}
+
+}  // namespace
+
+std::size_t host_available_bytes(const std::string& proc_root, const std::string& cgroup_root) {
+  const std::optional<std::size_t> available = meminfo_available(proc_root + "/meminfo");
+  const std::optional<std::size_t> left = cgroup_left(proc_root, cgroup_root);
+  if (available && left) return std::min(*available, *left);
+  return available.value_or(left.value_or(0));
+}
+
+}  // namespace ustrain
