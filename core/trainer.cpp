@@ -250,7 +250,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
-    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, CommOptions{});
+    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   Run run(recipe, layout, std::move(device), kBucketBytes);
   // Every rank checks the run directory before the leading rank changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
