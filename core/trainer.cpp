@@ -22,8 +22,10 @@
 #include "core/model_instance.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
+#include "core/distributed/fail_together.h"
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/process_layout.h"
+#include "core/run_start.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
 #include "core/training_data.h"
@@ -252,13 +254,16 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   Run run(recipe, layout, std::move(device), kBucketBytes);
-  // Every rank checks the run directory before the leading rank changes it.
+  // Every rank checks the run directory before the leading rank locks and changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
-  if (layout.leads()) {
+  std::optional<RunLock> lock;
+  fail_together(layout.groups().world().host(), [&] {
+    if (!layout.leads()) return;
+    lock = lock_run_directory(run_dir, options.resume, resume_from);
     prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
     checkpoints.remove_leftovers();
-  }
+  });
   Backend& be = run.backend;
   const ParamSet& params = run.model.params();
   ResumedRun start;
@@ -312,6 +317,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                              options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group()},
       SaveFaults::from_environment());
   writer->prepare(params);
+  if (ck.interval > 0 || options.save_final) check_can_save(layout, checkpoints.root(), writer->state_bytes());
   const std::string end = options.save_final ? " and at the end" : "";
   spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
                ck.interval > 0 ? fmt::format("every {} steps{}", ck.interval, end)
