@@ -8,6 +8,7 @@
 
 #include "core/checkpoint/fs.h"
 #include "data/crc32.h"
+#include "data/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -26,8 +27,9 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec))
-    throw UserError(fmt::format("checkpoint {} does not exist or is not a directory", dir_));
+  if (const PathStatus status = path_status(dir_); status.access != PathAccess::exists)
+    throw UserError(fmt::format("checkpoint {} {}", dir_, describe_unusable(status)));
+  if (!fs::is_directory(dir_, ec)) throw UserError(fmt::format("checkpoint {} is not a directory", dir_));
   const std::string manifest_path = dir_ + "/" + kManifestName;
   if (!fs::exists(manifest_path, ec))
     throw UserError(fmt::format("{} is not a complete checkpoint: it has no {} (a save that did not finish, or not "
