@@ -222,6 +222,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+constexpr std::size_t kLongestSuggestible = 64;
+
 // A typo rather than a different word: one edit, or about a third of a longer word.
 bool close_enough(std::size_t distance, std::string_view word) {
   return distance <= std::max<std::size_t>(1, word.size() / 3);
@@ -277,6 +279,9 @@ const KeySpec* find_key(std::string_view dotted_key) {
 }
 
 std::optional<std::string> suggest_key(std::string_view dotted_key) {
+  // No key is longer than this, nor within a few edits of anything longer: the edit distance
+  // costs the product of the lengths, and a megabyte of key would take minutes.
+  if (dotted_key.size() > kLongestSuggestible) return std::nullopt;
   const std::size_t dot = dotted_key.find('.');
   const std::string_view section = dotted_key.substr(0, dot);
   const std::string_view leaf = dot == std::string_view::npos ? dotted_key : dotted_key.substr(dot + 1);
@@ -296,6 +301,7 @@ std::optional<std::string> suggest_key(std::string_view dotted_key) {
 }
 
 std::optional<std::string> suggest_section(std::string_view name) {
+  if (name.size() > kLongestSuggestible) return std::nullopt;
   const SectionSpec* best = nullptr;
   std::size_t best_distance = 0;
   for (const SectionSpec& s : recipe_sections()) {
@@ -354,7 +360,7 @@ std::optional<Scalar> coerce(const KeySpec& spec, const Scalar& value) {
 std::string describe_allowed(const KeySpec& spec) {
   const Allowed& a = spec.allowed;
   if (!a.choices.empty()) return fmt::format("one of: {}", fmt::join(a.choices, ", "));
-  if (a.plain_name) return "a plain directory name: not empty, no '/', not '.' or '..'";
+  if (a.plain_name) return "a plain directory name: not empty, at most 255 bytes, no '/', not '.' or '..'";
   if (a.non_empty) return "not empty";
   if (a.min && a.max) {
     if (spec.type == ValueType::integer) {
@@ -374,7 +380,8 @@ std::optional<std::string> violation(const KeySpec& spec, const Scalar& value) {
     if (s->find('\0') != std::string::npos) return "must not contain a NUL character";
     const bool bad_choice =
         !a.choices.empty() && std::find(a.choices.begin(), a.choices.end(), *s) == a.choices.end();
-    const bool bad_name = a.plain_name && (s->empty() || *s == "." || *s == ".." ||
+    // 255 bytes: the longest name a Linux filesystem takes for one directory (NAME_MAX).
+    const bool bad_name = a.plain_name && (s->empty() || s->size() > 255 || *s == "." || *s == ".." ||
                                            s->find('/') != std::string::npos);
     const bool bad_empty = a.non_empty && s->empty();
     if (bad_choice || bad_name || bad_empty) return "must be " + describe_allowed(spec);
@@ -409,6 +416,11 @@ std::string toml_literal(const Scalar& value) {
                    return out.str();
                  }},
       value);
+}
+
+std::string abbreviate(std::string_view text) {
+  if (text.size() <= 80) return std::string(text);
+  return fmt::format("{}... ({} bytes)", text.substr(0, 60), text.size());
 }
 
 }  // namespace ustrain
