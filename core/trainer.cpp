@@ -338,6 +338,7 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
     const std::optional<double> stall = writer->save(params, be, progress);
+    if (metrics) metrics->sync();  // the steps this checkpoint holds stay logged
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
       summary.checkpoint = checkpoints.path_of(progress.step);

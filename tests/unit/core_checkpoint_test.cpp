@@ -14,6 +14,7 @@
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
+#include "core/checkpoint/resume.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
 #include "core/rng.h"
@@ -221,6 +222,18 @@ TEST_F(BadCheckpoint, AnotherModelShape) {
   ModelState shallower(small_model(1));  // the checkpoint holds a layer the model lacks
   expect_error_mentions([&] { load_model_state(r, shallower.model.params(), *shallower.backend, true); },
                         {dir_, "model.layers.1", "lacks"});
+}
+
+// A line torn by a full disk is dropped when the run resumes, with the steps after the
+// checkpoint; every line left parses.
+TEST(ResumedMetrics, DropsTornLinesAndLaterSteps) {
+  const std::string dir = temp_dir("metrics");
+  const std::string path = dir + "/metrics.jsonl";
+  std::ofstream(path) << "{\"kind\":\"train\",\"step\":1}\n{\"kind\":\"train\",\"step\":2}\n"
+                         "{\"kind\":\"train\",\"st\n{\"kind\":\"train\",\"step\":3}\n{\"kind\":\"tra";
+  drop_metrics_after(path, 2);
+  EXPECT_EQ(read_text_file(path), "{\"kind\":\"train\",\"step\":1}\n{\"kind\":\"train\",\"step\":2}\n");
+  fs::remove_all(dir);
 }
 
 TEST_F(BadCheckpoint, IncompleteDirectory) {
