@@ -57,7 +57,8 @@ void read_llmc(const std::vector<InputFile>& files, std::int64_t vocab_size, std
       const auto take = static_cast<std::size_t>(std::min<std::int64_t>(count - done, kChunkTokens));
       raw.resize(take * width);
       if (std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
-        throw UserError(fmt::format("error while reading {}: {}", input.path, std::strerror(errno)));
+        throw UserError(fmt::format("error while reading {}: {}", input.path,
+                                    std::ferror(file.get()) ? std::strerror(errno) : "the file ended early"));
       decode_ids(raw.data(), take, type, vocab_size, ids.data(), input.path, done);
       // Each EOS starts a new document.
       std::size_t begin = 0;
