@@ -45,6 +45,14 @@ case $mode in
     esac
     if grep -qF "the step completed" <<<"$output"; then fail "a rank completed a collective without its peer"; fi
     ;;
+  leaving-peer)
+    expect_line "error: rank $last ran out of disk"
+    expect_line "rank $last exited with status 2"
+    for r in $(seq 0 $((last - 1))); do
+      expect_line "error: collective all_reduce of 100003 f32 (sum) on world group (ranks $ranks) did not complete on rank $r: rank $last left the job (it stopped after an error (see its output))"
+      expect_line "rank $r exited with status 2"
+    done
+    ;;
   stuck-create)
     for r in $(seq 0 $((last - 1))); do
       expect_line "error: creating the communicator on world group (ranks $ranks) did not complete within 2 s on rank $r: a peer may have died or be stuck"

@@ -10,6 +10,8 @@
 //   stopped-peer   the last rank is stopped (SIGSTOP) in the middle of a step: the same
 //   stuck-peer     the last rank stays alive but never joins; the others wait for it, since it
 //                  answers, until their patience runs out, then fail naming it
+//   leaving-peer   the last rank stops with an error of its own mid-step; its World tells the
+//                  others, whose all_reduce (with a deadline of minutes) fails at once, naming it
 //   stuck-create   the last rank never creates a communicator; the others' creation fails
 //   truncate       rank 1 receives a longer message than its buffer: MPI's error becomes a
 //                  CommError on rank 1 instead of aborting the job; the others finish
@@ -37,7 +39,9 @@ int run(const std::string& mode) {
   const ProcessInfo process = discover_process();
   if (mode == "layout") check_layout(process, MeshShape{.dp = 2});
 
-  World world(process, CommOptions{kTimeout, kPatience, "the test's timeout"});
+  // leaving-peer must not be found by the deadline: the departure notice has to do it.
+  const std::chrono::milliseconds timeout = mode == "leaving-peer" ? std::chrono::minutes(2) : kTimeout;
+  World world(process, CommOptions{timeout, kPatience, "the test's timeout"});
   const bool last = world.rank() == world.size() - 1;
   if (mode == "stuck-create" && last) {
     std::this_thread::sleep_for(3 * kTimeout);  // never creates the group
@@ -53,6 +57,7 @@ int run(const std::string& mode) {
     std::_Exit(0);  // the others are done; rank 1 threw above
   }
   if (last && mode == "dead-peer") std::_Exit(3);  // dies without a word, mid-step
+  if (last && mode == "leaving-peer") throw UserError("rank " + std::to_string(world.rank()) + " ran out of disk");
   if (last && mode == "stuck-peer") {
     std::this_thread::sleep_for(5 * kTimeout);  // well past the others' patience
     std::_Exit(0);
@@ -76,7 +81,7 @@ int run(const std::string& mode) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s layout|dead-peer|stopped-peer|stuck-peer|stuck-create|truncate\n", argv[0]);
+    std::fprintf(stderr, "usage: %s layout|dead-peer|stopped-peer|stuck-peer|leaving-peer|stuck-create|truncate\n", argv[0]);
     return 64;
   }
   try {
