@@ -30,9 +30,9 @@ done
 rm -f "$results.log"
 
 echo
-printf '%-66s %5s  %-6s  %s\n' case exit result "first message line"
+printf '%-64s %4s  %-6s  %s\n' case exit result "first message line"
 while IFS=$'\t' read -r name code message result; do
-  printf '%-66s %5s  %-6s  %s\n' "${name:0:66}" "$code" "$result" "$message"
+  printf '%-64s %4s  %-6s  %s\n' "${name:0:64}" "$code" "$result" "$message"
 done <"$results"
 passed=$(grep -c $'\tpass$' "$results")
 failed=$(grep -c $'\tfail$' "$results")

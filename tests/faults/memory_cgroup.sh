@@ -29,12 +29,12 @@ trap 'rmdir "$cgroup" 2>/dev/null; rm -rf "$WORK"' EXIT
 # About 2.2 GiB of plan: a wide model on the tiny data.
 wide=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=4096
       --set model.n_layers=8 --set train.micro_batch=8 --set train.global_batch=8)
-fault "a 2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
+fault "2.2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
   "the memory plan needs [0-9.]+ GiB, more than the 1.00 GiB of the memory cgroup limit" -- \
   in_cgroup timeout 120 "$USTRAIN" train tiny.toml "${wide[@]}"
 # Within 10% of the limit: about 0.96 GiB of plan.
 near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=3328
       --set model.n_layers=4 --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)
-fault "a plan within 10% of the cgroup's limit: a warning (the kernel may then kill it)" "*" "within 10% of the 1.00 GiB of the memory cgroup" -- \
+fault "plan within 10% of a 1 GiB cgroup: warned (then killed)" "*" "within 10% of the 1.00 GiB of the memory cgroup" -- \
   in_cgroup timeout 300 "$USTRAIN" train tiny.toml "${near[@]}" --set run.name=near
 finish

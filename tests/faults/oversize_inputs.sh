@@ -30,6 +30,6 @@ fault "generate --temperature -1" 2 "^--temperature: -1 is negative: it must be 
 (( $(wc -c <"$WORK/out.txt") < 300 ))
 check "  ... in one short line" - $?
 mkdir -p broken && echo '{' >broken/manifest.json
-fault "generate from a bad checkpoint: the error is not glued to the prompt" 2 "^error: broken/manifest.json" -- \
+fault "generate --prompt, bad checkpoint: error on its own line" 2 "^error: broken/manifest.json" -- \
   "$USTRAIN" generate --checkpoint broken --prompt Hello
 finish

@@ -18,7 +18,7 @@ each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 : -n 
   tiny.toml --set parallel.dp=2 --set run.seed=99 >seeds.log 2>&1
 [[ $(grep -c "^error: the ranks of this job disagree on run.seed (rank 0: 1234; rank 1: 99)" seeds.log) == 2 &&
    $(grep -c "exited with status 2" seeds.log) == 2 && ! -d runs ]]
-check "ranks with different run.seed: both exit 2 with the same message, nothing written" \
+check "ranks with different run.seed: both refuse, nothing written" \
   "$(sed -n 's/^rank 0 exited with status //p' seeds.log)" $? seeds.log
 
 # stop_rank SIGNAL NAME: trains on two ranks, sends SIGNAL to rank 1 once steps are being
@@ -42,9 +42,9 @@ stop_rank() {
   cp job.log "$WORK/out.txt"
   local ok=0
   [[ $rc == 2 ]] && ((elapsed <= 60)) && grep -q "^error: .*rank 1 did not answer within 5 s" job.log || ok=1
-  check "$name: rank 0 names rank 1 after ${elapsed} s (limit 60)" "${rc:-none}" $ok job.log
+  check "$name: rank 0 names it after ${elapsed} s (limit 60)" "${rc:-none}" $ok job.log
   ((ok == 0)) || tail -5 job.log
 }
-stop_rank STOP "kill -STOP of rank 1 mid-training"
-stop_rank KILL "kill -9 of rank 1 mid-training"
+stop_rank STOP "kill -STOP rank 1"
+stop_rank KILL "kill -9 rank 1"
 finish

@@ -19,8 +19,8 @@ fault "second trainer with --overwrite: refused too" 2 "is in use by another tra
 kill -KILL "$first" 2>/dev/null
 wait "$first" 2>/dev/null
 "$USTRAIN" ckpt inspect runs/tiny >inspect.log 2>&1
-check "the first trainer's checkpoints survived the second" 0 $? inspect.log
-fault "after kill -9 of the holder the lock is free: resume runs" 0 "resumed from" -- \
+check "the first trainer's checkpoints survived the second" 0 $? inspect.log "^checkpoint "
+fault "after kill -9 of the holder the lock is free: resumed" 0 "resumed from" -- \
   "$USTRAIN" train tiny.toml "${slow[@]}" --resume auto
 
 # A file where the checkpoint directory belongs: refused at start, nothing trained.
