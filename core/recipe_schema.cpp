@@ -18,6 +18,9 @@ template <class... Fs>
 struct Overloaded : Fs... {
   using Fs::operator()...;
 };
+// Spelled out for compilers without C++20's deduction for aggregates (clang before 17).
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 Allowed any_value() { return {}; }
 Allowed between(std::optional<Bound> lo, std::optional<Bound> hi) {
