@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/number_checks.h"
 #include "core/bench.h"
 #include "core/recipe.h"
 
@@ -23,7 +24,7 @@ void add_bench_command(CLI::App& root) {
   add_set_option(*cmd, opt->overrides);
   cmd->add_option("--steps", opt->steps, "Training steps to time, after one more that warms up and is not timed")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->callback([opt] {
     Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     setup_logging(recipe.log.level.c_str());

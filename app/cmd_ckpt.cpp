@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/number_checks.h"
 #include "core/checkpoint/inspect.h"
 #include "core/interop/interop.h"
 #include "core/recipe.h"
@@ -36,7 +37,7 @@ void add_export(CLI::App& ckpt) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--max-shard-gb", opt->max_shard_gb, "Split into shards with an index above this size (GB)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->callback([opt] {
     ExportOptions e = opt->e;

@@ -8,6 +8,7 @@
 
 #include "app/cmd_data_commands.h"
 #include "app/commands.h"
+#include "app/number_checks.h"
 #include "data/convert.h"
 #include "kernels/error.h"
 
@@ -42,11 +43,11 @@ void add_data_convert_command(CLI::App& data) {
                       "name of the tokenizer that made the ids (with --vocab-size); shards: another tokenizer "
                       "re-tokenizes");
   convert->add_option("--vocab-size", o->vocab_size, "Token formats with a named tokenizer: its vocabulary size")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   convert->add_option("--eos-id", o->eos_id,
                       "Token formats: the end-of-document id, which splits llm.c and 1-D NumPy streams into "
                       "documents (llm.c default 50256)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   convert->add_option("--split", o->split,
                       "text: how files divide into documents: file | blank-line | line:MARKER (a line equal to "
                       "MARKER separates documents, e.g. line:% for fortune files)")
@@ -70,7 +71,7 @@ void add_data_convert_command(CLI::App& data) {
   convert->add_option("--seed", o->seed, "Seed of the train/validation assignment")->capture_default_str();
   convert->add_option("--shard-tokens", o->shard_tokens, "Maximum tokens per shard file")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   convert->add_option("--compression", o->compression,
                       "Deflate level of the shards, 0 (none) to 9; compressed shards load more slowly")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/cmd_data_commands.h"
+#include "app/number_checks.h"
 #include "data/data_bench.h"
 
 namespace ustrain::app {
@@ -21,8 +22,8 @@ void add_data_bench_command(CLI::App& data) {
   bench->add_option("--sp-text-mb", o->sp_text_mb, "Corpus size for sentencepiece")->capture_default_str()->check(CLI::Range(1, 100000));
   bench->add_option("--sp-vocab", o->sp_vocab, "sentencepiece vocabulary size")->capture_default_str();
   bench->add_option("--workers", o->max_workers, "Measure 1 to this many workers")->capture_default_str()->check(CLI::Range(1, 256));
-  bench->add_option("--seq-len", o->seq_len, "Loader sequence length")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--batch", o->batch, "Loader micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--seq-len", o->seq_len, "Loader sequence length")->capture_default_str()->check(positive());
+  bench->add_option("--batch", o->batch, "Loader micro-batch")->capture_default_str()->check(positive());
   bench->add_option("--seconds", o->loader_seconds, "Seconds per loader measurement")->capture_default_str();
   bench->add_option("--step-ms", o->step_ms, "Simulated training work per batch when measuring waiting")
       ->capture_default_str();

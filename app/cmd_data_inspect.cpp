@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/cmd_data_commands.h"
+#include "app/number_checks.h"
 #include "data/inspect.h"
 
 namespace ustrain::app {
@@ -20,10 +21,10 @@ void add_data_inspect_command(CLI::App& data) {
   inspect->add_option("--top", o->top, "Most frequent ids to list")->capture_default_str()->check(CLI::Range(0, 100000));
   inspect->add_option("--count-tokens", o->count_tokens, "Tokens counted at most for the frequencies (more: an even sample)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   inspect->add_option("--max-shards", o->max_shards, "Shard table rows per split (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   inspect->add_option("--seed", o->seed, "Where the sample windows lie")->capture_default_str();
   inspect->add_flag("--verify", o->verify, "Also read every shard and check its checksum");
   inspect->callback([o] { fmt::print("{}", inspect_dataset(*o)); });

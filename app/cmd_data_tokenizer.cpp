@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "app/cmd_data_commands.h"
+#include "app/number_checks.h"
 #include "data/tokenizer_training.h"
 
 namespace ustrain::app {
@@ -40,7 +41,7 @@ void add_data_tokenizer_command(CLI::App& data) {
   train->add_option("--exclude", o->exclude, "File-name globs to skip (repeatable)");
   train->add_option("--max-sentences", o->max_sentences, "Lines sampled from the corpus for training")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   train->add_option("--character-coverage", o->character_coverage,
                     "Share of characters covered by pieces; the rest fall back to bytes")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/number_checks.h"
 #include "core/eval.h"
 #include "core/recipe.h"
 
@@ -23,7 +24,7 @@ void add_eval_command(CLI::App& root) {
   cmd->add_option("--checkpoint", opt->eval.checkpoint, "Checkpoint directory, or a run directory (its newest)")
       ->required();
   cmd->add_option("--batches", opt->eval.batches, "Validation batches of train.global_batch sequences to evaluate (default: train.eval_batches)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);

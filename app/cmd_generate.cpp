@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/number_checks.h"
 #include "core/generate.h"
 #include "kernels/error.h"
 
@@ -23,23 +24,32 @@ void add_generate_command(CLI::App& root) {
   cmd->add_option("--prompt", opt->prompt, "Text to continue (default: start a new document)");
   cmd->add_option("--tokens", opt->tokens, "Maximum number of new tokens per sample")->capture_default_str();
   cmd->add_option("--temperature", opt->temperature, "Sampling temperature; 0 = greedy")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   cmd->add_option("--top-k", opt->top_k, "Sample among the k most likely tokens; 0 = all")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   cmd->add_option("--seed", opt->seed, "Random seed for sampling")->capture_default_str();
-  cmd->add_option("--samples", *samples, "Number of samples to print")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--samples", *samples, "Number of samples to print")->capture_default_str()->check(positive());
   cmd->callback([opt, samples] {
     if (opt->checkpoint.empty() && opt->run_dir.empty())
       throw UserError("generate needs --checkpoint PATH or --run DIR");
     for (int i = 0; i < *samples; ++i) {
       GenerateOptions o = *opt;
       o.seed = opt->seed + static_cast<std::uint64_t>(i);
-      if (*samples > 1) fmt::print("--- sample {} ---\n", i + 1);
-      fmt::print("{}", o.prompt);
-      generate_text(o, [](const std::string& piece) {
+      // The prompt is printed once the model is loaded and the first text arrives, so that an
+      // error (a bad checkpoint) is not glued to it on the terminal.
+      bool started = false;
+      const auto start = [&] {
+        if (started) return;
+        started = true;
+        if (*samples > 1) fmt::print("--- sample {} ---\n", i + 1);
+        fmt::print("{}", o.prompt);
+      };
+      generate_text(o, [&](const std::string& piece) {
+        start();
         fmt::print("{}", piece);
         std::fflush(stdout);
       });
+      start();
       fmt::print("\n");
     }
   });

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,21 @@ std::string version_text() {
   s += " (built without CUDA)";
 #endif
   return s;
+}
+
+// "PATH: Permission denied (cannot create directories); check ..." from a filesystem_error.
+std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();  // "filesystem error: OPERATION: MESSAGE [PATH1] [PATH2]"
+  const std::string prefix = "filesystem error: ";
+  if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+  const std::string message = e.code().message();
+  const std::size_t cut = what.find(": " + message);
+  const std::string operation = cut == std::string::npos ? std::string() : what.substr(0, cut);
+  std::string paths = e.path1().string();
+  if (!e.path2().empty()) paths += " -> " + e.path2().string();
+  if (paths.empty()) return what;
+  return fmt::format("{}: {}{}; check the path and the permissions of its directories", paths, message,
+                     operation.empty() ? "" : " (" + operation + ")");
 }
 
 }  // namespace
@@ -74,6 +90,12 @@ int main(int argc, char** argv) {
   } catch (const ustrain::UserError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user named, or one made from it, that the system refuses (no permission, a
+    // name too long, a file where a directory belongs): the user's to fix.
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", describe_filesystem_error(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);

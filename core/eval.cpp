@@ -49,11 +49,23 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
   ModelInstance instance(recipe, t.micro_batch, t.seq_len, Recompute::none);
   load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false);
 
-  // The trainer's validation set: `batches` global batches, read here by one process.
-  const std::int64_t micro_batches = batches * t.global_batch / t.micro_batch;
+  // The trainer's validation set: `batches` global batches, read here by one process, and no
+  // more than the split holds (more would count some sequences twice).
+  std::int64_t micro_batches = batches * t.global_batch / t.micro_batch;
+  const std::int64_t whole = data.validation_windows() / t.micro_batch;
+  if (whole == 0)
+    throw UserError(fmt::format("the validation split of {} holds {} sequence(s) of {} tokens, fewer than one "
+                                "micro-batch of {}; lower it with --set train.micro_batch=N",
+                                recipe.data.path, data.validation_windows(), t.seq_len, t.micro_batch));
+  if (micro_batches > whole) {
+    spdlog::warn("{} batches of {} sequences ask for more than the {} sequences of {} tokens the validation split "
+                 "holds: evaluating {} sequences instead, each once",
+                 batches, t.global_batch, data.validation_windows(), t.seq_len, whole * t.micro_batch);
+    micro_batches = whole;
+  }
   result.loss = validation_loss(instance.model, *instance.backend, data, t.micro_batch, t.seq_len, micro_batches);
   result.perplexity = std::exp(result.loss);
-  result.tokens = batches * t.global_batch * t.seq_len;
+  result.tokens = micro_batches * t.micro_batch * t.seq_len;
   result.step = checkpoint.manifest().step;
   return result;
 }

@@ -1,6 +1,7 @@
 #include "core/memory_fit.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 
@@ -19,6 +20,15 @@ std::string shared_by(int sharers, long double bytes, const std::string& memory_
   return fmt::format(" x {} processes on {} = {}", sharers, memory_name, describe_bytes(all));
 }
 
+// A fit within 10% leaves too little for what no plan counts (code, libraries, the dataset's
+// pages, BLAS buffers): said before the run, so a kill by the kernel later is explained.
+void warn_if_tight(long double need, std::size_t available, const std::string& what, const std::string& memory_name) {
+  if (need <= 0.9L * static_cast<long double>(available)) return;
+  spdlog::warn("{} need {}, within 10% of the {} available on {}; the process may be killed for memory once it "
+               "runs: lower train.micro_batch or train.seq_len, or set train.recompute",
+               what, describe_bytes(need), format_bytes(available), memory_name);
+}
+
 }  // namespace
 
 MemoryShare memory_share(Device device, std::size_t host_available_at_start, int local_ranks) {
@@ -30,7 +40,9 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
   if (available == 0) return;
   const ModelSize size = model_size(recipe);
   const long double need = size.state_bytes_per_rank * static_cast<long double>(std::max(sharers, 1));
-  if (need <= static_cast<long double>(available)) return;
+  if (need <= static_cast<long double>(available))
+    return warn_if_tight(need, available, "the training state's weights, gradients and optimizer moments",
+                         memory_name);
   throw UserError(fmt::format(
       "the model does not fit: {} layers, d_model {}, ffn_hidden {}, vocabulary {} make {}; one rank holds at least "
       "{} of it (split over parallel.tp = {}{}{}){}, but {} has {} available; use a smaller model, or spread it "
@@ -49,7 +61,8 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
   if (available == 0) return;
   const std::size_t total = plan.total_bytes() + beside;
   const long double need = static_cast<long double>(total) * static_cast<long double>(std::max(sharers, 1));
-  if (need <= static_cast<long double>(available)) return;
+  if (need <= static_cast<long double>(available))
+    return warn_if_tight(need, available, "the memory plan's buffers", memory_name);
   std::string parts;
   for (int c = 0; c < kMemCategories; ++c) {
     const auto category = static_cast<MemCategory>(c);
@@ -61,8 +74,8 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
   throw UserError(fmt::format(
       "the memory plan needs {} per process ({}){}, but {} has {} available; lower train.micro_batch or "
       "train.seq_len, set train.recompute = \"selective\" or \"full\", spread the model over more ranks "
-      "(parallel.tp, or parallel.zero with parallel.dp > 1) or use a smaller model (`ustrain train --dry-run` prints "
-      "the plan)",
+      "(parallel.tp, parallel.pp, or parallel.zero with parallel.dp > 1) or use a smaller model (`ustrain train "
+      "--dry-run` prints the plan)",
       format_bytes(total), parts, shared_by(sharers, static_cast<long double>(total), memory_name), memory_name,
       format_bytes(available)));
 }

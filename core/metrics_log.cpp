@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensorboard/event_file.h"
+#include "data/durable_output.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -75,6 +76,13 @@ void MetricsLog::write(const std::string& kind,
     if (!jsonl_) throw UserError("cannot write to metrics file '" + jsonl_path_ + "' (is the disk full?)");
   }
   if (events_) events_->write_scalars(static_cast<std::int64_t>(*step), now, scalars);
+}
+
+void MetricsLog::sync() {
+  if (!jsonl_.is_open()) return;
+  jsonl_.flush();
+  if (!jsonl_) throw UserError("cannot write to metrics file '" + jsonl_path_ + "' (is the disk full?)");
+  fsync_path(jsonl_path_);
 }
 
 std::string MetricsLog::files() const {

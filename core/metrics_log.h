@@ -34,6 +34,10 @@ class MetricsLog {
   // finite number ("train/loss"). Throws UserError if a write fails.
   void write(const std::string& kind, const std::vector<std::pair<std::string, double>>& numbers);
 
+  // Flushes metrics.jsonl to disk (fsync), so that what a checkpoint's steps logged survives
+  // a crash of the machine with the checkpoint. Throws UserError if it fails.
+  void sync();
+
   // The files written, comma-separated, for the log; empty when there are none.
   std::string files() const;
 

@@ -1,5 +1,8 @@
 #include "core/model_instance.h"
 
+#include <spdlog/spdlog.h>
+
+#include "core/cpu_threads.h"
 #include "core/distributed/parallelize.h"
 
 namespace ustrain {
@@ -13,6 +16,11 @@ DType compute_dtype(const Recipe& recipe) {
 }
 
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index) {
+  if (recipe.device.type == "cpu") {
+    const ThreadCheck threads = check_threads(recipe.device.threads, usable_cores());
+    if (!threads.error.empty()) throw UserError(threads.error);
+    if (!threads.warning.empty()) spdlog::warn("{}", threads.warning);
+  }
   return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
                       static_cast<int>(recipe.device.threads), device_index);
 }

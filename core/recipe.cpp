@@ -55,6 +55,9 @@ class Origins {
   std::map<std::string, std::pair<int, std::string>, std::less<>> where_;
 };
 
+// The largest recipe file read.
+constexpr std::size_t kMaxRecipeBytes = std::size_t{16} << 20;
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw UserError(fmt::format(format, std::forward<Args>(args)...));
@@ -76,7 +79,7 @@ std::optional<Scalar> scalar_of(const toml::node& node) {
 // "integer 3", "string \"x\"", "a table": what the user wrote, for type errors.
 std::string describe_found(const toml::node& node) {
   if (std::optional<Scalar> scalar = scalar_of(node)) {
-    return fmt::format("{} {}", value_type_name(type_of(*scalar)), toml_literal(*scalar));
+    return fmt::format("{} {}", value_type_name(type_of(*scalar)), abbreviate(toml_literal(*scalar)));
   }
   switch (node.type()) {
     case toml::node_type::table: return "a table";
@@ -108,9 +111,9 @@ std::string section_list() {
   }
   const std::string_view section = dotted.substr(0, dotted.find('.'));
   if (find_section(section) != nullptr) {
-    fail("{}: unknown key {}; the keys of [{}] are: {}", where, dotted, section, key_list(section));
+    fail("{}: unknown key {}; the keys of [{}] are: {}", where, abbreviate(dotted), section, key_list(section));
   }
-  fail("{}: unknown key {}; keys are written SECTION.KEY, with sections {}", where, dotted,
+  fail("{}: unknown key {}; keys are written SECTION.KEY, with sections {}", where, abbreviate(dotted),
        section_list());
 }
 
@@ -124,7 +127,7 @@ void assign(const KeySpec& spec, const toml::node& node, const std::string& wher
          toml_literal(read_field(spec, Recipe{})));
   }
   if (std::optional<std::string> problem = violation(spec, *value)) {
-    fail("{}: {} = {} is not allowed: it {}", where, spec.key, toml_literal(*value), *problem);
+    fail("{}: {} = {} is not allowed: it {}", where, spec.key, abbreviate(toml_literal(*value)), *problem);
   }
   write_field(spec, r, *value);
 }
@@ -199,19 +202,19 @@ toml::table parse_override_value(const std::string& where, std::string_view text
   }
   // A quote or bracket shows TOML was meant; a quote inside could end the string early.
   if (text.find_first_of("\"[{") == 0 || text.find('\'') != std::string_view::npos) {
-    fail("{}: {} is not a valid TOML value; check its quotes and brackets", where, text);
+    fail("{}: {} is not a valid TOML value; check its quotes and brackets", where, abbreviate(text));
   }
   try {
     // A TOML literal string takes the word as it is and checks it is valid UTF-8.
     return toml::parse(fmt::format("v = '{}'", text), std::string_view("--set"));
   } catch (const toml::parse_error&) {
     fail("{}: {} is neither a TOML value nor a plain word; write it as a quoted TOML string",
-         where, text);
+         where, abbreviate(text));
   }
 }
 
 void apply_override(const std::string& assignment, Recipe& r, Origins& origins) {
-  const std::string where = "--set " + assignment;
+  const std::string where = "--set " + abbreviate(assignment);
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos) {
     fail("{}: expected KEY=VALUE, e.g. --set train.steps=200", where);
@@ -467,10 +470,16 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
     fail("{}: cannot open the recipe file ({}); check the path",
          path, std::generic_category().message(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Reads at most one chunk past the cap: `ustrain train /dev/zero` must not read forever.
+  std::string text;
+  char chunk[65536];
+  while (text.size() <= kMaxRecipeBytes && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
   if (in.bad()) fail("{}: cannot read the recipe file; check the file and its permissions", path);
-  return parse_recipe(text.str(), path, overrides, use);
+  if (text.size() > kMaxRecipeBytes)
+    fail("{}: is larger than {} MiB, which no recipe is (a recipe is a short TOML file); check the path", path,
+         kMaxRecipeBytes >> 20);
+  return parse_recipe(text, path, overrides, use);
 }
 
 std::string to_toml(const Recipe& r) {

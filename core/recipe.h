@@ -97,6 +97,8 @@ struct ParallelSection {
   bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers
   std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
   std::int64_t virtual_stages = 1;
+  double comm_timeout_s = 30;     // deadline of a collective before the ranks it waits for are checked
+  double startup_timeout_s = 20;  // the same for the start-up handshake
 
   bool operator==(const ParallelSection&) const = default;
 };

@@ -18,6 +18,9 @@ template <class... Fs>
 struct Overloaded : Fs... {
   using Fs::operator()...;
 };
+// Spelled out for compilers without C++20's deduction for aggregates (clang before 17).
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 Allowed any_value() { return {}; }
 Allowed between(std::optional<Bound> lo, std::optional<Bound> hi) {
@@ -187,6 +190,13 @@ std::vector<KeySpec> build_keys() {
           one_of({"afab", "1f1b", "interleaved", "zero-bubble"}), "Pipeline schedule"),
       key(USTRAIN_RECIPE_FIELD(parallel.virtual_stages), at_least(1),
           "Model chunks per pipeline rank, for the interleaved schedule"),
+      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(zero_out, Bound{86400.0, true}),
+          "Seconds a collective or transfer waits before asking the ranks it waits for what they are doing: one "
+          "that does not answer within 5 s (stopped, dead, unreachable) ends the job with its rank named; ranks "
+          "that answer are waited for up to 30 minutes"),
+      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(zero_out, Bound{86400.0, true}),
+          "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
+          "also ends there when a rank has not arrived"),
 
       key(USTRAIN_RECIPE_FIELD(checkpoint.interval), at_least(0),
           "Steps between checkpoints; 0 saves only at the end (a stop by signal always saves)"),
@@ -233,6 +243,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   }
   return d[a.size()][b.size()];
 }
+
+constexpr std::size_t kLongestSuggestible = 64;
 
 // A typo rather than a different word: one edit, or about a third of a longer word.
 bool close_enough(std::size_t distance, std::string_view word) {
@@ -289,6 +301,9 @@ const KeySpec* find_key(std::string_view dotted_key) {
 }
 
 std::optional<std::string> suggest_key(std::string_view dotted_key) {
+  // No key is longer than this, nor within a few edits of anything longer: the edit distance
+  // costs the product of the lengths, and a megabyte of key would take minutes.
+  if (dotted_key.size() > kLongestSuggestible) return std::nullopt;
   const std::size_t dot = dotted_key.find('.');
   const std::string_view section = dotted_key.substr(0, dot);
   const std::string_view leaf = dot == std::string_view::npos ? dotted_key : dotted_key.substr(dot + 1);
@@ -308,6 +323,7 @@ std::optional<std::string> suggest_key(std::string_view dotted_key) {
 }
 
 std::optional<std::string> suggest_section(std::string_view name) {
+  if (name.size() > kLongestSuggestible) return std::nullopt;
   const SectionSpec* best = nullptr;
   std::size_t best_distance = 0;
   for (const SectionSpec& s : recipe_sections()) {
@@ -366,7 +382,7 @@ std::optional<Scalar> coerce(const KeySpec& spec, const Scalar& value) {
 std::string describe_allowed(const KeySpec& spec) {
   const Allowed& a = spec.allowed;
   if (!a.choices.empty()) return fmt::format("one of: {}", fmt::join(a.choices, ", "));
-  if (a.plain_name) return "a plain directory name: not empty, no '/', not '.' or '..'";
+  if (a.plain_name) return "a plain directory name: not empty, at most 255 bytes, no '/', not '.' or '..'";
   if (a.non_empty) return "not empty";
   if (a.min && a.max) {
     if (spec.type == ValueType::integer) {
@@ -386,7 +402,8 @@ std::optional<std::string> violation(const KeySpec& spec, const Scalar& value) {
     if (s->find('\0') != std::string::npos) return "must not contain a NUL character";
     const bool bad_choice =
         !a.choices.empty() && std::find(a.choices.begin(), a.choices.end(), *s) == a.choices.end();
-    const bool bad_name = a.plain_name && (s->empty() || *s == "." || *s == ".." ||
+    // 255 bytes: the longest name a Linux filesystem takes for one directory (NAME_MAX).
+    const bool bad_name = a.plain_name && (s->empty() || s->size() > 255 || *s == "." || *s == ".." ||
                                            s->find('/') != std::string::npos);
     const bool bad_empty = a.non_empty && s->empty();
     if (bad_choice || bad_name || bad_empty) return "must be " + describe_allowed(spec);
@@ -421,6 +438,11 @@ std::string toml_literal(const Scalar& value) {
                    return out.str();
                  }},
       value);
+}
+
+std::string abbreviate(std::string_view text) {
+  if (text.size() <= 80) return std::string(text);
+  return fmt::format("{}... ({} bytes)", text.substr(0, 60), text.size());
 }
 
 }  // namespace ustrain

@@ -24,11 +24,13 @@
 #include "core/nonfinite_steps.h"
 #include "core/peak_flops.h"
 #include "core/phase_timer.h"
+#include "core/distributed/fail_together.h"
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/pipeline_executor.h"
 #include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
 #include "core/recipe_defaults.h"
+#include "core/run_start.h"
 #include "core/resource_usage.h"
 #include "core/run_record.h"
 #include "core/run_schedule.h"
@@ -350,16 +352,19 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
-    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, CommOptions{});
+    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   const MemoryShare memory = memory_share(device->device(), ts.host_memory, ts.launch.local_world_size);
   Run run(recipe, layout, std::move(device), kBucketBytes, memory);
-  // Every rank checks the run directory before the leading rank changes it.
+  // Every rank checks the run directory before the leading rank locks and changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
-  if (layout.leads()) {
+  std::optional<RunLock> lock;
+  fail_together(layout.groups().world().host(), [&] {
+    if (!layout.leads()) return;
+    lock = lock_run_directory(run_dir, options.resume, resume_from);
     prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
     checkpoints.remove_leftovers();
-  }
+  });
   ts.record.start({run_dir, !resume_from.has_value(), ts.launch, resume_from.value_or("")},
                   layout.groups().world().host(), layout.leads());
   for (const std::string& filled : ts.filled) spdlog::info("{}", filled);
@@ -417,6 +422,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
                              dataset_tokenizer_snapshot(recipe.data)},
       SaveFaults::from_environment());
   writer->prepare(params);
+  if (ck.interval > 0 || options.save_final) check_can_save(layout, checkpoints.root(), writer->state_bytes());
   const std::string end = options.save_final ? " and at the end" : "";
   spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
                ck.interval > 0 ? fmt::format("every {} steps{}", ck.interval, end)
@@ -437,6 +443,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
     const std::optional<double> stall = writer->save(params, be, progress);
+    if (metrics) metrics->sync();  // the steps this checkpoint holds stay logged
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
       summary.checkpoint = checkpoints.path_of(progress.step);

@@ -109,6 +109,8 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
     // Validation always reads the same windows from the start of each split, in order.
     const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers};
     auto val_loader = std::make_shared<const Loader>(std::move(val), val_options);
+    for (std::size_t d = 0; d < val_loader->sources(); ++d)
+      validation_windows_ += static_cast<std::int64_t>(val_loader->windows(d));
     unigram_val_loss_ = unigram_cross_entropy(*train_loader, *val_loader, vocab);
     val_ = std::make_unique<BatchPrefetcher>(val_loader, r.train.micro_batch, depth);
   } else {

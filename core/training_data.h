@@ -39,6 +39,9 @@ class TrainingData {
 
   std::int64_t train_tokens() const { return train_tokens_; }
   std::int64_t validation_tokens() const { return validation_tokens_; }
+  // Sequences of seq_len the validation split holds (all readers together): more validation
+  // micro-batches than these hold read some twice.
+  std::int64_t validation_windows() const { return validation_windows_; }
   // Cross-entropy (nats/token) of the validation data under the training data's unigram
   // distribution (add-one smoothed; counted over at most 8 M tokens per split, spread
   // evenly): the loss a model that ignores context would reach.
@@ -50,7 +53,7 @@ class TrainingData {
   int num_readers_;
   std::string state_sources_;  // the part of state() that names the data, to check on restore
   std::unique_ptr<BatchPrefetcher> train_, val_;
-  std::int64_t train_tokens_ = 0, validation_tokens_ = 0;
+  std::int64_t train_tokens_ = 0, validation_tokens_ = 0, validation_windows_ = 0;
   double unigram_val_loss_ = 0;
 };
 

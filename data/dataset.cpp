@@ -11,6 +11,7 @@
 #include "data/crc32.h"
 #include "data/manifest.h"
 #include "data/mapped_shard.h"
+#include "data/path_status.h"
 #include "data/shard_file.h"
 #include "data/shard_layout.h"
 #include "kernels/error.h"
@@ -47,10 +48,14 @@ const char* split_name(Split split) { return split == Split::train ? "train" : "
 
 TokenDataset TokenDataset::open(const std::string& dir) {
   std::error_code error;
-  if (!fs::exists(dir, error))
+  if (const PathStatus status = path_status(dir); status.access == PathAccess::missing)
     throw UserError(fmt::format("dataset directory {} does not exist: check the data path, or "
                                 "convert text into it first with `ustrain data convert`",
                                 dir));
+  else if (status.access == PathAccess::unreachable)
+    throw UserError(fmt::format("dataset directory {} {}: check the permissions of it and of the directories "
+                                "above it",
+                                dir, describe_unusable(status)));
   if (!fs::is_directory(dir, error))
     throw UserError(fmt::format("dataset path {} is not a directory: point it at the directory "
                                 "that holds {}",

@@ -40,6 +40,10 @@ Handle open_attribute(const std::string& path, hid_t object, const char* name, H
   Handle type(H5Aget_type(attribute.get()), H5Tclose);
   if (H5Tget_class(type.get()) != expected)
     fail_damaged(path, fmt::format("attribute {} has the wrong type", name));
+  // Read into room for one value: an array (or an empty dataspace) would overrun it.
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1)
+    fail_damaged(path, fmt::format("attribute {} is not a single value", name));
   return attribute;
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -63,8 +64,9 @@ std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs, 
         if (filter.accepts(path.string())) files.push_back(describe(path, /*in_directory=*/true));
     } else if (fs::is_regular_file(status)) {
       if (filter.accepts(input)) files.push_back(describe(input, /*in_directory=*/false));
-    } else if (!fs::exists(status)) {
-      throw UserError(fmt::format("input {} does not exist: check the path", input));
+    } else if (const PathStatus why = path_status(input); why.access != PathAccess::exists) {
+      throw UserError(fmt::format("input {} {}: check the path{}", input, describe_unusable(why),
+                                  why.access == PathAccess::unreachable ? " and its permissions" : ""));
     } else {
       throw UserError(fmt::format("input {} is neither a file nor a directory", input));
     }

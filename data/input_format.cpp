@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/manifest.h"
+#include "data/path_status.h"
 #include "data/text_check.h"
 #include "kernels/error.h"
 
@@ -175,7 +176,9 @@ Verdict detect_input(const std::string& input, const NameFilter& filter) {
   if (fs::is_regular_file(status)) return detect_file(input);
   if (!fs::exists(status) && is_megatron_pair(input))  // a Megatron prefix names no file itself
     return {"megatron", fmt::format("{}.idx and {}.bin form a Megatron indexed dataset", input, input)};
-  if (!fs::exists(status)) throw UserError(fmt::format("input {} does not exist: check the path", input));
+  if (const PathStatus why = path_status(input); why.access != PathAccess::exists)
+    throw UserError(fmt::format("input {} {}: check the path{}", input, describe_unusable(why),
+                                why.access == PathAccess::unreachable ? " and its permissions" : ""));
   throw UserError(fmt::format("input {} is neither a file nor a directory", input));
 }
 

@@ -45,7 +45,7 @@ IdType read_header(std::FILE* file, const InputFile& input, std::int64_t& count)
 void read_llmc(const std::vector<InputFile>& files, std::int64_t vocab_size, std::int32_t eos_id, DocumentSink& sink) {
   DocumentPieces pieces(sink);
   std::vector<unsigned char> raw;
-  std::vector<std::int32_t> ids(kChunkTokens);
+  std::vector<std::int32_t> ids;
   for (const InputFile& input : files) {
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(input.path.c_str(), "rb"), &std::fclose);
     if (!file) throw UserError(fmt::format("cannot read {}: {}", input.path, std::strerror(errno)));
@@ -56,8 +56,10 @@ void read_llmc(const std::vector<InputFile>& files, std::int64_t vocab_size, std
     for (std::int64_t done = 0; done < count;) {
       const auto take = static_cast<std::size_t>(std::min<std::int64_t>(count - done, kChunkTokens));
       raw.resize(take * width);
+      ids.resize(take);  // grown to the chunk only by files that have one
       if (std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
-        throw UserError(fmt::format("error while reading {}: {}", input.path, std::strerror(errno)));
+        throw UserError(fmt::format("error while reading {}: {}", input.path,
+                                    std::ferror(file.get()) ? std::strerror(errno) : "the file ended early"));
       decode_ids(raw.data(), take, type, vocab_size, ids.data(), input.path, done);
       // Each EOS starts a new document.
       std::size_t begin = 0;

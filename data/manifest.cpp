@@ -1,6 +1,8 @@
 #include "data/manifest.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/durable_output.h"
+#include "data/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -146,12 +149,15 @@ void write_manifest(const std::string& path, const Manifest& manifest) {
 }
 
 Manifest read_manifest(const std::string& path) {
-  if (!std::filesystem::exists(path))
+  if (const PathStatus status = path_status(path); status.access == PathAccess::missing)
     throw UserError(fmt::format("{} not found: this is not a ustrain dataset, or its conversion "
                                 "did not finish; convert the text again",
                                 path));
+  else if (status.access == PathAccess::unreachable)
+    throw UserError(fmt::format("{} {}: check the permissions of the dataset directory", path,
+                                describe_unusable(status)));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read {}: check its permissions", path));
+  if (!in) throw UserError(fmt::format("cannot read {}: {}; check its permissions", path, std::strerror(errno)));
   std::stringstream text;
   text << in.rdbuf();
   json document;

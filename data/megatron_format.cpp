@@ -125,7 +125,9 @@ void read_megatron(const std::vector<std::string>& prefixes, std::int64_t vocab_
   for (const std::string& prefix : prefixes) {
     const MegatronIndex index = read_index(prefix + ".idx");
     const std::string bin = prefix + ".bin";
-    const auto bin_bytes = static_cast<std::int64_t>(fs::file_size(bin));
+    std::error_code error;
+    const auto bin_bytes = static_cast<std::int64_t>(fs::file_size(bin, error));
+    if (error) throw UserError(fmt::format("cannot read {}: {}", bin, error.message()));
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(bin.c_str(), "rb"), &std::fclose);
     if (!file) throw UserError(fmt::format("cannot read {}: {}", bin, std::strerror(errno)));
     const auto width = static_cast<std::int64_t>(id_type_bytes(index.type));
@@ -139,7 +141,8 @@ void read_megatron(const std::vector<std::string>& prefixes, std::int64_t vocab_
         raw.resize(static_cast<std::size_t>(bytes));
         if (::fseeko(file.get(), offset, SEEK_SET) != 0 ||
             std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
-          throw UserError(fmt::format("error while reading {}: {}", bin, std::strerror(errno)));
+          throw UserError(fmt::format("error while reading {}: {}", bin,
+                                      std::ferror(file.get()) ? std::strerror(errno) : "the file ended early"));
         ids.resize(static_cast<std::size_t>(index.lengths[s]));
         decode_ids(raw.data(), ids.size(), index.type, vocab_size, ids.data(), bin, offset / width);
         pieces.append(ids);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -148,9 +149,16 @@ NpyHeader read_npy_header(const InputFile& input) {
     throw UserError(fmt::format("{} is stored in Fortran (column) order, so its rows are not contiguous; save it "
                                 "with np.ascontiguousarray",
                                 input.path));
-  std::uint64_t count = 1;
-  for (std::uint64_t extent : header.shape) count *= extent;
-  const std::uint64_t expected = header.data_offset + count * id_type_bytes(header.type);
+  // Checked: a shape such as (2**61 + 10,) would otherwise wrap around to a small size.
+  std::uint64_t count = 1, expected = 0;
+  bool overflow = false;
+  for (std::uint64_t extent : header.shape) overflow |= __builtin_mul_overflow(count, extent, &count);
+  overflow |= __builtin_mul_overflow(count, std::uint64_t{id_type_bytes(header.type)}, &expected);
+  overflow |= __builtin_add_overflow(expected, header.data_offset, &expected);
+  if (overflow || count > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw UserError(fmt::format("{} has shape {}, more elements than any file holds: the header is damaged; re-copy "
+                                "the file",
+                                input.path, values["shape"]));
   if (input.bytes != expected)
     throw UserError(fmt::format("{} is {} bytes, but its header (shape {}, '{}') needs {}: the file is "
                                 "truncated or damaged; re-copy it",
@@ -178,7 +186,8 @@ void read_npy(const std::vector<InputFile>& files, std::int64_t vocab_size, std:
         raw.resize(take * width);
         ids.resize(take);
         if (std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
-          throw UserError(fmt::format("error while reading {}: {}", input.path, std::strerror(errno)));
+          throw UserError(fmt::format("error while reading {}: {}", input.path,
+                                      std::ferror(file.get()) ? std::strerror(errno) : "the file ended early"));
         decode_ids(raw.data(), take, header.type, vocab_size, ids.data(), input.path, position);
         // In a 1-D stream, a document ends after each EOS.
         std::size_t begin = 0;

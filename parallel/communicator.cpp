@@ -255,4 +255,16 @@ std::string timeout_message(const std::string& operation, const std::string& gro
       operation, group, describe_duration(timeout), global_rank);
 }
 
+std::string overdue_message(const std::string& operation, const std::string& group, int global_rank,
+                            std::chrono::milliseconds waited, const std::string& explanation,
+                            const std::string& setting) {
+  return fmt::format("{} on {} did not complete within {} on rank {}: {}. Check those ranks' output and nodes for the "
+                     "first error; if steps legitimately take longer, raise {}",
+                     operation, group,
+                     describe_duration(waited < std::chrono::seconds(1)
+                                           ? waited
+                                           : std::chrono::milliseconds(std::chrono::round<std::chrono::seconds>(waited))),
+                     global_rank, explanation, setting);
+}
+
 }  // namespace ustrain

@@ -10,8 +10,8 @@
 //   at a time issues operations on a communicator.
 // - Every operation has a deadline (CommOptions::timeout, counted from when the operation
 //   could first make progress, i.e. after the ones issued before it on the same group).
-//   Past it, wait() throws CommError naming the group, the operation and the rank. The
-//   group is then unusable (later operations fail at once with the same message) and the
+//   Past it, wait() throws CommError naming the group, the operation, the rank and, where the
+//   backend can learn them, the members it waited for (peer_verdict.h). The group is then unusable (later operations fail at once with the same message) and the
 //   process must exit: see World.
 // - Sharded layouts (reduce_scatter, all_gather): the full buffer holds size() shards of
 //   equal length, contiguous in rank order; shard i is elements [i*s, (i+1)*s). A length
@@ -46,8 +46,15 @@ enum class ReduceOp : std::uint8_t {
 const char* reduce_op_name(ReduceOp op);
 
 struct CommOptions {
-  // How long one operation may take once it could start before it is declared failed.
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // How long one operation may take once it could start. Past it, the MPI backend asks the
+  // members it waits for what they are doing and fails when one does not answer
+  // (parallel/peer_verdict.h); the NCCL backend fails at once.
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // MPI: how long an operation keeps waiting for members that answer that they are alive
+  // but have not reached it (computing, or waiting for others in turn).
+  std::chrono::milliseconds patience{std::chrono::minutes(30)};
+  // What to raise when operations legitimately take longer, named in messages.
+  std::string timeout_setting = "the communication timeout";
 };
 
 // How a flat buffer of `numel` elements is split over `parts` ranks: every shard has
@@ -264,5 +271,10 @@ std::string describe_duration(std::chrono::milliseconds d);
 // The message every backend uses when an operation passes its deadline.
 std::string timeout_message(const std::string& operation, const std::string& group, int global_rank,
                             std::chrono::milliseconds timeout);
+// The same when the backend could ask the members what they were doing: `explanation` names
+// the ranks (PeerVerdict::explanation), `setting` what to raise if steps legitimately take longer.
+std::string overdue_message(const std::string& operation, const std::string& group, int global_rank,
+                            std::chrono::milliseconds waited, const std::string& explanation,
+                            const std::string& setting);
 
 }  // namespace ustrain

@@ -35,8 +35,9 @@ MpiCommunicator::MpiCommunicator(Engine& engine, std::vector<int> ranks, int glo
       ranks_(std::move(ranks)),
       name_(describe_group(label, ranks_)),
       options_(options),
-      group_(std::make_shared<Group>(name_, global_rank)),
+      group_(std::make_shared<Group>(name_, global_rank, ranks_)),
       handle_(std::make_shared<Handle>()) {
+  engine_.add_group(group_);
   const auto me = std::find(ranks_.begin(), ranks_.end(), global_rank);
   USTRAIN_ASSERT(me != ranks_.end(), fmt::format("rank {} is not a member of {}", global_rank, name_));
   rank_ = static_cast<int>(me - ranks_.begin());
@@ -69,6 +70,8 @@ Work MpiCommunicator::submit(std::string what, Start start, std::function<void()
   op.what = std::move(what);
   op.group = group_;
   op.timeout = options_.timeout;
+  op.patience = options_.patience;
+  op.timeout_setting = options_.timeout_setting;
   op.start = [handle = handle_, start = std::move(start)](std::vector<MPI_Request>& requests) {
     return start(handle->comm, requests);
   };

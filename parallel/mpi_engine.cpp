@@ -6,9 +6,13 @@
 #include <condition_variable>
 #include <deque>
 #include <list>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "parallel/bf16.h"
+#include "parallel/mpi_peer_check.h"
+#include "parallel/peer_verdict.h"
 
 namespace ustrain::mpi_detail {
 namespace {
@@ -86,12 +90,42 @@ class OperationState final : public WorkState {
   std::shared_ptr<std::atomic<bool>> engine_failed_;
 };
 
+// How long members have to answer when an overdue operation asks them what they are doing.
+constexpr std::chrono::milliseconds kAnswerWindow{5000};
+// How long an operation still gets to complete after a member announced its departure (the
+// data it needed may already be on its way).
+constexpr std::chrono::milliseconds kDepartureGrace{1000};
+// How often an idle progress thread looks for questions from its peers.
+constexpr std::chrono::milliseconds kIdlePoll{20};
+
 struct InFlight {
   Operation op;
   std::shared_ptr<OperationState> state;
   std::vector<MPI_Request> requests;
   Clock::time_point clock_start;  // when it could first make progress
+  Clock::time_point check_at;     // when to ask the members what they are doing next
+  std::optional<std::int64_t> inquiry;  // the question being asked now
 };
+
+std::chrono::milliseconds answer_window(const Operation& op) { return std::min(op.timeout, kAnswerWindow); }
+
+// The operation could first make progress at `now`: its clock starts again.
+void restart_clock(InFlight& f, Clock::time_point now) {
+  f.clock_start = now;
+  f.check_at = now + f.op.timeout;
+  f.inquiry.reset();
+  f.state->set_deadline(f.check_at);
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
 
 // MPI_Testall, with the failing request's own error code instead of MPI_ERR_IN_STATUS.
 int test_all(std::vector<MPI_Request>& requests, int& done) {
@@ -135,19 +169,43 @@ struct Engine::Shared {
   std::deque<InFlight> queue;
   bool stop = false;
   bool abandon = false;  // stop without waiting for MPI (after a failure)
+  std::string leaving;   // set with abandon while unwinding: announced to the peers on the way out
   std::atomic<bool> exited{false};
   std::shared_ptr<std::atomic<bool>> failed = std::make_shared<std::atomic<bool>>(false);
+
+  // The groups peers may ask about, by key (registered on the issuing thread).
+  std::mutex groups_mutex;
+  std::vector<std::weak_ptr<Group>> groups;
+  std::map<std::uint64_t, int> keys_seen;  // how many groups had each key's members and label
+
+  // Touched by the progress thread only.
+  std::unique_ptr<PeerCheck> peers;
+  Clock::time_point idle_since = Clock::now();
 
   void run();
   void start(InFlight& f);
   bool poll(std::list<InFlight>& in_flight);
+  void check_overdue(InFlight& f, Clock::time_point now, bool& settled);
   void fail(InFlight& f, const std::string& message);
+  LocalView local_view(const std::list<InFlight>& in_flight);
+  // The departure that ends operations issued or pending `kDepartureGrace` after it arrived.
+  const Departure* departure(Clock::time_point now) const;
 };
 
 void Engine::Shared::fail(InFlight& f, const std::string& message) {
   f.op.group->set_failure(message);
   failed->store(true);
   f.state->fail(message);
+  // The first failure ends this rank's part in the job: tell the others, so that they stop
+  // waiting for it. A failure caused by another rank's departure is not news to anyone.
+  if (peers && peers->departures().empty())
+    peers->announce_departure(message);
+}
+
+const Departure* Engine::Shared::departure(Clock::time_point now) const {
+  if (!peers || peers->departures().empty()) return nullptr;
+  const Departure& d = peers->departures().front();
+  return now - d.noticed >= kDepartureGrace ? &d : nullptr;
 }
 
 void Engine::Shared::start(InFlight& f) {
@@ -156,11 +214,61 @@ void Engine::Shared::start(InFlight& f) {
                               f.op.group->name(), earlier));
     return;
   }
-  f.clock_start = Clock::now();
-  f.state->set_deadline(f.clock_start + f.op.timeout);
+  if (const Departure* d = departure(Clock::now())) {
+    fail(f, fmt::format("{} on {} was not started on rank {}: rank {} left the job ({})", f.op.what,
+                        f.op.group->name(), f.op.group->global_rank(), d->rank, d->reason));
+    return;
+  }
+  restart_clock(f, Clock::now());
   if (const int rc = f.op.start(f.requests); rc != MPI_SUCCESS)
     fail(f, fmt::format("{} on {} failed on rank {}: {}", f.op.what, f.op.group->name(), f.op.group->global_rank(),
                         mpi_error_text(rc)));
+}
+
+LocalView Engine::Shared::local_view(const std::list<InFlight>& in_flight) {
+  LocalView view;
+  view.started = [this](std::uint64_t key, std::int64_t index) -> std::optional<bool> {
+    std::lock_guard lock(groups_mutex);
+    for (const std::weak_ptr<Group>& weak : groups)
+      if (const std::shared_ptr<Group> g = weak.lock(); g && g->key() == key) return g->issued() > index;
+    return std::nullopt;
+  };
+  view.activity = [this, &in_flight] {
+    const Clock::time_point now = Clock::now();
+    if (in_flight.empty()) return fmt::format("it is alive and has not communicated for {:.0f} s",
+                                              seconds_between(idle_since, now));
+    const InFlight& oldest = in_flight.front();
+    return fmt::format("it is alive, waiting {:.0f} s for {} on {}", seconds_between(oldest.clock_start, now),
+                       oldest.op.what, oldest.op.group->name());
+  };
+  return view;
+}
+
+// An operation past its deadline asks the other members what they are doing, then either
+// keeps waiting (they are alive) or fails naming them.
+void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& settled) {
+  const std::chrono::milliseconds window = answer_window(f.op);
+  if (!f.inquiry) {
+    std::vector<int> members;
+    for (int r : f.op.group->ranks())
+      if (r != f.op.group->global_rank()) members.push_back(r);
+    f.inquiry = peers->ask(f.op.group->key(), f.op.index, members, now + window);
+    f.state->set_deadline(now + window);  // wait()'s own fallback, should this thread hang
+    return;
+  }
+  const std::optional<std::vector<PeerAnswer>> answers = peers->answers(*f.inquiry, now);
+  if (!answers) return;
+  f.inquiry.reset();
+  const PeerVerdict verdict = judge(*answers, describe_duration(window));
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - f.clock_start);
+  if (verdict.keep_waiting && waited < std::max(f.op.patience, f.op.timeout)) {
+    f.check_at = now + f.op.timeout;
+    f.state->set_deadline(f.check_at);
+    return;
+  }
+  fail(f, overdue_message(f.op.what, f.op.group->name(), f.op.group->global_rank(), waited, verdict.explanation,
+                          f.op.timeout_setting));
+  settled = true;
 }
 
 // Tests every operation in flight once; returns whether any completed.
@@ -184,33 +292,39 @@ bool Engine::Shared::poll(std::list<InFlight>& in_flight) {
       it->state->complete();
       // Later operations on the same group could not progress before this one finished.
       for (auto later = std::next(it); later != in_flight.end(); ++later)
-        if (later->op.group == it->op.group) {
-          later->clock_start = now;
-          later->state->set_deadline(now + later->op.timeout);
-        }
+        if (later->op.group == it->op.group) restart_clock(*later, now);
       progressed = true;
-    } else if (now - it->clock_start > it->op.timeout) {
-      fail(*it, it->state->timeout_message());
+    } else if (const Departure* d = departure(now)) {
+      fail(*it, fmt::format("{} on {} did not complete on rank {}: rank {} left the job ({})", it->op.what,
+                            it->op.group->name(), it->op.group->global_rank(), d->rank, d->reason));
     } else {
-      ++it;
-      continue;
+      bool settled = false;
+      if (now >= it->check_at) check_overdue(*it, now, settled);
+      if (!settled) {
+        ++it;
+        continue;
+      }
     }
     it = in_flight.erase(it);
   }
+  if (in_flight.empty() && progressed) idle_since = now;
   return progressed;
 }
 
 void Engine::Shared::run() {
   std::list<InFlight> in_flight;
+  const LocalView view = local_view(in_flight);
   int idle_polls = 0;
   for (;;) {
     std::deque<InFlight> arrived;
     {
       std::unique_lock lock(mutex);
-      if (in_flight.empty()) wake.wait(lock, [&] { return stop || !queue.empty(); });
+      // Idle, it still wakes now and then to answer its peers' questions.
+      if (in_flight.empty()) wake.wait_for(lock, kIdlePoll, [&] { return stop || !queue.empty(); });
       if (abandon || (stop && queue.empty() && in_flight.empty())) break;
       arrived.swap(queue);
     }
+    peers->poll(view);
     for (InFlight& f : arrived) {
       start(f);
       // A failed start has already settled its state; keep only what is in flight.
@@ -227,10 +341,27 @@ void Engine::Shared::run() {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
+  std::string farewell;
+  {
+    std::lock_guard lock(mutex);
+    farewell = leaving;
+  }
+  if (!farewell.empty() && !peers->announced()) {
+    // Leaving during an error: tell the others, and give the notices a moment to go out.
+    peers->announce_departure(farewell);
+    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(200);
+    while (peers->sending() && Clock::now() < until) {
+      peers->poll(view);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } else if (!abandon) {
+    peers->close();
+  }
   exited.store(true);
 }
 
 Engine::Engine() : shared_(std::make_shared<Shared>()) {
+  shared_->peers = std::make_unique<PeerCheck>();
   MPI_Comm_dup(MPI_COMM_WORLD, &world_);
   MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
   MPI_Op_create(&bf16_sum_op, /*commute=*/1, &bf16_sum_);
@@ -244,6 +375,7 @@ bool Engine::shut_down(bool drain) {
     std::lock_guard lock(shared_->mutex);
     shared_->stop = true;
     shared_->abandon = !drain || shared_->failed->load();
+    if (!drain) shared_->leaving = "it stopped after an error (see its output)";
   }
   shared_->wake.notify_all();
   const Clock::time_point patience = Clock::now() + std::chrono::seconds(1);
@@ -266,13 +398,25 @@ Engine::~Engine() {
   if (!shut_down_) shut_down(/*drain=*/false);
 }
 
+void Engine::add_group(const std::shared_ptr<Group>& group) {
+  // Members agree on the label and the ranks, and create their groups in the same order: the
+  // n-th group with these on one member is the n-th on every other.
+  const std::uint64_t base = fnv1a(fmt::format("{}|{}", group->name(), fmt::join(group->ranks(), ",")));
+  std::lock_guard lock(shared_->groups_mutex);
+  const int occurrence = shared_->keys_seen[base]++;
+  group->set_key(base ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(occurrence + 1)));
+  std::erase_if(shared_->groups, [](const std::weak_ptr<Group>& g) { return g.expired(); });
+  shared_->groups.push_back(group);
+}
+
 Work Engine::submit(Operation op) {
+  op.index = op.group->issue();
   const std::string message =
       timeout_message(op.what, op.group->name(), op.group->global_rank(), op.timeout);
   auto state = std::make_shared<OperationState>(message, Clock::now() + op.timeout, shared_->failed);
   {
     std::lock_guard lock(shared_->mutex);
-    shared_->queue.push_back(InFlight{std::move(op), state, {}, {}});
+    shared_->queue.push_back(InFlight{std::move(op), state, {}, {}, {}, {}});
   }
   shared_->wake.notify_one();
   return Work(state);

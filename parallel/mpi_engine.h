@@ -4,8 +4,11 @@
 // Open MPI progresses a nonblocking collective only inside MPI calls; a caller busy with a
 // GEMM makes none. The engine's thread posts each queued operation (MPI_Iallreduce, ...) and
 // tests the requests in flight until they complete, then marks their Work done. It also
-// owns the deadlines: an operation that passes its own fails with a CommError message,
-// and its group is marked unusable.
+// owns the deadlines: an operation that passes its own asks the members it waits for what
+// they are doing (mpi_peer_check.h) and fails with a CommError naming the ranks that did not
+// answer (or, past its patience, those that have not reached it), and its group is marked
+// unusable. A rank that fails, or leaves the job during an error, tells the others, so that
+// the whole job stops within seconds instead of each rank waiting out its own deadline.
 //
 // Thread level: MPI is called from two threads (the main thread initialises and finalises,
 // the progress thread does everything between) but never from two at once, which is what
@@ -17,7 +20,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,19 +33,31 @@
 
 namespace ustrain::mpi_detail {
 
-// What the operations on one MPI communicator share: its name for messages and, once an
-// operation failed, the reason (every later operation then fails at once).
+// What the operations on one MPI communicator share: its name for messages, its members,
+// the key under which peers ask about it (mpi_peer_check.h), how many operations this rank
+// has issued on it and, once an operation failed, the reason (every later operation then
+// fails at once).
 class Group {
  public:
-  Group(std::string name, int global_rank) : name_(std::move(name)), global_rank_(global_rank) {}
+  Group(std::string name, int global_rank, std::vector<int> ranks)
+      : name_(std::move(name)), global_rank_(global_rank), ranks_(std::move(ranks)) {}
   const std::string& name() const { return name_; }
   int global_rank() const { return global_rank_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  std::uint64_t key() const { return key_; }
+  void set_key(std::uint64_t key) { key_ = key; }  // by Engine::add_group, before any operation
+  // The index of the next operation issued (0, 1, ...), and how many have been issued.
+  std::int64_t issue() { return issued_.fetch_add(1); }
+  std::int64_t issued() const { return issued_.load(); }
   std::string failure() const;
   void set_failure(const std::string& reason);  // keeps the first reason
 
  private:
   const std::string name_;
   const int global_rank_;
+  const std::vector<int> ranks_;
+  std::uint64_t key_ = 0;
+  std::atomic<std::int64_t> issued_{0};
   mutable std::mutex mutex_;
   std::string failure_;
 };
@@ -50,6 +67,10 @@ struct Operation {
   std::string what;  // "collective all_reduce of 1001 f32 (sum)"
   std::shared_ptr<Group> group;
   std::chrono::milliseconds timeout{};
+  // How long it may wait for members that answer that they are alive (CommOptions::patience).
+  std::chrono::milliseconds patience{};
+  std::string timeout_setting;  // CommOptions::timeout_setting, for messages
+  std::int64_t index = 0;       // its place among the group's operations (set by submit)
   // Runs on the progress thread: posts nonblocking requests into `requests` (or does
   // something short and blocking, such as creating a communicator). Returns an MPI code.
   std::function<int(std::vector<MPI_Request>& requests)> start;
@@ -72,6 +93,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Gives a new communicator's group the key its peers know it by: the same on every member,
+  // since members create their groups in the same order. Before its first operation.
+  void add_group(const std::shared_ptr<Group>& group);
   Work submit(Operation op);
   // Once any operation failed or timed out, MPI is in an unknown state: do not finalise.
   bool failed() const;

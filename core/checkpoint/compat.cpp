@@ -16,7 +16,8 @@ constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model", 
                                            "model.tied_embeddings"};
 constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.max_bad_steps", "train.recompute", "run.name",
-    "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm"};
+    "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",
+    "parallel.comm_timeout_s", "parallel.startup_timeout_s"};
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
 constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp",
                                                    "parallel.pp_schedule", "parallel.virtual_stages", "parallel.zero",

@@ -4,15 +4,87 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "data/crc32.h"
 #include "kernels/error.h"
 
 namespace ustrain {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// The manifest's own checksum is its last field: the CRC-32 of the whole file as written with
+// these eight zeros in place of the digits.
+constexpr std::string_view kChecksumField = "\"manifest_crc32\": \"";
+constexpr std::string_view kChecksumPlaceholder = "00000000";
+
+std::string crc32_hex(std::string_view text) { return fmt::format("{:08x}", crc32_update(0, text.data(), text.size())); }
+
+// Where the checksum's digits are in `text`, when it has them.
+std::optional<std::size_t> checksum_digits(const std::string& text) {
+  const std::size_t field = text.rfind(kChecksumField);
+  if (field == std::string::npos) return std::nullopt;
+  const std::size_t digits = field + kChecksumField.size();
+  if (digits + kChecksumPlaceholder.size() >= text.size() || text[digits + kChecksumPlaceholder.size()] != '"')
+    return std::nullopt;
+  return digits;
+}
+
+// A manifest written before the checksum existed has none; one that has it must match it.
+void check_manifest_checksum(const std::string& text, const std::string& path) {
+  const std::optional<std::size_t> digits = checksum_digits(text);
+  if (!digits) return;
+  std::string zeroed = text;
+  zeroed.replace(*digits, kChecksumPlaceholder.size(), kChecksumPlaceholder);
+  const std::string expected = text.substr(*digits, kChecksumPlaceholder.size());
+  if (crc32_hex(zeroed) != expected)
+    throw UserError(fmt::format("{} does not match its checksum (manifest_crc32 {}, the file has {}): the manifest "
+                                "was edited or damaged; use an earlier checkpoint",
+                                path, expected, crc32_hex(zeroed)));
+}
+
+// Values no save writes, each with its own message.
+void check_manifest_values(const CheckpointManifest& m, const std::string& path) {
+  const auto bad = [&](const std::string& what) {
+    throw UserError(fmt::format("{}: {}; the checkpoint is damaged: use an earlier checkpoint", path, what));
+  };
+  if (m.step < 0) bad(fmt::format("step {} is negative", m.step));
+  if (m.tokens_seen < 0) bad(fmt::format("tokens_seen {} is negative", m.tokens_seen));
+  if (m.step == 0 && m.tokens_seen != 0 && !m.weights_only)
+    bad(fmt::format("tokens_seen is {} at step 0", m.tokens_seen));
+  if (!std::isfinite(m.lr) || m.lr < 0) bad(fmt::format("the learning rate {} is not a finite number >= 0", m.lr));
+  if (!std::isfinite(m.loss_scale) || m.loss_scale <= 0)
+    bad(fmt::format("the loss scale {} is not a finite number > 0", m.loss_scale));
+  const MeshShape& mesh = m.mesh;
+  for (int extent : {mesh.pp, mesh.dp, mesh.cp, mesh.ep, mesh.tp})
+    if (extent < 1) bad(fmt::format("the process mesh has an extent of {}", extent));
+  const std::int64_t ranks = std::int64_t{mesh.pp} * mesh.dp * mesh.cp * mesh.ep * mesh.tp;
+  if (m.files.empty()) bad("it lists no rank files");
+  if (static_cast<std::int64_t>(m.files.size()) > ranks)
+    bad(fmt::format("it lists {} rank files for a mesh of {} ranks", m.files.size(), ranks));
+  std::vector<bool> seen(static_cast<std::size_t>(std::min<std::int64_t>(ranks, 1 << 20)), false);
+  for (const CheckpointFile& f : m.files) {
+    if (f.rank < 0 || f.rank >= ranks) bad(fmt::format("rank file {} is for rank {}, outside the mesh", f.name, f.rank));
+    if (f.name != rank_file_name(f.rank)) bad(fmt::format("rank {}'s file is named {}", f.rank, f.name));
+    if (seen[static_cast<std::size_t>(f.rank)]) bad(fmt::format("rank {} is listed twice", f.rank));
+    seen[static_cast<std::size_t>(f.rank)] = true;
+  }
+  for (const CheckpointTensor& t : m.tensors) {
+    std::int64_t elements = 1;
+    for (std::int64_t d : t.shape)
+      if (d < 0 || (d > 0 && elements > std::numeric_limits<std::int64_t>::max() / d))
+        bad(fmt::format("tensor {} has an impossible shape", t.name));
+      else
+        elements *= d;
+    if (t.shape.size() > 4) bad(fmt::format("tensor {} has {} dimensions", t.name, t.shape.size()));
+    if (t.states.empty()) bad(fmt::format("tensor {} has no stored state", t.name));
+  }
+}
 
 Json mesh_json(const MeshShape& m) { return {{"pp", m.pp}, {"dp", m.dp}, {"cp", m.cp}, {"ep", m.ep}, {"tp", m.tp}}; }
 
@@ -103,7 +175,12 @@ std::string manifest_to_json(const CheckpointManifest& m) {
   if (m.tokenizer) j["tokenizer"] = tokenizer_json(*m.tokenizer);
   j["recipe_hash"] = m.recipe_hash;
   j["recipe"] = m.recipe;
-  return j.dump(1) + "\n";
+  j["manifest_crc32"] = kChecksumPlaceholder;
+  std::string text = j.dump(1) + "\n";
+  const std::optional<std::size_t> digits = checksum_digits(text);
+  USTRAIN_ASSERT(digits.has_value(), "the manifest checksum field was not written last");
+  text.replace(*digits, kChecksumPlaceholder.size(), crc32_hex(text));
+  return text;
 }
 
 CheckpointManifest manifest_from_json(const std::string& text, const std::string& path) {
@@ -125,6 +202,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
       throw UserError(fmt::format("{}: checkpoint format version {} (written by ustrain {}); this ustrain reads "
                                   "version {}: use a newer ustrain",
                                   path, m.format_version, m.ustrain_version, kCheckpointFormatVersion));
+    check_manifest_checksum(text, path);
     m.step = j.at("step").get<std::int64_t>();
     m.tokens_seen = j.at("tokens_seen").get<std::int64_t>();
     m.lr = j.at("lr").get<double>();
@@ -143,8 +221,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: malformed checkpoint manifest ({}); the checkpoint is damaged", path, e.what()));
   }
-  if (m.step < 0 || m.files.empty())
-    throw UserError(fmt::format("{}: malformed checkpoint manifest (no rank files); the checkpoint is damaged", path));
+  check_manifest_values(m, path);
   return m;
 }
 

@@ -16,7 +16,10 @@
 // rank's data-loader position (opaque JSON text; the loader's shuffle is the only random
 // stream training draws from, so it is the whole RNG state). With several ranks, rank 0
 // gathers these few-kilobyte summaries and writes the manifest after every rank's file is
-// on disk.
+// on disk. Its last field, manifest_crc32, is the CRC-32 of the file as written with "00000000"
+// in place of that field's digits, so that an edit or a flipped bit anywhere (the step, a data
+// position) is refused instead of resuming into another run; manifests from before the field
+// existed are read without it. Rank files also record the step they were saved at.
 //
 // The manifest also names the tokenizer the model was trained with ("tokenizer": kind, name,
 // vocab_size, eos_id), so that a checkpoint decodes without its dataset. A sentencepiece
@@ -86,8 +89,9 @@ std::string manifest_to_json(const CheckpointManifest& m);
 // One rank file's record as one line of JSON: what a rank hands rank 0 for the manifest.
 std::string file_record_to_json(const CheckpointFile& f);
 CheckpointFile file_record_from_json(const std::string& text, const std::string& path);
-// UserError naming `path` for malformed JSON, missing fields, or a format version newer
-// than this build reads.
+// UserError naming `path` for malformed JSON, missing fields, a format version newer than
+// this build reads, a checksum that does not match, or a value no save writes (a negative
+// step, a rank outside the mesh, ...), each with its own message.
 CheckpointManifest manifest_from_json(const std::string& text, const std::string& path);
 
 }  // namespace ustrain

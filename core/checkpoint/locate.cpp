@@ -6,6 +6,7 @@
 
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/format.h"
+#include "data/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -13,7 +14,8 @@ namespace fs = std::filesystem;
 
 std::string locate_checkpoint(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw UserError(fmt::format("checkpoint {} does not exist", path));
+  if (const PathStatus status = path_status(path); status.access != PathAccess::exists)
+    throw UserError(fmt::format("checkpoint {} {}", path, describe_unusable(status)));
   if (fs::exists(fs::path(path) / kManifestName, ec)) return path;
   for (const std::string& root : {path + "/checkpoints", path}) {
     const CheckpointDirectory dir(root);

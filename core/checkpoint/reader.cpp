@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "core/checkpoint/fs.h"
 #include "data/crc32.h"
+#include "data/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -22,18 +25,36 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
   return d;
 }
 
+// A checkpoint in a step-N directory (not one made by `ckpt import`, or reached through a
+// link) must say step N.
+void check_step_matches_directory(const std::string& dir, std::int64_t step, const std::string& manifest_path) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
+  const std::string name = (ec ? fs::path(dir) : real).filename().string();
+  constexpr std::string_view prefix = "step-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) return;
+  if (std::stoll(digits) != step)
+    throw UserError(fmt::format("{} says step {}, but its directory is {}: the manifest was edited or the directory "
+                                "renamed; use an earlier checkpoint",
+                                manifest_path, step, name));
+}
+
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec))
-    throw UserError(fmt::format("checkpoint {} does not exist or is not a directory", dir_));
+  if (const PathStatus status = path_status(dir_); status.access != PathAccess::exists)
+    throw UserError(fmt::format("checkpoint {} {}", dir_, describe_unusable(status)));
+  if (!fs::is_directory(dir_, ec)) throw UserError(fmt::format("checkpoint {} is not a directory", dir_));
   const std::string manifest_path = dir_ + "/" + kManifestName;
   if (!fs::exists(manifest_path, ec))
     throw UserError(fmt::format("{} is not a complete checkpoint: it has no {} (a save that did not finish, or not "
                                 "a checkpoint directory)",
                                 dir_, kManifestName));
   manifest_ = manifest_from_json(read_text_file(manifest_path), manifest_path);
+  check_step_matches_directory(dir_, manifest_.step, manifest_path);
   if (recipe_hash(manifest_.recipe) != manifest_.recipe_hash)
     throw UserError(fmt::format("{}: the recipe does not match its hash; the manifest was edited or damaged",
                                 manifest_path));
@@ -61,6 +82,11 @@ void CheckpointReader::index_file(const CheckpointFile& record, const Safetensor
   if (format == meta.end() || format->second != "ustrain-checkpoint-rank" || rank == meta.end() ||
       rank->second != std::to_string(record.rank))
     throw UserError(fmt::format("{} is not rank {}'s file of this checkpoint", file.path(), record.rank));
+  // Files from before the step was recorded have none.
+  if (const auto step = meta.find("step"); step != meta.end() && step->second != std::to_string(manifest_.step))
+    throw UserError(fmt::format("{} was saved at step {}, but {} says step {}: the manifest was edited or belongs to "
+                                "another save; use an earlier checkpoint",
+                                file.path(), step->second, kManifestName, manifest_.step));
   for (const SafetensorsEntry& e : file.header().entries) {
     const auto key = parse_shard_key(e.name);
     const CheckpointTensor* tensor = key ? manifest_.find(key->name) : nullptr;
@@ -115,6 +141,13 @@ void CheckpointReader::read_shard(const Shard& shard, float* dst) const {
   if (crc32_label(crc32_update(0, dst, bytes)) != shard.checksum)
     throw UserError(fmt::format("{}: tensor {} fails its checksum; the file is damaged: use an earlier checkpoint",
                                 shard.file->path(), shard.entry->name));
+  // A run that diverged can save NaN with a valid checksum; nothing useful comes of loading it.
+  const std::size_t count = bytes / sizeof(float);
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(dst[i]))
+      throw UserError(fmt::format("{}: tensor {} holds a non-finite value ({} at element {}); these weights are "
+                                  "unusable: use an earlier checkpoint",
+                                  shard.file->path(), shard.entry->name, dst[i], i));
 }
 
 void CheckpointReader::read(std::string_view state, const std::string& name, const Slice& region, float* out) const {

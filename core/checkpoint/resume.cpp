@@ -67,11 +67,19 @@ void drop_metrics_after(const std::string& metrics_path, std::int64_t step) {
   std::ifstream in(metrics_path);
   if (!in) return;
   std::string kept, line;
+  int torn = 0;
   while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    // A line that does not parse was torn by a crash or a full disk: it goes too.
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool later = j.is_object() && j.contains("step") && j["step"].is_number() && j["step"].get<double>() > step;
-    if (!later && !line.empty()) kept += line + "\n";
+    if (!j.is_object()) {
+      ++torn;
+      continue;
+    }
+    const bool later = j.contains("step") && j["step"].is_number() && j["step"].get<double>() > step;
+    if (!later) kept += line + "\n";
   }
+  if (torn > 0) spdlog::warn("{}: dropped {} incomplete line(s), written when the run was interrupted", metrics_path, torn);
   const std::string staged = metrics_path + ".tmp";
   write_text_file(staged, kept);
   std::error_code ec;

@@ -27,7 +27,8 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
                            const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
                            TrainingData& data, bool leads);
 
-// Rewrites a metrics.jsonl without the lines of steps after `step`.
+// Rewrites a metrics.jsonl without the lines of steps after `step` and without lines that do
+// not parse (torn by a crash or a full disk while they were written).
 void drop_metrics_after(const std::string& metrics_path, std::int64_t step);
 
 }  // namespace ustrain

@@ -30,14 +30,16 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
 
 }  // namespace
 
-CheckpointFile write_rank_file(const std::string& dir, int rank, const std::vector<SafetensorsEntry>& entries,
+CheckpointFile write_rank_file(const std::string& dir, int rank, std::int64_t step,
+                               const std::vector<SafetensorsEntry>& entries,
                                const std::function<const void*(std::size_t)>& data_of, SaveFaults& faults) {
   CheckpointFile record;
   record.name = rank_file_name(rank);
   record.rank = rank;
   const SafetensorsMetadata metadata = {{"format", "ustrain-checkpoint-rank"},
                                         {"format_version", std::to_string(kCheckpointFormatVersion)},
-                                        {"rank", std::to_string(rank)}};
+                                        {"rank", std::to_string(rank)},
+                                        {"step", std::to_string(step)}};
   SafetensorsWriter writer(dir + "/" + record.name, entries, metadata);
   const std::uint64_t total = entries.empty() ? 0 : entries.back().end;
   std::uint64_t done = 0;
@@ -160,7 +162,7 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
   CheckpointFile file;
   agree(attempt([&] {
           file = write_rank_file(
-              staging, rank(), entries_,
+              staging, rank(), progress.step, entries_,
               [this](std::size_t i) -> const void* { return host_.data() + entries_[i].begin / sizeof(float); },
               faults_);
           file.data_state = progress.data_state;

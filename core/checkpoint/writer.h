@@ -96,9 +96,11 @@ class CheckpointWriter {
   std::exception_ptr error_;
 };
 
-// Writes one rank's file into `dir`: `data_of(i)` returns the bytes of entry i, valid until
-// the next call. Returns its manifest record (size and checksums; data_state left empty).
-CheckpointFile write_rank_file(const std::string& dir, int rank, const std::vector<SafetensorsEntry>& entries,
+// Writes one rank's file of the checkpoint of `step` into `dir`: `data_of(i)` returns the bytes
+// of entry i, valid until the next call. Returns its manifest record (size and checksums;
+// data_state left empty).
+CheckpointFile write_rank_file(const std::string& dir, int rank, std::int64_t step,
+                               const std::vector<SafetensorsEntry>& entries,
                                const std::function<const void*(std::size_t)>& data_of, SaveFaults& faults);
 // Writes manifest.json into `dir`, fsynced. Call it after every rank file is on disk.
 void write_manifest(const std::string& dir, const CheckpointManifest& manifest);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 #include "parallel/launch.h"
@@ -21,22 +22,37 @@ ProcessInfo checked_process(const Recipe& recipe) {
   return process;
 }
 
+CommOptions deadline(double seconds, const char* key) {
+  CommOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+  options.timeout_setting = key;
+  return options;
+}
+
 }  // namespace
 
 ProcessLayout::ProcessLayout(const Recipe& recipe, const std::vector<RankFact>& facts)
-    : world_(checked_process(recipe)), mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size) {
-  {
+    : world_(checked_process(recipe), deadline(recipe.parallel.comm_timeout_s, "parallel.comm_timeout_s")),
+      mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size) {
+  if (world_.size() > 1) {
     // Before any other group: ranks with different layouts would build different groups.
-    const std::unique_ptr<Communicator> everyone = world_.everyone();
+    // Every rank should be here within moments of the others: a short deadline, and no
+    // patience for a rank that has not arrived.
+    CommOptions handshake = deadline(recipe.parallel.startup_timeout_s, "parallel.startup_timeout_s");
+    handshake.patience = handshake.timeout;
+    std::vector<int> all(static_cast<std::size_t>(world_.size()));
+    for (int r = 0; r < world_.size(); ++r) all[static_cast<std::size_t>(r)] = r;
+    const std::unique_ptr<Communicator> everyone = world_.communicator(all, "world", handshake);
     check_ranks_agree(*everyone, facts);
   }
   groups_ = std::make_unique<ProcessGroups>(world_, mesh_);
   if (world_.size() > 1) {
     std::vector<int> all(static_cast<std::size_t>(world_.size()));
     for (int r = 0; r < world_.size(); ++r) all[static_cast<std::size_t>(r)] = r;
-    // Its collectives wait for every rank's file to be written: allow for a slow filesystem.
+    // Its collectives wait for every rank's file to be written: allow for a slow filesystem
+    // (ranks that answer, writing, are waited for that long; a stopped one is found as fast).
     CommOptions slow = world_.defaults();
-    slow.timeout = std::max(slow.timeout, std::chrono::milliseconds(std::chrono::minutes(30)));
+    slow.patience = std::max(slow.patience, std::chrono::milliseconds(std::chrono::minutes(30)));
     checkpoints_ = world_.communicator(all, "checkpoint", slow);
   }
 }

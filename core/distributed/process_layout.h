@@ -19,8 +19,9 @@ class ProcessLayout {
  public:
   // Discovers the launcher's ranks, checks them against the recipe's layout (a clear error on
   // every rank, before any communication), starts MPI when there is more than one process,
-  // checks that every rank holds the same `facts` (core/distributed/rank_agreement.h), then
-  // builds the named groups.
+  // checks that every rank holds the same `facts` (core/distributed/rank_agreement.h) under
+  // parallel.startup_timeout_s, then builds the named groups, whose operations have
+  // parallel.comm_timeout_s.
   ProcessLayout(const Recipe& recipe, const std::vector<RankFact>& facts);
 
   int rank() const { return mesh_.rank(); }
@@ -31,6 +32,8 @@ class ProcessLayout {
   bool leads() const { return rank() == 0; }
   const Mesh& mesh() const { return mesh_; }
   ProcessGroups& groups() { return *groups_; }
+  // The deadlines of the training groups (parallel.comm_timeout_s).
+  const CommOptions& comm_options() const { return world_.defaults(); }
   // This rank's data reader and the number of readers: ranks that see the same tokens (the
   // members of one tensor-parallel group) read the same data.
   int data_reader() const { return mesh_.coord(MeshDim::dp); }

@@ -145,10 +145,16 @@ InteropReport import_hf_model(const ImportOptions& given) {
   StagedDirectory out(o.output_dir);
   SaveFaults no_faults;
   CheckpointFile file = write_rank_file(
-      out.path(), 0, entries,
+      out.path(), 0, /*step=*/0, entries,
       [&](std::size_t i) -> const void* {
         buffer.resize(static_cast<std::size_t>(sources[i].second->numel()));
         sources[i].first->read_f32(*sources[i].second, buffer.data());
+        // NaN or inf weights import fine and then generate NUL bytes: refuse them here.
+        for (std::size_t k = 0; k < buffer.size(); ++k)
+          if (!std::isfinite(buffer[k]))
+            throw UserError(fmt::format("{}: tensor {} holds a non-finite value ({} at element {}); these weights are "
+                                        "unusable",
+                                        sources[i].first->path(), sources[i].second->name, buffer[k], k));
         return buffer.data();
       },
       no_faults);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
@@ -39,15 +40,25 @@ SafetensorsEntry parse_entry(const std::string& name, const nlohmann::json& j, c
   e.dtype = dtype->get<std::string>();
   const std::size_t element = safetensors_dtype_size(e.dtype);
   if (element == 0) corrupt(file, fmt::format("entry \"{}\" has the unknown dtype \"{}\"", name, e.dtype));
+  // The element count and the byte count must fit in 63 bits: a shape whose product overflows
+  // would otherwise pass for a small tensor.
+  std::int64_t elements = 1;
   for (const auto& d : *shape) {
     if (!d.is_number_unsigned()) corrupt(file, fmt::format("entry \"{}\" has a malformed shape", name));
-    e.shape.push_back(d.get<std::int64_t>());
+    const std::uint64_t extent = d.get<std::uint64_t>();
+    if (extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+        __builtin_mul_overflow(elements, static_cast<std::int64_t>(extent), &elements))
+      corrupt(file, fmt::format("entry \"{}\" has a shape whose element count overflows 64 bits", name));
+    e.shape.push_back(static_cast<std::int64_t>(extent));
   }
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<std::int64_t>(element), &bytes))
+    corrupt(file, fmt::format("entry \"{}\" has a shape whose byte count overflows 64 bits", name));
   for (const auto& o : *offsets)
     if (!o.is_number_unsigned()) corrupt(file, fmt::format("entry \"{}\" has malformed data_offsets", name));
   e.begin = (*offsets)[0].get<std::uint64_t>();
   e.end = (*offsets)[1].get<std::uint64_t>();
-  if (e.end < e.begin || e.end - e.begin != static_cast<std::uint64_t>(e.numel()) * element)
+  if (e.end < e.begin || e.end - e.begin != static_cast<std::uint64_t>(bytes))
     corrupt(file, fmt::format("entry \"{}\": data_offsets [{}, {}) do not hold {} {} elements", name, e.begin,
                               e.end, e.numel(), e.dtype));
   return e;

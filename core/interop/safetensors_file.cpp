@@ -26,10 +26,11 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
   std::string json(static_cast<std::size_t>(n), '\0');
   file_.read_at(8, json.data(), json.size());
   header_ = decode_safetensors_header(json, path);
-  if (header_.data_offset + header_.data_bytes > file_.size())
-    throw UserError(fmt::format("{} is truncated: its tensors need {} bytes but the file has {}; it was not "
-                                "written completely or was damaged",
-                                path, header_.data_offset + header_.data_bytes, file_.size()));
+  // Compared without adding: data_bytes comes from the file and may be near 2^64.
+  if (header_.data_bytes > file_.size() - header_.data_offset)
+    throw UserError(fmt::format("{} is truncated: its tensors need {} bytes after the {}-byte header but the file "
+                                "has {} in all; it was not written completely or was damaged",
+                                path, header_.data_bytes, header_.data_offset, file_.size()));
 }
 
 void SafetensorsReader::read_bytes(const SafetensorsEntry& entry, std::uint64_t offset, void* dst,

@@ -5,11 +5,19 @@
 //
 // Modes (argv[1]):
 //   layout         the recipe's layout needs 2 ranks; every rank stops before MPI starts
-//   dead-peer      the last rank exits in the middle of a step; the others' all_reduce fails
-//   stuck-peer     the last rank stays alive but never joins; the others' all_reduce fails
+//   dead-peer      the last rank exits in the middle of a step; the others' all_reduce fails,
+//                  naming it as the rank that did not answer
+//   stopped-peer   the last rank is stopped (SIGSTOP) in the middle of a step: the same
+//   stuck-peer     the last rank stays alive but never joins; the others wait for it, since it
+//                  answers, until their patience runs out, then fail naming it
+//   leaving-peer   the last rank stops with an error of its own mid-step; its World tells the
+//                  others, whose all_reduce (with a deadline of minutes) fails at once, naming it
 //   stuck-create   the last rank never creates a communicator; the others' creation fails
 //   truncate       rank 1 receives a longer message than its buffer: MPI's error becomes a
 //                  CommError on rank 1 instead of aborting the job; the others finish
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +33,15 @@ namespace ustrain {
 namespace {
 
 constexpr std::chrono::seconds kTimeout{2};
+constexpr std::chrono::seconds kPatience{4};
 
 int run(const std::string& mode) {
   const ProcessInfo process = discover_process();
   if (mode == "layout") check_layout(process, MeshShape{.dp = 2});
 
-  World world(process, CommOptions{kTimeout});
+  // leaving-peer must not be found by the deadline: the departure notice has to do it.
+  const std::chrono::milliseconds timeout = mode == "leaving-peer" ? std::chrono::minutes(2) : kTimeout;
+  World world(process, CommOptions{timeout, kPatience, "the test's timeout"});
   const bool last = world.rank() == world.size() - 1;
   if (mode == "stuck-create" && last) {
     std::this_thread::sleep_for(3 * kTimeout);  // never creates the group
@@ -46,9 +57,19 @@ int run(const std::string& mode) {
     std::_Exit(0);  // the others are done; rank 1 threw above
   }
   if (last && mode == "dead-peer") std::_Exit(3);  // dies without a word, mid-step
+  if (last && mode == "leaving-peer") throw UserError("rank " + std::to_string(world.rank()) + " ran out of disk");
   if (last && mode == "stuck-peer") {
-    std::this_thread::sleep_for(3 * kTimeout);
+    std::this_thread::sleep_for(5 * kTimeout);  // well past the others' patience
     std::_Exit(0);
+  }
+  if (last && mode == "stopped-peer") {
+    // Nothing of a stopped process runs, its progress thread included; a child ends it later.
+    if (::fork() == 0) {
+      std::this_thread::sleep_for(5 * kTimeout);
+      ::kill(::getppid(), SIGKILL);
+      std::_Exit(0);
+    }
+    ::raise(SIGSTOP);
   }
   comm->all_reduce(t).wait();
   std::fprintf(stderr, "rank %d: the step completed although a peer was missing\n", world.rank());
@@ -60,7 +81,7 @@ int run(const std::string& mode) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s layout|dead-peer|stuck-peer|stuck-create|truncate\n", argv[0]);
+    std::fprintf(stderr, "usage: %s layout|dead-peer|stopped-peer|stuck-peer|leaving-peer|stuck-create|truncate\n", argv[0]);
     return 64;
   }
   try {

@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   const ustrain::ProcessInfo process = ustrain::discover_process();
   if (process.rank != 0) GTEST_FLAG_SET(brief, true);  // read by InitGoogleTest
   ::testing::InitGoogleTest(&argc, argv);
-  // Short deadline: a test that leaves a peer behind fails in seconds, not minutes.
-  ustrain::World world(process, ustrain::CommOptions{std::chrono::seconds(10)});
+  // Short deadline and patience: a test that leaves a peer behind fails in seconds, not minutes.
+  ustrain::World world(process, ustrain::CommOptions{std::chrono::seconds(10), std::chrono::seconds(10)});
   ustrain::mpi_test::the_world = &world;
   const int status = RUN_ALL_TESTS();
   ustrain::mpi_test::the_world = nullptr;

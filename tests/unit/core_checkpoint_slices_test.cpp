@@ -108,6 +108,7 @@ class ShardedCheckpoint : public ::testing::Test {
     m.recipe = "[run]\n";
     m.recipe_hash = recipe_hash(m.recipe);
     m.tensors = {{"rows", {6, 8}, {"param"}}, {"cols", {4, 10}, {"param"}}, {"vec", {5}, {"param"}}};
+    m.mesh.dp = 3;  // three ranks wrote it
     const std::vector<Piece> all = pieces();
     SaveFaults none;
     for (int rank = 0; rank < 3; ++rank) {
@@ -126,7 +127,8 @@ class ShardedCheckpoint : public ::testing::Test {
         }
       }
       lay_out_entries(entries);
-      CheckpointFile f = write_rank_file(dir_, rank, entries, [&](std::size_t i) { return data[i].data(); }, none);
+      CheckpointFile f =
+          write_rank_file(dir_, rank, /*step=*/0, entries, [&](std::size_t i) { return data[i].data(); }, none);
       f.data_state = "{\"rank\":" + std::to_string(rank) + "}";
       m.files.push_back(f);
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "core/checkpoint/dir.h"
+#include "core/checkpoint/format.h"
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
+#include "core/checkpoint/resume.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
 #include "core/rng.h"
@@ -221,6 +224,92 @@ TEST_F(BadCheckpoint, AnotherModelShape) {
   ModelState shallower(small_model(1));  // the checkpoint holds a layer the model lacks
   expect_error_mentions([&] { load_model_state(r, shallower.model.params(), *shallower.backend, true); },
                         {dir_, "model.layers.1", "lacks"});
+}
+
+// A one-digit edit of the step would otherwise resume silently into another run.
+TEST_F(BadCheckpoint, EditedManifestFailsItsChecksum) {
+  const std::string manifest = dir_ + "/manifest.json";
+  std::string text = read_text_file(manifest);
+  const std::string from = "\"step\": 4";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "\"step\": 3");
+  write_text_file(manifest, text);
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {manifest, "does not match its checksum", "edited"});
+}
+
+TEST_F(BadCheckpoint, ManifestFromBeforeTheChecksumStillReads) {
+  const std::string manifest = dir_ + "/manifest.json";
+  std::string text = read_text_file(manifest);
+  const std::size_t field = text.find(",\n \"manifest_crc32\"");
+  ASSERT_NE(field, std::string::npos) << text.substr(text.size() - 200);
+  text.erase(field, text.find('\n', field + 2) - field);
+  write_text_file(manifest, text);
+  EXPECT_EQ(CheckpointReader(dir_).manifest().step, 4);
+}
+
+TEST_F(BadCheckpoint, StepThatDisagreesWithTheDirectoryName) {
+  fs::rename(dir_, root_ + "/step-00000005");
+  expect_error_mentions([&] { CheckpointReader r(root_ + "/step-00000005"); },
+                        {"says step 4, but its directory is step-00000005"});
+}
+
+TEST_F(BadCheckpoint, StepThatDisagreesWithTheRankFiles) {
+  // A manifest with a valid checksum but another step, in a directory not named after it.
+  const std::string moved = root_ + "/copy";
+  fs::rename(dir_, moved);
+  CheckpointManifest m = CheckpointReader(moved).manifest();
+  m.step = 9;
+  m.tokens_seen = 9;
+  write_text_file(moved + "/manifest.json", manifest_to_json(m));
+  expect_error_mentions([&] { CheckpointReader r(moved); }, {"rank-00000.safetensors was saved at step 4",
+                                                             "says step 9"});
+}
+
+TEST_F(BadCheckpoint, EachImpossibleValueHasItsOwnMessage) {
+  const CheckpointManifest good = CheckpointReader(dir_).manifest();
+  const auto refused = [&](const std::function<void(CheckpointManifest&)>& change, const std::string& words) {
+    CheckpointManifest m = good;
+    change(m);
+    expect_error_mentions([&] { manifest_from_json(manifest_to_json(m), "M"); }, {"M: ", words, "damaged"});
+  };
+  refused([](CheckpointManifest& m) { m.step = -200; }, "step -200 is negative");
+  refused([](CheckpointManifest& m) { m.tokens_seen = -1; }, "tokens_seen -1 is negative");
+  refused([](CheckpointManifest& m) { m.loss_scale = 0; }, "the loss scale 0 is not");
+  refused([](CheckpointManifest& m) { m.lr = -1; }, "the learning rate -1 is not");
+  refused([](CheckpointManifest& m) { m.mesh.dp = 0; }, "the process mesh has an extent of 0");
+  refused([](CheckpointManifest& m) { m.files.clear(); }, "it lists no rank files");
+  refused([](CheckpointManifest& m) { m.files.push_back(m.files[0]); }, "it lists 2 rank files for a mesh of 1");
+  refused([](CheckpointManifest& m) { m.files[0].rank = 3; }, "is for rank 3, outside the mesh");
+  refused([](CheckpointManifest& m) { m.tensors[0].shape = {-4, 2}; }, "has an impossible shape");
+  refused([](CheckpointManifest& m) { m.tensors[0].shape = {std::int64_t{1} << 40, std::int64_t{1} << 40}; },
+          "has an impossible shape");
+}
+
+TEST(CheckpointReader, RefusesNonFiniteWeightsNamingTheTensor) {
+  const std::string root = temp_dir("nan");
+  ModelState s(small_model());
+  s.randomise(3);
+  const ParamPiece piece = s.model.params().held(ParamState::value)[1];
+  piece.data.f32()[2] = std::nanf("");
+  CheckpointWriter(config_for(root, false), SaveFaults()).save(s.model.params(), *s.backend, {2, 0, 0, 0, ""});
+  const CheckpointReader r(root + "/step-00000002");
+  ModelState loaded(small_model());
+  const std::string name = s.model.params().specs()[static_cast<std::size_t>(piece.param)].name;
+  expect_error_mentions([&] { load_model_state(r, loaded.model.params(), *loaded.backend, false); },
+                        {"tensor param/" + name, "non-finite", "nan"});
+  fs::remove_all(root);
+}
+
+// A line torn by a full disk is dropped when the run resumes, with the steps after the
+// checkpoint; every line left parses.
+TEST(ResumedMetrics, DropsTornLinesAndLaterSteps) {
+  const std::string dir = temp_dir("metrics");
+  const std::string path = dir + "/metrics.jsonl";
+  std::ofstream(path) << "{\"kind\":\"train\",\"step\":1}\n{\"kind\":\"train\",\"step\":2}\n"
+                         "{\"kind\":\"train\",\"st\n{\"kind\":\"train\",\"step\":3}\n{\"kind\":\"tra";
+  drop_metrics_after(path, 2);
+  EXPECT_EQ(read_text_file(path), "{\"kind\":\"train\",\"step\":1}\n{\"kind\":\"train\",\"step\":2}\n");
+  fs::remove_all(dir);
 }
 
 TEST_F(BadCheckpoint, IncompleteDirectory) {

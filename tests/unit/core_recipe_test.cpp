@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -334,6 +335,27 @@ TEST(RecipeError, RunNameMustBeAPlainDirectoryName) {
   EXPECT_EQ(parse(kMinimal + "[run]\nname = \"...\"\n").run.name, "...");
 }
 
+TEST(RecipeError, RunNameLongerThanADirectoryNameCanBe) {
+  const std::string name(300, 'r');
+  expect_mentions(error_of(kMinimal + "[run]\nname = \"" + name + "\"\n"),
+                  {"test.toml:4:", "run.name", "(302 bytes)", "at most 255 bytes"});
+  EXPECT_EQ(parse(kMinimal + "[run]\nname = \"" + std::string(255, 'r') + "\"\n").run.name.size(), 255u);
+}
+
+// A megabyte of unknown key once took 101 s (edit distances over the whole key) and was
+// echoed back whole.
+TEST(RecipeError, HugeUnknownKeyIsAnsweredAtOnceAndShortly) {
+  const std::string key(1 << 20, 'k');
+  const auto start = std::chrono::steady_clock::now();
+  const std::string in_file = error_of(kMinimal + "[train]\n" + key + " = 1\n");
+  const std::string in_override = error_of(kMinimal, {"train." + key + "=1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (const std::string& m : {in_file, in_override}) {
+    expect_mentions(m, {"unknown key train.kkkk", "bytes)"});
+    EXPECT_LT(m.size(), 2000u) << m.substr(0, 300);
+  }
+}
+
 TEST(RecipeError, OutputDirMustNotBeEmpty) {
   expect_mentions(error_of(kMinimal + "[run]\noutput_dir = \"\"\n"),
                   {"run.output_dir", "not empty"});
@@ -548,6 +570,16 @@ TEST(RecipeError, MissingFileNamesThePath) {
   }
 }
 
+// `ustrain train /dev/zero` read without end.
+TEST(RecipeError, EndlessOrHugeFileIsRefusedAfterSixteenMebibytes) {
+  try {
+    load_recipe("/dev/zero");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    expect_mentions(e.what(), {"/dev/zero", "larger than 16 MiB"});
+  }
+}
+
 TEST(RecipeError, DirectoryInsteadOfFile) {
   const std::string path = fixture("");
   try {
@@ -707,8 +739,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
-  // parallel 10, checkpoint 5, log 4, device 2.
-  EXPECT_EQ(key_lines, 64u);
+  // parallel 12, checkpoint 5, log 4, device 2.
+  EXPECT_EQ(key_lines, 66u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

@@ -16,6 +16,7 @@
 #include "core/checkpoint/reader.h"
 #include "core/rng.h"
 #include "core/interop/safetensors_dtype.h"
+#include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
 #include "core_safetensors_hf_reference.h"
 #include "kernels/error.h"
@@ -119,6 +120,28 @@ TEST_F(HfInterop, ImportConvertsDtypesAndKeepsRowOrder) {
       ++k;
     }
   }
+}
+
+TEST_F(HfInterop, ImportRefusesNonFiniteWeightsNamingTheTensor) {
+  const Recipe recipe = interop_recipe(false);
+  const std::string src = path("nan.safetensors");
+  write_hf_file(src, recipe.model, "F32", false);
+  const SafetensorsReader reader(src);
+  const SafetensorsEntry& first = reader.header().entries.front();
+  std::fstream file(src, std::ios::binary | std::ios::in | std::ios::out);
+  const float nan = std::nanf("");
+  file.seekp(static_cast<std::streamoff>(reader.header().data_offset + first.begin + 12));
+  file.write(reinterpret_cast<const char*>(&nan), 4);
+  file.close();
+  try {
+    import_hf_model({src, path("nan-ckpt"), recipe, "test"});
+    ADD_FAILURE() << "NaN weights were imported";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor " + first.name + " holds a non-finite value (nan at element 3)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("nan-ckpt")));
 }
 
 TEST_F(HfInterop, ImportRefusesWhatDoesNotFit) {

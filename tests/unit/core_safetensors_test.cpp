@@ -178,6 +178,18 @@ TEST_F(SafetensorsFileTest, MalformedHeadersAreRefused) {
               "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12);  // overlap
   refused(R"({"a": {"dtype": "F32", "shape": [2]}})", 8);                             // no offsets
   refused(R"({"__metadata__": {"k": 1}})", 0);                                        // non-string metadata
+  // Element and byte counts that overflow 64 bits once passed for empty tensors.
+  for (const char* shape : {"[4611686018427387904, 4]", "[4294967296, 4294967296]", "[18446744073709551615]",
+                            "[2305843009213693952]"})
+    try {
+      SafetensorsReader{write_raw(path("overflow.safetensors"),
+                                  std::string(R"({"a": {"dtype": "F32", "shape": )") + shape +
+                                      R"(, "data_offsets": [0, 0]}})",
+                                  0)};
+      ADD_FAILURE() << "accepted the shape " << shape;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("overflows 64 bits"), std::string::npos) << e.what();
+    }
   // A header length beyond the file.
   std::string bytes(8, '\0');
   bytes[0] = 100;

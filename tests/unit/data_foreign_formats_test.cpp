@@ -189,6 +189,9 @@ TEST(DataForeignFormats, NpyFilesThatCannotBeReadSayWhy) {
   fails("cut.npy", {"cut.npy", "truncated"});
   test::write_file(scratch / "text.npy", "just some text that is long enough");
   fails("text.npy", {"text.npy", "magic"});
+  // (2**61 + 10,) int64 elements wrap around to 80 bytes, which the file then holds.
+  test::write_npy(scratch / "huge.npy", "<i8", {(std::uint64_t{1} << 61) + 10}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  fails("huge.npy", {"huge.npy", "2305843009213693962", "more elements than any file holds"});
   test::write_npy(scratch / "negative.npy", "<i4", {3}, {1, -5, 2});
   fails("negative.npy", {"negative.npy", "token id -5", "position 1"});
 }

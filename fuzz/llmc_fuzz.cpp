@@ -1,0 +1,16 @@
+// An llm.c token shard: its 1024-byte header, then its tokens as `data convert` reads them.
+#include <cstdint>
+
+#include "data/llmc_format.h"
+#include "fuzz/fuzz_support.h"
+#include "kernels/error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string path = ustrain::fuzz::write_scratch("shard.bin", data, size);
+  ustrain::fuzz::NullSink sink;
+  try {
+    ustrain::read_llmc({ustrain::InputFile{path, size, false}}, /*vocab_size=*/50304, /*eos_id=*/50256, sink);
+  } catch (const ustrain::UserError&) {
+  }
+  return 0;
+}

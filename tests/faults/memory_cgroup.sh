@@ -1,0 +1,40 @@
+# A memory cgroup, as Slurm's --mem makes one: a memory plan larger than its limit is refused
+# with the numbers before anything is allocated (it used to be killed by the kernel after a
+# few seconds, with no output); a plan within 10% of it is warned about. Skipped, with the
+# reason, where this user cannot make a memory cgroup.
+source "$(dirname "$0")/lib/faults.bash"
+
+# A fresh cgroup with `limit` bytes: v2 (memory.max) or v1 (memory.limit_in_bytes).
+make_cgroup() {
+  local name=ustrain-fault-$$ limit=$1
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]] && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+    cgroup=/sys/fs/cgroup/$name
+    mkdir -p "$cgroup" 2>/dev/null && echo "$limit" >"$cgroup/memory.max" 2>/dev/null && return 0
+  elif [[ -d /sys/fs/cgroup/memory ]]; then
+    cgroup=/sys/fs/cgroup/memory/$name
+    mkdir -p "$cgroup" 2>/dev/null && echo "$limit" >"$cgroup/memory.limit_in_bytes" 2>/dev/null && return 0
+  fi
+  return 1
+}
+# in_cgroup COMMAND...: runs the command inside the cgroup.
+in_cgroup() { bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgroup" "$@"; }
+
+setup_tiny_run
+if ! make_cgroup $((1 << 30)); then
+  skip "memory cgroup of 1 GiB" "cannot create a memory cgroup here (needs root and a writable cgroup filesystem)"
+  finish
+fi
+trap 'rmdir "$cgroup" 2>/dev/null; rm -rf "$WORK"' EXIT
+
+# About 2.2 GiB of plan: a wide model on the tiny data.
+wide=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=4096
+      --set model.n_layers=8 --set train.micro_batch=8 --set train.global_batch=8)
+fault "2.2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
+  "(the model does not fit|the memory plan needs) .*, but this host has [0-9.]+ [MG]iB available" -- \
+  in_cgroup timeout 120 "$USTRAIN" train tiny.toml "${wide[@]}"
+# Within 10% of the limit: about 0.96 GiB of plan.
+near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=3328
+      --set model.n_layers=4 --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)
+fault "plan within 10% of a 1 GiB cgroup: warned (then killed)" "*" "within 10% of the [0-9.]+ [MG]iB available on this host" -- \
+  in_cgroup timeout 300 "$USTRAIN" train tiny.toml "${near[@]}" --set run.name=near
+finish

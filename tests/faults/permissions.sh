@@ -1,0 +1,54 @@
+# Filesystem errors on paths the user named are user errors (exit 2) naming the path and the
+# cause: names too long, and, as a user without root's bypass of permissions, directories that
+# cannot be written or read ("Permission denied", never "does not exist"). The permission
+# cases run as `nobody` when this script runs as root, as the current user otherwise.
+source "$(dirname "$0")/lib/faults.bash"
+
+setup_tiny_run
+"$USTRAIN" train tiny.toml --set train.steps=2 >train.log 2>&1 || fail "training"
+
+fault "run.name of 300 characters" 2 "run.name = .*at most 255 bytes" -- \
+  "$USTRAIN" train tiny.toml --set run.name="$(printf 'n%.0s' $(seq 300))"
+long=$(printf 'd%.0s' $(seq 300))
+fault "generate --run with a 300-character directory name" 2 "File name too long" -- \
+  "$USTRAIN" generate --run "runs/$long/x"
+fault "train --resume with a 300-character path" 2 "File name too long" -- \
+  "$USTRAIN" train tiny.toml --set run.name=long --resume "runs/$long"
+
+# As an unprivileged user.
+as_user=()
+if [[ $(id -u) -eq 0 ]]; then
+  if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+  else
+    skip "permission errors" "running as root without a 'nobody' user or setpriv to drop privileges"
+    finish
+  fi
+fi
+shared=$WORK/shared
+mkdir -p "$shared" && cp -r data tiny.toml "$shared"/ && chmod -R a+rwX "$shared" && chmod a+x "$WORK"
+cd "$shared" || exit 1
+user() { "${as_user[@]}" env HOME="$shared" "$@"; }
+
+mkdir -p locked && chmod 555 locked
+fault "output directory without write permission" 2 "cannot create run directory locked/tiny: Permission denied" -- \
+  user "$USTRAIN" train tiny.toml --set run.output_dir=locked
+cp -r data hidden && chmod 700 hidden && chown -R root hidden 2>/dev/null
+[[ $(id -u) -eq 0 ]] || chmod 000 hidden
+fault "data.path without read permission" 2 "hidden/manifest.json cannot be accessed \(Permission denied\)" -- \
+  user "$USTRAIN" train tiny.toml --set data.path=hidden --set run.name=hidden
+mkdir -p closed && cp -r data closed/data && chmod 700 closed && chown root closed 2>/dev/null
+[[ $(id -u) -eq 0 ]] || chmod 000 closed
+fault "data.path below a directory without permission" 2 "closed/data cannot be accessed \(Permission denied\)" -- \
+  user "$USTRAIN" train tiny.toml --set data.path=closed/data --set run.name=closed
+user "$USTRAIN" train tiny.toml --set run.name=mine --set train.steps=2 >mine.log 2>&1 || fail "training as the user"
+chmod 555 runs/mine/checkpoints
+fault "checkpoint directory without write permission: refused at start" 2 \
+  "cannot write into the checkpoint directory runs/mine/checkpoints: Permission denied" -- \
+  user "$USTRAIN" train tiny.toml --set run.name=mine --set train.steps=4 --resume auto
+chmod 755 runs/mine/checkpoints
+chmod 000 tiny.toml 2>/dev/null; [[ $(id -u) -eq 0 ]] && chown root tiny.toml && chmod 600 tiny.toml
+fault "unreadable recipe" 2 "tiny.toml: cannot open the recipe file \(Permission denied\)" -- \
+  user "$USTRAIN" train tiny.toml
+cd "$WORK" && chmod -R u+rwX "$shared"
+finish

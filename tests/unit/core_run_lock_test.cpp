@@ -1,0 +1,107 @@
+// The run directory's lock: one trainer at a time, the second refused with the holder's host
+// and pid, and the lock free again as soon as its holder is gone, however it went.
+#include "core/run_lock.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/run_start.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "ustrain_run_lock_" + std::to_string(::getpid()) + "_" + tag;
+  fs::remove_all(dir);
+  return dir + "/runs/tiny";  // not yet there: the lock creates it
+}
+
+std::string refusal(const std::string& dir) {
+  try {
+    RunLock second(dir);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "a second lock on " << dir << " was granted";
+  return "";
+}
+
+TEST(RunLock, SecondHolderIsRefusedWithTheFirstOnesHostAndPid) {
+  const std::string dir = fresh_dir("second");
+  std::string message;
+  {
+    RunLock first(dir);
+    EXPECT_TRUE(fs::is_regular_file(dir + "/run.lock"));
+    message = refusal(dir);
+  }
+  EXPECT_NE(message.find("run directory " + dir + " is in use by another trainer"), std::string::npos) << message;
+  EXPECT_NE(message.find("pid " + std::to_string(::getpid())), std::string::npos) << message;
+  EXPECT_NE(message.find("host "), std::string::npos) << message;
+  EXPECT_NO_THROW(RunLock again(dir));  // released with its holder
+}
+
+TEST(RunLock, IsReleasedWhenItsHolderIsKilled) {
+  const std::string dir = fresh_dir("killed");
+  fs::create_directories(dir);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RunLock held(dir);
+    const char byte = 1;
+    (void)!::write(ready[1], &byte, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  const std::string message = refusal(dir);
+  EXPECT_NE(message.find("pid " + std::to_string(child)), std::string::npos) << message;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_NO_THROW(RunLock after(dir));
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST(RunLock, DirectoryThatCannotBeCreatedIsNamedWithTheCause) {
+  const std::string dir = fresh_dir("blocked");
+  fs::create_directories(fs::path(dir).parent_path());
+  std::ofstream(dir) << "a file where the run directory belongs";
+  try {
+    RunLock lock(dir + "/inner");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create run directory " + dir + "/inner"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A trainer that held the lock may have saved a newer checkpoint between the moment this run
+// looked for one and the moment it got the lock.
+TEST(RunLock, ResumePointThatChangedMeanwhileIsRefused) {
+  const std::string dir = fresh_dir("resume");
+  EXPECT_NO_THROW(lock_run_directory(dir, "auto", std::nullopt));
+  fs::create_directories(dir + "/checkpoints/step-00000003");
+  std::ofstream(dir + "/checkpoints/step-00000003/manifest.json") << "{}";
+  try {
+    lock_run_directory(dir, "auto", std::nullopt);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("changed while this run started"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(lock_run_directory(dir, "auto", dir + "/checkpoints/step-00000003"));
+}
+
+}  // namespace
+}  // namespace ustrain
