@@ -30,7 +30,7 @@ trap 'rmdir "$cgroup" 2>/dev/null; rm -rf "$WORK"' EXIT
 wide=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=4096
       --set model.n_layers=8 --set train.micro_batch=8 --set train.global_batch=8)
 fault "2.2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
-  "(the model does not fit|the memory plan needs) .*, but this host has [0-9.]+ [MG]iB available" -- \
+  "(the model does not fit|the memory plan needs).*, but this host has [0-9.]+ [MG]iB available" -- \
   in_cgroup timeout 120 "$USTRAIN" train tiny.toml "${wide[@]}"
 # Within 10% of the limit: about 0.96 GiB of plan.
 near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=3328

@@ -5,7 +5,8 @@
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
-slow=(--set train.steps=400 --set checkpoint.interval=20 --set checkpoint.keep_last=100)
+# Long enough to be still training while the others try, however fast the machine.
+slow=(--set train.steps=1000000 --set checkpoint.interval=20 --set checkpoint.keep_last=3)
 
 # Two trainers on one run directory.
 "$USTRAIN" train tiny.toml "${slow[@]}" >first.log 2>&1 &
@@ -20,8 +21,10 @@ kill -KILL "$first" 2>/dev/null
 wait "$first" 2>/dev/null
 "$USTRAIN" ckpt inspect runs/tiny >inspect.log 2>&1
 check "the first trainer's checkpoints survived the second" 0 $? inspect.log "^checkpoint "
+# The resumed run goes a few steps past the newest checkpoint.
+newest=$(ls runs/tiny/checkpoints | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1)
 fault "after kill -9 of the holder the lock is free: resumed" 0 "resumed from" -- \
-  "$USTRAIN" train tiny.toml "${slow[@]}" --resume auto
+  "$USTRAIN" train tiny.toml "${slow[@]}" --set train.steps=$((newest + 5)) --resume auto
 
 # A file where the checkpoint directory belongs: refused at start, nothing trained.
 rm -rf runs/blocked && mkdir -p runs/blocked && echo "not a directory" >runs/blocked/checkpoints
