@@ -302,8 +302,9 @@ std::string describe_run(const Recipe& given) {
                                      span.embedding ? " + embedding" : "",
                                      span.head ? " + final norm, head and loss" : "", pipeline.slots.slots[c]));
       }
-      s += fmt::format("\npipeline rank {}: {}; peak in-flight micro-batches {}\n", r, fmt::join(chunks, "; "),
-                       pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
+      s += fmt::format("\npipeline rank {}: {}; peak in-flight micro-batch activations {} (one per micro-batch and "
+                       "chunk)\n",
+                       r, fmt::join(chunks, "; "), pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
     }
     if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)
       s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data- and tensor-parallel rank 0)\n", r);

@@ -103,13 +103,13 @@ def train(ustrain, recipe, settings, ranks, log, dry_run=False):
 
 
 def parse_dry_run(text, pp):
-    """The simulated bubble, each rank's planned slots per chunk and peak in-flight micro-batches."""
+    """The simulated bubble, each rank's planned slots per chunk and peak in-flight micro-batch activations."""
     bubble = float(re.search(r"^pipeline parallelism: .* bubble ([0-9.]+) of the compute time", text, re.M).group(1))
     slots, peaks = [], []
     for r in range(pp):
         line = re.search(rf"^pipeline rank {r}: (.*)$", text, re.M).group(1)
         slots.append([int(n) for n in re.findall(r"(\d+) activation slot\(s\)", line)])
-        peaks.append(int(re.search(r"peak in-flight micro-batches (\d+)", line).group(1)))
+        peaks.append(int(re.search(r"peak in-flight micro-batch activations (\d+)", line).group(1)))
     return bubble, slots, peaks
 
 

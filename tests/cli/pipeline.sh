@@ -57,7 +57,7 @@ for pp in 2 4; do
       [[ $r -eq $((pp - 1)) && $line != *"final norm, head and loss"* ]] && fail "$what: the last rank lacks the head: $line"
       # In flight on rank r (micro-batches times chunks): every micro-batch for afab, P - r for
       # 1f1b (its warm-up forwards and one more), at most V M otherwise.
-      peak=$(sed -n 's/.*; peak in-flight micro-batches \([0-9]*\)$/\1/p' <<<"$line")
+      peak=$(sed -n 's/.*; peak in-flight micro-batch activations \([0-9]*\) (one per micro-batch and chunk)$/\1/p' <<<"$line")
       want=""
       [[ $schedule == afab ]] && want=8
       [[ $schedule == 1f1b ]] && want=$((pp - r))
@@ -82,10 +82,12 @@ refuse "layers not divisible by pp * virtual_stages" \
   --set model.n_layers=6 --set parallel.pp=2 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=2
 refuse "interleaved with fewer micro-batches than ranks" \
   "micro-batches per step \(2\) must be a multiple of 4.*= 8 / \(4 \* 1\)" -- \
-  --set parallel.pp=4 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=2 --set train.micro_batch=4
+  --set parallel.pp=4 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=2 --set train.micro_batch=4 \
+  --set parallel.dp=1
 refuse "interleaved with micro-batches not a multiple of pp" \
   "micro-batches per step \(6\) must be a multiple of 4.*= 6 / \(1 \* 1\)" -- \
-  --set parallel.pp=4 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=2 --set train.global_batch=6
+  --set parallel.pp=4 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=2 --set train.global_batch=6 \
+  --set parallel.dp=1
 refuse "interleaved with one virtual stage" "needs parallel.virtual_stages >= 2 \(got 1\)" -- \
   --set parallel.pp=2 --set parallel.pp_schedule=interleaved --set parallel.virtual_stages=1
 refuse "virtual stages without interleaving" 'parallel.virtual_stages = 2 needs parallel.pp_schedule = "interleaved"' -- \
