@@ -28,6 +28,7 @@
 #include "core/distributed/process_layout.h"
 #include "core/resource_usage.h"
 #include "core/signals.h"
+#include "core/trace/step_trace.h"
 #include "core/training_data.h"
 #include "core/distributed/zero_engine.h"
 
@@ -119,7 +120,8 @@ struct MicroBatches {
 };
 
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
-                     PhaseTimer& timer) {
+                     PhaseTimer& timer, Tracer* trace) {
+  const TraceScope step_span(trace, 0, "step", [&] { return fmt::format("step {}", step); });
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
   Backend& be = run.backend;
@@ -127,7 +129,10 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
   MicroBatches micro(micro_batches);
-  for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
+  {
+    const TraceScope span(trace, 0, "data", "data", {{"micro_batches", static_cast<std::int64_t>(micro_batches)}});
+    for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
+  }
   timer.mark(Phase::data);
   engine.begin_step(static_cast<int>(micro_batches));
   const double loss_scale = run.scaler.scale();
@@ -135,12 +140,15 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const PipelineLoss local = run.train_executor.run(be, micro.tokens, t.micro_batch, t.seq_len,
                                                     static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
                                                     &timer);
+  std::optional<TraceScope> sync_span(std::in_place, trace, 0, "gradient sync", "gradient sync");
   engine.finish_backward();
   sum_partial_grads(run.model.params(), run.groups.tp());
   if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
   // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
   const double loss_sum = run.groups.loss().sum(local.sum);
+  sync_span.reset();
   timer.mark(Phase::backward);
+  const TraceScope optimizer_span(trace, 0, "optimizer", "optimizer");
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   if (!std::isfinite(r.loss))
     throw UserError(fmt::format("the loss became {} at step {}; lower optim.lr or raise schedule.warmup_steps",
@@ -315,7 +323,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, CommOptions{});
+  // log.trace_steps: declared before the run, whose operations in flight it may still record.
+  StepTrace trace(recipe, layout.groups(), layout.mesh());
   Run run(recipe, layout, std::move(device), kBucketBytes);
+  trace.attach(run.model, run.engine, run.backend, run.train_executor);
   // Every rank checks the run directory before the leading rank changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
@@ -396,14 +407,20 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
+    std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "checkpoint",
+                                   ck.async ? "checkpoint snapshot" : "checkpoint save");
     const std::optional<double> stall = writer->save(params, be, progress);
+    span.reset();
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
       summary.checkpoint = checkpoints.path_of(progress.step);
       spdlog::info("checkpoint step {}: training paused {:.3f} s {} {}", progress.step, *stall,
                    ck.async ? "to copy" : "to copy and write", format_bytes(writer->state_bytes()));
     }
-    if (wait) writer->wait();
+    if (wait) {
+      const TraceScope wait_span(trace.tracer(), 0, "checkpoint", "checkpoint wait");
+      writer->wait();
+    }
   };
   if (start.step == t.steps)
     spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
@@ -419,12 +436,13 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
   const double psi_bytes = 4.0 * static_cast<double>(params.flat_size());
   const auto started = PhaseTimer::Clock::now();
   for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
+    trace.begin_step(step);
     PhaseTimer step_timer;
     run.gradient_comm().reset_volume();
     run.tp_comm().reset_volume();
     run.pp_comm().reset_volume();
     run.tp.reset_comm_seconds();
-    const StepResult r = take_step(run, data, schedule, step, step_timer);
+    const StepResult r = take_step(run, data, schedule, step, step_timer, trace.tracer());
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
     summary.steps = step;
@@ -471,7 +489,10 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
                    1e3 * step_timer.seconds(Phase::data), format_duration(elapsed), format_duration(eta));
     }
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      summary.val_loss = validation_pass(run, data);
+      {
+        const TraceScope span(trace.tracer(), 0, "validation", "validation");
+        summary.val_loss = validation_pass(run, data);
+      }
       spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary.val_loss,
                    summary.unigram_val_loss);
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},
@@ -479,10 +500,12 @@ TrainSummary train(const Recipe& recipe, const TrainOptions& options) {
     }
     stop = run.groups.world().any(signals.requested());
     if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop) save(/*wait=*/false);
+    trace.end_step(step);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (summary.steps > start.step && options.save_final) save(/*wait=*/true);
   writer->wait();
+  trace.finish();
   if (summary.steps < t.steps && stop) {
     // A rank that stops because a peer was signalled reports the peer's usual signal.
     summary.stop_signal = signals.requested() ? signals.pending() : SIGTERM;

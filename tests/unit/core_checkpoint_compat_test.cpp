@@ -66,7 +66,7 @@ TEST(RecipeChanges, KeysTheSavedRecipeLacksCountAtTheirDefault) {
 
 TEST(RecipeChanges, Classification) {
   for (const char* k : {"train.steps", "train.eval_interval", "train.recompute", "log.level", "checkpoint.interval",
-                        "checkpoint.keep_last", "run.name"})
+                        "checkpoint.keep_last", "run.name", "log.trace_steps"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::harmless) << k;
   for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.pp_schedule",
                         "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})
