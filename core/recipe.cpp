@@ -20,6 +20,7 @@
 
 #include "core/model_size.h"
 #include "core/recipe_schema.h"
+#include "core/trace/step_range.h"
 #include "parallel/pipeline_schedule.h"
 #include "data/blend.h"
 #include "kernels/error.h"
@@ -287,6 +288,24 @@ void check_pipeline_rules(const Recipe& r, const Origins& at) {
          at.of({"parallel.pp_schedule", "train.recompute"}), r.train.recompute);
 }
 
+// log.trace_steps: a step range inside the run. A range past train.steps is refused rather
+// than cut short: the run would end before writing the trace that was asked for.
+void check_trace_steps(const Recipe& r, const Origins& at) {
+  std::optional<StepRange> range;
+  try {
+    range = parse_step_range(r.log.trace_steps);
+  } catch (const UserError& error) {
+    fail("{}: log.trace_steps = {}", at.of({"log.trace_steps"}), error.what());
+  }
+  if (range && range->last > r.train.steps) {
+    const std::string within = range->first < r.train.steps ? fmt::format("{}-{}", range->first, r.train.steps)
+                                                            : fmt::format("{}", r.train.steps);
+    fail("{}: log.trace_steps = \"{}\" reaches past train.steps = {}; trace steps within 1..{} (e.g. \"{}\") or "
+         "train for more steps",
+         at.of({"log.trace_steps", "train.steps"}), r.log.trace_steps, r.train.steps, r.train.steps, within);
+  }
+}
+
 // Rules that tie keys together. Each message names every key involved with its value.
 void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) {
   const ModelSection& m = r.model;
@@ -356,6 +375,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
     fail("{}: {}", at.of({"model.n_layers", "model.d_model", "model.vocab_size", "model.ffn_hidden", "model.n_heads",
                           "model.n_kv_heads", "train.micro_batch", "train.seq_len"}),
          *problem);
+  check_trace_steps(r, at);
   if (r.data.path.empty() && r.data.blend.empty()) {
     fail("{}: data.path is not set; run `ustrain data convert` first and set data.path to the "
          "dataset directory it writes (or data.blend to several)",

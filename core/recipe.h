@@ -118,6 +118,7 @@ struct LogSection {
   bool jsonl = true;
   bool tensorboard = true;
   std::string level = "info";  // trace | debug | info | warn | error
+  std::string trace_steps;      // "" (off), "10-12" or "10": a Chrome trace of those steps
 
   bool operator==(const LogSection&) const = default;
 };

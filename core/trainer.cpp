@@ -35,6 +35,7 @@
 #include "core/run_record.h"
 #include "core/run_schedule.h"
 #include "core/signals.h"
+#include "core/trace/step_trace.h"
 #include "core/training_data.h"
 #include "core/distributed/zero_engine.h"
 #include "kernels/cpu/host_memory.h"
@@ -131,7 +132,8 @@ struct MicroBatches {
 };
 
 StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
-                     PhaseTimer& timer) {
+                     PhaseTimer& timer, Tracer* trace) {
+  const TraceScope step_span(trace, 0, "step", [&] { return fmt::format("step {}", step); });
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
   Backend& be = run.backend;
@@ -139,7 +141,10 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
   MicroBatches micro(micro_batches);
-  for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
+  {
+    const TraceScope span(trace, 0, "data", "data", {{"micro_batches", static_cast<std::int64_t>(micro_batches)}});
+    for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
+  }
   timer.mark(Phase::data);
   engine.begin_step(static_cast<int>(micro_batches));
   const double loss_scale = run.scaler.scale();
@@ -147,13 +152,16 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const PipelineLoss local = run.train_executor.run(be, micro.tokens, t.micro_batch, t.seq_len,
                                                     static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
                                                     &timer);
+  std::optional<TraceScope> sync_span(std::in_place, trace, 0, "gradient sync", "gradient sync");
   engine.finish_backward();
   sum_partial_grads(run.model.params(), run.groups.tp());
   if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
   // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
   // (The test hook poisons this rank's share.)
   const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));
+  sync_span.reset();
   timer.mark(Phase::backward);
+  const TraceScope optimizer_span(trace, 0, "optimizer", "optimizer");
   StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
   const double scaled_sum_of_squares = grad_sum_of_squares(run.model.params(), be, run.groups.world());
   if (NonfiniteSteps::bad(r.loss, scaled_sum_of_squares, run.scaler.enabled())) {
@@ -355,7 +363,10 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   const MemoryShare memory = memory_share(device->device(), ts.host_memory, ts.launch.local_world_size);
+  // log.trace_steps: declared before the run, whose operations in flight it may still record.
+  StepTrace trace(recipe, layout.groups(), layout.mesh());
   Run run(recipe, layout, std::move(device), kBucketBytes, memory);
+  trace.attach(run.model, run.engine, run.backend, run.train_executor);
   // Every rank checks the run directory before the leading rank locks and changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
   layout.barrier();
@@ -443,7 +454,10 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};
   if (resume_from) summary.checkpoint = *resume_from;
   const auto save = [&](bool wait) {
+    std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "checkpoint",
+                                   ck.async ? "checkpoint snapshot" : "checkpoint save");
     const std::optional<double> stall = writer->save(params, be, progress);
+    span.reset();
     if (metrics) metrics->sync();  // the steps this checkpoint holds stay logged
     if (stall) {  // nullopt: this step's checkpoint exists already
       summary.checkpoint_stall_seconds += *stall;
@@ -451,7 +465,10 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
       spdlog::info("checkpoint step {}: training paused {:.3f} s {} {}", progress.step, *stall,
                    ck.async ? "to copy" : "to copy and write", format_bytes(writer->state_bytes()));
     }
-    if (wait) writer->wait();
+    if (wait) {
+      const TraceScope wait_span(trace.tracer(), 0, "checkpoint", "checkpoint wait");
+      writer->wait();
+    }
   };
   if (start.step == t.steps)
     spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
@@ -467,12 +484,13 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const double psi_bytes = 4.0 * static_cast<double>(params.flat_size());
   const auto started = PhaseTimer::Clock::now();
   for (std::int64_t step = start.step + 1; step <= t.steps && !stop; ++step) {
+    trace.begin_step(step);
     PhaseTimer step_timer;
     run.gradient_comm().reset_volume();
     run.tp_comm().reset_volume();
     run.pp_comm().reset_volume();
     run.tp.reset_comm_seconds();
-    const StepResult r = take_step(run, data, schedule, step, step_timer);
+    const StepResult r = take_step(run, data, schedule, step, step_timer, trace.tracer());
     run.bad_steps.count(step, r.nonfinite, r.loss, r.grad_norm);
     for (int p = 0; p < kPhases; ++p) summary.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
     summary.last_train_loss = r.loss;
@@ -523,7 +541,10 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
                    1e3 * step_timer.seconds(Phase::data), format_duration(elapsed), format_duration(eta));
     }
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      summary.val_loss = validation_pass(run, data);
+      {
+        const TraceScope span(trace.tracer(), 0, "validation", "validation");
+        summary.val_loss = validation_pass(run, data);
+      }
       spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary.val_loss,
                    summary.unigram_val_loss);
       record("eval", {{"step", double(step)}, {"val_loss", summary.val_loss},
@@ -533,10 +554,12 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     // No checkpoint while bad steps go on: the newest one stays the last good state.
     if (ck.interval > 0 && step % ck.interval == 0 && step != t.steps && !stop && run.bad_steps.in_a_row() == 0)
       save(/*wait=*/false);
+    trace.end_step(step);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (summary.steps > start.step && options.save_final) save(/*wait=*/true);
   writer->wait();
+  trace.finish();
   if (summary.steps < t.steps && stop) {
     // A rank that stops because a peer was signalled reports the peer's usual signal.
     summary.stop_signal = signals.requested() ? signals.pending() : SIGTERM;

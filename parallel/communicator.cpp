@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "parallel/comm_trace.h"
+#include "parallel/trace.h"
+
 namespace ustrain {
 
 const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "avg"; }
@@ -157,31 +160,36 @@ std::int64_t bytes_of(const Tensor& t) { return static_cast<std::int64_t>(t.byte
 
 // Each operation hands over first and counts once the backend accepted the arguments.
 Work Communicator::all_reduce(Tensor data, ReduceOp op) {
+  const auto posted = trace_post();
   Work w = do_all_reduce(data, op);
   count(CommOp::all_reduce, bytes_of(data), wire_bytes(CommOp::all_reduce, bytes_of(data), size()));
-  return w;
+  return traced(std::move(w), posted, CommOp::all_reduce, bytes_of(data));
 }
 
 Work Communicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
+  const auto posted = trace_post();
   Work w = do_reduce_scatter(shard, full, op);
   count(CommOp::reduce_scatter, bytes_of(full), wire_bytes(CommOp::reduce_scatter, bytes_of(full), size()));
-  return w;
+  return traced(std::move(w), posted, CommOp::reduce_scatter, bytes_of(full));
 }
 
 Work Communicator::all_gather(Tensor full, Tensor shard) {
+  const auto posted = trace_post();
   Work w = do_all_gather(full, shard);
   count(CommOp::all_gather, bytes_of(full), wire_bytes(CommOp::all_gather, bytes_of(full), size()));
-  return w;
+  return traced(std::move(w), posted, CommOp::all_gather, bytes_of(full));
 }
 
 Work Communicator::all_to_all(Tensor out, Tensor in) {
+  const auto posted = trace_post();
   Work w = do_all_to_all(out, in);
   count(CommOp::all_to_all, bytes_of(in), wire_bytes(CommOp::all_to_all, bytes_of(in), size()));
-  return w;
+  return traced(std::move(w), posted, CommOp::all_to_all, bytes_of(in));
 }
 
 Work Communicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
                                 std::span<const std::int64_t> in_counts) {
+  const auto posted = trace_post();
   Work w = do_all_to_all_v(out, out_counts, in, in_counts);
   // The checks passed: in_counts has one entry per member. What stays with this member is
   // not on the wire.
@@ -190,28 +198,33 @@ Work Communicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_co
   for (std::int64_t c : in_counts) sent += c;
   const std::int64_t own = in_counts[static_cast<std::size_t>(rank())];
   count(CommOp::all_to_all, sent * element, (sent - own) * element);
-  return w;
+  return traced(std::move(w), posted, CommOp::all_to_all, sent * element, (sent - own) * element);
 }
 
 Work Communicator::broadcast(Tensor data, int root) {
+  const auto posted = trace_post();
   Work w = do_broadcast(data, root);
   count(CommOp::broadcast, bytes_of(data), rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0);
-  return w;
+  return traced(std::move(w), posted, CommOp::broadcast, bytes_of(data),
+                rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0);
 }
 
 Work Communicator::send(Tensor data, int peer, int tag) {
+  const auto posted = trace_post();
   Work w = do_send(data, peer, tag);
   count(CommOp::send, bytes_of(data), wire_bytes(CommOp::send, bytes_of(data), size()));
-  return w;
+  return traced(std::move(w), posted, CommOp::send, bytes_of(data), -1, peer, tag);
 }
 
 Work Communicator::recv(Tensor data, int peer, int tag) {
+  const auto posted = trace_post();
   Work w = do_recv(data, peer, tag);
   count(CommOp::recv, bytes_of(data), 0);
-  return w;
+  return traced(std::move(w), posted, CommOp::recv, bytes_of(data), -1, peer, tag);
 }
 
 std::vector<Work> Communicator::exchange(std::span<const PeerTransfer> transfers) {
+  const auto posted = trace_post();
   std::vector<Work> w = do_exchange(transfers);
   for (const PeerTransfer& t : transfers) {
     if (t.kind == PeerTransfer::Kind::send)
@@ -219,13 +232,39 @@ std::vector<Work> Communicator::exchange(std::span<const PeerTransfer> transfers
     else
       count(CommOp::recv, bytes_of(t.data), 0);
   }
+  for (std::size_t i = 0; i < w.size() && i < transfers.size(); ++i) {
+    const PeerTransfer& t = transfers[i];
+    const CommOp op = t.kind == PeerTransfer::Kind::send ? CommOp::send : CommOp::recv;
+    w[i] = traced(std::move(w[i]), posted, op, bytes_of(t.data), -1, t.peer, t.tag);
+  }
   return w;
 }
 
 Work Communicator::barrier() {
+  const auto posted = trace_post();
   Work w = do_barrier();
   count(CommOp::barrier, 0, 0);
-  return w;
+  return traced(std::move(w), posted, CommOp::barrier, 0);
+}
+
+std::chrono::steady_clock::time_point Communicator::trace_post() const {
+  // A group of one moves nothing: its operations are not worth a track.
+  if (tracer_ == nullptr || !tracer_->recording() || size() == 1) return {};
+  return std::chrono::steady_clock::now();
+}
+
+Work Communicator::traced(Work w, std::chrono::steady_clock::time_point posted, CommOp op, std::int64_t payload,
+                          std::int64_t wire, int peer, int tag) {
+  if (posted == std::chrono::steady_clock::time_point{}) return w;
+  std::vector<TraceArg> args{{"bytes", payload},
+                             {"wire_bytes", wire >= 0 ? wire : wire_bytes(op, payload, size())},
+                             {"members", size()}};
+  if (peer >= 0) {
+    args.push_back({"peer_rank", ranks()[static_cast<std::size_t>(peer)]});
+    args.push_back({"tag", tag});
+  }
+  const std::string track = device() == Device::cuda ? name() + " (device)" : name();
+  return traced_work(std::move(w), *tracer_, track, comm_op_name(op), posted, std::move(args));
 }
 
 std::string describe_group(const std::string& label, const std::vector<int>& ranks) {

@@ -32,6 +32,8 @@
 
 namespace ustrain {
 
+class Tracer;
+
 // A communication failure: a peer died, is stuck, or the transport reported an error. The
 // message names the group, the operation and this rank, and says what to look at.
 class CommError : public UserError {
@@ -242,6 +244,10 @@ class Communicator {
   const CommVolume& volume() const { return volume_; }
   void reset_volume() { volume_ = CommVolume{}; }
 
+  // Records the operations of a group of several ranks into `tracer` while it records
+  // (parallel/comm_trace.h); null stops. The tracer must outlive the handles traced into it.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+
  protected:
   // The backends' operations, with the arguments and semantics of the public ones above.
   // They check their arguments (throwing before anything is counted) and start the
@@ -260,8 +266,14 @@ class Communicator {
 
  private:
   void count(CommOp op, std::int64_t payload_bytes, std::int64_t wire_bytes);
+  // Tracing: when an operation is posted (the clock's epoch when it is not traced), and its
+  // handle wrapped to record its span; `wire` < 0: wire_bytes(op, payload, size()).
+  std::chrono::steady_clock::time_point trace_post() const;
+  Work traced(Work w, std::chrono::steady_clock::time_point posted, CommOp op, std::int64_t payload,
+              std::int64_t wire = -1, int peer = -1, int tag = -1);
 
   CommVolume volume_;  // touched only by the issuing thread: no synchronisation
+  Tracer* tracer_ = nullptr;
 };
 
 // "dp group (ranks 0,1,2,3)"; long rank lists are abbreviated in the middle.

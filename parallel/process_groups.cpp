@@ -32,6 +32,11 @@ bool ProcessGroup::any(bool flag) {
   return v > 0;
 }
 
+void ProcessGroup::set_tracer(Tracer* tracer) {
+  host_->set_tracer(tracer);
+  if (device_) device_->set_tracer(tracer);
+}
+
 ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
   const auto make = [&](const char* label, std::initializer_list<MeshDim> dims) {
     return std::make_unique<ProcessGroup>(label, world.communicator(mesh.group(dims), label));
@@ -65,6 +70,12 @@ void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions opt
                                 g->label()));
 #endif
   }
+}
+
+void ProcessGroups::set_tracer(Tracer* tracer) {
+  for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
+                          loss_.get(), replica_.get(), embedding_.get()})
+    if (g != nullptr) g->set_tracer(tracer);
 }
 
 }  // namespace ustrain

@@ -51,6 +51,8 @@ class ProcessGroup {
 
   // Creates the device communicator (collective over the members).
   void attach_device(std::unique_ptr<Communicator> device) { device_ = std::move(device); }
+  // Traces the operations of both communicators (parallel/comm_trace.h); null stops.
+  void set_tracer(Tracer* tracer);
 
  private:
   std::string label_;
@@ -74,6 +76,9 @@ class ProcessGroups {
   // Adds NCCL communicators to every group of several ranks that carries device tensors
   // (tp, pp, dp, cp, ep, gradients, embedding). Collective. UserError when this build has no NCCL.
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
+  // Traces every group's operations into `tracer` (parallel/comm_trace.h); null stops.
+  // Call it after attach_devices().
+  void set_tracer(Tracer* tracer);
 
   ProcessGroup& world() { return *world_; }
   ProcessGroup& tp() { return *tp_; }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace ustrain {
@@ -14,6 +16,19 @@ PipelineExecutor::PipelineExecutor(LlamaModel& model, ProcessGroup& pp, Pipeline
   for (const PipelineAction& a : program_.ranks.at(static_cast<std::size_t>(rank_)))
     if (is_compute(a.kind) && a.kind != ActionKind::forward) forward_only_ = false;
 }
+
+namespace {
+
+// "forward mb 3", "backward-input mb 0 chunk 1": a compute action as the trace names it.
+std::string action_name(const PipelineAction& a, bool chunked) {
+  const char* kind = a.kind == ActionKind::forward          ? "forward"
+                     : a.kind == ActionKind::backward       ? "backward"
+                     : a.kind == ActionKind::backward_input ? "backward-input"
+                                                            : "backward-weight";
+  return std::string(kind) + " mb " + std::to_string(a.micro) + (chunked ? " chunk " + std::to_string(a.chunk) : "");
+}
+
+}  // namespace
 
 int PipelineExecutor::tag_of(bool grad, int stage, int micro) const {
   // Unique among the transfers in flight between two ranks (MPI tags stop at 32767).
@@ -139,6 +154,8 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
     const int buffer = index[static_cast<std::size_t>(m)];
     USTRAIN_ASSERT(buffer >= 0, "a compute whose input was never received");
     const auto t0 = PhaseTimer::Clock::now();
+    const TraceScope wait(tracer_, 0, "wait", &index == &c.grad_in ? "wait for gradient" : "wait for activation",
+                          {{"micro", m}, {"chunk", chunk}});
     c.receive_work[static_cast<std::size_t>(buffer)].join_compute();
     wait_seconds_ += std::chrono::duration<double>(PhaseTimer::Clock::now() - t0).count();
     index[static_cast<std::size_t>(m)] = -1;
@@ -160,11 +177,18 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
     ChunkState& c = chunks_[static_cast<std::size_t>(a.chunk)];
     const int stage = shape.stage_of(rank_, a.chunk);
     const MicroBatchTokens& tokens = micro[static_cast<std::size_t>(a.micro)];
+    // The action's span, begun once its input arrived (the wait is a span of its own).
+    std::optional<TraceScope> span;
+    const auto trace_action = [&] {
+      span.emplace(tracer_, 0, "compute", [&] { return action_name(a, model_.chunks() > 1); },
+                   std::initializer_list<TraceArg>{{"micro", a.micro}, {"chunk", a.chunk}, {"stage", stage}});
+    };
     switch (a.kind) {
       case ActionKind::forward: {
         const int slot = take_slot(a.chunk, a.micro);
         int buffer = -1;
         if (stage > 0) buffer = received(a.chunk, c.activation_in, a.micro);
+        trace_action();
         const double sum = chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
                                          buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor());
         if (buffer >= 0) give_back(a.chunk, buffer);
@@ -184,6 +208,7 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
         USTRAIN_ASSERT(slot >= 0, "a backward without its forward");
         int buffer = -1;
         if (stage < shape.stages() - 1) buffer = received(a.chunk, c.grad_in, a.micro);
+        trace_action();
         chunk.backward(be, slot, buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), dloss,
                        a.kind == ActionKind::backward);
         if (buffer >= 0) give_back(a.chunk, buffer);
@@ -194,12 +219,14 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
         break;
       }
       case ActionKind::backward_weight:
+        trace_action();
         chunk.backward_weight(be, c.slot_of[static_cast<std::size_t>(a.micro)]);
         --live[static_cast<std::size_t>(a.chunk)];
         done.emplace_back(a.chunk, a.micro);
         break;
       default: break;
     }
+    if (tracer_ && tracer_->recording()) be.synchronize();  // a traced span ends when the device is done
     if (timer) timer->mark(a.kind == ActionKind::forward ? Phase::forward : Phase::backward);
     ++i;
   }

@@ -21,6 +21,7 @@
 #include "core/phase_timer.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_groups.h"
+#include "parallel/trace.h"
 
 namespace ustrain {
 
@@ -56,6 +57,12 @@ class PipelineExecutor {
   const std::vector<int>& peak_slots() const { return peak_slots_; }
   const std::vector<int>& peak_receive_buffers() const { return peak_receive_; }
 
+  // Records each compute action (forward, backward, backward-input, backward-weight of a
+  // micro-batch and chunk) and each wait for a received input as a span on the training
+  // loop's track while `tracer` records; null records nothing. While it records, each action
+  // ends by synchronizing the device, so that a span shows when the work finished on a GPU.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+
  private:
   struct SlotState {
     int micro = -1;
@@ -83,6 +90,7 @@ class PipelineExecutor {
   std::vector<ChunkState> chunks_;
   std::vector<int> peak_slots_, peak_receive_;
   double wait_seconds_ = 0;
+  Tracer* tracer_ = nullptr;
 };
 
 }  // namespace ustrain

@@ -15,6 +15,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
+#include "parallel/trace.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {
@@ -357,6 +358,67 @@ TEST(Collectives, MeshGroupsReduceOverTheirMembersOnly) {
 
 // The counted volume equals the ring formulas for the actual group size, written out here
 // rather than taken from wire_bytes().
+// log.trace_steps: operations on a traced communicator appear as spans from posting to
+// completion, on lanes while they overlap, with the bytes they move and their peers.
+TEST(Collectives, TracedOperationsRecordTheirSpansAndBytes) {
+  auto comm = world().everyone();
+  const int p = comm->size(), me = comm->rank();
+  Tracer tracer;
+  comm->set_tracer(&tracer);
+  Buffer a(DType::f32, 1001), b(DType::f32, 33);
+  a.fill_input(900, me);
+  b.fill_input(901, me);
+  comm->all_reduce(a.tensor()).wait();  // not recording yet
+  EXPECT_TRUE(tracer.events().empty());
+
+  tracer.start(Tracer::Clock::now());
+  tracer.set_step(5);
+  std::vector<Work> works;
+  works.push_back(comm->all_reduce(a.tensor()));
+  works.push_back(comm->all_reduce(b.tensor()));  // in flight beside the first: a second lane
+  wait_all(works);
+  Buffer message(DType::f32, 7), got(DType::f32, 7);
+  message.fill_input(902, me);
+  const std::vector<PeerTransfer> transfers = {
+      {PeerTransfer::Kind::recv, got.tensor(), (me + p - 1) % p, 4},
+      {PeerTransfer::Kind::send, message.tensor(), (me + 1) % p, 4}};
+  std::vector<Work> exchanged = comm->exchange(transfers);
+  wait_all(exchanged);
+  tracer.stop();
+  comm->barrier().wait();  // not recorded
+  comm->set_tracer(nullptr);
+
+  const std::vector<TraceEvent> events = tracer.events();
+  ASSERT_EQ(events.size(), 4u);
+  const auto arg = [](const TraceEvent& e, const char* key) {
+    for (const TraceArg& x : e.args)
+      if (std::string(x.key) == key) return x.value;
+    ADD_FAILURE() << e.name << " has no argument " << key;
+    return std::int64_t{-1};
+  };
+  EXPECT_EQ(events[0].name, "all_reduce");
+  EXPECT_EQ(arg(events[0], "bytes"), 1001 * 4);
+  EXPECT_EQ(arg(events[0], "wire_bytes"), wire_bytes(CommOp::all_reduce, 1001 * 4, p));
+  EXPECT_EQ(arg(events[0], "members"), p);
+  EXPECT_EQ(events[1].name, "all_reduce");
+  EXPECT_EQ(arg(events[1], "bytes"), 33 * 4);
+  EXPECT_NE(events[0].track, events[1].track) << "overlapping operations take separate lanes";
+  EXPECT_EQ(events[2].name, "recv");
+  EXPECT_EQ(arg(events[2], "peer_rank"), comm->ranks()[static_cast<std::size_t>((me + p - 1) % p)]);
+  EXPECT_EQ(arg(events[2], "tag"), 4);
+  EXPECT_EQ(events[3].name, "send");
+  EXPECT_EQ(arg(events[3], "bytes"), 7 * 4);
+  for (const TraceEvent& e : events) {
+    EXPECT_EQ(e.step, 5);
+    EXPECT_STREQ(e.category, "comm");
+    EXPECT_GE(e.begin_ns, 0);
+    EXPECT_LE(e.begin_ns, e.end_ns);
+  }
+  const std::vector<std::string> tracks = tracer.track_names();
+  EXPECT_EQ(tracks[static_cast<std::size_t>(events[0].track)], comm->name());
+  EXPECT_EQ(tracks[static_cast<std::size_t>(events[1].track)], comm->name() + " #2");
+}
+
 TEST(Collectives, CountedVolumeMatchesTheFormulasForTheGroupSize) {
   auto comm = world().everyone();
   const int p = comm->size(), me = comm->rank();

@@ -67,7 +67,7 @@ TEST(RecipeChanges, KeysTheSavedRecipeLacksCountAtTheirDefault) {
 TEST(RecipeChanges, Classification) {
   for (const char* k : {"train.steps", "train.eval_interval", "train.max_bad_steps", "train.recompute", "log.level",
                         "checkpoint.interval", "checkpoint.keep_last", "run.name", "parallel.comm_timeout_s",
-                        "parallel.startup_timeout_s"})
+                        "parallel.startup_timeout_s", "log.trace_steps"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::harmless) << k;
   for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.pp_schedule",
                         "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})

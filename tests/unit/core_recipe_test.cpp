@@ -387,6 +387,13 @@ TEST(RecipeError, CrossFieldRules) {
        {"train.eval_batches = 0", "train.eval_interval = 50", "eval_interval = 0"}},
       {"[model]\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4.0\n",
        {"test.toml:5:", "model.rope_high_freq_factor = 4", "not above model.rope_low_freq_factor = 4"}},
+      {"[log]\ntrace_steps = \"10 to 12\"\n",
+       {"test.toml:4:", "log.trace_steps = \"10 to 12\" is not a step range", "\"10-12\"", "\"10\""}},
+      {"[log]\ntrace_steps = \"0-2\"\n", {"log.trace_steps = \"0-2\"", "steps count from 1"}},
+      {"[log]\ntrace_steps = \"12-10\"\n", {"log.trace_steps", "ends before it begins", "\"10-12\""}},
+      {"[log]\ntrace_steps = \"99-101\"\n",
+       {"log.trace_steps = \"99-101\" reaches past train.steps = 100", "\"99-100\""}},
+      {"[log]\ntrace_steps = \"101\"\n", {"log.trace_steps = \"101\" reaches past train.steps = 100", "\"100\""}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -394,6 +401,11 @@ TEST(RecipeError, CrossFieldRules) {
   }
   // Validation may be off with no batches to run it on.
   EXPECT_EQ(parse(kMinimal + "[train]\neval_interval = 0\neval_batches = 0\n").train.eval_batches, 0);
+  // A traced range inside the run, a single step, the last step, and nothing.
+  EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"10-12\"\n").log.trace_steps, "10-12");
+  EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"7\"\n").log.trace_steps, "7");
+  EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"100\"\n").log.trace_steps, "100");
+  EXPECT_EQ(parse(kMinimal).log.trace_steps, "");
 }
 
 TEST(RecipeError, ByteTokenizerNeedsItsVocabularyOnceBothAreKnown) {
@@ -739,8 +751,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
-  // parallel 12, checkpoint 5, log 4, device 2.
-  EXPECT_EQ(key_lines, 66u);
+  // parallel 12, checkpoint 5, log 5, device 2.
+  EXPECT_EQ(key_lines, 67u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {
