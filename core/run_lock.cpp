@@ -12,15 +12,10 @@
 #include <utility>
 
 #include "kernels/error.h"
+#include "kernels/host_name.h"
 
 namespace ustrain {
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 // The holder's record ("host NAME pid N"), as much of it as the holder has written.
 std::string read_holder(int fd) {

@@ -15,6 +15,7 @@
 #include "core/build_info.h"
 #include "core/checkpoint/fs.h"
 #include "kernels/error.h"
+#include "kernels/host_name.h"
 
 namespace ustrain {
 namespace {
@@ -27,12 +28,6 @@ constexpr const char* kLogPattern = "%Y-%m-%d %H:%M:%S %l %v";
 std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(
                                                    std::chrono::system_clock::now())));
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
 }
 
 // Every rank's host, pid and local rank, in rank order: each rank's row is kHostBytes / 4 words

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "kernels/host_name.h"
 
 namespace ustrain {
 namespace fs = std::filesystem;
@@ -31,10 +32,8 @@ fs::path normalized_absolute(const std::string& dir) {
 constexpr std::string_view kStagingMark = ".incomplete-";
 
 // The host name as it goes into a file name: characters other than [A-Za-z0-9._] become '_'.
-std::string host_name() {
-  char buffer[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(buffer, sizeof buffer - 1) != 0 || buffer[0] == '\0') return "localhost";
-  std::string host = buffer;
+std::string file_name_host() {
+  std::string host = host_name();
   for (char& c : host)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
   return host;
@@ -99,7 +98,7 @@ StagedDirectory::StagedDirectory(const std::string& final_dir) {
     throw UserError(fmt::format("cannot create directory {}: {}", target.parent_path().string(),
                                 error.message()));
   final_ = target.string();
-  staging_ = final_ + std::string(kStagingMark) + host_name() + "-" + std::to_string(::getpid());
+  staging_ = final_ + std::string(kStagingMark) + file_name_host() + "-" + std::to_string(::getpid());
   // A directory of this name can only be left over from an earlier process with our pid.
   fs::remove_all(staging_, error);
   if (!fs::create_directory(staging_, error))
@@ -129,7 +128,7 @@ void StagedDirectory::commit() {
 std::vector<std::string> remove_stale_staging(const std::string& final_dir) {
   const fs::path target = normalized_absolute(final_dir);
   const std::string prefix = target.filename().string() + std::string(kStagingMark);
-  const std::string here = host_name();
+  const std::string here = file_name_host();
   std::vector<std::pair<fs::path, StagingOwner>> found;  // listed first: removing while listing is unsafe
   std::error_code error;
   for (fs::directory_iterator it(target.parent_path(), error), end; !error && it != end; it.increment(error)) {

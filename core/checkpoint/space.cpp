@@ -11,19 +11,10 @@
 #include <filesystem>
 
 #include "kernels/error.h"
+#include "kernels/host_name.h"
 #include "kernels/tensor.h"
 
 namespace ustrain {
-namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
-}  // namespace
-
 void check_checkpoint_directory(const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -14,6 +14,7 @@
 #include "core/tensorboard/event.pb.h"
 #include "core/tensorboard/tfrecord.h"
 #include "kernels/error.h"
+#include "kernels/host_name.h"
 
 namespace ustrain {
 namespace {
@@ -26,12 +27,6 @@ constexpr std::string_view kNamePrefix = "events.out.tfevents.";
 constexpr const char* kFileVersion = "brain.Event:2";
 // More runs than this starting in one second on one host is a loop, not a workload.
 constexpr int kMaxNameSuffix = 1000;
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 double unix_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -13,6 +13,7 @@
 #include "core/model_size.h"
 #include "core/recipe.h"
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
@@ -24,21 +25,6 @@ Recipe recipe(const std::vector<std::string>& overrides = {}) {
                                   "train.global_batch=4", "parallel.dp=1",      "data.tokenizer=byte"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return parse_recipe("[data]\npath = \"d\"\n", "m.toml", all);
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in:\n  " << message;
 }
 
 TEST(ModelSize, CountsTheParametersTheModelDeclares) {
@@ -83,10 +69,10 @@ TEST(ModelSize, FitsPlanningUnlessBeyondAnyMachine) {
 TEST(MemoryPlan, ByteCountsThatWouldWrapAroundAreUserErrors) {
   MemoryPlan plan;
   plan.add("small", MemCategory::activations, Shape{4, 4});
-  expect_mentions(error_of([&] { plan.add("logits", MemCategory::activations, Shape{std::int64_t{1} << 62, 8}); }),
+  expect_mentions(user_error_of([&] { plan.add("logits", MemCategory::activations, Shape{std::int64_t{1} << 62, 8}); }),
                   {"activations", "overflow 64-bit byte counts", "logits", "(4611686018427387904, 8)"});
   plan.add("big", MemCategory::gradients, Shape{std::int64_t{1} << 61});  // 2^63 bytes: still addressable
-  expect_mentions(error_of([&] { plan.add("bigger", MemCategory::gradients, Shape{std::int64_t{1} << 61}); }),
+  expect_mentions(user_error_of([&] { plan.add("bigger", MemCategory::gradients, Shape{std::int64_t{1} << 61}); }),
                   {"gradients", "bigger"});
   // Entries that were refused leave the plan as it was.
   EXPECT_EQ(plan.entries().size(), 2u);
@@ -99,13 +85,13 @@ TEST(MemoryFit, StateThatCannotFitIsRefusedWithItsNumbers) {
                            "model.ffn_hidden=11008", "model.vocab_size=32000"});
   EXPECT_NO_THROW(check_state_fits(r, 0, 1, "this host"));  // unknown memory: nothing to check
   EXPECT_NO_THROW(check_state_fits(r, std::size_t{1} << 50, 1, "this host"));
-  expect_mentions(error_of([&] { check_state_fits(r, std::size_t{8} << 30, 1, "this host"); }),
+  expect_mentions(user_error_of([&] { check_state_fits(r, std::size_t{8} << 30, 1, "this host"); }),
                   {"does not fit", "40 layers, d_model 4096, ffn_hidden 11008, vocabulary 32000",
                    "parameters x 16 bytes", "this host has 8.00 GiB available", "parallel.tp"});
   // Four processes on one host each need as much.
   const std::size_t one = static_cast<std::size_t>(model_size(r).state_bytes_per_rank) + 1;
   EXPECT_NO_THROW(check_state_fits(r, one, 1, "this host"));
-  expect_mentions(error_of([&] { check_state_fits(r, one, 4, "this host"); }), {"x 4 processes on this host"});
+  expect_mentions(user_error_of([&] { check_state_fits(r, one, 4, "this host"); }), {"x 4 processes on this host"});
 }
 
 TEST(MemoryFit, APlanThatCannotFitIsRefusedBeforeAllocation) {
@@ -113,10 +99,10 @@ TEST(MemoryFit, APlanThatCannotFitIsRefusedBeforeAllocation) {
   plan.add("weights", MemCategory::parameters, Shape{1024});
   plan.add("acts", MemCategory::activations, Shape{4096});
   EXPECT_NO_THROW(check_plan_fits(plan, plan.total_bytes(), 1, "GPU 0"));
-  expect_mentions(error_of([&] { check_plan_fits(plan, plan.total_bytes() - 1, 1, "GPU 0"); }),
+  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() - 1, 1, "GPU 0"); }),
                   {"the memory plan needs 20.0 KiB per process", "parameters 4.0 KiB", "activations 16.0 KiB",
                    "GPU 0 has", "train.micro_batch", "--dry-run"});
-  expect_mentions(error_of([&] { check_plan_fits(plan, plan.total_bytes() * 2, 3, "this host"); }),
+  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() * 2, 3, "this host"); }),
                   {"x 3 processes on this host = 60.0 KiB"});
 }
 
@@ -124,7 +110,7 @@ TEST(MemoryFit, AModelInstanceTooLargeForItsMemoryIsAUserError) {
   const Recipe r = recipe({"train.micro_batch=4", "train.global_batch=4"});
   ModelPlacement placement;
   placement.memory = MemoryShare{4096, 1};  // far less than the plan
-  expect_mentions(error_of([&] { ModelInstance instance(r, 4, 16, Recompute::none, placement); }),
+  expect_mentions(user_error_of([&] { ModelInstance instance(r, 4, 16, Recompute::none, placement); }),
                   {"has 4.0 KiB available"});
   placement.memory = MemoryShare{std::size_t{1} << 40, 1};
   EXPECT_NO_THROW(ModelInstance(r, 4, 16, Recompute::none, placement));

@@ -12,26 +12,12 @@
 
 #include "data/convert.h"
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in:\n  " << message;
-}
 
 ProcessInfo launched(int world, const char* launcher = "mpirun") {
   ProcessInfo p;
@@ -95,17 +81,17 @@ TEST_F(DatasetDefaults, UnsetKeysTakeTheManifests) {
 TEST_F(DatasetDefaults, SetKeysMustAgree) {
   // A larger vocabulary is fine (the head has unused rows); a smaller one, or another kind, is not.
   EXPECT_EQ(with_dataset_defaults(recipe({"model.vocab_size=512"})).model.vocab_size, 512);
-  expect_mentions(error_of([&] { with_dataset_defaults(recipe({"model.vocab_size=100", "data.tokenizer=external"})); }),
+  expect_mentions(user_error_of([&] { with_dataset_defaults(recipe({"model.vocab_size=100", "data.tokenizer=external"})); }),
                   {"tokenized with byte", "data.tokenizer = \"external\"", "set data.tokenizer = \"byte\""});
-  expect_mentions(error_of([&] { with_dataset_defaults(recipe({"model.vocab_size=200"})); }),
+  expect_mentions(user_error_of([&] { with_dataset_defaults(recipe({"model.vocab_size=200"})); }),
                   {"vocabulary of 257 tokens but model.vocab_size = 200", "at least 257"});
 }
 
 TEST_F(DatasetDefaults, MissingOrShortDataIsReportedWithoutTraining) {
-  expect_mentions(error_of([&] { with_dataset_defaults(parse({"data.path=" + data_dir() + "-missing"})); }),
+  expect_mentions(user_error_of([&] { with_dataset_defaults(parse({"data.path=" + data_dir() + "-missing"})); }),
                   {data_dir() + "-missing"});
   const Recipe long_sequences = recipe({"model.max_seq_len=100000", "train.seq_len=100000"});
-  expect_mentions(error_of([&] { with_dataset_defaults(long_sequences); }),
+  expect_mentions(user_error_of([&] { with_dataset_defaults(long_sequences); }),
                   {"fewer than one sequence of 100000 + 1", "train.seq_len"});
 }
 
@@ -122,13 +108,13 @@ TEST(LaunchDefaults, DataParallelIsTheProcessesOverTheOtherDimensions) {
 }
 
 TEST(LaunchDefaults, ALaunchThatDoesNotDivideSaysWhatToLaunch) {
-  expect_mentions(error_of([&] { with_launch_defaults(parse({"parallel.tp=4"}), launched(6, "srun")); }),
+  expect_mentions(user_error_of([&] { with_launch_defaults(parse({"parallel.tp=4"}), launched(6, "srun")); }),
                   {"parallel.dp is unset", "tp * pp * cp * ep = 4 * 1 * 1 * 1 = 4", "srun started 6 processes",
                    "set parallel.dp"});
-  expect_mentions(error_of([&] { with_launch_defaults(parse({"parallel.tp=2"}), launched(1, "none")); }),
+  expect_mentions(user_error_of([&] { with_launch_defaults(parse({"parallel.tp=2"}), launched(1, "none")); }),
                   {"one process without a launcher", "mpirun -n N", "a multiple of 2"});
   // The derived dp must still satisfy the batch rule, and the message says it was derived.
-  expect_mentions(error_of([&] { with_launch_defaults(parse({}), launched(3)); }),
+  expect_mentions(user_error_of([&] { with_launch_defaults(parse({}), launched(3)); }),
                   {"train.global_batch = 8", "2 * 3",
                    "values the recipe leaves unset: parallel.dp = 3 from the 3 processes launched"});
 }

@@ -8,16 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "user_error_support.h"
+
 namespace ustrain {
 namespace {
 
 Recipe parse(const std::vector<std::string>& overrides) {
   return parse_recipe("[data]\npath = \"d\"\n[optim]\nlr = 1e-3\n", "r.toml", overrides);
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in:\n  " << message;
 }
 
 TEST(RunSchedule, AWarmupLongerThanTheRunIsCutToIt) {
