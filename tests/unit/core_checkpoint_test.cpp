@@ -21,6 +21,7 @@
 #include "core/model/llama.h"
 #include "core/rng.h"
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
@@ -92,15 +93,6 @@ CheckpointWriterConfig config_for(const std::string& root, bool async) {
   c.ustrain_version = "0.0.test";
   c.backend = "cpu (1 threads)";
   return c;
-}
-
-void expect_error_mentions(const std::function<void()>& f, const std::vector<std::string>& words) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const UserError& e) {
-    for (const std::string& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
-  }
 }
 
 TEST(CheckpointWriter, SavedStateComesBackBitForBit) {

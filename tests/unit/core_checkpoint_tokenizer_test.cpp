@@ -17,20 +17,12 @@
 #include "data/convert.h"
 #include "data/tokenizer_training.h"
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-void expect_error_mentions(const std::function<void()>& f, const std::vector<std::string>& words) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const UserError& e) {
-    for (const std::string& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
-  }
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
@@ -36,13 +37,6 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
   }
   ADD_FAILURE() << "expected a UserError for:\n" << text;
   return "";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "expected \"" << part << "\" in the message:\n  " << message;
-  }
 }
 
 // ---------------------------------------------------------------------------------------

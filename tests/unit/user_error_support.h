@@ -29,4 +29,9 @@ inline void expect_mentions(const std::string& message, const std::vector<std::s
     EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in:\n  " << message;
 }
 
+// The UserError `action` throws names every part.
+inline void expect_error_mentions(const std::function<void()>& action, const std::vector<std::string>& parts) {
+  expect_mentions(user_error_of(action), parts);
+}
+
 }  // namespace ustrain
