@@ -4,8 +4,8 @@
 
 #include "app/commands.h"
 #include "app/number_checks.h"
-#include "core/bench.h"
-#include "core/recipe.h"
+#include "core/tools/bench.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain::app {
 

@@ -7,7 +7,7 @@
 #include "app/number_checks.h"
 #include "core/checkpoint/inspect.h"
 #include "core/interop/interop.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain::app {
 namespace {

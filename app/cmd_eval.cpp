@@ -5,8 +5,8 @@
 
 #include "app/commands.h"
 #include "app/number_checks.h"
-#include "core/eval.h"
-#include "core/recipe.h"
+#include "core/tools/eval.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain::app {
 

@@ -6,7 +6,7 @@
 
 #include "app/commands.h"
 #include "app/number_checks.h"
-#include "core/generate.h"
+#include "core/tools/generate.h"
 #include "kernels/error.h"
 
 namespace ustrain::app {

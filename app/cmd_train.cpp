@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "app/commands.h"
-#include "core/recipe.h"
-#include "core/signals.h"
-#include "core/trainer.h"
+#include "core/recipe/recipe.h"
+#include "core/run/signals.h"
+#include "core/train/trainer.h"
 #include "kernels/error.h"
 
 namespace ustrain::app {

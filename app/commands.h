@@ -20,7 +20,7 @@ void add_eval_command(CLI::App& root);
 void add_ckpt_command(CLI::App& root);
 
 // Thrown by a command that finished cleanly but must report a particular exit status, e.g.
-// `train` stopped by a signal after saving a checkpoint (kExitStopped in core/signals.h).
+// `train` stopped by a signal after saving a checkpoint (kExitStopped in core/run/signals.h).
 struct ExitStatus {
   int code;
 };

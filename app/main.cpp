@@ -49,7 +49,7 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Says only what recipes are accepted for: core/recipe.cpp refuses what the build cannot run.
+  // Says only what recipes are accepted for: core/recipe/recipe.cpp refuses what the build cannot run.
   CLI::App app{"ustrain: train Llama-style language models from TOML recipes, on CPUs or (in a CUDA build) one\n"
                "NVIDIA GPU. Parallelism: data parallelism with ZeRO across CPU processes (mpirun, srun); other\n"
                "dimensions as this build supports them: a recipe that asks for more is refused, saying why.\n"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "kernels/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,7 +1,7 @@
 // The tensor type: a non-owning, contiguous, row-major view into planned memory.
 //
 // Tensors never allocate. Memory comes from arenas laid out by the memory plan
-// (core/memory_plan.h); a Tensor is a pointer plus shape, dtype and device.
+// (core/memory/memory_plan.h); a Tensor is a pointer plus shape, dtype and device.
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the recipe reference in README.md from the schema (run after changing
-# core/recipe_schema.cpp; a unit test fails while the two differ).
+# core/recipe/recipe_schema.cpp; a unit test fails while the two differ).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ustrain=${1:-build/app/ustrain}

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
-#include "core/rng.h"
+#include "core/model/rng.h"
 #include "data/crc32.h"
 #include "kernels/error.h"
 

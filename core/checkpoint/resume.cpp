@@ -12,7 +12,7 @@
 #include "core/checkpoint/compat.h"
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
-#include "core/run_schedule.h"
+#include "core/run/run_schedule.h"
 
 namespace ustrain {
 namespace fs = std::filesystem;

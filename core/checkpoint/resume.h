@@ -7,8 +7,8 @@
 
 #include "core/checkpoint/dir.h"
 #include "core/model/params.h"
-#include "core/recipe.h"
-#include "core/training_data.h"
+#include "core/recipe/recipe.h"
+#include "core/train/training_data.h"
 
 namespace ustrain {
 

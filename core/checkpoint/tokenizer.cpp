@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "core/checkpoint/fs.h"
-#include "core/training_data.h"
+#include "core/train/training_data.h"
 #include "data/byte_tokenizer.h"
 #include "data/crc32.h"
 #include "data/manifest.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/checkpoint/reader.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "data/tokenizer.h"
 
 namespace ustrain {

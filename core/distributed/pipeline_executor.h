@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/model/llama.h"
-#include "core/phase_timer.h"
+#include "core/train/phase_timer.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_groups.h"
 #include "parallel/trace.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/model/llama.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace ustrain {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/distributed/rank_agreement.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"

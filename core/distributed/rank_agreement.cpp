@@ -7,7 +7,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/rng.h"
+#include "core/model/rng.h"
 
 namespace ustrain {
 namespace {

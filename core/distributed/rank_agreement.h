@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "parallel/communicator.h"
 
 namespace ustrain {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 

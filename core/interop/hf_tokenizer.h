@@ -15,7 +15,7 @@
 
 #include "core/checkpoint/tokenizer.h"
 #include "core/interop/hf_llama.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 

@@ -11,7 +11,7 @@
 #include "core/checkpoint/slices.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
-#include "core/recipe_defaults.h"
+#include "core/recipe/recipe_defaults.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
 #include "core/interop/hf_tokenizer.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 

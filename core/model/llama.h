@@ -21,7 +21,7 @@
 #include "core/model/params.h"
 #include "core/model/recompute.h"
 #include "core/model/transformer_block.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/memory_plan.h"
+#include "core/memory/memory_plan.h"
 #include "core/model/geometry.h"
 #include "core/model/param_hooks.h"
 #include "core/model/params.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/rng.h"
+#include "core/model/rng.h"
 
 namespace ustrain {
 namespace {

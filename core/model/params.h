@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_plan.h"
+#include "core/memory/memory_plan.h"
 
 namespace ustrain {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 

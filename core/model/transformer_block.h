@@ -18,7 +18,7 @@
 #include "core/model/geometry.h"
 #include "core/model/params.h"
 #include "core/model/recompute.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "parallel/tensor_parallel.h"
 
 namespace ustrain {

@@ -23,7 +23,7 @@
 #include <string>
 
 #include "core/model/llama.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "core/trace/layer_trace.h"
 #include "core/trace/step_range.h"
 #include "parallel/mesh.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/model/llama.h"
-#include "core/rng.h"
+#include "core/model/rng.h"
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/zero_engine.h"
 #include "tests/mpi/mpi_test_world.h"

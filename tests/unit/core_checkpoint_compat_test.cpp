@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/checkpoint/compat.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -4,7 +4,7 @@
 
 #include <csignal>
 
-#include "core/signals.h"
+#include "core/run/signals.h"
 
 namespace ustrain {
 namespace {

@@ -19,7 +19,7 @@
 #include "core/checkpoint/resume.h"
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
-#include "core/rng.h"
+#include "core/model/rng.h"
 #include "kernels/error.h"
 #include "user_error_support.h"
 

@@ -1,11 +1,11 @@
 // device.threads against the cores: fine up to them, a warning above, refused far above
 // (100000 threads crashed inside OpenMP; 1000 on 2 cores ran 48 s per step).
-#include "core/cpu_threads.h"
+#include "core/run/cpu_threads.h"
 
 #include <gtest/gtest.h>
 
-#include "core/model_instance.h"
-#include "core/recipe.h"
+#include "core/train/model_instance.h"
+#include "core/recipe/recipe.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -1,8 +1,8 @@
-// Dynamic loss scaling (core/loss_scaler.h): skip and halve on overflow, double after a run
+// Dynamic loss scaling (core/train/loss_scaler.h): skip and halve on overflow, double after a run
 // of clean steps, give up at the smallest scale.
 #include <gtest/gtest.h>
 
-#include "core/loss_scaler.h"
+#include "core/train/loss_scaler.h"
 #include "kernels/error.h"
 
 namespace ustrain {

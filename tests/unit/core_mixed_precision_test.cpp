@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_plan.h"
+#include "core/memory/memory_plan.h"
 #include "core/model/llama.h"
 #include "kernels/backend.h"
 

@@ -1,17 +1,17 @@
 // Impossible models are user errors with their numbers, found before anything is allocated:
-// the recipe's own arithmetic (core/model_size.h), the memory plan's byte counts, and the plan
-// against the memory it is about to be allocated in (core/memory_fit.h).
+// the recipe's own arithmetic (core/memory/model_size.h), the memory plan's byte counts, and the plan
+// against the memory it is about to be allocated in (core/memory/memory_fit.h).
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "core/memory_fit.h"
+#include "core/memory/memory_fit.h"
 #include "core/model/llama.h"
-#include "core/model_instance.h"
-#include "core/model_size.h"
-#include "core/recipe.h"
+#include "core/train/model_instance.h"
+#include "core/memory/model_size.h"
+#include "core/recipe/recipe.h"
 #include "kernels/error.h"
 #include "user_error_support.h"
 

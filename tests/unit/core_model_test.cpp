@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/model/llama.h"
-#include "core/rng.h"
+#include "core/model/rng.h"
 
 namespace ustrain {
 namespace {

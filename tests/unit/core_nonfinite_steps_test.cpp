@@ -1,6 +1,6 @@
 // Steps with a non-finite loss or gradient norm: which are bad, how they are counted, when
 // training stops, and the test hook that poisons chosen steps.
-#include "core/nonfinite_steps.h"
+#include "core/train/nonfinite_steps.h"
 
 #include <gtest/gtest.h>
 

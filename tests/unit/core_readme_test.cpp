@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 namespace {

@@ -1,6 +1,6 @@
 // What a recipe leaves to the dataset (model.vocab_size, data.tokenizer) and to the launch
 // (parallel.dp) is filled in from them; what it sets must agree with them.
-#include "core/recipe_defaults.h"
+#include "core/recipe/recipe_defaults.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

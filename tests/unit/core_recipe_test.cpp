@@ -1,5 +1,5 @@
 // Recipes: TOML -> typed, validated Recipe; overrides; error messages; round trip.
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +52,7 @@ TEST(Recipe, MinimalRecipeKeepsTheStructDefaults) {
   EXPECT_EQ(r.train.precision, "fp32");
   EXPECT_EQ(r.head_dim(), 32);
   EXPECT_EQ(r.run_dir(), "runs/run");
-  // Left to the dataset and the launch (core/recipe_defaults.h).
+  // Left to the dataset and the launch (core/recipe/recipe_defaults.h).
   EXPECT_EQ(r.model.vocab_size, 0);
   EXPECT_EQ(r.data.tokenizer, "auto");
   EXPECT_EQ(r.parallel.dp, 0);
@@ -436,7 +436,7 @@ TEST(RecipeError, ModelsBeyondAnyMachineAreRefusedWithTheirNumbers) {
   expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 4611686018427387904\nglobal_batch = "
                                       "4611686018427387904\n[model]\nvocab_size = 300\n"),
                   {"micro-batch of 4611686018427387904 x 256 tokens", "more than any machine has"});
-  // Big but plannable: whether it fits is the memory check's business (core/memory_fit.h).
+  // Big but plannable: whether it fits is the memory check's business (core/memory/memory_fit.h).
   EXPECT_EQ(parse(kMinimal + "[model]\nd_model = 65536\nn_heads = 64\nn_layers = 1000\n").model.n_layers, 1000);
 }
 
@@ -744,7 +744,7 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     ++key_lines;
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
-  // Keys in core/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
+  // Keys in core/recipe/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
   // parallel 12, checkpoint 5, log 5, device 2.
   EXPECT_EQ(key_lines, 67u);
 }

@@ -10,7 +10,7 @@
 
 #include "core/model/llama.h"
 #include "core/model/rope_frequencies.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 namespace {

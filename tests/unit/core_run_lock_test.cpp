@@ -1,6 +1,6 @@
 // The run directory's lock: one trainer at a time, the second refused with the holder's host
 // and pid, and the lock free again as soon as its holder is gone, however it went.
-#include "core/run_lock.h"
+#include "core/run/run_lock.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/run_start.h"
+#include "core/run/run_start.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -1,6 +1,6 @@
 // The run directory's train.log and run.json: a new start begins both, a resumed session
 // appends to both, and a session's end (completed, stopped, an error) is recorded.
-#include "core/run_record.h"
+#include "core/run/run_record.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/build_info.h"
+#include "core/run/build_info.h"
 #include "parallel/self_communicator.h"
 
 namespace ustrain {

@@ -1,6 +1,6 @@
 // The schedule a run follows: a warm-up longer than the run is cut to it, and a resume with
 // another train.steps says how the learning rate moves.
-#include "core/run_schedule.h"
+#include "core/run/run_schedule.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

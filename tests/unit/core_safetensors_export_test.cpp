@@ -15,7 +15,7 @@
 
 #include "core/interop/interop.h"
 #include "core/checkpoint/reader.h"
-#include "core/rng.h"
+#include "core/model/rng.h"
 #include "core/interop/safetensors_dtype.h"
 #include "core/interop/hf_llama.h"
 #include "core_safetensors_hf_reference.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
-#include "core/rng.h"
+#include "core/model/rng.h"
 
 namespace ustrain::hf_reference {
 namespace {

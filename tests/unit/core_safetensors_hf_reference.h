@@ -13,7 +13,7 @@
 
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 namespace ustrain::hf_reference {
 

@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/lr_schedule.h"
-#include "core/metrics_log.h"
-#include "core/resource_usage.h"
-#include "core/rng.h"
-#include "core/sampler.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/metrics_log.h"
+#include "core/run/resource_usage.h"
+#include "core/model/rng.h"
+#include "core/tools/sampler.h"
 #include "kernels/error.h"
 
 namespace ustrain {

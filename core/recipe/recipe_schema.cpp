@@ -1,0 +1,452 @@
+// The recipe schema table and the value rules it implies. Defaults are not repeated
+// here: they are whatever a default-constructed Recipe holds (core/recipe/recipe.h).
+#include "core/recipe/recipe_schema.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+// Spelled out for compilers without C++20's deduction for aggregates (clang before 17).
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+Allowed any_value() { return {}; }
+Allowed between(std::optional<Bound> lo, std::optional<Bound> hi) {
+  Allowed a;
+  a.min = lo;
+  a.max = hi;
+  return a;
+}
+Allowed at_least(double v) { return between(Bound{v, true}, std::nullopt); }
+Allowed above(double v) { return between(Bound{v, false}, std::nullopt); }
+Allowed one_of(std::vector<std::string_view> choices) {
+  Allowed a;
+  a.choices = std::move(choices);
+  return a;
+}
+Allowed plain_name() {
+  Allowed a;
+  a.plain_name = true;
+  return a;
+}
+Allowed non_empty() {
+  Allowed a;
+  a.non_empty = true;
+  return a;
+}
+
+ValueType field_type(FieldRef field) {
+  return std::visit(Overloaded{[](std::int64_t*) { return ValueType::integer; },
+                               [](std::uint64_t*) { return ValueType::integer; },
+                               [](double*) { return ValueType::floating; },
+                               [](bool*) { return ValueType::boolean; },
+                               [](std::string*) { return ValueType::string; }},
+                    field);
+}
+
+// The type comes from the field itself, so the table cannot disagree with the struct.
+KeySpec key(std::string_view dotted, FieldRef (*field)(Recipe&), Allowed allowed,
+            std::string_view meaning) {
+  Recipe probe;
+  return {dotted, field, field_type(field(probe)), std::move(allowed), meaning};
+}
+
+// Spells the key once: "model.d_model" and the accessor of r.model.d_model.
+#define USTRAIN_RECIPE_FIELD(path) #path, [](Recipe& r) -> FieldRef { return &r.path; }
+
+std::vector<KeySpec> build_keys() {
+  const Bound zero_in{0.0, true};
+  const Bound zero_out{0.0, false};
+  const Bound one_in{1.0, true};
+  const Bound one_out{1.0, false};
+  return {
+      key(USTRAIN_RECIPE_FIELD(run.name), plain_name(),
+          "Name of the run; its directory is output_dir/name"),
+      key(USTRAIN_RECIPE_FIELD(run.seed), at_least(0),
+          "Seed for weight initialisation and data order"),
+      key(USTRAIN_RECIPE_FIELD(run.output_dir), non_empty(),
+          "Directory that holds the run directories"),
+
+      key(USTRAIN_RECIPE_FIELD(model.vocab_size), at_least(0),
+          "Vocabulary size: embedding rows and output classes; 0 takes the dataset's (its manifest), a set value must "
+          "be at least that"),
+      key(USTRAIN_RECIPE_FIELD(model.d_model), at_least(1),
+          "Model width: size of the residual stream"),
+      key(USTRAIN_RECIPE_FIELD(model.n_layers), between(one_in, Bound{65536.0, true}),
+          "Number of transformer blocks"),
+      key(USTRAIN_RECIPE_FIELD(model.n_heads), at_least(1),
+          "Query heads; head_dim = d_model / n_heads must be even"),
+      key(USTRAIN_RECIPE_FIELD(model.n_kv_heads), at_least(1),
+          "Key/value heads for grouped-query attention; must divide n_heads"),
+      key(USTRAIN_RECIPE_FIELD(model.ffn_hidden), at_least(1),
+          "Hidden width of the SwiGLU feed-forward block"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_theta), above(0), "Base frequency of RoPE"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_scaling), one_of({"none", "llama3"}),
+          "RoPE frequency scaling: llama3 stretches the low frequencies for a longer context, as Llama 3.1 and "
+          "3.2 do (the rope_* keys below); none uses theta alone"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_scaling_factor), above(0),
+          "llama3 scaling: low frequencies are divided by this factor"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_low_freq_factor), above(0),
+          "llama3 scaling: wavelengths above rope_original_max_seq_len / this are fully scaled"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_high_freq_factor), above(0),
+          "llama3 scaling: wavelengths below rope_original_max_seq_len / this are kept; must exceed "
+          "rope_low_freq_factor"),
+      key(USTRAIN_RECIPE_FIELD(model.rope_original_max_seq_len), at_least(1),
+          "llama3 scaling: the context length the model was first trained with"),
+      key(USTRAIN_RECIPE_FIELD(model.norm_eps), above(0), "Epsilon inside RMSNorm"),
+      key(USTRAIN_RECIPE_FIELD(model.tied_embeddings), any_value(),
+          "Share the embedding matrix with the output head"),
+      key(USTRAIN_RECIPE_FIELD(model.max_seq_len), at_least(1),
+          "Longest sequence the model handles: length of the RoPE table"),
+      key(USTRAIN_RECIPE_FIELD(model.init_std), above(0),
+          "Standard deviation of the normal weight initialisation"),
+
+      key(USTRAIN_RECIPE_FIELD(data.path), any_value(),
+          "Dataset directory written by `ustrain data convert`; required unless data.blend is set"),
+      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"auto", "byte", "sentencepiece", "external"}),
+          "Kind of tokenizer the datasets were encoded with; auto takes the dataset's (its manifest), a set value must "
+          "match it; a sentencepiece model travels in its dataset directory, external means ids converted from "
+          "Megatron, llm.c or NumPy files"),
+      key(USTRAIN_RECIPE_FIELD(data.blend), any_value(),
+          "Several datasets mixed by weight instead of data.path: \"DIR:WEIGHT,DIR:WEIGHT\" (weights "
+          "are normalised, to a resolution of 1/10000)"),
+      key(USTRAIN_RECIPE_FIELD(data.prefetch), at_least(0),
+          "Micro-batches a background thread reads ahead; 0 reads on the training thread"),
+      key(USTRAIN_RECIPE_FIELD(data.verify), one_of({"checksums", "sizes"}),
+          "What opening the data checks besides the manifest: checksums reads every shard once, sizes "
+          "only compares file sizes (for very large datasets; ids are still checked as they are read)"),
+
+      key(USTRAIN_RECIPE_FIELD(train.steps), at_least(1), "Optimizer steps to run"),
+      key(USTRAIN_RECIPE_FIELD(train.micro_batch), at_least(1),
+          "Sequences per micro-batch on each data-parallel rank"),
+      key(USTRAIN_RECIPE_FIELD(train.global_batch), at_least(1),
+          "Sequences per optimizer step, all ranks together; a multiple of "
+          "micro_batch * parallel.dp"),
+      key(USTRAIN_RECIPE_FIELD(train.seq_len), at_least(1),
+          "Tokens per training sequence; at most model.max_seq_len"),
+      key(USTRAIN_RECIPE_FIELD(train.grad_clip), at_least(0),
+          "Clip the global gradient norm to this value; 0 disables clipping"),
+      key(USTRAIN_RECIPE_FIELD(train.precision), one_of({"fp32", "bf16", "fp16", "fp8"}),
+          "Compute precision: fp32; or bf16 / fp16 (CUDA only) computing with a bf16 / fp16 copy of the "
+          "weights, fp32 master weights, gradients and Adam moments; fp16 adds dynamic loss scaling. fp8 is not "
+          "supported yet"),
+      key(USTRAIN_RECIPE_FIELD(train.recompute), one_of({"none", "selective", "full"}),
+          "Activation recomputation in the backward pass, trading compute for memory"),
+      key(USTRAIN_RECIPE_FIELD(train.eval_interval), at_least(0),
+          "Steps between validation passes; 0 disables them"),
+      key(USTRAIN_RECIPE_FIELD(train.eval_batches), at_least(0),
+          "Batches of train.global_batch sequences per validation pass (the same sequences whatever the layout); "
+          "at least 1 when eval_interval > 0"),
+      key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
+          "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
+          "error; each such step is skipped without updating the model"),
+
+      key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
+      key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
+          "AdamW decay rate of the first moment"),
+      key(USTRAIN_RECIPE_FIELD(optim.beta2), between(zero_in, one_out),
+          "AdamW decay rate of the second moment"),
+      key(USTRAIN_RECIPE_FIELD(optim.eps), above(0), "AdamW epsilon in the denominator"),
+      key(USTRAIN_RECIPE_FIELD(optim.weight_decay), at_least(0),
+          "Decoupled weight decay of AdamW"),
+
+      key(USTRAIN_RECIPE_FIELD(schedule.warmup_steps), at_least(0),
+          "Steps of linear warm-up to optim.lr; more than train.steps warms up over all of them, with a warning"),
+      key(USTRAIN_RECIPE_FIELD(schedule.decay), one_of({"cosine", "linear", "wsd", "constant"}),
+          "Shape of the learning-rate decay after warm-up"),
+      key(USTRAIN_RECIPE_FIELD(schedule.min_lr), at_least(0),
+          "Learning rate reached at the last step; at most optim.lr"),
+      key(USTRAIN_RECIPE_FIELD(schedule.wsd_decay_fraction), between(zero_out, one_in),
+          "wsd only: share of all steps spent in the final decay"),
+
+      key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(0),
+          "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp * ep"),
+      key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),
+          "Tensor-parallel ranks: attention heads, MLP units and the vocabulary are split over them (Megatron-style)"),
+      key(USTRAIN_RECIPE_FIELD(parallel.sp), any_value(),
+          "Sequence parallelism with tensor parallelism: norms and residual adds run on 1/tp of the tokens, "
+          "all-gather before and reduce-scatter after the split GEMMs; no effect at tp = 1"),
+      key(USTRAIN_RECIPE_FIELD(parallel.pp), at_least(1), "Pipeline-parallel stages"),
+      key(USTRAIN_RECIPE_FIELD(parallel.cp), at_least(1), "Context-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1), "Expert-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),
+          "ZeRO stage: 0 off, 1 shards optimizer state, 2 also gradients, 3 also parameters"),
+      key(USTRAIN_RECIPE_FIELD(parallel.overlap_comm), any_value(),
+          "Overlap data-parallel communication with compute (gradient reduction during backward, "
+          "ZeRO-3 prefetch); false waits until it is needed, to measure what overlap hides"),
+      key(USTRAIN_RECIPE_FIELD(parallel.pp_schedule),
+          one_of({"afab", "1f1b", "interleaved", "zero-bubble"}), "Pipeline schedule"),
+      key(USTRAIN_RECIPE_FIELD(parallel.virtual_stages), at_least(1),
+          "Model chunks per pipeline rank, for the interleaved schedule"),
+      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(zero_out, Bound{86400.0, true}),
+          "Seconds a collective or transfer waits before asking the ranks it waits for what they are doing: one "
+          "that does not answer within 5 s (stopped, dead, unreachable) ends the job with its rank named; ranks "
+          "that answer are waited for up to 30 minutes"),
+      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(zero_out, Bound{86400.0, true}),
+          "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
+          "also ends there when a rank has not arrived"),
+
+      key(USTRAIN_RECIPE_FIELD(checkpoint.interval), at_least(0),
+          "Steps between checkpoints; 0 saves only at the end (a stop by signal always saves)"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.keep_last), at_least(1),
+          "Newest checkpoints kept on disk; older ones are deleted unless keep_every keeps them"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.keep_every), at_least(0),
+          "Also keep for good every checkpoint whose step is a multiple of this; 0 keeps none"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.async), any_value(),
+          "Write checkpoints on a background thread; training pauses only to copy the state to "
+          "host memory"),
+      key(USTRAIN_RECIPE_FIELD(checkpoint.init_from), any_value(),
+          "Checkpoint directory whose weights start a new run, e.g. one made by `ustrain ckpt "
+          "import`; empty starts from random weights"),
+
+      key(USTRAIN_RECIPE_FIELD(log.interval), at_least(1), "Steps between metric lines"),
+      key(USTRAIN_RECIPE_FIELD(log.jsonl), any_value(),
+          "Also write metrics as JSON lines into the run directory"),
+      key(USTRAIN_RECIPE_FIELD(log.tensorboard), any_value(),
+          "Also write metrics as TensorBoard events into the run directory (`tensorboard --logdir RUN_DIR`)"),
+      key(USTRAIN_RECIPE_FIELD(log.level), one_of({"trace", "debug", "info", "warn", "error"}),
+          "Least severe message printed on the console"),
+      key(USTRAIN_RECIPE_FIELD(log.trace_steps), any_value(),
+          "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (within 1..train.steps): forward and "
+          "backward per layer and micro-batch, optimizer, data, checkpoints and every collective, written to "
+          "RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
+
+      key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
+          "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),
+      key(USTRAIN_RECIPE_FIELD(device.threads), at_least(0), "CPU threads; 0 uses all cores"),
+  };
+}
+
+#undef USTRAIN_RECIPE_FIELD
+
+// Optimal string alignment distance: edits, with a swap of neighbours counting as one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+constexpr std::size_t kLongestSuggestible = 64;
+
+// A typo rather than a different word: one edit, or about a third of a longer word.
+bool close_enough(std::size_t distance, std::string_view word) {
+  return distance <= std::max<std::size_t>(1, word.size() / 3);
+}
+
+std::string format_bound(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+const char* value_type_name(ValueType t) {
+  switch (t) {
+    case ValueType::integer: return "integer";
+    case ValueType::floating: return "float";
+    case ValueType::boolean: return "boolean";
+    case ValueType::string: return "string";
+  }
+  return "?";
+}
+
+const std::vector<SectionSpec>& recipe_sections() {
+  static const std::vector<SectionSpec> sections = {
+      {"run", "Identity of the run and where it writes"},
+      {"model", "Llama-style decoder architecture"},
+      {"data", "Training data"},
+      {"train", "Training loop: steps, batch and sequence sizes, precision"},
+      {"optim", "AdamW optimizer"},
+      {"schedule", "Learning-rate schedule"},
+      {"parallel", "Parallel layout: ranks per mesh dimension"},
+      {"checkpoint", "Checkpoints: saving, retention and starting weights"},
+      {"log", "Console and metrics logging"},
+      {"device", "Compute device"},
+  };
+  return sections;
+}
+
+const std::vector<KeySpec>& recipe_keys() {
+  static const std::vector<KeySpec> keys = build_keys();
+  return keys;
+}
+
+const SectionSpec* find_section(std::string_view name) {
+  for (const SectionSpec& s : recipe_sections()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const KeySpec* find_key(std::string_view dotted_key) {
+  for (const KeySpec& k : recipe_keys()) {
+    if (k.key == dotted_key) return &k;
+  }
+  return nullptr;
+}
+
+std::optional<std::string> suggest_key(std::string_view dotted_key) {
+  // No key is longer than this, nor within a few edits of anything longer: the edit distance
+  // costs the product of the lengths, and a megabyte of key would take minutes.
+  if (dotted_key.size() > kLongestSuggestible) return std::nullopt;
+  const std::size_t dot = dotted_key.find('.');
+  const std::string_view section = dotted_key.substr(0, dot);
+  const std::string_view leaf = dot == std::string_view::npos ? dotted_key : dotted_key.substr(dot + 1);
+  const KeySpec* best = nullptr;
+  std::size_t best_distance = 0;
+  for (const KeySpec& k : recipe_keys()) {
+    // A right name in the wrong section costs one edit more than in its own.
+    const std::size_t by_leaf = edit_distance(leaf, k.name()) + (k.section() == section ? 0 : 1);
+    const std::size_t distance = std::min(edit_distance(dotted_key, k.key), by_leaf);
+    if (best == nullptr || distance < best_distance) {
+      best = &k;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr || !close_enough(best_distance, leaf)) return std::nullopt;
+  return std::string(best->key);
+}
+
+std::optional<std::string> suggest_section(std::string_view name) {
+  if (name.size() > kLongestSuggestible) return std::nullopt;
+  const SectionSpec* best = nullptr;
+  std::size_t best_distance = 0;
+  for (const SectionSpec& s : recipe_sections()) {
+    const std::size_t distance = edit_distance(name, s.name);
+    if (best == nullptr || distance < best_distance) {
+      best = &s;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr || !close_enough(best_distance, name)) return std::nullopt;
+  return std::string(best->name);
+}
+
+Scalar read_field(const KeySpec& spec, const Recipe& r) {
+  // The accessor only hands out an address; reading through it leaves r unchanged.
+  const FieldRef field = spec.field(const_cast<Recipe&>(r));
+  return std::visit(Overloaded{[](std::int64_t* p) { return Scalar{*p}; },
+                               [](std::uint64_t* p) { return Scalar{static_cast<std::int64_t>(*p)}; },
+                               [](double* p) { return Scalar{*p}; },
+                               [](bool* p) { return Scalar{*p}; },
+                               [](std::string* p) { return Scalar{*p}; }},
+                    field);
+}
+
+void write_field(const KeySpec& spec, Recipe& r, const Scalar& value) {
+  USTRAIN_ASSERT(type_of(value) == spec.type, std::string(spec.key));
+  std::visit(Overloaded{[&](std::int64_t* p) { *p = std::get<std::int64_t>(value); },
+                        [&](std::uint64_t* p) {
+                          const std::int64_t v = std::get<std::int64_t>(value);
+                          USTRAIN_ASSERT(v >= 0, std::string(spec.key));
+                          *p = static_cast<std::uint64_t>(v);
+                        },
+                        [&](double* p) { *p = std::get<double>(value); },
+                        [&](bool* p) { *p = std::get<bool>(value); },
+                        [&](std::string* p) { *p = std::get<std::string>(value); }},
+             spec.field(r));
+}
+
+ValueType type_of(const Scalar& value) {
+  return std::visit(Overloaded{[](std::int64_t) { return ValueType::integer; },
+                               [](double) { return ValueType::floating; },
+                               [](bool) { return ValueType::boolean; },
+                               [](const std::string&) { return ValueType::string; }},
+                    value);
+}
+
+std::optional<Scalar> coerce(const KeySpec& spec, const Scalar& value) {
+  const ValueType given = type_of(value);
+  if (given == spec.type) return value;
+  if (given == ValueType::integer && spec.type == ValueType::floating) {
+    return Scalar{static_cast<double>(std::get<std::int64_t>(value))};
+  }
+  return std::nullopt;
+}
+
+std::string describe_allowed(const KeySpec& spec) {
+  const Allowed& a = spec.allowed;
+  if (!a.choices.empty()) return fmt::format("one of: {}", fmt::join(a.choices, ", "));
+  if (a.plain_name) return "a plain directory name: not empty, at most 255 bytes, no '/', not '.' or '..'";
+  if (a.non_empty) return "not empty";
+  if (a.min && a.max) {
+    if (spec.type == ValueType::integer) {
+      return fmt::format("{} to {}", format_bound(a.min->value), format_bound(a.max->value));
+    }
+    return fmt::format("in {}{}, {}{}", a.min->inclusive ? '[' : '(', format_bound(a.min->value),
+                       format_bound(a.max->value), a.max->inclusive ? ']' : ')');
+  }
+  if (a.min) return fmt::format("{} {}", a.min->inclusive ? ">=" : ">", format_bound(a.min->value));
+  if (a.max) return fmt::format("{} {}", a.max->inclusive ? "<=" : "<", format_bound(a.max->value));
+  return "";
+}
+
+std::optional<std::string> violation(const KeySpec& spec, const Scalar& value) {
+  const Allowed& a = spec.allowed;
+  if (const auto* s = std::get_if<std::string>(&value)) {
+    if (s->find('\0') != std::string::npos) return "must not contain a NUL character";
+    const bool bad_choice =
+        !a.choices.empty() && std::find(a.choices.begin(), a.choices.end(), *s) == a.choices.end();
+    // 255 bytes: the longest name a Linux filesystem takes for one directory (NAME_MAX).
+    const bool bad_name = a.plain_name && (s->empty() || s->size() > 255 || *s == "." || *s == ".." ||
+                                           s->find('/') != std::string::npos);
+    const bool bad_empty = a.non_empty && s->empty();
+    if (bad_choice || bad_name || bad_empty) return "must be " + describe_allowed(spec);
+    return std::nullopt;
+  }
+  double number = 0;
+  if (const auto* i = std::get_if<std::int64_t>(&value)) number = static_cast<double>(*i);
+  else if (const auto* d = std::get_if<double>(&value)) number = *d;
+  else return std::nullopt;  // booleans accept both values
+  if (!std::isfinite(number)) return "must be a finite number";
+  const bool below = a.min && (a.min->inclusive ? number < a.min->value : number <= a.min->value);
+  const bool over = a.max && (a.max->inclusive ? number > a.max->value : number >= a.max->value);
+  if (below || over) return "must be " + describe_allowed(spec);
+  return std::nullopt;
+}
+
+std::string toml_literal(const Scalar& value) {
+  return std::visit(
+      Overloaded{[](std::int64_t v) { return fmt::format("{}", v); },
+                 [](double v) {
+                   // fmt writes the shortest text that reads back to the same double; TOML
+                   // needs a '.' or an exponent to see a float rather than an integer.
+                   std::string text = fmt::format("{}", v);
+                   if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+                   return text;
+                 },
+                 [](bool v) { return std::string(v ? "true" : "false"); },
+                 [](const std::string& v) {
+                   std::ostringstream out;
+                   out << toml::toml_formatter{toml::value<std::string>{v},
+                                               toml::format_flags::allow_unicode_strings};
+                   return out.str();
+                 }},
+      value);
+}
+
+std::string abbreviate(std::string_view text) {
+  if (text.size() <= 80) return std::string(text);
+  return fmt::format("{}... ({} bytes)", text.substr(0, 60), text.size());
+}
+
+}  // namespace ustrain

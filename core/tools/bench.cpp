@@ -1,0 +1,118 @@
+#include "core/tools/bench.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/train/model_instance.h"
+#include "core/train/peak_flops.h"
+#include "core/recipe/recipe_defaults.h"
+#include "core/train/trainer.h"
+
+namespace ustrain {
+namespace {
+
+// The data, forward, backward and optimizer seconds of step 1, from the run's metrics.
+std::optional<std::array<double, 4>> first_step_phases(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("kind", "") == "train" && record.value("step", 0) == 1)
+      return std::array<double, 4>{record.value("data_s", 0.0), record.value("forward_s", 0.0),
+                                   record.value("backward_s", 0.0), record.value("optimizer_s", 0.0)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void run_bench(Recipe recipe, std::int64_t steps) {
+  recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
+  // One tensor-parallel rank's GEMMs (the whole model's at tp = 1), for every layer.
+  const ModelGeometry geo =
+      ModelGeometry::of(recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp});
+  const std::int64_t n = recipe.train.micro_batch * recipe.train.seq_len;
+  struct Gemm { std::string name; std::int64_t out, in; };
+  const std::vector<Gemm> gemms = {{"qkv_proj", geo.qkv_width(), geo.d_model},
+                                   {"o_proj", geo.d_model, geo.heads * geo.head_dim},
+                                   {"gate_up_proj", 2 * geo.ffn_local, geo.d_model},
+                                   {"down_proj", geo.d_model, geo.ffn_local},
+                                   {"lm_head", geo.vocab_local, geo.d_model}};
+  auto backend = make_recipe_backend(recipe);
+  const DType dtype = compute_dtype(recipe);
+  spdlog::info("GEMM throughput at the model's shapes ({} tokens per micro-batch), GFLOP/s:", n);
+  spdlog::info("  {:<14} {:>22} {:>10} {:>10} {:>10}", "layer", "shape (M, N, K)", "forward", "grad in", "grad w");
+  // Each linear runs three GEMMs per step: forward (n, out, in), input grad (n, in, out)
+  // and weight grad (out, in, n); the weighted rate is total FLOPs over total time.
+  double flops = 0, seconds = 0;
+  const std::int64_t layers = geo.n_layers;
+  for (const Gemm& g : gemms) {
+    const double f0 = measure_gemm_flops(*backend, n, g.out, g.in, 5, dtype);
+    const double f1 = measure_gemm_flops(*backend, n, g.in, g.out, 5, dtype);
+    const double f2 = measure_gemm_flops(*backend, g.out, g.in, n, 5, dtype);
+    spdlog::info("  {:<14} {:>22} {:>10.1f} {:>10.1f} {:>10.1f}", g.name, fmt::format("({}, {}, {})", n, g.out, g.in),
+                 f0 / 1e9, f1 / 1e9, f2 / 1e9);
+    const double per = 2.0 * static_cast<double>(n * g.out * g.in);
+    const double count = g.name == "lm_head" ? 1.0 : static_cast<double>(layers);
+    flops += 3 * per * count;
+    seconds += count * (per / f0 + per / f1 + per / f2);
+  }
+  const double gemm_rate = flops / seconds;
+  spdlog::info("  weighted {} GEMM rate at the model's shapes: {:.1f} GFLOP/s", dtype_name(dtype), gemm_rate / 1e9);
+  backend.reset();  // the training run below makes its own
+
+  // The first step pays one-time costs (allocations, library plans, cold caches), so bench
+  // trains one step more than asked and leaves the first out of every rate below, reading its
+  // phase times back from the run's metrics.
+  recipe.train.steps = steps + 1;
+  recipe.schedule.warmup_steps = std::min(recipe.schedule.warmup_steps, recipe.train.steps);
+  recipe.train.eval_interval = 0;
+  recipe.checkpoint.interval = 0;
+  recipe.log.jsonl = true;
+  recipe.run.name += "-bench";
+  spdlog::info("bench: training {} steps into {} (the first warms up and is not timed); no checkpoint is saved",
+               recipe.train.steps, recipe.run_dir());
+  TrainOptions options{/*overwrite=*/true};
+  options.save_final = false;  // a checkpoint of a benchmark is throwaway (and large for big models)
+  const TrainSummary s = train(recipe, options);
+  const std::int64_t taken = s.steps - s.first_step + 1;
+  if (taken <= 0) return;
+  std::array<double, 4> phase{s.phase_seconds[0], s.phase_seconds[1], s.phase_seconds[2], s.phase_seconds[3]};
+  const double busy_all = phase[0] + phase[1] + phase[2] + phase[3];
+  const double flops_per_step = s.achieved_flops * busy_all / static_cast<double>(taken);
+  const double tokens_per_step = s.tokens_per_second * busy_all / static_cast<double>(taken);
+  std::int64_t timed = taken;
+  const auto first = first_step_phases(recipe.run_dir() + "/metrics.jsonl");
+  if (first && taken > 1) {
+    for (int p = 0; p < 4; ++p) phase[p] -= (*first)[p];
+    timed = taken - 1;
+  } else {
+    spdlog::warn("bench: the warm-up step is included in the rates below (no second step, or no metrics to leave "
+                 "it out)");
+  }
+  const double busy = phase[0] + phase[1] + phase[2] + phase[3];
+  const double achieved = flops_per_step * static_cast<double>(timed) / busy;
+  const double per_step_ms = 1e3 / static_cast<double>(timed);
+  spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted GEMM rate at the model's shapes",
+               achieved / 1e9, 100.0 * achieved / gemm_rate);
+  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {:.1f} TFLOP/s (over {} timed steps)",
+               tokens_per_step * static_cast<double>(timed) / busy, 100.0 * achieved / s.peak_flops,
+               s.peak_flops / 1e12, timed);
+  spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
+               busy * per_step_ms, phase[0] * per_step_ms, phase[1] * per_step_ms, phase[2] * per_step_ms,
+               phase[3] * per_step_ms);
+  spdlog::info("bench: peak resident {:.1f} MiB vs plan {:.1f} MiB", static_cast<double>(s.peak_resident_bytes) / 1048576.0,
+               static_cast<double>(s.plan_bytes) / 1048576.0);
+  if (s.peak_device_bytes > 0)
+    spdlog::info("bench: peak device memory {:.1f} MiB vs plan {:.1f} MiB ({:+.1f}%)",
+                 static_cast<double>(s.peak_device_bytes) / 1048576.0, static_cast<double>(s.plan_bytes) / 1048576.0,
+                 100.0 * (static_cast<double>(s.peak_device_bytes) / static_cast<double>(s.plan_bytes) - 1.0));
+}
+
+}  // namespace ustrain

@@ -1,0 +1,60 @@
+#include "core/train/model_instance.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/run/cpu_threads.h"
+#include "core/distributed/parallelize.h"
+
+namespace ustrain {
+
+DType compute_dtype(const Recipe& recipe) {
+  const std::string& p = recipe.train.precision;
+  if (p == "bf16") return DType::bf16;
+  if (p == "fp16") return DType::f16;
+  USTRAIN_ASSERT(p == "fp32", "train.precision " + p + " reached the model; the recipe check refuses it");
+  return DType::f32;
+}
+
+std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index) {
+  if (recipe.device.type == "cpu") {
+    const ThreadCheck threads = check_threads(recipe.device.threads, usable_cores());
+    if (!threads.error.empty()) throw UserError(threads.error);
+    if (!threads.warning.empty()) spdlog::warn("{}", threads.warning);
+  }
+  return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
+                      static_cast<int>(recipe.device.threads), device_index);
+}
+
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
+  parallelize(model.params(), model.geometry());
+  model.plan(plan, sharding, slots);
+}
+
+namespace {
+
+std::size_t available_to(const ModelPlacement& placement, const Backend& backend) {
+  return placement.memory.available > 0 ? placement.memory.available : backend.available_memory_bytes();
+}
+
+// The recipe's model, once the least its training state takes fits the memory: an absurd
+// model is refused before its layers are made.
+const ModelSection& fitting_model(const Recipe& recipe, const ModelPlacement& placement, const Backend& backend) {
+  USTRAIN_ASSERT(recipe.model.vocab_size > 0, "model.vocab_size is unset: the recipe was not resolved");
+  check_state_fits(recipe, available_to(placement, backend), placement.memory.sharers, backend.memory_name());
+  return recipe.model;
+}
+
+}  // namespace
+
+ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+                             ModelPlacement placement, std::unique_ptr<Backend> be)
+    : backend(be ? std::move(be) : make_recipe_backend(recipe)),
+      model(fitting_model(recipe, placement, *backend), max_batch, max_seq, policy, compute_dtype(recipe),
+            placement.geometry, placement.tp) {
+  plan_model(model, plan, placement.sharding, placement.slots);
+  check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name());
+  memory = std::make_unique<PlannedMemory>(plan, *backend);
+  model.bind(*memory, *backend);
+}
+
+}  // namespace ustrain

@@ -1,0 +1,48 @@
+// A model ready to run: its backend, memory plan and planned memory, bound together.
+// Training, evaluation and sampling all start from one of these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/memory/memory_fit.h"
+#include "core/memory/memory_plan.h"
+#include "core/model/llama.h"
+#include "core/recipe/recipe.h"
+
+namespace ustrain {
+
+// The dtype the model computes in for train.precision: f32, bf16 or f16.
+DType compute_dtype(const Recipe& recipe);
+
+// The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
+std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
+
+// How one rank holds the model: its chunks and its part of each parameter (geometry, and the
+// tensor-parallel group; the whole model by default), its share of the training state under
+// ZeRO (sharding), and the micro-batches its pipeline schedule keeps in flight (slots).
+struct ModelPlacement {
+  const ModelGeometry* geometry = nullptr;  // null: the whole model on one rank
+  TensorParallel* tp = nullptr;             // not owned; must outlive the instance
+  ParamSharding sharding{};
+  SlotPlan slots{};
+  MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)
+};
+
+struct ModelInstance {
+  // Plans for micro-batches of at most (max_batch, max_seq) tokens, places the parameters
+  // (core/distributed/parallelize.h), and allocates the plan on `backend` (the recipe's, when
+  // null). UserError, before anything is allocated, when the model does not fit the memory.
+  ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+                ModelPlacement placement = {}, std::unique_ptr<Backend> backend = nullptr);
+
+  std::unique_ptr<Backend> backend;
+  LlamaModel model;
+  MemoryPlan plan;
+  std::unique_ptr<PlannedMemory> memory;
+};
+
+// A model planned and placed, not allocated: what `--dry-run` and the memory plan describe.
+void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots = {});
+
+}  // namespace ustrain

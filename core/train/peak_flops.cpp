@@ -1,0 +1,54 @@
+#include "core/train/peak_flops.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/model/rng.h"
+
+namespace ustrain {
+
+double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats,
+                          DType dtype) {
+  // Benchmark-only allocations, outside any training step.
+  const auto alloc = [&](std::int64_t rows, std::int64_t cols) {
+    const auto count = static_cast<std::size_t>(rows * cols);
+    Tensor t(backend.allocate(count * dtype_size(dtype)), Shape{rows, cols}, dtype, backend.device());
+    std::vector<float> host(count);
+    fill_normal(host.data(), host.size(), 7, 1.0);
+    Tensor wide(backend.allocate(count * sizeof(float)), t.shape, DType::f32, backend.device());
+    backend.copy(wide, Tensor(host.data(), t.shape));
+    backend.convert(t, wide);
+    backend.synchronize();
+    backend.release(wide.data);
+    return t;
+  };
+  Tensor x = alloc(m, k), w = alloc(n, k), out = alloc(m, n);
+  // Best of at least `repeats` runs and at least 0.2 s: short GEMMs on a shared machine are noisy.
+  double best = 0, spent = 0;
+  backend.linear_forward(out, x, w);  // warm-up
+  for (int r = 0; r < repeats || spent < 0.2; ++r) {
+    backend.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    backend.linear_forward(out, x, w);
+    backend.synchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spent += s;
+    best = std::max(best, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / s);
+  }
+  backend.release(x.data);
+  backend.release(w.data);
+  backend.release(out.data);
+  return best;
+}
+
+PeakFlops device_peak_flops(Backend& backend, DType compute) {
+  if (backend.device() == Device::cuda) {
+    if (compute == DType::f32) return {67e12, "H100/H200 SXM fp32 peak without tensor cores (67 TFLOP/s)"};
+    return {989e12, "H100/H200 SXM dense bf16/fp16 peak (989 TFLOP/s)"};
+  }
+  const double f = measure_gemm_flops(backend, 1024, 1024, 1024, 5);
+  return {f, "this CPU's measured sgemm rate (1024^3)"};
+}
+
+}  // namespace ustrain
