@@ -167,7 +167,7 @@ void CheckpointReader::read(std::string_view state, const std::string& name, con
   }
 }
 
-void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params, Backend& backend,
+void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
                       bool with_optimizer) {
   const CheckpointManifest& m = checkpoint.manifest();
   const std::string advice = fmt::format(

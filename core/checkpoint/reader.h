@@ -56,7 +56,7 @@ class CheckpointReader {
 // Copies every parameter of `params` (and with `with_optimizer` its AdamW moments) from the
 // checkpoint. UserError naming the checkpoint when it holds other tensors or other shapes
 // than the model, i.e. was written for another model shape, or lacks optimizer state.
-void load_model_state(const CheckpointReader& checkpoint, const ParamSet& params, Backend& backend,
+void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
                       bool with_optimizer);
 
 }  // namespace ustrain

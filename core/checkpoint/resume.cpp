@@ -18,7 +18,7 @@ namespace ustrain {
 namespace fs = std::filesystem;
 
 ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
-                           const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
+                           const CheckpointDirectory& run_checkpoints, const ModelParams& params, Backend& backend,
                            TrainingData& data, bool leads) {
   const CheckpointReader reader(checkpoint);
   const CheckpointManifest& m = reader.manifest();

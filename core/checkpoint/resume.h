@@ -24,7 +24,7 @@ struct ResumedRun {
 // Then, on the rank that `leads`, checkpoints of the run that lie ahead of it are moved aside
 // (they belong to the abandoned continuation); the caller drops their metrics.
 ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
-                           const CheckpointDirectory& run_checkpoints, const ParamSet& params, Backend& backend,
+                           const CheckpointDirectory& run_checkpoints, const ModelParams& params, Backend& backend,
                            TrainingData& data, bool leads);
 
 // Rewrites a metrics.jsonl without the lines of steps after `step` and without lines that do

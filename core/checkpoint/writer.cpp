@@ -76,7 +76,7 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::prepare(const ParamSet& params) {
+void CheckpointWriter::prepare(const ModelParams& params) {
   if (!entries_.empty()) return;
   const std::pair<std::string_view, ParamState> states[] = {
       {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
@@ -96,7 +96,7 @@ void CheckpointWriter::prepare(const ParamSet& params) {
   host_.resize(lay_out_entries(entries_) / sizeof(float));
 }
 
-std::optional<double> CheckpointWriter::save(const ParamSet& params, Backend& backend,
+std::optional<double> CheckpointWriter::save(const ModelParams& params, Backend& backend,
                                              const TrainingProgress& progress) {
   const auto start = Clock::now();
   wait();

@@ -1,8 +1,8 @@
 // Saving training state as checkpoints (format: core/checkpoint/format.h; directory and
 // crash safety: core/checkpoint/dir.h).
 //
-// Every rank of a job saves its chunk of every parameter and AdamW moment
-// (ParamSet::owned): the ranks write their files in parallel into the directory rank 0
+// Every rank of a job saves its chunk of every parameter and AdamW moment of every store
+// (ModelParams::owned): the ranks write their files in parallel into the directory rank 0
 // staged, hand rank 0 their file's record, and rank 0 writes the tokenizer and the manifest
 // and publishes the checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
 // and nothing is published.
@@ -69,11 +69,11 @@ class CheckpointWriter {
 
   // Lays out and allocates the host snapshot (12 bytes per parameter this rank saves) now, so
   // that the first save does not pay for it; save() does this itself when it was not called.
-  void prepare(const ParamSet& params);
+  void prepare(const ModelParams& params);
   // Saves checkpoint `progress.step`. Returns the seconds training was stalled (the wait for
   // the previous save plus the copy to host memory, plus the write when not async), or
   // nullopt when that checkpoint exists already (nothing changed since it was loaded).
-  std::optional<double> save(const ParamSet& params, Backend& backend, const TrainingProgress& progress);
+  std::optional<double> save(const ModelParams& params, Backend& backend, const TrainingProgress& progress);
   // Blocks until the last save is published; rethrows the error it hit, if any.
   void wait();
   // Bytes this rank saves per checkpoint (all three states of its chunks).

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 
 namespace ustrain {
 
-GradientReducer::GradientReducer(const ParamSet& params, Communicator& group, std::size_t bucket_bytes)
+GradientReducer::GradientReducer(const ParamStore& store, Communicator& group, std::size_t bucket_bytes)
     : group_(group) {
+  const ParamRegistry& params = store.registry();
   const int n = static_cast<int>(params.specs().size());
-  std::vector<int> order(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int> order;
+  for (const ParamUnit& unit : store.units()) order.insert(order.end(), unit.params.begin(), unit.params.end());
   const auto address = [&](int p) { return static_cast<const char*>(params[p].grad.data); };
   std::sort(order.begin(), order.end(), [&](int a, int b) { return address(a) < address(b); });
 

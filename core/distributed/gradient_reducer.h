@@ -1,6 +1,6 @@
 // Data-parallel gradient reduction in buckets, launched while backward is still running.
 //
-// Parameter gradients live in one arena (ParamSet). The reducer cuts it into buckets of
+// Parameter gradients live in one arena (a ParamStore). The reducer cuts it into buckets of
 // consecutive parameters (about `bucket_bytes` each, in memory order) and, as the model's
 // backward announces that a parameter's gradient is complete, launches an asynchronous
 // all-reduce (sum) of every bucket whose parameters are all complete. Every rank's backward
@@ -11,14 +11,14 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/model/params.h"
+#include "core/model/param_store.h"
 #include "parallel/communicator.h"
 
 namespace ustrain {
 
 class GradientReducer {
  public:
-  GradientReducer(const ParamSet& params, Communicator& group, std::size_t bucket_bytes);
+  GradientReducer(const ParamStore& store, Communicator& group, std::size_t bucket_bytes);
 
   // Arms the reducer for the next backward (call it only for the micro-batch that completes
   // the gradient accumulation; the others accumulate locally).

@@ -6,7 +6,7 @@
 
 namespace ustrain {
 
-void sum_partial_grads(const ParamSet& params, ProcessGroup& tp) {
+void sum_partial_grads(const ModelParams& params, ProcessGroup& tp) {
   if (tp.size() == 1) return;
   std::vector<Work> pending;
   for (const ParamPiece& piece : params.updated_grads())
@@ -15,7 +15,7 @@ void sum_partial_grads(const ParamSet& params, ProcessGroup& tp) {
   wait_all(pending);
 }
 
-void sum_tied_grads(const ParamSet& params, ProcessGroup* embedding) {
+void sum_tied_grads(const ModelParams& params, ProcessGroup* embedding) {
   if (embedding == nullptr) return;
   std::vector<Work> pending;
   for (const ParamPiece& piece : params.updated_grads())
@@ -24,7 +24,7 @@ void sum_tied_grads(const ParamSet& params, ProcessGroup* embedding) {
   wait_all(pending);
 }
 
-double grad_sum_of_squares(const ParamSet& params, Backend& backend, ProcessGroup& world) {
+double grad_sum_of_squares(const ModelParams& params, Backend& backend, ProcessGroup& world) {
   std::vector<Tensor> pieces;
   for (const ParamPiece& piece : params.owned(ParamState::grad)) pieces.push_back(piece.data);
   return world.sum(backend.sum_of_squares_multi(pieces));

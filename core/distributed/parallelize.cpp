@@ -23,7 +23,7 @@ TpLayout tensor_parallel_layout(const std::string& name) {
   USTRAIN_ASSERT(false, "no tensor-parallel placement for parameter " + name);
 }
 
-void parallelize(ParamSet& params, const ModelGeometry& g) {
+void parallelize(ParamRegistry& params, const ModelGeometry& g) {
   const std::int64_t tp = g.tp, r = g.tp_rank;
   bool first_stage = false;
   for (const ChunkSpan& c : g.chunks) first_stage |= c.embedding;

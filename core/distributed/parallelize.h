@@ -15,7 +15,7 @@
 #pragma once
 
 #include "core/model/geometry.h"
-#include "core/model/params.h"
+#include "core/model/param_registry.h"
 
 namespace ustrain {
 
@@ -26,6 +26,6 @@ inline constexpr const char* kEmbeddingName = "model.embed_tokens.weight";
 TpLayout tensor_parallel_layout(const std::string& name);
 
 // Places every declared parameter of `params` for this rank of `geometry`. Call before plan().
-void parallelize(ParamSet& params, const ModelGeometry& geometry);
+void parallelize(ParamRegistry& params, const ModelGeometry& geometry);
 
 }  // namespace ustrain

@@ -10,7 +10,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-ZeroEngine::ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes,
+ZeroEngine::ZeroEngine(ParamStore& params, Backend& backend, Communicator& group, std::size_t bucket_bytes,
                        bool overlap)
     : params_(params),
       backend_(backend),
@@ -22,8 +22,8 @@ ZeroEngine::ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, 
                  "parameters are sharded for another group");
   const std::size_t units = params.units().size();
   if (reduces_ && zero_ == 0) reducer_ = std::make_unique<GradientReducer>(params, group, bucket_bytes);
-  if (params.sharding().shards_values()) value_slots_.resize(ParamSet::kValueSlots);
-  if (params.sharding().shards_grads()) grad_slots_.resize(ParamSet::kGradSlots);
+  if (params.sharding().shards_values()) value_slots_.resize(ParamStore::kValueSlots);
+  if (params.sharding().shards_grads()) grad_slots_.resize(ParamStore::kGradSlots);
   value_slot_of_.assign(units, -1);
   grad_slot_of_.assign(units, -1);
 }

@@ -1,5 +1,6 @@
-// Data parallelism with the ZeRO stages of the Ultra-Scale Playbook, for one data-parallel
-// group (parallel.zero; the storage of each stage: core/model/params.h).
+// Data parallelism with the ZeRO stages of the Ultra-Scale Playbook, for one store of
+// parameters and the ranks of its sync group (parallel.zero; the storage of each stage:
+// core/model/param_store.h). Units are the store's numbers (ParamStore::units).
 //
 //   stage 0  gradients are all-reduced in buckets while the last micro-batch's backward runs
 //            (core/distributed/gradient_reducer.h); every rank updates the whole model.
@@ -15,8 +16,10 @@
 //            learns the order in which the model acquires units (the next one after each pair
 //            of consecutive ones) and gathers the next one while the current one computes.
 //
-// The model drives it through ParamUseHooks; the trainer through the step calls below. Every
-// rank makes the same calls in the same order, so collectives match.
+// The model drives it through ParamUseHooks, which ParamEngines (core/distributed/
+// param_engines.h) hands to the engine of the store that holds the unit; the trainer through
+// the step calls below. Every rank makes the same calls in the same order, so collectives
+// match.
 #pragma once
 
 #include <cstdint>
@@ -27,19 +30,18 @@
 #include <vector>
 
 #include "core/distributed/gradient_reducer.h"
-#include "core/model/param_hooks.h"
-#include "core/model/params.h"
+#include "core/model/param_store.h"
 #include "parallel/communicator.h"
 
 namespace ustrain {
 
-class ZeroEngine : public ParamUseHooks {
+class ZeroEngine {
  public:
   // `params` are planned and bound with the sharding of `group` (parts = group.size()).
   // Without `overlap`, every collective waits until its result is needed (or, for stages 2
   // and 3, completes at once): the baseline that shows what overlap hides.
-  ZeroEngine(ParamSet& params, Backend& backend, Communicator& group, std::size_t bucket_bytes, bool overlap = true);
-  ~ZeroEngine() override;
+  ZeroEngine(ParamStore& params, Backend& backend, Communicator& group, std::size_t bucket_bytes, bool overlap = true);
+  ~ZeroEngine();
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
@@ -60,9 +62,10 @@ class ZeroEngine : public ParamUseHooks {
   double exposed_reduce_seconds() const { return exposed_reduce_seconds_; }
   double exposed_gather_seconds() const { return exposed_gather_seconds_; }
 
-  void acquire(int unit, bool backward) override;
-  void release(int unit) override;
-  void grads_done(int unit) override;
+  // The uses of unit `unit` of the store (core/model/param_hooks.h).
+  void acquire(int unit, bool backward);
+  void release(int unit);
+  void grads_done(int unit);
 
  private:
   struct ValueSlot {
@@ -89,7 +92,7 @@ class ZeroEngine : public ParamUseHooks {
   void complete(GradSlot& slot);
   Tensor slot_part(const Tensor& slot, int unit) const;  // the first unit.length floats
 
-  ParamSet& params_;
+  ParamStore& params_;
   Backend& backend_;
   Communicator& group_;
   const bool reduces_;  // more than one rank

@@ -21,7 +21,6 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
                                    tp_->sequence_parallel() == geo_.sequence_parallel()),
                  "the tensor-parallel group does not match the model's geometry");
   const std::int64_t v = geo_.vocab, d = geo_.d_model;
-  const int last_unit = static_cast<int>(geo_.n_layers) + 1;
   bool holds_first = false, holds_last = false;
   int layers = 0;
   for (const ChunkSpan& c : geo_.chunks) {
@@ -30,29 +29,29 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     layers += c.end_layer - c.first_layer;
   }
   ChunkParams p;
-  if (holds_first) p.embed = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, 0});
+  if (holds_first) p.embed = params_.registry().declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::embedding()});
   blocks_.reserve(static_cast<std::size_t>(layers));  // chunks point into it
   std::vector<std::vector<const TransformerBlock*>> chunk_blocks;
   for (const ChunkSpan& c : geo_.chunks) {
     chunk_blocks.emplace_back();
     for (int l = c.first_layer; l < c.end_layer; ++l) {
-      blocks_.emplace_back(l, l + 1, cfg, geo_, params_);
+      blocks_.emplace_back(l, UnitId::layer(l), cfg, geo_, params_.registry());
       chunk_blocks.back().push_back(&blocks_.back());
     }
   }
   if (holds_last) {
-    p.final_norm = params_.declare({"model.norm.weight", Shape{d}, false, false, 0.0, last_unit});
+    p.final_norm = params_.registry().declare({"model.norm.weight", Shape{d}, false, false, 0.0, UnitId::head()});
     if (!cfg.tied_embeddings)
-      p.head = params_.declare({"lm_head.weight", Shape{v, d}, true, false, cfg.init_std, last_unit});
+      p.head = params_.registry().declare({"lm_head.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::head()});
     else if (holds_first)
       p.head = p.embed;
     else  // the last stage's copy of the first stage's embedding, in a unit of its own
-      p.head = params_.declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, last_unit + 1});
+      p.head = params_.registry().declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::tied_head()});
   }
-  if (!holds_first || !holds_last) params_.set_whole_model(declaration(cfg));
+  if (!holds_first || !holds_last) params_.registry().set_whole_model(declaration(cfg));
   for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
-    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_, *tp_,
-                                                   policy_, compute_, hooks_));
+    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p,
+                                                   params_.registry(), *tp_, policy_, compute_, hooks_));
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
@@ -60,7 +59,7 @@ std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
   return {whole.params().specs().begin(), whole.params().specs().end()};
 }
 
-void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
+void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const SlotPlan& slots) {
   params_.plan(plan, sharding, compute_);
   const std::int64_t n = max_batch_ * max_seq_, r = geo_.rows(n), d = geo_.d_model;
   const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();

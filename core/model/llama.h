@@ -53,7 +53,7 @@ class LlamaModel {
   // Units of parameters (core/model/params.h): 0 the embedding (and a tied head on the same
   // rank), l + 1 block l, L + 1 the final norm and an untied head, L + 2 the last stage's copy
   // of a tied embedding (pipeline parallelism).
-  void plan(MemoryPlan& plan, ParamSharding sharding = {}, const SlotPlan& slots = {});
+  void plan(MemoryPlan& plan, const ParamShardings& sharding = {}, const SlotPlan& slots = {});
   void bind(const PlannedMemory& mem, Backend& backend);  // also fills the RoPE tables
   void initialise(Backend& backend, std::uint64_t seed) const { params_.initialise(backend, seed); }
 
@@ -74,8 +74,8 @@ class LlamaModel {
   // data-parallel engine; null (the default) for none. Not owned.
   void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
 
-  ParamSet& params() { return params_; }
-  const ParamSet& params() const { return params_; }
+  ModelParams& params() { return params_; }
+  const ModelParams& params() const { return params_; }
   const ModelSection& config() const { return cfg_; }
   const ModelGeometry& geometry() const { return geo_; }
   Recompute recompute() const { return policy_; }
@@ -94,7 +94,7 @@ class LlamaModel {
   std::int64_t max_batch_, max_seq_;
   Recompute policy_;
   DType compute_;
-  ParamSet params_;
+  ModelParams params_;
   std::vector<TransformerBlock> blocks_;  // the layers of every chunk, in order
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   ParamUseHooks* hooks_ = nullptr;

@@ -5,7 +5,7 @@
 namespace ustrain {
 
 ModelChunk::ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
-                       std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamSet& param_set,
+                       std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
                        TensorParallel& tp, Recompute policy, DType compute, ParamUseHooks* const& hooks)
     : cfg_(cfg),
       geo_(geometry),
@@ -179,9 +179,9 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
   if (span_.embedding) {
     const Tensor ids_t = rows(s.ids, n);
     be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
-    acquire(0, false);
+    acquire(UnitId::embedding(), false);
     tp_.embed(be, rows(s.resid[0], r), ids_t, params_[p_.embed].value, branch);  // (R, D)
-    release(0);
+    release(UnitId::embedding());
   } else {
     be.copy(rows(s.resid[0], r), input);
   }
@@ -193,11 +193,11 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
   }
   if (!span_.head) return 0;
 
-  const int head_param_unit = params_.specs()[static_cast<std::size_t>(p_.head)].unit;
-  const bool head_elsewhere = head_param_unit != head_unit();  // the embedding (tied), in its own unit
+  const UnitId head_param_unit = params_.spec(p_.head).unit;
+  const bool head_elsewhere = head_param_unit != UnitId::head();  // the embedding (tied), in its own unit
   const Tensor targets_t = rows(s.targets, n);
   be.copy(targets_t, Tensor(const_cast<std::int32_t*>(targets), Shape{n}, DType::i32));
-  acquire(head_unit(), false);
+  acquire(UnitId::head(), false);
   if (head_elsewhere) acquire(head_param_unit, false);
   const Tensor final_full = rows(s.final_out, n);  // (N, D)
   be.rmsnorm_forward(tp_.own_rows(final_full), rows(s.final_rstd, r), rows(s.resid.back(), r),
@@ -209,7 +209,7 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
   const Tensor losses = rows(s.losses, n);
   tp_.loss(be, losses, rows(s.ce_lse, n), logits_of_, targets_t, ce_parts_ >= 0 ? mem_->tensor(ce_parts_) : Tensor());
   if (head_elsewhere) release(head_param_unit);
-  release(head_unit());
+  release(UnitId::head());
 
   std::vector<float> host(static_cast<std::size_t>(n));
   be.copy(Tensor(host.data(), Shape{n}), losses);
@@ -223,9 +223,9 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
 void ModelChunk::head_backward(Backend& be, int slot, float dloss, const BlockGradients& g) {
   const Slot& s = slots_[static_cast<std::size_t>(slot)];
   const std::int64_t n = s.batch * s.seq, r = geo_.rows(n);
-  const int head_param_unit = params_.specs()[static_cast<std::size_t>(p_.head)].unit;
-  const bool head_elsewhere = head_param_unit != head_unit();
-  acquire(head_unit(), true);
+  const UnitId head_param_unit = params_.spec(p_.head).unit;
+  const bool head_elsewhere = head_param_unit != UnitId::head();
+  acquire(UnitId::head(), true);
   if (head_elsewhere) acquire(head_param_unit, true);
   const Tensor final_full = rows(s.final_out, n);
   const Tensor logits = rows(logits_, n);
@@ -239,10 +239,10 @@ void ModelChunk::head_backward(Backend& be, int slot, float dloss, const BlockGr
                       params_[p_.final_norm].value, rows(s.final_rstd, r));
   if (head_elsewhere) {  // a tied head's gradient completes with the embedding's
     release(head_param_unit);
-    if (head_param_unit != 0) grads_done(head_param_unit);  // the last stage's copy of the embedding
+    if (head_param_unit != UnitId::embedding()) grads_done(head_param_unit);  // the last stage's copy
   }
-  release(head_unit());
-  grads_done(head_unit());
+  release(UnitId::head());
+  grads_done(UnitId::head());
 }
 
 void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool weights) {
@@ -266,10 +266,10 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
   }
 
   if (span_.embedding) {
-    acquire(0, true);
+    acquire(UnitId::embedding(), true);
     tp_.embed_backward(be, params_[p_.embed].grad, rows(s.ids, n), g.d_resid, g.d_full);
-    release(0);
-    grads_done(0);
+    release(UnitId::embedding());
+    grads_done(UnitId::embedding());
   } else {
     be.copy(input_grad(slot), g.d_resid);
   }

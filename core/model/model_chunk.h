@@ -1,7 +1,7 @@
 // A model chunk: the layers [a, b) of one pipeline stage (with the embedding on the first
 // stage and the final norm, output head and loss on the last), run one micro-batch at a time
 // on numbered activation slots, so that a pipeline schedule can keep several micro-batches in
-// flight. A chunk's parameters live in the rank's ParamSet; its hooks announce their use.
+// flight. A chunk's parameters are in the rank's registry; its hooks announce their use.
 //
 // A micro-batch's slot holds what its backward needs: the residual stream entering and
 // leaving each layer, the layers' activations as the recompute policy keeps them, its tokens,
@@ -20,7 +20,7 @@
 #include "core/memory/memory_plan.h"
 #include "core/model/geometry.h"
 #include "core/model/param_hooks.h"
-#include "core/model/params.h"
+#include "core/model/param_registry.h"
 #include "core/model/recompute.h"
 #include "core/model/transformer_block.h"
 #include "parallel/tensor_parallel.h"
@@ -47,7 +47,7 @@ class ModelChunk {
  public:
   // `hooks` is the model's hooks pointer, read at each call (it may be set later).
   ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
-             std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamSet& param_set,
+             std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
              TensorParallel& tp, Recompute policy, DType compute, ParamUseHooks* const& hooks);
 
   const ChunkSpan& span() const { return span_; }
@@ -103,17 +103,16 @@ class ModelChunk {
   BlockGradients grad_views(std::int64_t batch, std::int64_t seq) const;
   DeferredGrads deferred_views(const Slot& s, int layer) const;
   void head_backward(Backend& be, int slot, float dloss, const BlockGradients& g);
-  void acquire(int unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
-  void release(int unit) const { if (hooks_) hooks_->release(unit); }
-  void grads_done(int unit) const { if (hooks_) hooks_->grads_done(unit); }
-  int head_unit() const { return static_cast<int>(geo_.n_layers) + 1; }
+  void acquire(UnitId unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
+  void release(UnitId unit) const { if (hooks_) hooks_->release(unit); }
+  void grads_done(UnitId unit) const { if (hooks_) hooks_->grads_done(unit); }
 
   const ModelSection& cfg_;
   const ModelGeometry& geo_;
   ChunkSpan span_;
   std::vector<const TransformerBlock*> blocks_;
   ChunkParams p_;
-  const ParamSet& params_;
+  const ParamRegistry& params_;
   TensorParallel& tp_;
   Recompute policy_;
   DType compute_;

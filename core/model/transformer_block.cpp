@@ -20,8 +20,8 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
-TransformerBlock::TransformerBlock(int layer, int unit, const ModelSection& cfg, const ModelGeometry& geo,
-                                   ParamSet& params)
+TransformerBlock::TransformerBlock(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo,
+                                   ParamRegistry& params)
     : unit_(unit),
       n_heads_(static_cast<int>(geo.heads)),
       n_kv_heads_(static_cast<int>(geo.kv_heads)),

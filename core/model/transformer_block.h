@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "core/model/geometry.h"
-#include "core/model/params.h"
+#include "core/model/param_registry.h"
 #include "core/model/recompute.h"
 #include "core/recipe/recipe.h"
 #include "parallel/tensor_parallel.h"
@@ -67,7 +67,8 @@ struct RopeTables {
 class TransformerBlock {
  public:
   // Declares the block's parameters (global shapes) in `unit` of `params`.
-  TransformerBlock(int layer, int unit, const ModelSection& cfg, const ModelGeometry& geometry, ParamSet& params);
+  TransformerBlock(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geometry,
+                   ParamRegistry& params);
 
   // x_in, x_out (R, D); `branch` (N, D) is scratch for the o_proj / down_proj outputs (their
   // partial sums under tensor parallelism); g.gathered is the sequence-parallel scratch.
@@ -82,14 +83,14 @@ class TransformerBlock {
   void backward_weight(Backend& be, TensorParallel& tp, const BlockActivations& a, const BlockGradients& g,
                        const DeferredGrads& defer) const;
 
-  int unit() const { return unit_; }
+  UnitId unit() const { return unit_; }
 
  private:
-  int unit_;
+  UnitId unit_;
   int n_heads_, n_kv_heads_, head_dim_;  // this rank's
   float eps_;
   int ln1_, q_, k_, v_, o_, ln2_, gate_, up_, down_;
-  const ParamSet& params_;
+  const ParamRegistry& params_;
 };
 
 }  // namespace ustrain

@@ -2,8 +2,8 @@
 // (core/model/param_hooks.h) pass through here to the engine that acts on them, and while the
 // tracer records, each unit's use becomes a span on the training loop's track, from its
 // acquire (once the engine made its values ready: a ZeRO-3 gather's wait stays outside, on
-// the communicator's track) to its release. Units: 0 the embedding, 1..n_layers the blocks,
-// n_layers + 1 the final norm and head. A weight-gradient pass (zero-bubble) announces no
+// the communicator's track) to its release, named for its unit (the embedding, a layer,
+// the head; a last stage's copy of a tied embedding counts as the head). A weight-gradient pass (zero-bubble) announces no
 // uses, so it shows as one span per action, without layers. While recording, a span ends by
 // synchronizing the device: on a GPU it shows when the layer's kernels finished, not when
 // they were queued (this takes the host's run-ahead away in the traced steps only).
@@ -19,16 +19,16 @@ namespace ustrain {
 
 class LayerTraceHooks final : public ParamUseHooks {
  public:
-  LayerTraceHooks(ParamUseHooks& inner, Tracer& tracer, Backend& backend, int n_layers)
-      : inner_(inner), tracer_(tracer), backend_(backend), n_layers_(n_layers) {}
+  LayerTraceHooks(ParamUseHooks& inner, Tracer& tracer, Backend& backend)
+      : inner_(inner), tracer_(tracer), backend_(backend) {}
 
-  void acquire(int unit, bool backward) override;
-  void release(int unit) override;
-  void grads_done(int unit) override { inner_.grads_done(unit); }
+  void acquire(UnitId unit, bool backward) override;
+  void release(UnitId unit) override;
+  void grads_done(UnitId unit) override { inner_.grads_done(unit); }
 
  private:
   struct Open {
-    int unit;
+    UnitId unit;
     bool backward;
     Tracer::Clock::time_point begin;
   };
@@ -36,7 +36,6 @@ class LayerTraceHooks final : public ParamUseHooks {
   ParamUseHooks& inner_;
   Tracer& tracer_;
   Backend& backend_;
-  int n_layers_;
   std::vector<Open> open_;  // uses nest: the head holds a tied embedding inside it
 };
 

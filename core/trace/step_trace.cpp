@@ -91,7 +91,7 @@ StepTrace::~StepTrace() {
 
 void StepTrace::attach(LlamaModel& model, ParamUseHooks& hooks, Backend& backend, PipelineExecutor& executor) {
   if (!tracer_) return;
-  layer_hooks_ = std::make_unique<LayerTraceHooks>(hooks, *tracer_, backend, static_cast<int>(model.config().n_layers));
+  layer_hooks_ = std::make_unique<LayerTraceHooks>(hooks, *tracer_, backend);
   model.set_param_hooks(layer_hooks_.get());
   executor.set_tracer(tracer_.get());
 }

@@ -25,8 +25,8 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
                       static_cast<int>(recipe.device.threads), device_index);
 }
 
-void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
-  parallelize(model.params(), model.geometry());
+void plan_model(LlamaModel& model, MemoryPlan& plan, const ParamShardings& sharding, const SlotPlan& slots) {
+  parallelize(model.params().registry(), model.geometry());
   model.plan(plan, sharding, slots);
 }
 

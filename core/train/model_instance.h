@@ -20,11 +20,11 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
 
 // How one rank holds the model: its chunks and its part of each parameter (geometry, and the
 // tensor-parallel group; the whole model by default), its share of the training state under
-// ZeRO (sharding), and the micro-batches its pipeline schedule keeps in flight (slots).
+// ZeRO per sync group (sharding), and the micro-batches its pipeline schedule keeps in flight (slots).
 struct ModelPlacement {
   const ModelGeometry* geometry = nullptr;  // null: the whole model on one rank
   TensorParallel* tp = nullptr;             // not owned; must outlive the instance
-  ParamSharding sharding{};
+  ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)
 };
@@ -43,6 +43,6 @@ struct ModelInstance {
 };
 
 // A model planned and placed, not allocated: what `--dry-run` and the memory plan describe.
-void plan_model(LlamaModel& model, MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots = {});
+void plan_model(LlamaModel& model, MemoryPlan& plan, const ParamShardings& sharding, const SlotPlan& slots = {});
 
 }  // namespace ustrain

@@ -37,7 +37,7 @@
 #include "core/run/signals.h"
 #include "core/trace/step_trace.h"
 #include "core/train/training_data.h"
-#include "core/distributed/zero_engine.h"
+#include "core/distributed/param_engines.h"
 #include "kernels/cpu/host_memory.h"
 
 namespace ustrain {
@@ -76,7 +76,7 @@ struct Run {
   ModelInstance instance;
   LlamaModel& model;
   Backend& backend;
-  ZeroEngine engine;
+  ParamEngines engine;
   LossScaler scaler;
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
@@ -92,7 +92,7 @@ struct Run {
                  std::move(be)),
         model(instance.model),
         backend(*instance.backend),
-        engine(model.params(), backend, groups.gradients().for_tensors(backend.device()), bucket_bytes,
+        engine(model.params(), backend, [&](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
                r.parallel.overlap_comm),
         scaler(r.train.precision == "fp16"),
         train_executor(model, groups.pp(), pipeline.train),
@@ -102,6 +102,11 @@ struct Run {
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
+  // The ranks over which a sync group's gradients add up and its store is sharded.
+  Communicator& sync_comm(SyncGroup g) {
+    USTRAIN_ASSERT(g == SyncGroup::dense, std::string("no process group for ") + sync_group_name(g) + " parameters");
+    return groups.gradients().for_tensors(backend.device());
+  }
   // Communicators whose traffic the metrics report.
   Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
   Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
@@ -137,7 +142,7 @@ StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& sched
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;
   Backend& be = run.backend;
-  ZeroEngine& engine = run.engine;
+  ParamEngines& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
   MicroBatches micro(micro_batches);
@@ -381,7 +386,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
                   layout.groups().world().host(), layout.leads());
   for (const std::string& filled : ts.filled) spdlog::info("{}", filled);
   Backend& be = run.backend;
-  const ParamSet& params = run.model.params();
+  const ModelParams& params = run.model.params();
   ResumedRun start;
   if (resume_from) {
     start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data,

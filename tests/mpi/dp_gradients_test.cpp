@@ -12,7 +12,7 @@
 #include "core/model/llama.h"
 #include "core/model/rng.h"
 #include "core/distributed/gradient_sync.h"
-#include "core/distributed/zero_engine.h"
+#include "core/distributed/param_engines.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {
@@ -78,15 +78,16 @@ void check_stage(int zero, bool tied) {
   Replica whole(tiny_model(tied), global, ParamSharding{ranks, rank, 0});
   whole.model.forward(*whole.backend, ids.data(), targets.data(), global, kSeq);
   whole.model.backward(*whole.backend, dloss);
-  const std::vector<float> expected_grads = copy_of(whole.model.params().all_grads());
-  for (const OptimizerSegment& s : whole.model.params().optimizer_segments()) {
+  const std::vector<float> expected_grads = copy_of(whole.model.params().dense().all_grads());
+  for (const OptimizerSegment& s : whole.model.params().dense().optimizer_segments()) {
     AdamWParams p = adamw;
     if (!s.decay) p.weight_decay = 0;
     whole.backend->adamw(s.value, s.grad, s.m, s.v, p);
   }
 
   Replica shard(tiny_model(tied), 1, ParamSharding{ranks, rank, zero});
-  ZeroEngine engine(shard.model.params(), *shard.backend, *group, /*bucket_bytes=*/2048);
+  ParamEngines engine(shard.model.params(), *shard.backend, [&](SyncGroup) -> Communicator& { return *group; },
+                      /*bucket_bytes=*/2048);
   shard.model.set_param_hooks(&engine);
   engine.begin_step(static_cast<int>(kPerRank));
   for (std::int64_t micro = 0; micro < kPerRank; ++micro) {
@@ -97,20 +98,21 @@ void check_stage(int zero, bool tied) {
   engine.finish_backward();
 
   // Each rank's chunk of every unit (stage 0: everything) against the reference.
-  const ParamSet& params = shard.model.params();
+  const ModelParams& params = shard.model.params();
+  const ParamStore& store = params.dense();
   std::vector<float> got, expected;
-  for (std::size_t u = 0; u < params.units().size(); ++u) {
-    const ParamUnit& unit = params.units()[u];
+  for (std::size_t u = 0; u < store.units().size(); ++u) {
+    const ParamUnit& unit = store.units()[u];
     const std::int64_t c = zero == 0 ? unit.length : unit.length / ranks;
     const std::int64_t begin = unit.begin + (zero == 0 ? 0 : rank * c);
-    const Tensor mine = zero == 0 ? params.unit_grads(static_cast<int>(u)) : params.grad_chunk(static_cast<int>(u));
+    const Tensor mine = zero == 0 ? store.unit_grads(static_cast<int>(u)) : store.grad_chunk(static_cast<int>(u));
     const std::vector<float> g = copy_of(mine);
     got.insert(got.end(), g.begin(), g.end());
     expected.insert(expected.end(), expected_grads.begin() + begin, expected_grads.begin() + begin + c);
   }
   EXPECT_LT(relative_error(got, expected), 1e-5) << "gradients on rank " << rank << " of " << ranks;
   EXPECT_NEAR(std::sqrt(grad_sum_of_squares(params, *shard.backend, world)),
-              std::sqrt(whole.backend->sum_of_squares(whole.model.params().all_grads())), 1e-5);
+              std::sqrt(whole.backend->sum_of_squares(whole.model.params().dense().all_grads())), 1e-5);
 
   engine.optimizer_step(adamw);
   got.clear();

@@ -45,7 +45,7 @@ struct Stage {
   std::unique_ptr<PlannedMemory> memory;
   Stage(const ModelSection& cfg, const ModelGeometry& geometry, const SlotPlan& slots)
       : model(cfg, kBatch, kSeq, Recompute::none, DType::f32, &geometry) {
-    parallelize(model.params(), model.geometry());
+    parallelize(model.params().registry(), model.geometry());
     model.plan(plan, {}, slots);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
     model.bind(*memory, *backend);
@@ -116,7 +116,7 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
   std::map<std::string, int> reference;
   for (std::size_t i = 0; i < whole.model.params().specs().size(); ++i)
     reference[whole.model.params().specs()[i].name] = static_cast<int>(i);
-  const ParamSet& held = stage.model.params();
+  const ModelParams& held = stage.model.params();
   for (std::size_t i = 0; i < held.specs().size(); ++i) {
     const std::string& name = held.specs()[i].name;
     EXPECT_LT(relative_error(held[static_cast<int>(i)].grad, whole.model.params()[reference.at(name)].grad), 1e-5)

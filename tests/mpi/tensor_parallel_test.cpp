@@ -145,7 +145,7 @@ struct Instance {
   std::unique_ptr<PlannedMemory> memory;
   Instance(const ModelSection& cfg, Recompute policy, const ModelGeometry& geometry, TensorParallel* tp)
       : model(cfg, 2, 12, policy, DType::f32, &geometry, tp) {
-    parallelize(model.params(), model.geometry());
+    parallelize(model.params().registry(), model.geometry());
     model.plan(plan);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
     model.bind(*memory, *backend);
@@ -178,7 +178,7 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
         EXPECT_NEAR(got, want, 1e-5 * std::abs(want));
 
         // Each parameter's box on this rank against the same box of the whole gradient.
-        const ParamSet& params = split.model.params();
+        const ModelParams& params = split.model.params();
         for (std::size_t i = 0; i < params.specs().size(); ++i) {
           const ParamSpec& s = params.specs()[i];
           const Tensor g = params[static_cast<int>(i)].grad, w = whole.model.params()[static_cast<int>(i)].grad;
@@ -197,7 +197,7 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
         }
         // The gradient norm counts every element once.
         const double norm = grad_sum_of_squares(params, *split.backend, everyone);
-        EXPECT_NEAR(norm, whole.backend->sum_of_squares(whole.model.params().all_grads()), 1e-5 * norm);
+        EXPECT_NEAR(norm, whole.backend->sum_of_squares(whole.model.params().dense().all_grads()), 1e-5 * norm);
       }
 }
 

@@ -70,14 +70,14 @@ TEST(MixedPrecision, TheModelComputesWithTheRoundedCopyOfTheMasterWeights) {
   PlannedMemory memory(p.plan, *backend);
   p.model.bind(memory, *backend);
   p.model.initialise(*backend, 7);
-  const ParamSet& params = p.model.params();
+  const ModelParams& params = p.model.params();
   for (std::size_t i = 0; i < params.specs().size(); ++i) {
     const ParamViews& v = params[static_cast<int>(i)];
     EXPECT_EQ(v.value.dtype, DType::bf16) << params.specs()[i].name;
     EXPECT_EQ(v.grad.dtype, DType::f32) << params.specs()[i].name;
   }
   // Each compute value is the master value rounded to bf16, after init and after a change.
-  const Tensor master = params.all_values();
+  const Tensor master = params.dense().all_values();
   const auto check_copy = [&] {
     const auto n = static_cast<std::size_t>(master.numel());
     std::vector<float> rounded(n), widened(n);
@@ -99,7 +99,7 @@ TEST(MixedPrecision, Fp32ComputesWithTheMasterWeightsThemselves) {
   auto backend = make_backend(Device::cpu, 1);
   PlannedMemory memory(p.plan, *backend);
   p.model.bind(memory, *backend);
-  EXPECT_EQ(p.model.params()[0].value.data, p.model.params().all_values().data);
+  EXPECT_EQ(p.model.params()[0].value.data, p.model.params().dense().all_values().data);
   for (const PlanEntry& e : p.plan.entries()) EXPECT_NE(e.name, "parameters.compute_copy");
 }
 

@@ -47,7 +47,7 @@ struct TinyRun {
   }
   double loss() { return model.forward(*backend, ids.data(), targets.data(), B, S); }
   void gradients() {
-    backend->fill(model.params().all_grads(), 0.0f);
+    backend->fill(model.params().dense().all_grads(), 0.0f);
     loss();
     model.backward(*backend, 1.0f);  // d(sum of losses)
   }
@@ -58,7 +58,7 @@ struct TinyRun {
 void check_all_gradients(bool tied) {
   TinyRun run(tied, Recompute::none);
   run.gradients();
-  const ParamSet& params = run.model.params();
+  const ModelParams& params = run.model.params();
   for (std::size_t i = 0; i < params.specs().size(); ++i) {
     const ParamViews& p = params[static_cast<int>(i)];
     const auto n = static_cast<std::size_t>(p.value.numel());
@@ -88,9 +88,9 @@ TEST(Model, RecomputePoliciesGiveIdenticalGradients) {
   none.gradients();
   selective.gradients();
   full.gradients();
-  const Tensor g0 = none.model.params().all_grads();
+  const Tensor g0 = none.model.params().dense().all_grads();
   for (TinyRun* other : {&selective, &full}) {
-    const Tensor g = other->model.params().all_grads();
+    const Tensor g = other->model.params().dense().all_grads();
     ASSERT_EQ(g.numel(), g0.numel());
     for (std::int64_t j = 0; j < g.numel(); ++j) ASSERT_EQ(g.f32()[j], g0.f32()[j]) << "element " << j;
   }

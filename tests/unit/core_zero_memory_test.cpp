@@ -35,12 +35,14 @@ TEST(ZeroMemory, PerRankBytesFollowThePlaybookFormulas) {
     for (int zero = 0; zero <= 3; ++zero) {
       SCOPED_TRACE(testing::Message() << "dp " << n << ", ZeRO stage " << zero);
       Planned p(ParamSharding{n, n - 1, zero});
-      const ParamSet& params = p.model.params();
+      const ParamStore& params = p.model.params().dense();
+      ASSERT_EQ(p.model.params().stores().size(), 1u);  // a dense model: one store
       const auto psi = static_cast<std::size_t>(params.flat_size());
+      const auto count = static_cast<std::size_t>(p.model.params().count());
       // Psi counts every parameter plus the alignment padding that lets units split evenly.
-      EXPECT_GE(psi, static_cast<std::size_t>(params.count()));
-      EXPECT_LT(psi - static_cast<std::size_t>(params.count()),
-                params.units().size() * 64 * static_cast<std::size_t>(n) + params.specs().size() * 64);
+      EXPECT_GE(psi, count);
+      EXPECT_LT(psi - count, params.units().size() * 64 * static_cast<std::size_t>(n) +
+                                 p.model.params().specs().size() * 64);
       const std::size_t sharded = psi / static_cast<std::size_t>(n);
       const bool split = n > 1;
       EXPECT_EQ(p.plan.bytes(MemCategory::parameters), 4 * (split && zero >= 3 ? sharded : psi));
@@ -49,8 +51,8 @@ TEST(ZeroMemory, PerRankBytesFollowThePlaybookFormulas) {
       // Communication buffers: stage 2 a few gradient buckets, stage 3 also gathered layers.
       const std::size_t unit_bytes = 4 * static_cast<std::size_t>(params.largest_unit());
       std::size_t comm = 0;
-      if (split && zero >= 2) comm += ParamSet::kGradSlots * unit_bytes;
-      if (split && zero >= 3) comm += ParamSet::kValueSlots * unit_bytes;
+      if (split && zero >= 2) comm += ParamStore::kGradSlots * unit_bytes;
+      if (split && zero >= 3) comm += ParamStore::kValueSlots * unit_bytes;
       EXPECT_GE(p.plan.bytes(MemCategory::communication), comm);
       EXPECT_LT(p.plan.bytes(MemCategory::communication), comm + 2 * MemoryPlan::kAlignment);
     }
@@ -84,7 +86,7 @@ TEST(ZeroShards, RanksOwnEveryElementOnce) {
 
 TEST(ZeroShards, HeldStateIsWholeUntilItsStageShardsIt) {
   Planned stage1(ParamSharding{2, 1, 1});
-  const ParamSet& p1 = stage1.model.params();
+  const ModelParams& p1 = stage1.model.params();
   std::int64_t values = 0, moments = 0;
   for (const ParamPiece& piece : p1.held(ParamState::value)) values += piece.end - piece.begin;
   for (const ParamPiece& piece : p1.held(ParamState::adam_m)) moments += piece.end - piece.begin;
