@@ -369,7 +369,7 @@ std::string describe(const char* op, DType act, std::int64_t batch, std::int64_t
 Geometry geometry(const char* op, DType act, std::int64_t batch, std::int64_t seq, int heads, int kv_heads,
                   int head_dim) {
   const std::string what = describe(op, act, batch, seq, heads, kv_heads, head_dim);
-  USTRAIN_ASSERT(act == DType::f32 || act == DType::bf16 || act == DType::f16, what + ": unsupported dtype");
+  USTRAIN_ASSERT(is_float_type(act), what + ": unsupported dtype");
   USTRAIN_ASSERT(batch >= 0 && seq >= 0, what + ": negative size");
   USTRAIN_ASSERT(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, what + ": H must be a multiple of Hkv");
   USTRAIN_ASSERT(head_dim >= 1 && head_dim <= kMaxHeadDim,
@@ -411,28 +411,21 @@ struct Kind {
   static constexpr int head_dim_bound = kDh;
 };
 
-// Calls f(Kind<T, kDh>{}) for the element type of `act` and the smallest bound kDh >= head_dim.
-template <class T, class F>
-void with_head_dim_bound(int head_dim, F&& f) {
-  if (head_dim <= 64)
-    f(Kind<T, 64>{});
-  else if (head_dim <= 128)
-    f(Kind<T, 128>{});
-  else
-    f(Kind<T, kMaxHeadDim>{});
-}
+// Calls f(Kind<T, kDh>{}) for the element type T of `act` and the smallest bound kDh >= head_dim.
 template <class F>
 void with_kind(DType act, int head_dim, F&& f) {
-  switch (act) {
-    case DType::f32:
-      return with_head_dim_bound<float>(head_dim, f);
-    case DType::bf16:
-      return with_head_dim_bound<__nv_bfloat16>(head_dim, f);
-    case DType::f16:
-      return with_head_dim_bound<__half>(head_dim, f);
-    default:
-      USTRAIN_ASSERT(false, std::string("attention_fallback: unsupported dtype ") + dtype_name(act));
-  }
+  with_float_type(
+      act,
+      [&](auto t) {
+        using T = decltype(t);
+        if (head_dim <= 64)
+          f(Kind<T, 64>{});
+        else if (head_dim <= 128)
+          f(Kind<T, 128>{});
+        else
+          f(Kind<T, kMaxHeadDim>{});
+      },
+      [act] { return std::string("attention_fallback: unsupported dtype ") + dtype_name(act); });
 }
 
 }  // namespace

@@ -207,12 +207,10 @@ __global__ void __launch_bounds__(kThreads)
     d[v] = from_float<T>(grad_at(v, to_float(z[v])));
 }
 
-bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // 16-byte loads need every row to start on a 16-byte boundary.
 template <class T>
 bool rows_vectorisable(std::int64_t vocab, const void* a, const void* b) {
-  return aligned_16(a) && aligned_16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
+  return aligned16(a) && aligned16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
 }
 
 std::string shape_text(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
@@ -269,12 +267,7 @@ void launch_backward(void* dlogits, const void* logits, const float* lse, const 
 // Calls launch(T{}) for the activation dtype.
 template <class Launch>
 void with_act(const char* op, DType act, std::int64_t rows, std::int64_t width, Launch&& launch) {
-  switch (act) {
-    case DType::f32: return launch(float{});
-    case DType::bf16: return launch(__nv_bfloat16{});
-    case DType::f16: return launch(__half{});
-    default: USTRAIN_ASSERT(false, shape_text(op, act, rows, width) + ": unsupported dtype");
-  }
+  with_float_type(act, launch, [&] { return shape_text(op, act, rows, width) + ": unsupported dtype"; });
 }
 
 }  // namespace
@@ -283,16 +276,9 @@ void cross_entropy_forward(float* losses, float* lse, const void* logits, const 
                            std::int64_t rows, std::int64_t vocab, DType act, cudaStream_t stream) {
   check_shape("cross_entropy_forward", act, rows, vocab);
   if (rows == 0) return;
-  switch (act) {
-    case DType::f32:
-      return launch_forward<float>(losses, lse, logits, targets, rows, vocab, stream);
-    case DType::bf16:
-      return launch_forward<__nv_bfloat16>(losses, lse, logits, targets, rows, vocab, stream);
-    case DType::f16:
-      return launch_forward<__half>(losses, lse, logits, targets, rows, vocab, stream);
-    default:
-      USTRAIN_ASSERT(false, shape_text("cross_entropy_forward", act, rows, vocab) + ": unsupported dtype");
-  }
+  with_act("cross_entropy_forward", act, rows, vocab, [&](auto tag) {
+    launch_forward<decltype(tag)>(losses, lse, logits, targets, rows, vocab, stream);
+  });
 }
 
 void cross_entropy_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
