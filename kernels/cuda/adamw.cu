@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -147,17 +148,12 @@ void adamw(const AdamWSegment* segments, int count, const AdamWHyper& h, DType c
                  "adamw: " + std::to_string(count) + " segments without a table");
   USTRAIN_ASSERT(h.step >= 1, "adamw: step is 1-based, got " + std::to_string(h.step));
   const Coefficients c = coefficients(h);
-  switch (compute_dtype) {
-    case DType::f32:
-      return update_all<float>(segments, count, c, stream);
-    case DType::bf16:
-      return update_all<__nv_bfloat16>(segments, count, c, stream);
-    case DType::f16:
-      return update_all<__half>(segments, count, c, stream);
-    default:
-      USTRAIN_ASSERT(false, std::string("adamw: unsupported compute dtype ") + dtype_name(compute_dtype) + " for " +
-                                std::to_string(count) + " segments");
-  }
+  with_float_type(
+      compute_dtype, [&](auto t) { update_all<decltype(t)>(segments, count, c, stream); },
+      [&] {
+        return std::string("adamw: unsupported compute dtype ") + dtype_name(compute_dtype) + " for " +
+               std::to_string(count) + " segments";
+      });
 }
 
 }  // namespace ustrain::cuda

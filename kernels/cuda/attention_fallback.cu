@@ -80,6 +80,60 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
+// A thread of a block over one (query tile, head) of batch row b: grid (query tiles, H, B),
+// the tiles with the most keys first. The thread owns query row i = i0 + r and lane `lane`.
+struct QueryTileThread {
+  std::int64_t i0, b, i;
+  int h, kv, r, lane;
+};
+__device__ __forceinline__ QueryTileThread query_tile_thread(const Geometry& g) {
+  QueryTileThread t;
+  t.i0 = std::int64_t{gridDim.x - 1 - blockIdx.x} * kTile;
+  t.h = static_cast<int>(blockIdx.y);
+  t.b = blockIdx.z;
+  t.kv = t.h / g.group;
+  t.r = static_cast<int>(threadIdx.x) / kLanesPerRow;
+  t.lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
+  t.i = t.i0 + t.r;
+  return t;
+}
+
+// k_tile, v_tile (kTile, ld) = key rows [j0, j0 + kTile) of kv head kv, from rows (S, W).
+// Waits until no thread reads the previous tiles, and returns when the new ones are complete.
+template <class T>
+__device__ __forceinline__ void load_key_tiles(float* k_tile, float* v_tile, const T* rows, std::int64_t j0, int kv,
+                                               const Geometry& g) {
+  __syncthreads();
+  load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g);
+  load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g);
+  __syncthreads();
+}
+
+// acc (this lane's columns of one row) += sum_c weights[c] * tile[c, :], over the kTile rows
+// of tile (kTile, ld); weights: that row of a score tile.
+template <int kAcc>
+__device__ __forceinline__ void add_weighted_rows(float (&acc)[kAcc], const float* weights, const float* tile,
+                                                  int lane, const Geometry& g) {
+  for (int c = 0; c < kTile; ++c) {
+    const float w = weights[c];
+#pragma unroll
+    for (int a = 0; a < kAcc; ++a) {
+      const int d = lane + a * kLanesPerRow;
+      if (d < g.head_dim) acc[a] += w * tile[c * g.ld + d];
+    }
+  }
+}
+
+// dst[d] = f(acc[a]) rounded to T, for this lane's columns d = lane + a * kLanesPerRow < head_dim.
+template <class T, int kAcc, class F>
+__device__ __forceinline__ void store_row(T* dst, const float (&acc)[kAcc], int lane, const Geometry& g, F f) {
+#pragma unroll
+  for (int a = 0; a < kAcc; ++a) {
+    const int d = lane + a * kLanesPerRow;
+    if (d < g.head_dim) dst[d] = from_float<T>(f(acc[a]));
+  }
+}
+
 // ---- forward ----
 
 // Grid (query tiles, H, B), the tiles with the most keys first. kDh >= head_dim.
@@ -92,23 +146,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(T* out, float* lse, c
   float* v_tile = k_tile + kTile * g.ld;  // (kTile, ld)
   float* p_tile = v_tile + kTile * g.ld;  // (kTile, kScoreLd)
 
-  const std::int64_t i0 = std::int64_t{gridDim.x - 1 - blockIdx.x} * kTile;
-  const int h = static_cast<int>(blockIdx.y);
-  const std::int64_t b = blockIdx.z;
-  const int kv = h / g.group;
-  const int r = static_cast<int>(threadIdx.x) / kLanesPerRow;
-  const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
-  const std::int64_t i = i0 + r;
+  const auto [i0, b, i, h, kv, r, lane] = query_tile_thread(g);
   const T* rows = qkv + b * g.seq * g.width;  // (S, W)
 
   load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g);
   float acc[kAcc] = {};  // (Dh) of row i: sum_j exp(s_ij - max) v_j
   float running_max = -INFINITY, running_sum = 0.0f;
   for (std::int64_t j0 = 0; j0 <= i0; j0 += kTile) {  // key tiles up to the diagonal one
-    __syncthreads();  // the previous key tile is no longer read
-    load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g);
-    load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g);
-    __syncthreads();
+    load_key_tiles(k_tile, v_tile, rows, j0, kv, g);
 
     float s[kColsPerLane] = {};
     for (int d = 0; d < g.head_dim; ++d) {
@@ -139,22 +184,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(T* out, float* lse, c
 
 #pragma unroll
     for (int a = 0; a < kAcc; ++a) acc[a] *= rescale;
-    for (int c = 0; c < kTile; ++c) {
-      const float p = p_tile[r * kScoreLd + c];
-#pragma unroll
-      for (int a = 0; a < kAcc; ++a) {
-        const int d = lane + a * kLanesPerRow;
-        if (d < g.head_dim) acc[a] += p * v_tile[c * g.ld + d];
-      }
-    }
+    add_weighted_rows(acc, p_tile + r * kScoreLd, v_tile, lane, g);
   }
   if (i >= g.seq) return;
   T* o = out + (b * g.seq + i) * g.out_width + std::int64_t{h} * g.head_dim;  // (Dh)
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
-    const int d = lane + a * kLanesPerRow;
-    if (d < g.head_dim) o[d] = from_float<T>(acc[a] / running_sum);
-  }
+  store_row(o, acc, lane, g, [running_sum](float x) { return x / running_sum; });
   if (lane == 0) lse[(b * g.heads + h) * g.seq + i] = running_max + logf(running_sum);
 }
 
@@ -198,13 +232,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(T* dqkv, const T* dout, co
   float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
   float* tile_delta = tile_lse + kTile;          // (kTile)
 
-  const std::int64_t i0 = std::int64_t{gridDim.x - 1 - blockIdx.x} * kTile;
-  const int h = static_cast<int>(blockIdx.y);
-  const std::int64_t b = blockIdx.z;
-  const int kv = h / g.group;
-  const int r = static_cast<int>(threadIdx.x) / kLanesPerRow;
-  const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
-  const std::int64_t i = i0 + r;
+  const auto [i0, b, i, h, kv, r, lane] = query_tile_thread(g);
   const T* rows = qkv + b * g.seq * g.width;  // (S, W)
   const std::int64_t bh = b * g.heads + h;
 
@@ -215,10 +243,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(T* dqkv, const T* dout, co
 
   float acc[kAcc] = {};
   for (std::int64_t j0 = 0; j0 <= i0; j0 += kTile) {
-    __syncthreads();  // the previous key tile is no longer read (and, first time, the loads above are done)
-    load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g);
-    load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g);
-    __syncthreads();
+    load_key_tiles(k_tile, v_tile, rows, j0, kv, g);  // the first time, also waits for the loads above
 
     float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
     for (int d = 0; d < g.head_dim; ++d) {
@@ -239,23 +264,12 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(T* dqkv, const T* dout, co
       ds_tile[r * kScoreLd + lane + c * kLanesPerRow] = p * (dp[c] - row_delta);
     }
     __syncthreads();  // ds_tile complete
-
-    for (int c = 0; c < kTile; ++c) {
-      const float ds = ds_tile[r * kScoreLd + c];
-#pragma unroll
-      for (int a = 0; a < kAcc; ++a) {
-        const int d = lane + a * kLanesPerRow;
-        if (d < g.head_dim) acc[a] += ds * k_tile[c * g.ld + d];
-      }
-    }
+    add_weighted_rows(acc, ds_tile + r * kScoreLd, k_tile, lane, g);
   }
   if (i >= g.seq) return;
   T* dq = dqkv + (b * g.seq + i) * g.width + std::int64_t{h} * g.head_dim;  // (Dh)
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
-    const int d = lane + a * kLanesPerRow;
-    if (d < g.head_dim) dq[d] = from_float<T>(g.scale * acc[a]);
-  }
+  const float scale = g.scale;
+  store_row(dq, acc, lane, g, [scale](float x) { return scale * x; });
 }
 
 // dk, dv rows of one (key tile, kv head), summed over the group's heads h in order and the
@@ -338,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(T* dqkv, const T* dout, c
   T* dk_row = dqkv + (b * g.seq + j) * g.width + g.k_offset(kv);  // (Dh)
   T* dv_row = dqkv + (b * g.seq + j) * g.width + g.v_offset(kv);  // (Dh)
 #pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
+  for (int a = 0; a < kAcc; ++a) {  // both rows in one loop (two store_row calls compile to more code)
     const int d = lane + a * kLanesPerRow;
     if (d < g.head_dim) {
       dk_row[d] = from_float<T>(g.scale * dk[a]);
@@ -369,7 +383,7 @@ std::string describe(const char* op, DType act, std::int64_t batch, std::int64_t
 Geometry geometry(const char* op, DType act, std::int64_t batch, std::int64_t seq, int heads, int kv_heads,
                   int head_dim) {
   const std::string what = describe(op, act, batch, seq, heads, kv_heads, head_dim);
-  USTRAIN_ASSERT(act == DType::f32 || act == DType::bf16 || act == DType::f16, what + ": unsupported dtype");
+  USTRAIN_ASSERT(is_float_type(act), what + ": unsupported dtype");
   USTRAIN_ASSERT(batch >= 0 && seq >= 0, what + ": negative size");
   USTRAIN_ASSERT(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, what + ": H must be a multiple of Hkv");
   USTRAIN_ASSERT(head_dim >= 1 && head_dim <= kMaxHeadDim,
@@ -411,28 +425,21 @@ struct Kind {
   static constexpr int head_dim_bound = kDh;
 };
 
-// Calls f(Kind<T, kDh>{}) for the element type of `act` and the smallest bound kDh >= head_dim.
-template <class T, class F>
-void with_head_dim_bound(int head_dim, F&& f) {
-  if (head_dim <= 64)
-    f(Kind<T, 64>{});
-  else if (head_dim <= 128)
-    f(Kind<T, 128>{});
-  else
-    f(Kind<T, kMaxHeadDim>{});
-}
+// Calls f(Kind<T, kDh>{}) for the element type T of `act` and the smallest bound kDh >= head_dim.
 template <class F>
 void with_kind(DType act, int head_dim, F&& f) {
-  switch (act) {
-    case DType::f32:
-      return with_head_dim_bound<float>(head_dim, f);
-    case DType::bf16:
-      return with_head_dim_bound<__nv_bfloat16>(head_dim, f);
-    case DType::f16:
-      return with_head_dim_bound<__half>(head_dim, f);
-    default:
-      USTRAIN_ASSERT(false, std::string("attention_fallback: unsupported dtype ") + dtype_name(act));
-  }
+  with_float_type(
+      act,
+      [&](auto t) {
+        using T = decltype(t);
+        if (head_dim <= 64)
+          f(Kind<T, 64>{});
+        else if (head_dim <= 128)
+          f(Kind<T, 128>{});
+        else
+          f(Kind<T, kMaxHeadDim>{});
+      },
+      [act] { return std::string("attention_fallback: unsupported dtype ") + dtype_name(act); });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cross_entropy.h"
@@ -70,6 +71,31 @@ __device__ SoftmaxStats block_merge(SoftmaxStats st) {
   return st;
 }
 
+// The stats of z[0, count), one row read by the whole block in kVec-element packs (kVec > 1
+// needs z 16-byte aligned) and a scalar tail. Valid in thread 0.
+template <class T, int kVec>
+__device__ __forceinline__ SoftmaxStats row_stats(const T* z, std::int64_t count) {
+  SoftmaxStats st{-INFINITY, 0.0f};
+  const std::int64_t packs = count / kVec;
+  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const Pack<T, kVec> pack = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
+    float x[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = to_float(pack.v[k]);
+    accumulate(st, x);
+  }
+  for (std::int64_t v = packs * kVec + threadIdx.x; v < count; v += kThreads) {
+    const float x[1] = {to_float(z[v])};
+    accumulate(st, x);
+  }
+  return block_merge(st);
+}
+
+// log sum exp of the stats, in double like the CPU op.
+__device__ __forceinline__ double lse_of(SoftmaxStats st) {
+  return static_cast<double>(st.max) + log(static_cast<double>(st.sum));
+}
+
 // Grid: one block per row. kVec > 1 needs every row 16-byte aligned (checked by the launcher).
 template <class T, int kVec>
 __global__ void __launch_bounds__(kThreads)
@@ -85,23 +111,10 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const T* z = logits + row * vocab;  // (V)
-  SoftmaxStats st{-INFINITY, 0.0f};
-  const std::int64_t packs = vocab / kVec;
-  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
-    const Pack<T, kVec> pack = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
-    float x[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = to_float(pack.v[k]);
-    accumulate(st, x);
-  }
-  for (std::int64_t v = packs * kVec + threadIdx.x; v < vocab; v += kThreads) {
-    const float x[1] = {to_float(z[v])};
-    accumulate(st, x);
-  }
-  st = block_merge(st);
+  const SoftmaxStats st = row_stats<T, kVec>(z, vocab);
   if (threadIdx.x == 0) {
     // Like the CPU op: lse in double, then loss = lse - logit[target].
-    const double row_lse = static_cast<double>(st.max) + log(static_cast<double>(st.sum));
+    const double row_lse = lse_of(st);
     lse[row] = static_cast<float>(row_lse);
     losses[row] = static_cast<float>(row_lse - static_cast<double>(to_float(z[target])));
   }
@@ -125,22 +138,9 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const T* z = logits + row * width;  // (Vs)
-  SoftmaxStats st{-INFINITY, 0.0f};
-  const std::int64_t packs = valid / kVec;
-  for (std::int64_t p = threadIdx.x; p < packs; p += kThreads) {
-    const Pack<T, kVec> pack = reinterpret_cast<const Pack<T, kVec>*>(z)[p];
-    float x[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = to_float(pack.v[k]);
-    accumulate(st, x);
-  }
-  for (std::int64_t v = packs * kVec + threadIdx.x; v < valid; v += kThreads) {
-    const float x[1] = {to_float(z[v])};
-    accumulate(st, x);
-  }
-  st = block_merge(st);
+  const SoftmaxStats st = row_stats<T, kVec>(z, valid);
   if (threadIdx.x == 0) {
-    lse[row] = static_cast<float>(static_cast<double>(st.max) + log(static_cast<double>(st.sum)));
+    lse[row] = static_cast<float>(lse_of(st));
     const std::int64_t local = static_cast<std::int64_t>(target) - begin;
     target_logit[row] = local >= 0 && local < valid ? to_float(z[local]) : 0.0f;
   }
@@ -207,12 +207,10 @@ __global__ void __launch_bounds__(kThreads)
     d[v] = from_float<T>(grad_at(v, to_float(z[v])));
 }
 
-bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // 16-byte loads need every row to start on a 16-byte boundary.
 template <class T>
 bool rows_vectorisable(std::int64_t vocab, const void* a, const void* b) {
-  return aligned_16(a) && aligned_16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
+  return aligned16(a) && aligned16(b) && (vocab * static_cast<std::int64_t>(sizeof(T))) % 16 == 0;
 }
 
 std::string shape_text(const char* op, DType act, std::int64_t rows, std::int64_t vocab) {
@@ -225,56 +223,53 @@ void check_shape(const char* op, DType act, std::int64_t rows, std::int64_t voca
   USTRAIN_ASSERT(rows <= 0x7fffffff, shape_text(op, act, rows, vocab) + ": more rows than one grid holds");
 }
 
+// Calls launch(std::integral_constant<int, kVec>{}) to launch a row kernel: kVec = 16 / sizeof(T)
+// (16-byte packs) when rows of `width` elements at a and b all start 16-byte aligned, else 1.
+template <class T, class Launch>
+void with_pack_width(std::int64_t width, const void* a, const void* b, Launch&& launch) {
+  if (rows_vectorisable<T>(width, a, b))
+    launch(std::integral_constant<int, 16 / sizeof(T)>{});
+  else
+    launch(std::integral_constant<int, 1>{});
+  USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
 template <class T>
 void launch_forward(float* losses, float* lse, const void* logits, const std::int32_t* targets, std::int64_t rows,
                     std::int64_t vocab, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
   const T* z = static_cast<const T*>(logits);
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (rows_vectorisable<T>(vocab, logits, logits))
-    forward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(losses, lse, z, targets, vocab);
-  else
-    forward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(losses, lse, z, targets, vocab);
-  USTRAIN_CUDA_CHECK_LAUNCH();
+  with_pack_width<T>(vocab, logits, logits, [&](auto pack) {
+    forward_kernel<T, decltype(pack)::value>
+        <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(losses, lse, z, targets, vocab);
+  });
 }
 
 template <class T>
 void launch_shard_stats(float* stats, const void* logits, const std::int32_t* targets, std::int64_t rows,
                         std::int64_t width, std::int64_t begin, std::int64_t valid, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
   const T* z = static_cast<const T*>(logits);
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (rows_vectorisable<T>(width, logits, logits))
-    shard_stats_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(stats, z, targets, rows, width, begin, valid);
-  else
-    shard_stats_kernel<T, 1><<<grid, kThreads, 0, stream>>>(stats, z, targets, rows, width, begin, valid);
-  USTRAIN_CUDA_CHECK_LAUNCH();
+  with_pack_width<T>(width, logits, logits, [&](auto pack) {
+    shard_stats_kernel<T, decltype(pack)::value>
+        <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(stats, z, targets, rows, width, begin, valid);
+  });
 }
 
 template <class T>
 void launch_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,
                      std::int64_t rows, std::int64_t width, std::int64_t begin, std::int64_t valid, bool sharded,
                      float dloss, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
   T* d = static_cast<T*>(dlogits);
   const T* z = static_cast<const T*>(logits);
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (rows_vectorisable<T>(width, dlogits, logits))
-    backward_kernel<T, kVec><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, width, begin, valid, sharded, dloss);
-  else
-    backward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(d, z, lse, targets, width, begin, valid, sharded, dloss);
-  USTRAIN_CUDA_CHECK_LAUNCH();
+  with_pack_width<T>(width, dlogits, logits, [&](auto pack) {
+    backward_kernel<T, decltype(pack)::value><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        d, z, lse, targets, width, begin, valid, sharded, dloss);
+  });
 }
 
 // Calls launch(T{}) for the activation dtype.
 template <class Launch>
 void with_act(const char* op, DType act, std::int64_t rows, std::int64_t width, Launch&& launch) {
-  switch (act) {
-    case DType::f32: return launch(float{});
-    case DType::bf16: return launch(__nv_bfloat16{});
-    case DType::f16: return launch(__half{});
-    default: USTRAIN_ASSERT(false, shape_text(op, act, rows, width) + ": unsupported dtype");
-  }
+  with_float_type(act, launch, [&] { return shape_text(op, act, rows, width) + ": unsupported dtype"; });
 }
 
 }  // namespace
@@ -283,16 +278,9 @@ void cross_entropy_forward(float* losses, float* lse, const void* logits, const 
                            std::int64_t rows, std::int64_t vocab, DType act, cudaStream_t stream) {
   check_shape("cross_entropy_forward", act, rows, vocab);
   if (rows == 0) return;
-  switch (act) {
-    case DType::f32:
-      return launch_forward<float>(losses, lse, logits, targets, rows, vocab, stream);
-    case DType::bf16:
-      return launch_forward<__nv_bfloat16>(losses, lse, logits, targets, rows, vocab, stream);
-    case DType::f16:
-      return launch_forward<__half>(losses, lse, logits, targets, rows, vocab, stream);
-    default:
-      USTRAIN_ASSERT(false, shape_text("cross_entropy_forward", act, rows, vocab) + ": unsupported dtype");
-  }
+  with_act("cross_entropy_forward", act, rows, vocab, [&](auto tag) {
+    launch_forward<decltype(tag)>(losses, lse, logits, targets, rows, vocab, stream);
+  });
 }
 
 void cross_entropy_backward(void* dlogits, const void* logits, const float* lse, const std::int32_t* targets,

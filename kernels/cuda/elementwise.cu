@@ -110,19 +110,6 @@ __global__ void fill_kernel(U* dst, U bits, std::int64_t n, bool packed) {
   for (std::int64_t i = tail + first_index(); i < n; i += stride) dst[i] = bits;
 }
 
-bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-// Calls launch(T{}) with the element type of a float dtype (checked by the caller).
-template <class Launch>
-void with_float_type(DType t, Launch&& launch) {
-  switch (t) {
-    case DType::f32: launch(float{}); return;
-    case DType::bf16: launch(__nv_bfloat16{}); return;
-    case DType::f16: launch(__half{}); return;
-    default: USTRAIN_ASSERT(false, std::string("not a float dtype: ") + dtype_name(t));
-  }
-}
-
 template <class Out, class In, class Op>
 void launch_map1(Out* out, const In* in, std::int64_t n, Op op, cudaStream_t stream) {
   constexpr int N = 16 / (sizeof(Out) > sizeof(In) ? sizeof(Out) : sizeof(In));

@@ -111,20 +111,6 @@ __global__ void embedding_scatter_kernel(float* dtable, const std::uint32_t* key
   }
 }
 
-bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-template <class Launch>
-void with_float_type(DType t, Launch&& launch) {
-  switch (t) {
-    case DType::f32: launch(float{}); return;
-    case DType::bf16: launch(__nv_bfloat16{}); return;
-    case DType::f16: launch(__half{}); return;
-    default: USTRAIN_ASSERT(false, std::string("not a float dtype: ") + dtype_name(t));
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 std::size_t round_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 std::string describe(const char* op, DType act, std::int64_t n, std::int64_t vocab, std::int64_t dim) {

@@ -111,16 +111,9 @@ void sum_of_squares(double* result_device, const void* const* tensors, const std
     return;
   }
   double* partial = static_cast<double*>(workspace);  // (kBlocks)
-  switch (dtype) {
-    case DType::f32:
-      return launch_all<float>(result_device, tensors, sizes, count, partial, stream);
-    case DType::bf16:
-      return launch_all<__nv_bfloat16>(result_device, tensors, sizes, count, partial, stream);
-    case DType::f16:
-      return launch_all<__half>(result_device, tensors, sizes, count, partial, stream);
-    default:
-      USTRAIN_ASSERT(false, op + ": unsupported dtype");
-  }
+  with_float_type(
+      dtype, [&](auto t) { launch_all<decltype(t)>(result_device, tensors, sizes, count, partial, stream); },
+      [&] { return op + ": unsupported dtype"; });
 }
 
 }  // namespace ustrain::cuda

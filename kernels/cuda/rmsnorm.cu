@@ -136,20 +136,6 @@ __global__ void rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T* wei
   }
 }
 
-bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-template <class Launch>
-void with_float_type(DType t, Launch&& launch) {
-  switch (t) {
-    case DType::f32: launch(float{}); return;
-    case DType::bf16: launch(__nv_bfloat16{}); return;
-    case DType::f16: launch(__half{}); return;
-    default: USTRAIN_ASSERT(false, std::string("not a float dtype: ") + dtype_name(t));
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 std::string shape_of(std::int64_t rows, std::int64_t dim) {
   return "(" + std::to_string(rows) + ", " + std::to_string(dim) + ")";
 }

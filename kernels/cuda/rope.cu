@@ -44,18 +44,6 @@ __global__ void rope_kernel(T* qkv, const float* cos, const float* sin, std::int
   }
 }
 
-bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-template <class Launch>
-void with_float_type(DType t, Launch&& launch) {
-  switch (t) {
-    case DType::f32: launch(float{}); return;
-    case DType::bf16: launch(__nv_bfloat16{}); return;
-    case DType::f16: launch(__half{}); return;
-    default: USTRAIN_ASSERT(false, std::string("not a float dtype: ") + dtype_name(t));
-  }
-}
-
 }  // namespace
 
 void rope_apply(void* qkv, const float* cos, const float* sin, std::int64_t batch, std::int64_t seq,

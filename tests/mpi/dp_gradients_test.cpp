@@ -14,39 +14,22 @@
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/param_engines.h"
 #include "tests/mpi/mpi_test_world.h"
+#include "tests/mpi/tiny_model.h"
 
 namespace ustrain {
 namespace {
 
+using mpi_test::TinyModel;
+
 constexpr std::int64_t kSeq = 6, kPerRank = 2;
+constexpr std::uint64_t kSeed = 99;  // the same on every rank: identical replicas
 
 ModelSection tiny_model(bool tied) {
-  ModelSection m;
-  m.vocab_size = 13;
-  m.d_model = 16;
-  m.n_layers = 2;
-  m.n_heads = 4;
-  m.n_kv_heads = 2;
-  m.ffn_hidden = 24;
+  ModelSection m = mpi_test::tiny_model_config(tied);
   m.max_seq_len = kSeq;
   m.init_std = 0.2;
-  m.tied_embeddings = tied;
   return m;
 }
-
-struct Replica {
-  std::unique_ptr<Backend> backend = make_backend(Device::cpu, 1);
-  LlamaModel model;
-  MemoryPlan plan;
-  std::unique_ptr<PlannedMemory> memory;
-  Replica(const ModelSection& cfg, std::int64_t batch, ParamSharding sharding)
-      : model(cfg, batch, kSeq, Recompute::none) {
-    model.plan(plan, sharding);
-    memory = std::make_unique<PlannedMemory>(plan, *backend);
-    model.bind(*memory, *backend);
-    model.initialise(*backend, 99);  // the same seed on every rank: identical replicas
-  }
-};
 
 std::vector<float> copy_of(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
 
@@ -75,7 +58,7 @@ void check_stage(int zero, bool tied) {
   const AdamWParams adamw{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
 
   // The reference: the whole batch on one rank, laid out like the shards (same padding).
-  Replica whole(tiny_model(tied), global, ParamSharding{ranks, rank, 0});
+  TinyModel whole(tiny_model(tied), global, kSeq, Recompute::none, {.sharding = ParamSharding{ranks, rank, 0}}, kSeed);
   whole.model.forward(*whole.backend, ids.data(), targets.data(), global, kSeq);
   whole.model.backward(*whole.backend, dloss);
   const std::vector<float> expected_grads = copy_of(whole.model.params().dense().all_grads());
@@ -85,7 +68,7 @@ void check_stage(int zero, bool tied) {
     whole.backend->adamw(s.value, s.grad, s.m, s.v, p);
   }
 
-  Replica shard(tiny_model(tied), 1, ParamSharding{ranks, rank, zero});
+  TinyModel shard(tiny_model(tied), 1, kSeq, Recompute::none, {.sharding = ParamSharding{ranks, rank, zero}}, kSeed);
   ParamEngines engine(shard.model.params(), *shard.backend, [&](SyncGroup) -> Communicator& { return *group; },
                       /*bucket_bytes=*/2048);
   shard.model.set_param_hooks(&engine);

@@ -10,48 +10,29 @@
 #include <vector>
 
 #include "core/distributed/gradient_sync.h"
-#include "core/distributed/parallelize.h"
 #include "core/distributed/pipeline_executor.h"
 #include "core/model/llama.h"
 #include "parallel/process_groups.h"
 #include "tests/mpi/mpi_test_world.h"
+#include "tests/mpi/tiny_model.h"
 #include "tests/unit/kernels_reference.h"
 
 namespace ustrain {
 namespace {
 
+using mpi_test::TinyModel;
 using mpi_test::world;
 
 constexpr std::int64_t kBatch = 2, kSeq = 6;
+constexpr std::uint64_t kSeed = 5;
 
 ModelSection model_config(bool tied) {
-  ModelSection m;
+  ModelSection m = mpi_test::tiny_model_config(tied);
   m.vocab_size = 11;
-  m.d_model = 16;
   m.n_layers = 8;
-  m.n_heads = 4;
-  m.n_kv_heads = 2;
-  m.ffn_hidden = 24;
   m.max_seq_len = kSeq;
-  m.init_std = 0.3;
-  m.tied_embeddings = tied;
   return m;
 }
-
-struct Stage {
-  std::unique_ptr<Backend> backend = make_backend(Device::cpu, 1);
-  LlamaModel model;
-  MemoryPlan plan;
-  std::unique_ptr<PlannedMemory> memory;
-  Stage(const ModelSection& cfg, const ModelGeometry& geometry, const SlotPlan& slots)
-      : model(cfg, kBatch, kSeq, Recompute::none, DType::f32, &geometry) {
-    parallelize(model.params().registry(), model.geometry());
-    model.plan(plan, {}, slots);
-    memory = std::make_unique<PlannedMemory>(plan, *backend);
-    model.bind(*memory, *backend);
-    model.initialise(*backend, 5);
-  }
-};
 
 double relative_error(const Tensor& got, const Tensor& want) {
   double diff = 0, norm = 0;
@@ -78,8 +59,7 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
   const float dloss = 1.0f / static_cast<float>(micro_batches * kBatch * kSeq);
 
   // One rank: the whole model, micro-batch after micro-batch.
-  const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
-  Stage whole(cfg, whole_geometry, {});
+  TinyModel whole(cfg, kBatch, kSeq, Recompute::none, {}, kSeed);
   double want = 0;
   for (int m = 0; m < micro_batches; ++m) {
     want += whole.model.forward(*whole.backend, tokens[static_cast<std::size_t>(m)].ids,
@@ -97,7 +77,7 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
   }
   slots.split_backward = program.split_backward;
   const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
-  Stage stage(cfg, geometry, slots);
+  TinyModel stage(cfg, kBatch, kSeq, Recompute::none, {.geometry = &geometry, .slots = slots}, kSeed);
   PipelineExecutor executor(stage.model, pp, program);
   const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, dloss);
   const double total = pp.sum(got.sum), total_tokens = pp.sum(got.tokens);
@@ -146,8 +126,7 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
     targets.push_back(test::random_ids(kBatch * kSeq, 11, 400 + static_cast<std::uint32_t>(m)));
   }
   for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)].data(), targets[static_cast<std::size_t>(m)].data()});
-  const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
-  Stage whole(cfg, whole_geometry, {});
+  TinyModel whole(cfg, kBatch, kSeq, Recompute::none, {}, kSeed);
   double want = 0;
   for (const MicroBatchTokens& t : tokens) want += whole.model.forward(*whole.backend, t.ids, t.targets, kBatch, kSeq);
   for (int chunks : {1, 2}) {
@@ -159,7 +138,7 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
       slots.receive_buffers.push_back(sim.peak_receive_buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
     }
     const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
-    Stage stage(cfg, geometry, slots);
+    TinyModel stage(cfg, kBatch, kSeq, Recompute::none, {.geometry = &geometry, .slots = slots}, kSeed);
     PipelineExecutor executor(stage.model, pp, program);
     const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, 0.0f);
     EXPECT_NEAR(pp.sum(got.sum), want, 1e-5 * want) << chunks << " chunk(s)";

@@ -9,16 +9,17 @@
 #include <vector>
 
 #include "core/distributed/gradient_sync.h"
-#include "core/distributed/parallelize.h"
 #include "core/model/llama.h"
 #include "parallel/process_groups.h"
 #include "parallel/tensor_parallel.h"
 #include "tests/mpi/mpi_test_world.h"
+#include "tests/mpi/tiny_model.h"
 #include "tests/unit/kernels_reference.h"
 
 namespace ustrain {
 namespace {
 
+using mpi_test::TinyModel;
 using mpi_test::world;
 
 // Every rank draws the same global inputs from the same seeds.
@@ -125,33 +126,16 @@ TEST(TensorParallelVocab, EmbeddingAndLossEqualTheUnshardedOps) {
 
 // A model every group size splits: 2p heads, p kv heads, an MLP of 8p, sequences of 12.
 ModelSection model_for(int p, bool tied) {
-  ModelSection m;
-  m.vocab_size = 13;
+  ModelSection m = mpi_test::tiny_model_config(tied);
   m.n_heads = 2 * p;
   m.n_kv_heads = p;
   m.d_model = 4 * m.n_heads;
-  m.n_layers = 2;
   m.ffn_hidden = 8 * p;
   m.max_seq_len = 12;
-  m.init_std = 0.3;
-  m.tied_embeddings = tied;
   return m;
 }
 
-struct Instance {
-  std::unique_ptr<Backend> backend = make_backend(Device::cpu, 1);
-  LlamaModel model;
-  MemoryPlan plan;
-  std::unique_ptr<PlannedMemory> memory;
-  Instance(const ModelSection& cfg, Recompute policy, const ModelGeometry& geometry, TensorParallel* tp)
-      : model(cfg, 2, 12, policy, DType::f32, &geometry, tp) {
-    parallelize(model.params().registry(), model.geometry());
-    model.plan(plan);
-    memory = std::make_unique<PlannedMemory>(plan, *backend);
-    model.bind(*memory, *backend);
-    model.initialise(*backend, 3);
-  }
-};
+constexpr std::uint64_t kSeed = 3;
 
 TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
   ProcessGroup tp_group("tp", world().everyone());
@@ -164,14 +148,13 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
       for (Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
         SCOPED_TRACE(std::string(sp ? "sp" : "no sp") + (tied ? ", tied" : "") + ", recompute " + recompute_name(policy));
         const ModelSection cfg = model_for(p, tied);
-        const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
-        Instance whole(cfg, policy, whole_geometry, nullptr);
+        TinyModel whole(cfg, B, S, policy, {}, kSeed);
         const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), B, S);
         whole.model.backward(*whole.backend, 1.0f / (B * S));
 
         const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp});
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
-        Instance split(cfg, policy, geometry, &tp);
+        TinyModel split(cfg, B, S, policy, {.geometry = &geometry, .tp = &tp}, kSeed);
         const double got = split.model.forward(*split.backend, ids.data(), targets.data(), B, S);
         split.model.backward(*split.backend, 1.0f / (B * S));
         sum_partial_grads(split.model.params(), tp_group);
