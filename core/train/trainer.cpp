@@ -240,17 +240,14 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   // parallel group read the same part.
   TrainingData data(recipe, layout.data_reader(), layout.data_readers());
   // The device and its memory next (a missing GPU or too little memory is reported before
-  // anything is written). Buckets of a few MiB: small enough that most of the reduction
-  // overlaps backward on the models a CPU trains, large enough that per-message latency does
-  // not dominate.
-  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+  // anything is written).
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   const MemoryShare memory = memory_share(device->device(), ts.host_memory, ts.launch.local_world_size);
   // log.trace_steps: declared before the run, whose operations in flight it may still record.
   StepTrace trace(recipe, layout.groups(), layout.mesh());
-  TrainingRank run(recipe, layout.groups(), std::move(device), kBucketBytes, memory);
+  TrainingRank run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory);
   trace.attach(run.model, run.engine, run.backend, run.train_executor);
   // Every rank checks the run directory before the leading rank locks and changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);

@@ -33,6 +33,11 @@ ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank);
 // shards over the ranks whose gradients add up: dp, times cp once it exists).
 ParamSharding sharding_of(const Recipe& r, int rank);
 
+// The size of the data-parallel gradient buckets training uses: a few MiB, small enough that
+// most of the reduction overlaps backward on the models a CPU trains, large enough that
+// per-message latency does not dominate.
+inline constexpr std::size_t kGradientBucketBytes = std::size_t{4} << 20;
+
 // Everything one rank needs to train: the recipe, this rank's geometry, tensor-parallel
 // layer kinds and pipeline programs, a model instance for its micro-batches holding this
 // rank's part of the state, the data-parallel engine that keeps the ranks' parts consistent,
