@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/recipe/recipe.h"
+#include "core/run/resource_usage.h"
 #include "core/run/run_schedule.h"
 #include "core/train/training_step.h"
 #include "kernels/record/recording_backend.h"
@@ -179,6 +180,24 @@ TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
   EXPECT_EQ(static_cast<double>(recorded[0].pp_bytes), real["pp_comm_bytes"].get<double>());
   EXPECT_EQ(static_cast<double>(recorded[0].dp_bytes), real["dp_comm_bytes"].get<double>());
   fs::remove_all(dir);
+}
+
+// A model whose training state alone would take over 100 GiB, on one rank: the step records
+// without the memory (the plan is only reserved) and still gives the formula's FLOPs.
+TEST(RecordedStepOfALargeModel, NeedsNoMemory) {
+  std::vector<std::string> overrides = short_step(1, 1, 1, 0);
+  for (const char* o : {"model.vocab_size=32000", "model.d_model=4096", "model.n_layers=32", "model.n_heads=32",
+                        "model.n_kv_heads=32", "model.ffn_hidden=11008", "model.max_seq_len=4096",
+                        "train.seq_len=4096", "train.micro_batch=1", "train.global_batch=2"})
+    overrides.push_back(o);
+  const Recipe recipe = quickstart(overrides);
+  const RecordedRank r = record_step(recipe, 0);
+  std::cout << fmt::format("plan {}, peak resident {}\n{}", format_bytes(r.planned), format_bytes(peak_resident_bytes()),
+                           r.ops.text());
+  EXPECT_GT(r.planned, std::size_t{100} << 30);
+  EXPECT_GE(r.reserved, r.planned);
+  EXPECT_LT(peak_resident_bytes(), std::size_t{1} << 30);
+  EXPECT_EQ(matmul_flops(r.ops), formula_flops(recipe));
 }
 
 INSTANTIATE_TEST_SUITE_P(Quickstart, RecordedStep,
