@@ -145,6 +145,10 @@ struct Layout {
   int tp, pp, dp, zero;
 };
 
+void PrintTo(const Layout& l, std::ostream* out) {
+  *out << fmt::format("tp {} pp {} dp {} zero {}", l.tp, l.pp, l.dp, l.zero);
+}
+
 class RecordedStep : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
