@@ -4,6 +4,7 @@
 // exactly and sends exactly what a real `mpiexec` run's communicators count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,12 +29,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
+struct Layout {
+  int tp = 1, pp = 1, dp = 1, zero = 0;
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;
+};
+
+void PrintTo(const Layout& l, std::ostream* out) {
+  *out << fmt::format("tp {} pp {} dp {} zero {} {} x{}", l.tp, l.pp, l.dp, l.zero, l.schedule, l.virtual_stages);
+}
+
 // A short step of the quickstart model: 4 sequences of 64 tokens, 2 micro-batches per
 // data-parallel rank at dp = 1.
-std::vector<std::string> short_step(int tp, int pp, int dp, int zero) {
-  return {"train.steps=1",        "train.micro_batch=2",  "train.global_batch=4",
-          "train.seq_len=64",     "train.eval_interval=0", fmt::format("parallel.tp={}", tp),
-          fmt::format("parallel.pp={}", pp), fmt::format("parallel.dp={}", dp), fmt::format("parallel.zero={}", zero)};
+std::vector<std::string> short_step(const Layout& l) {
+  return {"train.steps=1",
+          "train.micro_batch=2",
+          "train.global_batch=4",
+          "train.seq_len=64",
+          "train.eval_interval=0",
+          fmt::format("parallel.tp={}", l.tp),
+          fmt::format("parallel.pp={}", l.pp),
+          fmt::format("parallel.dp={}", l.dp),
+          fmt::format("parallel.zero={}", l.zero),
+          fmt::format("parallel.pp_schedule={}", l.schedule),
+          fmt::format("parallel.virtual_stages={}", l.virtual_stages)};
 }
 
 Recipe quickstart(const std::vector<std::string>& overrides) {
@@ -141,19 +160,11 @@ nlohmann::json real_step(const fs::path& dir, const fs::path& data, const std::v
   return {};
 }
 
-struct Layout {
-  int tp, pp, dp, zero;
-};
-
-void PrintTo(const Layout& l, std::ostream* out) {
-  *out << fmt::format("tp {} pp {} dp {} zero {}", l.tp, l.pp, l.dp, l.zero);
-}
-
 class RecordedStep : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
   const Layout layout = GetParam();
-  const std::vector<std::string> overrides = short_step(layout.tp, layout.pp, layout.dp, layout.zero);
+  const std::vector<std::string> overrides = short_step(layout);
   const Recipe recipe = quickstart(overrides);
   const int ranks = layout.tp * layout.pp * layout.dp;
 
@@ -189,7 +200,7 @@ TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
 // A model whose training state alone would take over 100 GiB, on one rank: the step records
 // without the memory (the plan is only reserved) and still gives the formula's FLOPs.
 TEST(RecordedStepOfALargeModel, NeedsNoMemory) {
-  std::vector<std::string> overrides = short_step(1, 1, 1, 0);
+  std::vector<std::string> overrides = short_step(Layout{});
   for (const char* o : {"model.vocab_size=32000", "model.d_model=4096", "model.n_layers=32", "model.n_heads=32",
                         "model.n_kv_heads=32", "model.ffn_hidden=11008", "model.max_seq_len=4096",
                         "train.seq_len=4096", "train.micro_batch=1", "train.global_batch=2"})
@@ -204,12 +215,19 @@ TEST(RecordedStepOfALargeModel, NeedsNoMemory) {
   EXPECT_EQ(matmul_flops(r.ops), formula_flops(recipe));
 }
 
+// The four layouts of tp and pp in {1, 2}, data parallelism with ZeRO-3, and the pipeline
+// schedules whose programs differ most from 1F1B (split backward, several chunks per rank).
 INSTANTIATE_TEST_SUITE_P(Quickstart, RecordedStep,
                          ::testing::Values(Layout{1, 1, 1, 0}, Layout{2, 1, 1, 0}, Layout{1, 2, 1, 0},
-                                           Layout{2, 2, 1, 0}, Layout{1, 1, 2, 3}),
+                                           Layout{2, 2, 1, 0}, Layout{1, 1, 2, 3},
+                                           Layout{1, 2, 1, 0, "zero-bubble", 1},
+                                           Layout{1, 2, 1, 0, "interleaved", 3}),
                          [](const auto& info) {
                            const Layout& l = info.param;
-                           return fmt::format("tp{}_pp{}_dp{}_zero{}", l.tp, l.pp, l.dp, l.zero);
+                           std::string schedule = l.schedule == "1f1b" ? "" : "_" + l.schedule;
+                           std::replace(schedule.begin(), schedule.end(), '-', '_');
+                           if (l.virtual_stages > 1) schedule += std::to_string(l.virtual_stages);
+                           return fmt::format("tp{}_pp{}_dp{}_zero{}{}", l.tp, l.pp, l.dp, l.zero, schedule);
                          });
 
 }  // namespace
