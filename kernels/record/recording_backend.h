@@ -19,7 +19,9 @@
 // Memory: allocate() reserves address space that is never committed or touched (PROT_NONE,
 // no swap reserved), so a plan of any size costs nothing, views into it work, and anything
 // that reads or writes it behind the backend's back faults at once. Host results come back
-// as nothing: copies to the host leave the host buffer as it was, sum_of_squares returns 0.
+// as nothing: copies to the host leave the host buffer as it was, sum_of_squares returns 0
+// (so a recorded training step never clips: it lacks the one `scale` pass over the gradients
+// that clipping adds to a real step whose gradient norm is above train.grad_clip).
 #pragma once
 
 #include <array>

@@ -68,13 +68,14 @@ struct RecordedRank {
   std::int64_t tp_bytes = 0, pp_bytes = 0, dp_bytes = 0;  // playbook bytes, as the metrics count them
 };
 
-RecordedRank record_step(const Recipe& recipe, int rank) {
+// `device`: the device the step believes it runs on (CUDA: device communicators for groups).
+RecordedRank record_step(const Recipe& recipe, int rank, Device device = Device::cpu) {
   const auto& p = recipe.parallel;
   const Mesh mesh(MeshShape{static_cast<int>(p.pp), static_cast<int>(p.dp), static_cast<int>(p.cp),
                             static_cast<int>(p.ep), static_cast<int>(p.tp)},
                   rank, static_cast<int>(p.pp * p.dp * p.cp * p.ep * p.tp));
-  const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh);
-  auto backend = std::make_unique<RecordingBackend>();
+  const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh, device);
+  auto backend = std::make_unique<RecordingBackend>(device);
   RecordingBackend& recorder = *backend;
   TrainingRank run(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{});
   recorder.clear();  // setting up is not the step
@@ -179,6 +180,13 @@ TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
     if (r.dp_leader) replica_flops += matmul_flops(r.ops);
     EXPECT_GE(r.reserved, r.planned) << "every planned byte is reserved";
   }
+  // A step that believes it runs on a GPU computes and sends the same.
+  const RecordedRank on_gpu = record_step(recipe, 0, Device::cuda);
+  EXPECT_EQ(matmul_flops(on_gpu.ops), matmul_flops(recorded[0].ops));
+  EXPECT_EQ(on_gpu.tp_bytes, recorded[0].tp_bytes);
+  EXPECT_EQ(on_gpu.pp_bytes, recorded[0].pp_bytes);
+  EXPECT_EQ(on_gpu.dp_bytes, recorded[0].dp_bytes);
+
   const std::int64_t want = formula_flops(recipe);
   std::cout << fmt::format("one replica: {} FLOPs, formula (with tp padding) {}\n", replica_flops, want);
   EXPECT_EQ(replica_flops, want);
