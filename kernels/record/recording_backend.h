@@ -22,6 +22,8 @@
 // as nothing: copies to the host leave the host buffer as it was, sum_of_squares returns 0
 // (so a recorded training step never clips: it lacks the one `scale` pass over the gradients
 // that clipping adds to a real step whose gradient norm is above train.grad_clip).
+// available_memory_bytes() is 0 (unknown), so the memory-fit checks let any plan through:
+// reserved_bytes() and peak_device_bytes() say what it would hold.
 #pragma once
 
 #include <array>
