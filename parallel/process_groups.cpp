@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <numeric>
 
 #ifdef USTRAIN_HAVE_NCCL
 #include "parallel/nccl_communicator.h"
@@ -37,11 +38,18 @@ void ProcessGroup::set_tracer(Tracer* tracer) {
   if (device_) device_->set_tracer(tracer);
 }
 
-ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
+ProcessGroups::ProcessGroups(World& world, const Mesh& mesh)
+    : ProcessGroups(mesh, [&world](const std::vector<int>& ranks, const std::string& label) {
+        return world.communicator(ranks, label);
+      }) {}
+
+ProcessGroups::ProcessGroups(const Mesh& mesh, const GroupFactory& communicator) {
   const auto make = [&](const char* label, std::initializer_list<MeshDim> dims) {
-    return std::make_unique<ProcessGroup>(label, world.communicator(mesh.group(dims), label));
+    return std::make_unique<ProcessGroup>(label, communicator(mesh.group(dims), label));
   };
-  world_ = std::make_unique<ProcessGroup>("world", world.everyone());
+  std::vector<int> all(static_cast<std::size_t>(mesh.world_size()));
+  std::iota(all.begin(), all.end(), 0);
+  world_ = std::make_unique<ProcessGroup>("world", communicator(all, "world"));
   tp_ = make("tp", {MeshDim::tp});
   pp_ = make("pp", {MeshDim::pp});
   dp_ = make("dp", {MeshDim::dp});
@@ -52,24 +60,29 @@ ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
   replica_ = make("replica", {MeshDim::pp, MeshDim::tp});
   const int last = mesh.shape().pp - 1, stage = mesh.coord(MeshDim::pp);
   if (last > 0 && (stage == 0 || stage == last))  // only the members create it
-    embedding_ = std::make_unique<ProcessGroup>(
-        "embedding", world.communicator(mesh.group_at(MeshDim::pp, {0, last}), "embedding"));
+    embedding_ = std::make_unique<ProcessGroup>("embedding",
+                                                communicator(mesh.group_at(MeshDim::pp, {0, last}), "embedding"));
 }
 
 void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions options) {
-  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(), embedding_.get()}) {
-    if (g == nullptr || g->size() == 1) continue;
 #ifdef USTRAIN_HAVE_NCCL
-    g->attach_device(std::make_unique<NcclCommunicator>(g->host(), g->label(), setup.cuda_device, options,
-                                                        setup.compute_stream));
+  attach_devices([&](ProcessGroup& g) {
+    return std::make_unique<NcclCommunicator>(g.host(), g.label(), setup.cuda_device, options, setup.compute_stream);
+  });
 #else
-    (void)setup;
-    (void)options;
+  (void)setup;
+  (void)options;
+  attach_devices([](ProcessGroup& g) -> std::unique_ptr<Communicator> {
     throw UserError(fmt::format("the {} group of several ranks needs NCCL for GPU tensors, and this build has none; "
                                 "install NCCL beside the CUDA toolkit and rebuild",
-                                g->label()));
+                                g.label()));
+  });
 #endif
-  }
+}
+
+void ProcessGroups::attach_devices(const DeviceGroupFactory& make) {
+  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(), embedding_.get()})
+    if (g != nullptr && g->size() > 1) g->attach_device(make(*g));
 }
 
 void ProcessGroups::set_tracer(Tracer* tracer) {

@@ -22,8 +22,10 @@
 // device communicator: nothing is ever exchanged over it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
@@ -66,16 +68,27 @@ struct DeviceCommSetup {
   CUstream_st* compute_stream = nullptr;
 };
 
+// Makes the host communicator of one group: its global ranks in group order (this rank
+// among them) and its label.
+using GroupFactory = std::function<std::unique_ptr<Communicator>(const std::vector<int>& ranks, const std::string& label)>;
+// Makes a group's device communicator from the group (its host communicator and label).
+using DeviceGroupFactory = std::function<std::unique_ptr<Communicator>(ProcessGroup& group)>;
+
 class ProcessGroups {
  public:
   // Collective over the world: every rank builds the same groups in the same order.
   ProcessGroups(World& world, const Mesh& mesh);
+  // The groups of `mesh`'s rank over the communicators `make` returns (World's above; the
+  // counting ones of parallel/counting_world.h), made in the same order.
+  ProcessGroups(const Mesh& mesh, const GroupFactory& make);
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   // Adds NCCL communicators to every group of several ranks that carries device tensors
   // (tp, pp, dp, cp, ep, gradients, embedding). Collective. UserError when this build has no NCCL.
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
+  // The same with the device communicators `make` returns, for the same groups.
+  void attach_devices(const DeviceGroupFactory& make);
   // Traces every group's operations into `tracer` (parallel/comm_trace.h); null stops.
   // Call it after attach_devices().
   void set_tracer(Tracer* tracer);

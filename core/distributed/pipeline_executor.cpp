@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ustrain {
 
@@ -107,6 +108,19 @@ void PipelineExecutor::post(Backend& be, std::size_t& i, std::int64_t batch, std
   }
 }
 
+void PipelineExecutor::add_kept_losses(Backend& be, int rows, std::int64_t tokens, PipelineLoss& loss) const {
+  if (rows == 0) return;
+  const Tensor kept = model_.kept_losses().slice(0, rows);  // (rows, max tokens)
+  const std::int64_t stride = kept.shape.last();
+  std::vector<float> host(static_cast<std::size_t>(kept.numel()));
+  be.copy(Tensor(host.data(), kept.shape), kept);
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;  // a micro-batch's tokens in order, then the micro-batches in order
+    for (std::int64_t i = 0; i < tokens; ++i) sum += host[static_cast<std::size_t>(r * stride + i)];
+    loss.sum += sum;
+  }
+}
+
 PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch,
                                    std::int64_t seq, float dloss, PhaseTimer* timer) {
   wait_seconds_ = 0;
@@ -166,6 +180,7 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
   };
 
   PipelineLoss loss;
+  std::int64_t kept = 0;  // rows of the model's kept losses written by this run's forwards
   const auto& actions = program_.ranks[static_cast<std::size_t>(rank_)];
   for (std::size_t i = 0; i < actions.size();) {
     const PipelineAction& a = actions[i];
@@ -188,14 +203,21 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
         const int slot = take_slot(a.chunk, a.micro);
         int buffer = -1;
         if (stage > 0) buffer = received(a.chunk, c.activation_in, a.micro);
-        trace_action();
-        const double sum = chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
-                                         buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor());
-        if (buffer >= 0) give_back(a.chunk, buffer);
+        Tensor losses;  // (B * S) on the last stage: the next kept row
         if (chunk.span().head) {
-          loss.sum += sum;
+          if (kept == model_.kept_losses().shape[0]) {
+            add_kept_losses(be, static_cast<int>(kept), batch * seq, loss);
+            kept = 0;
+          }
+          const Tensor row = model_.kept_losses().slice(kept, kept + 1);
+          losses = Tensor(row.data, Shape{batch * seq}, row.dtype, row.device);
+          ++kept;
           loss.tokens += static_cast<double>(batch * seq);
         }
+        trace_action();
+        chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
+                      buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), losses);
+        if (buffer >= 0) give_back(a.chunk, buffer);
         if (forward_only_) {
           --live[static_cast<std::size_t>(a.chunk)];
           done.emplace_back(a.chunk, a.micro);
@@ -231,6 +253,7 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
     ++i;
   }
   for (const auto& [chunk, m] : done) release_slot(chunk, m);
+  add_kept_losses(be, static_cast<int>(kept), batch * seq, loss);
   return loss;
 }
 

@@ -32,7 +32,10 @@ struct MicroBatchTokens {
 };
 
 // What a run computed on this rank: the sum of its token losses and the number of tokens
-// they cover (both 0 except on the last pipeline stage).
+// they cover (both 0 except on the last pipeline stage). The per-token losses stay on the
+// device (LlamaModel::kept_losses) until the run's end, which reads them at once and adds them
+// up in double in the order the tokens were computed (a forward-only run with more
+// micro-batches than the model keeps reads them whenever its rows are full).
 struct PipelineLoss {
   double sum = 0;
   double tokens = 0;
@@ -80,6 +83,8 @@ class PipelineExecutor {
   void release_slot(int chunk, int micro);
   int take_receive(int chunk);
   void post(Backend& be, std::size_t& i, std::int64_t batch, std::int64_t seq);
+  // Adds the kept losses of `rows` micro-batches of `tokens` each to `loss`, reading them once.
+  void add_kept_losses(Backend& be, int rows, std::int64_t tokens, PipelineLoss& loss) const;
   int tag_of(bool grad, int stage, int micro) const;
 
   LlamaModel& model_;

@@ -24,6 +24,7 @@ PipelinePlan plan_pipeline(const Recipe& r, int pp_rank) {
         std::max(p.train_simulation.peak_receive_buffers[rank][k], eval.peak_receive_buffers[rank][k]));
   }
   p.slots.split_backward = p.train.split_backward;
+  p.slots.kept_losses = accum;  // a training step reads its losses once
   return p;
 }
 

@@ -1,5 +1,6 @@
 #include "core/model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/model/rope_frequencies.h"
@@ -80,6 +81,9 @@ void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const Sl
     sp_gathered_ = plan.add("sequence_parallel.gathered", work, Shape{n, d}, c);
     sp_d_full_ = plan.add("sequence_parallel.grad_full", work, Shape{n, d}, c);
   }
+  kept_losses_ = -1;
+  if (std::any_of(geo_.chunks.begin(), geo_.chunks.end(), [](const ChunkSpan& c) { return c.head; }))
+    kept_losses_ = plan.add("losses", MemCategory::activations, Shape{std::max(1, slots.kept_losses), n});
   for (std::size_t k = 0; k < chunks_.size(); ++k) {
     const int chunk_slots = slots.slots.empty() ? 1 : slots.slots.at(k);
     const int receive = slots.receive_buffers.empty() ? 0 : slots.receive_buffers.at(k);
@@ -95,6 +99,7 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   const SharedScratch scratch{at(d_resid_), at(d_branch_), at(d_norm_), at(d_att_), at(d_qkv_),  at(d_gate_up_),
                               at(d_act_),   at(sp_gathered_), at(sp_d_full_), at(branch_)};
   for (auto& c : chunks_) c->bind(mem, scratch, rope);
+  kept_losses_view_ = at(kept_losses_);
 }
 
 double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int32_t* targets, std::int64_t B,
@@ -103,7 +108,14 @@ double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int3
                  "forward of the whole model on a rank that holds only part of it");
   USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= max_seq_, "batch larger than planned");
   USTRAIN_ASSERT(tp_->size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
-  return chunks_[0]->forward(be, 0, B, S, ids, targets, Tensor());
+  const std::int64_t n = B * S;
+  const Tensor losses(kept_losses_view_.data, Shape{n}, DType::f32, kept_losses_view_.device);  // (N)
+  chunks_[0]->forward(be, 0, B, S, ids, targets, Tensor(), losses);
+  std::vector<float> host(static_cast<std::size_t>(n));
+  be.copy(Tensor(host.data(), Shape{n}), losses);
+  double sum = 0;
+  for (float x : host) sum += x;
+  return sum;
 }
 
 void LlamaModel::backward(Backend& be, float dloss) {

@@ -32,6 +32,9 @@ struct SlotPlan {
   std::vector<int> slots;            // per chunk; empty: 1 each
   std::vector<int> receive_buffers;  // per chunk; empty: 0 each
   bool split_backward = false;
+  // Micro-batches whose per-token losses the last stage keeps on the device until they are
+  // read together (a training step's, so that a step reads its losses once).
+  int kept_losses = 1;
 };
 
 class LlamaModel {
@@ -69,6 +72,10 @@ class LlamaModel {
   // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
   // parallelism); valid until the next backward.
   Tensor logits() const;
+  // The per-token losses of kept micro-batches, (kept, max_batch * max_seq) fp32 on the device
+  // (the last stage only; empty elsewhere): a pipeline executor has micro-batch after
+  // micro-batch write a row and reads the rows together.
+  Tensor kept_losses() const { return kept_losses_view_; }
 
   // Told of every use of a unit of parameters (core/model/param_hooks.h), e.g. by a
   // data-parallel engine; null (the default) for none. Not owned.
@@ -101,6 +108,8 @@ class LlamaModel {
   int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;
   int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1, d_att_ = -1, d_qkv_ = -1, d_gate_up_ = -1, d_act_ = -1;
   int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
+  int kept_losses_ = -1;
+  Tensor kept_losses_view_;
 };
 
 }  // namespace ustrain

@@ -77,7 +77,6 @@ void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max
       s.final_rstd = plan.add(name(k, "final_norm.rstd"), act, Shape{r});
       s.final_out = plan.add(name(k, "final_norm.out"), act, Shape{n, d}, c);  // every row: the head needs all
       s.ce_lse = plan.add(name(k, "cross_entropy.lse"), act, Shape{n});
-      s.losses = plan.add(name(k, "losses"), act, Shape{n});
     }
   }
   receive_.clear();
@@ -166,8 +165,8 @@ Tensor ModelChunk::receive_buffer(int i, std::int64_t batch, std::int64_t seq) c
   return rows(receive_.at(static_cast<std::size_t>(i)), geo_.rows(batch * seq));
 }
 
-double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, const std::int32_t* ids,
-                           const std::int32_t* targets, Tensor input) {
+void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, const std::int32_t* ids,
+                         const std::int32_t* targets, Tensor input, Tensor losses) {
   USTRAIN_ASSERT(mem_ != nullptr, "chunk used before bind()");
   Slot& s = slots_.at(static_cast<std::size_t>(slot));
   s.batch = B;
@@ -191,7 +190,7 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
                         layer_views(s, span_.first_layer + static_cast<int>(l)), scratch, branch, rope_);
     release(blocks_[l]->unit());
   }
-  if (!span_.head) return 0;
+  if (!span_.head) return;
 
   const UnitId head_param_unit = params_.spec(p_.head).unit;
   const bool head_elsewhere = head_param_unit != UnitId::head();  // the embedding (tied), in its own unit
@@ -206,16 +205,10 @@ double ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S
   logits_of_ = rows(logits_, n);  // (N, Vs)
   be.linear_forward(logits_of_, final_full, params_[p_.head].value);
   logits_slot_ = slot;
-  const Tensor losses = rows(s.losses, n);
+  USTRAIN_ASSERT(losses.numel() == n && losses.dtype == DType::f32, "the losses of a micro-batch need (B * S) fp32");
   tp_.loss(be, losses, rows(s.ce_lse, n), logits_of_, targets_t, ce_parts_ >= 0 ? mem_->tensor(ce_parts_) : Tensor());
   if (head_elsewhere) release(head_param_unit);
   release(UnitId::head());
-
-  std::vector<float> host(static_cast<std::size_t>(n));
-  be.copy(Tensor(host.data(), Shape{n}), losses);
-  double sum = 0;
-  for (float x : host) sum += x;
-  return sum;
 }
 
 // The head: the cross-entropy gradient overwrites the logits in place (fused, no extra

@@ -6,7 +6,7 @@
 // A micro-batch's slot holds what its backward needs: the residual stream entering and
 // leaving each layer, the layers' activations as the recompute policy keeps them, its tokens,
 // the loss statistics and, when the schedule splits the backward, the gradients its weight
-// pass needs. Scratch (recomputed activations, gradient workspace, sequence-parallel buffers,
+// pass needs (the per-token losses go where the caller says). Scratch (recomputed activations, gradient workspace, sequence-parallel buffers,
 // the logits) is shared by all slots and chunks of the rank: the rank runs one action at a
 // time.
 //
@@ -68,9 +68,10 @@ class ModelChunk {
 
   // Forward of a micro-batch of (B, S) tokens into `slot`: `input` (R, D) is the residual
   // stream entering the chunk (empty on the first stage, which embeds `ids`); `targets` are
-  // read on the last stage. Returns the sum of the token losses on the last stage, else 0.
-  double forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
-                 const std::int32_t* targets, Tensor input);
+  // read on the last stage, which writes the per-token losses into `losses` (N, fp32, on the
+  // device: the caller reads them when it needs them).
+  void forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
+               const std::int32_t* targets, Tensor input, Tensor losses);
   // The backward of the slot's micro-batch: `grad` (R, D) is dL/d(output) (empty on the last
   // stage, which starts from the loss with dL/d(loss_i) = dloss). Leaves dL/d(input) in
   // input_grad(slot). With `weights` the weight gradients are computed too; otherwise they
@@ -93,7 +94,7 @@ class ModelChunk {
     std::vector<LayerHandles> layers;
     std::vector<DeferredHandles> deferred;  // split backward only
     int ids = -1, targets = -1;             // (N) first / last stage
-    int final_rstd = -1, final_out = -1, ce_lse = -1, losses = -1;  // last stage
+    int final_rstd = -1, final_out = -1, ce_lse = -1;  // last stage
     int input_grad = -1;                    // (R, D), not on the first stage
     std::int64_t batch = 0, seq = 0;        // of the micro-batch it holds
   };

@@ -37,7 +37,7 @@
 #include "core/run/signals.h"
 #include "core/trace/step_trace.h"
 #include "core/train/training_data.h"
-#include "core/distributed/param_engines.h"
+#include "core/train/training_step.h"
 #include "kernels/cpu/host_memory.h"
 
 namespace ustrain {
@@ -49,81 +49,6 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-// The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
-// recipe's layout.
-ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
-  const auto& p = r.parallel;
-  return ModelGeometry::of(r.model, ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                               static_cast<int>(p.virtual_stages)});
-}
-
-// How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
-// shards over the ranks whose gradients add up: dp, times cp once it exists).
-ParamSharding sharding_of(const Recipe& r, int rank) {
-  return ParamSharding{static_cast<int>(r.parallel.dp * r.parallel.cp), rank, static_cast<int>(r.parallel.zero)};
-}
-
-// Everything one process needs to train: the recipe, this rank's geometry, tensor-parallel
-// layer kinds and pipeline programs, a model instance for its micro-batches holding this
-// rank's part of the state, the data-parallel engine that keeps the ranks' parts consistent,
-// and the executors that run the programs.
-struct Run {
-  const Recipe& recipe;
-  ProcessGroups& groups;
-  ModelGeometry geometry;
-  TensorParallel tp;
-  PipelinePlan pipeline;
-  ModelInstance instance;
-  LlamaModel& model;
-  Backend& backend;
-  ParamEngines engine;
-  LossScaler scaler;
-  PipelineExecutor train_executor, eval_executor;
-  NonfiniteSteps bad_steps;
-  Run(const Recipe& r, ProcessLayout& layout, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-      MemoryShare memory)
-      : recipe(r),
-        groups(layout.groups()),
-        geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
-        tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
-        pipeline(plan_pipeline(r, groups.pp().rank())),
-        instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
-                 std::move(be)),
-        model(instance.model),
-        backend(*instance.backend),
-        engine(model.params(), backend, [&](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
-               r.parallel.overlap_comm),
-        scaler(r.train.precision == "fp16"),
-        train_executor(model, groups.pp(), pipeline.train),
-        eval_executor(model, groups.pp(), pipeline.eval),
-        bad_steps(r.train.max_bad_steps) {
-    model.set_param_hooks(&engine);
-  }
-  Run(const Run&) = delete;
-  Run& operator=(const Run&) = delete;
-  // The ranks over which a sync group's gradients add up and its store is sharded.
-  Communicator& sync_comm(SyncGroup g) {
-    USTRAIN_ASSERT(g == SyncGroup::dense, std::string("no process group for ") + sync_group_name(g) + " parameters");
-    return groups.gradients().for_tensors(backend.device());
-  }
-  // Communicators whose traffic the metrics report.
-  Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
-  Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
-  Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
-};
-
-struct StepResult {
-  double loss, grad_norm, lr;
-  bool applied = true;     // false: skipped (fp16 gradients overflowed, or a bad step)
-  bool nonfinite = false;  // a bad step: the loss or gradient norm is not finite (core/train/nonfinite_steps.h)
-};
-
-// One optimizer step: accumulate gradients over the micro-batches, clip, AdamW.
-// In fp16 the loss gradient is scaled up for backward and the gradients scaled back down,
-// together with clipping, in one pass (core/train/loss_scaler.h).
-// With data parallelism, each rank accumulates its share of the global batch and the ZeRO
-// engine reduces the gradients over the group while backward runs (core/distributed/zero_engine.h).
 // Micro-batches and the views the executor reads.
 struct MicroBatches {
   std::vector<MicroBatch> batches;
@@ -136,69 +61,23 @@ struct MicroBatches {
   }
 };
 
-StepResult take_step(Run& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
+// One optimizer step (core/train/training_step.h) on this rank's share of the next global batch.
+StepResult take_step(TrainingRank& run, TrainingData& data, const LrScheduleConfig& schedule, std::int64_t step,
                      PhaseTimer& timer, Tracer* trace) {
   const TraceScope step_span(trace, 0, "step", [&] { return fmt::format("step {}", step); });
-  const Recipe& recipe = run.recipe;
-  const auto& t = recipe.train;
-  Backend& be = run.backend;
-  ParamEngines& engine = run.engine;
-  const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
-  const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
+  const auto micro_batches = static_cast<std::size_t>(run.recipe.grad_accum_steps());
   MicroBatches micro(micro_batches);
   {
     const TraceScope span(trace, 0, "data", "data", {{"micro_batches", static_cast<std::int64_t>(micro_batches)}});
     for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_train());
   }
   timer.mark(Phase::data);
-  engine.begin_step(static_cast<int>(micro_batches));
-  const double loss_scale = run.scaler.scale();
-  // The pipeline schedule runs every forward and backward of the step (one stage at pp = 1).
-  const PipelineLoss local = run.train_executor.run(be, micro.tokens, t.micro_batch, t.seq_len,
-                                                    static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
-                                                    &timer);
-  std::optional<TraceScope> sync_span(std::in_place, trace, 0, "gradient sync", "gradient sync");
-  engine.finish_backward();
-  sum_partial_grads(run.model.params(), run.groups.tp());
-  if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
-  // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
-  // (The test hook poisons this rank's share.)
-  const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));
-  sync_span.reset();
-  timer.mark(Phase::backward);
-  const TraceScope optimizer_span(trace, 0, "optimizer", "optimizer");
-  StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
-  const double scaled_sum_of_squares = grad_sum_of_squares(run.model.params(), be, run.groups.world());
-  if (NonfiniteSteps::bad(r.loss, scaled_sum_of_squares, run.scaler.enabled())) {
-    r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
-    r.applied = false;
-    r.nonfinite = true;
-    timer.mark(Phase::optimizer);
-    return r;
-  }
-  if (!run.scaler.update(std::isfinite(scaled_sum_of_squares), step)) {
-    spdlog::warn("step {}: fp16 gradients overflowed at loss scale {}; skipped the update, the scale is now {}", step,
-                 loss_scale, run.scaler.scale());
-    r.grad_norm = std::nan("");
-    r.applied = false;
-    timer.mark(Phase::optimizer);
-    return r;
-  }
-  r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
-  double factor = 1.0 / loss_scale;
-  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) factor *= t.grad_clip / (r.grad_norm + 1e-6);
-  if (factor != 1.0) engine.scale_grads(static_cast<float>(factor));
-  engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
-                                    static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
-                                    static_cast<float>(recipe.optim.weight_decay), step});
-  be.synchronize();
-  timer.mark(Phase::optimizer);
-  return r;
+  return train_step(run, micro.tokens, schedule, step, timer, trace);
 }
 
 // The validation loss (core/tools/eval.h): this rank's share of train.eval_batches global batches,
 // forward only through the pipeline, the sums of the losses and their tokens over the loss group.
-double validation_pass(Run& run, TrainingData& data) {
+double validation_pass(TrainingRank& run, TrainingData& data) {
   const auto& t = run.recipe.train;
   const auto micro_batches = static_cast<std::size_t>(run.pipeline.eval.shape.micro_batches);
   data.reset_validation();
@@ -360,17 +239,14 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   // parallel group read the same part.
   TrainingData data(recipe, layout.data_reader(), layout.data_readers());
   // The device and its memory next (a missing GPU or too little memory is reported before
-  // anything is written). Buckets of a few MiB: small enough that most of the reduction
-  // overlaps backward on the models a CPU trains, large enough that per-message latency does
-  // not dominate.
-  constexpr std::size_t kBucketBytes = std::size_t{4} << 20;
+  // anything is written).
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
   if (device->device() == Device::cuda)
     layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
   const MemoryShare memory = memory_share(device->device(), ts.host_memory, ts.launch.local_world_size);
   // log.trace_steps: declared before the run, whose operations in flight it may still record.
   StepTrace trace(recipe, layout.groups(), layout.mesh());
-  Run run(recipe, layout, std::move(device), kBucketBytes, memory);
+  TrainingRank run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory);
   trace.attach(run.model, run.engine, run.backend, run.train_executor);
   // Every rank checks the run directory before the leading rank locks and changes it.
   prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);

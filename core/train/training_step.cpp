@@ -1,0 +1,100 @@
+#include "core/train/training_step.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <optional>
+
+#include "core/distributed/gradient_sync.h"
+
+namespace ustrain {
+
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
+  const auto& p = r.parallel;
+  return ModelGeometry::of(r.model, ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
+                                               static_cast<int>(p.virtual_stages)});
+}
+
+ParamSharding sharding_of(const Recipe& r, int rank) {
+  return ParamSharding{static_cast<int>(r.parallel.dp * r.parallel.cp), rank, static_cast<int>(r.parallel.zero)};
+}
+
+TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
+                           MemoryShare memory)
+    : recipe(r),
+      groups(g),
+      geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
+      tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
+      pipeline(plan_pipeline(r, groups.pp().rank())),
+      instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
+               ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
+               std::move(be)),
+      model(instance.model),
+      backend(*instance.backend),
+      engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
+             r.parallel.overlap_comm),
+      scaler(r.train.precision == "fp16"),
+      train_executor(model, groups.pp(), pipeline.train),
+      eval_executor(model, groups.pp(), pipeline.eval),
+      bad_steps(r.train.max_bad_steps) {
+  model.set_param_hooks(&engine);
+}
+
+Communicator& TrainingRank::sync_comm(SyncGroup g) {
+  USTRAIN_ASSERT(g == SyncGroup::dense, std::string("no process group for ") + sync_group_name(g) + " parameters");
+  return groups.gradients().for_tensors(backend.device());
+}
+
+StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro, const LrScheduleConfig& schedule,
+                      std::int64_t step, PhaseTimer& timer, Tracer* trace) {
+  const Recipe& recipe = run.recipe;
+  const auto& t = recipe.train;
+  Backend& be = run.backend;
+  ParamEngines& engine = run.engine;
+  const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
+  engine.begin_step(static_cast<int>(micro.size()));
+  const double loss_scale = run.scaler.scale();
+  // The pipeline schedule runs every forward and backward of the step (one stage at pp = 1).
+  const PipelineLoss local = run.train_executor.run(be, micro, t.micro_batch, t.seq_len,
+                                                    static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
+                                                    &timer);
+  std::optional<TraceScope> sync_span(std::in_place, trace, 0, "gradient sync", "gradient sync");
+  engine.finish_backward();
+  sum_partial_grads(run.model.params(), run.groups.tp());
+  if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
+  // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
+  // (The test hook poisons this rank's share.)
+  const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));
+  sync_span.reset();
+  timer.mark(Phase::backward);
+  const TraceScope optimizer_span(trace, 0, "optimizer", "optimizer");
+  StepResult r{loss_sum / static_cast<double>(tokens_per_step), 0.0, lr_at(schedule, step)};
+  const double scaled_sum_of_squares = grad_sum_of_squares(run.model.params(), be, run.groups.world());
+  if (NonfiniteSteps::bad(r.loss, scaled_sum_of_squares, run.scaler.enabled())) {
+    r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
+    r.applied = false;
+    r.nonfinite = true;
+    timer.mark(Phase::optimizer);
+    return r;
+  }
+  if (!run.scaler.update(std::isfinite(scaled_sum_of_squares), step)) {
+    spdlog::warn("step {}: fp16 gradients overflowed at loss scale {}; skipped the update, the scale is now {}", step,
+                 loss_scale, run.scaler.scale());
+    r.grad_norm = std::nan("");
+    r.applied = false;
+    timer.mark(Phase::optimizer);
+    return r;
+  }
+  r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
+  double factor = 1.0 / loss_scale;
+  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) factor *= t.grad_clip / (r.grad_norm + 1e-6);
+  if (factor != 1.0) engine.scale_grads(static_cast<float>(factor));
+  engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
+                                    static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
+                                    static_cast<float>(recipe.optim.weight_decay), step});
+  be.synchronize();
+  timer.mark(Phase::optimizer);
+  return r;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,87 @@
+// One rank's training state and its training step, over any backend and any process groups:
+// the trainer runs it on the recipe's backend over the launch's groups; a planner can run the
+// step of any rank of any layout on the recording backend (kernels/record/recording_backend.h)
+// over counting groups (parallel/counting_world.h), to learn what it computes and sends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/distributed/pipeline_executor.h"
+#include "core/distributed/pipeline_plan.h"
+#include "core/distributed/param_engines.h"
+#include "core/memory/memory_fit.h"
+#include "core/model/geometry.h"
+#include "core/recipe/recipe.h"
+#include "core/train/loss_scaler.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/model_instance.h"
+#include "core/train/nonfinite_steps.h"
+#include "core/train/phase_timer.h"
+#include "parallel/process_groups.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/trace.h"
+
+namespace ustrain {
+
+// The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
+// recipe's layout.
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank);
+
+// How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
+// shards over the ranks whose gradients add up: dp, times cp once it exists).
+ParamSharding sharding_of(const Recipe& r, int rank);
+
+// The size of the data-parallel gradient buckets training uses: a few MiB, small enough that
+// most of the reduction overlaps backward on the models a CPU trains, large enough that
+// per-message latency does not dominate.
+inline constexpr std::size_t kGradientBucketBytes = std::size_t{4} << 20;
+
+// Everything one rank needs to train: the recipe, this rank's geometry, tensor-parallel
+// layer kinds and pipeline programs, a model instance for its micro-batches holding this
+// rank's part of the state, the data-parallel engine that keeps the ranks' parts consistent,
+// and the executors that run the programs. `groups` is this rank's (its ranks decide the part).
+struct TrainingRank {
+  const Recipe& recipe;
+  ProcessGroups& groups;
+  ModelGeometry geometry;
+  TensorParallel tp;
+  PipelinePlan pipeline;
+  ModelInstance instance;
+  LlamaModel& model;
+  Backend& backend;
+  ParamEngines engine;
+  LossScaler scaler;
+  PipelineExecutor train_executor, eval_executor;
+  NonfiniteSteps bad_steps;
+
+  TrainingRank(const Recipe& r, ProcessGroups& groups, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
+               MemoryShare memory);
+  TrainingRank(const TrainingRank&) = delete;
+  TrainingRank& operator=(const TrainingRank&) = delete;
+  // The ranks over which a sync group's gradients add up and its store is sharded.
+  Communicator& sync_comm(SyncGroup g);
+  // Communicators whose traffic the metrics report.
+  Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
+  Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
+  Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
+};
+
+struct StepResult {
+  double loss, grad_norm, lr;
+  bool applied = true;     // false: skipped (fp16 gradients overflowed, or a bad step)
+  bool nonfinite = false;  // a bad step: the loss or gradient norm is not finite (core/train/nonfinite_steps.h)
+};
+
+// One optimizer step over this rank's micro-batches (train.grad_accum_steps() of them, each
+// (micro_batch, seq_len) tokens on the host): accumulate gradients over the micro-batches,
+// clip, AdamW. In fp16 the loss gradient is scaled up for backward and the gradients scaled
+// back down, together with clipping, in one pass (core/train/loss_scaler.h). With data
+// parallelism the ZeRO engine reduces the gradients over the group while backward runs
+// (core/distributed/param_engines.h: one ZeRO engine per store of parameters). Forward and backward time goes to `timer`'s phases, the
+// gradient sync to backward, the update to optimizer.
+StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro, const LrScheduleConfig& schedule,
+                      std::int64_t step, PhaseTimer& timer, Tracer* trace);
+
+}  // namespace ustrain

@@ -1,0 +1,248 @@
+#include "kernels/record/recording_backend.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ustrain {
+
+const char* op_class_name(OpClass c) {
+  static constexpr const char* kNames[kOpClasses] = {"gemm", "attention", "elementwise", "optimizer", "copy"};
+  return kNames[static_cast<int>(c)];
+}
+
+OpTotals& OpTotals::operator+=(const OpTotals& o) {
+  calls += o.calls;
+  flops += o.flops;
+  bytes += o.bytes;
+  return *this;
+}
+
+OpTotals RecordSummary::total() const {
+  OpTotals t;
+  for (const OpTotals& c : by_class) t += c;
+  return t;
+}
+
+std::string RecordSummary::text() const {
+  std::string s = fmt::format("{:<12} {:>9} {:>16} {:>12}\n", "op class", "calls", "FLOPs", "bytes");
+  const auto line = [&s](const char* name, const OpTotals& t) {
+    s += fmt::format("{:<12} {:>9} {:>16} {:>12}\n", name, t.calls, t.flops,
+                     format_bytes(static_cast<std::size_t>(t.bytes)));
+  };
+  for (int c = 0; c < kOpClasses; ++c) line(op_class_name(static_cast<OpClass>(c)), by_class[static_cast<std::size_t>(c)]);
+  line("total", total());
+  return s;
+}
+
+namespace {
+
+std::int64_t bytes_of(const Tensor& t) { return static_cast<std::int64_t>(t.bytes()); }
+
+// Sums the bytes of several tensors.
+std::int64_t bytes_of(std::initializer_list<const Tensor*> ts) {
+  std::int64_t n = 0;
+  for (const Tensor* t : ts) n += bytes_of(*t);
+  return n;
+}
+
+// 2 m n k for out (m, n) = a (m, k) b (k, n), whatever the order of the arguments.
+std::int64_t gemm_flops(std::int64_t m, std::int64_t n, std::int64_t k) { return 2 * m * n * k; }
+
+// qkv (B, S, (H + 2 Hkv) Dh): B H S^2 Dh, the multiply-adds of one causal product counted as
+// 2 FLOPs each and halved by the mask.
+std::int64_t causal_product_flops(const Tensor& qkv, int n_heads, int n_kv_heads) {
+  const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
+  const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
+  return B * n_heads * S * S * head_dim;
+}
+
+}  // namespace
+
+RecordingBackend::~RecordingBackend() {
+  for (const auto& [p, bytes] : reservations_) munmap(p, bytes);
+}
+
+std::string RecordingBackend::name() const { return fmt::format("recording backend (as {})", device_name(device_)); }
+
+void* RecordingBackend::allocate(std::size_t bytes) {
+  const std::size_t length = bytes == 0 ? 1 : bytes;
+  void* p = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw UserError(fmt::format("the recording backend cannot reserve {} of address space: {}", format_bytes(bytes),
+                                std::strerror(errno)));
+  reservations_[p] = length;
+  reserved_ += length;
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return p;
+}
+
+void RecordingBackend::release(void* p) {
+  const auto it = reservations_.find(p);
+  USTRAIN_ASSERT(it != reservations_.end(), "release of memory the recording backend did not reserve");
+  munmap(it->first, it->second);
+  reserved_ -= it->second;
+  reservations_.erase(it);
+}
+
+void RecordingBackend::record(const char* name, OpClass c, std::initializer_list<const Tensor*> tensors,
+                              std::int64_t flops, std::int64_t bytes) {
+  RecordedOp op{name, c, {}, tensors.size() > 0 ? (*tensors.begin())->dtype : DType::f32, flops, bytes};
+  op.shapes.reserve(tensors.size());
+  for (const Tensor* t : tensors) op.shapes.push_back(t->shape);
+  ops_.push_back(std::move(op));
+}
+
+RecordSummary RecordingBackend::summary() const {
+  RecordSummary s;
+  for (const RecordedOp& op : ops_) s.by_class[static_cast<std::size_t>(op.op_class)] += OpTotals{1, op.flops, op.bytes};
+  return s;
+}
+
+void RecordingBackend::copy(Tensor dst, const Tensor& src) {
+  USTRAIN_ASSERT(dst.numel() == src.numel() && dst.dtype == src.dtype, "copy: shapes or dtypes differ");
+  record("copy", OpClass::copy, {&dst, &src}, 0, bytes_of({&dst, &src}));
+}
+
+void RecordingBackend::fill(Tensor dst, float) { record("fill", OpClass::copy, {&dst}, 0, bytes_of(dst)); }
+
+void RecordingBackend::convert(Tensor dst, const Tensor& src) {
+  USTRAIN_ASSERT(dst.numel() == src.numel(), "convert: element counts differ");
+  record("convert", OpClass::copy, {&dst, &src}, 0, bytes_of({&dst, &src}));
+}
+
+// ---- embedding: the N rows looked up (or scattered into) and the ids ----
+void RecordingBackend::embedding_forward(Tensor out, Tensor ids, Tensor table) {
+  record("embedding_forward", OpClass::elementwise, {&out, &ids, &table}, 0, 2 * bytes_of(out) + bytes_of(ids));
+}
+
+void RecordingBackend::embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
+  const std::int64_t rows = dout.numel() * static_cast<std::int64_t>(dtype_size(dtable.dtype));
+  record("embedding_backward", OpClass::elementwise, {&dtable, &ids, &dout}, 0,
+         bytes_of(dout) + bytes_of(ids) + 2 * rows);
+}
+
+void RecordingBackend::embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard) {
+  record("embedding_forward_shard", OpClass::elementwise, {&out, &ids, &table}, 0, 2 * bytes_of(out) + bytes_of(ids));
+}
+
+void RecordingBackend::embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dout, VocabShard) {
+  const std::int64_t rows = dout.numel() * static_cast<std::int64_t>(dtype_size(dtable.dtype));
+  record("embedding_backward_shard", OpClass::elementwise, {&dtable, &ids, &dout}, 0,
+         bytes_of(dout) + bytes_of(ids) + 2 * rows);
+}
+
+// ---- RMSNorm ----
+void RecordingBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float) {
+  record("rmsnorm_forward", OpClass::elementwise, {&out, &rstd, &x, &weight}, 0, bytes_of({&out, &rstd, &x, &weight}));
+}
+
+void RecordingBackend::rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) {
+  record("rmsnorm_backward", OpClass::elementwise, {&dx, &dweight, &dout, &x, &weight, &rstd}, 0,
+         bytes_of({&dx, &dweight, &dweight, &dout, &x, &weight, &rstd}));
+}
+
+// ---- linear: out (N, O) = x (N, I) @ weight (O, I)^T and its two backward products ----
+void RecordingBackend::linear_forward(Tensor out, Tensor x, Tensor weight) {
+  record("linear_forward", OpClass::gemm, {&out, &x, &weight},
+         gemm_flops(x.shape.rows(), weight.shape[0], weight.shape.last()), bytes_of({&out, &x, &weight}));
+}
+
+void RecordingBackend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight) {
+  record("linear_backward_input", OpClass::gemm, {&dx, &dout, &weight},
+         gemm_flops(dout.shape.rows(), weight.shape[0], weight.shape.last()), bytes_of({&dx, &dout, &weight}));
+}
+
+void RecordingBackend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) {
+  record("linear_backward_weight", OpClass::gemm, {&dweight, &dout, &x},
+         gemm_flops(dout.shape.rows(), dweight.shape[0], dweight.shape.last()),
+         bytes_of({&dweight, &dweight, &dout, &x}));
+}
+
+// ---- RoPE: the rotated heads of each row, read and written, and the tables ----
+void RecordingBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double>) {
+  record("rope_tables", OpClass::elementwise, {&cos, &sin}, 0, bytes_of({&cos, &sin}));
+}
+
+void RecordingBackend::rope(const char* name, const Tensor& qkv, const Tensor& cos, const Tensor& sin,
+                            int rotated_heads, int head_dim) {
+  const std::int64_t rotated = qkv.shape.rows() * rotated_heads * head_dim * static_cast<std::int64_t>(dtype_size(qkv.dtype));
+  record(name, OpClass::elementwise, {&qkv, &cos, &sin}, 0, 2 * rotated + bytes_of({&cos, &sin}));
+}
+
+void RecordingBackend::rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) {
+  rope("rope_forward", qkv, cos, sin, rotated_heads, head_dim);
+}
+
+void RecordingBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) {
+  rope("rope_backward", dqkv, cos, sin, rotated_heads, head_dim);
+}
+
+// ---- attention ----
+void RecordingBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
+  record("attention_forward", OpClass::attention, {&out, &lse, &qkv}, 2 * causal_product_flops(qkv, n_heads, n_kv_heads),
+         bytes_of({&out, &lse, &qkv}));
+}
+
+void RecordingBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
+                                          int n_kv_heads) {
+  record("attention_backward", OpClass::attention, {&dqkv, &dout, &qkv, &out, &lse},
+         4 * causal_product_flops(qkv, n_heads, n_kv_heads), bytes_of({&dqkv, &dout, &qkv, &out, &lse}));
+}
+
+// ---- SwiGLU, add ----
+void RecordingBackend::swiglu_forward(Tensor out, Tensor gate_up) {
+  record("swiglu_forward", OpClass::elementwise, {&out, &gate_up}, 0, bytes_of({&out, &gate_up}));
+}
+
+void RecordingBackend::swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) {
+  record("swiglu_backward", OpClass::elementwise, {&dgate_up, &dout, &gate_up}, 0, bytes_of({&dgate_up, &dout, &gate_up}));
+}
+
+void RecordingBackend::add(Tensor out, Tensor a, Tensor b) {
+  record("add", OpClass::elementwise, {&out, &a, &b}, 0, bytes_of({&out, &a, &b}));
+}
+
+// ---- cross-entropy ----
+void RecordingBackend::cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) {
+  record("cross_entropy_forward", OpClass::elementwise, {&losses, &lse, &logits, &targets}, 0,
+         bytes_of({&losses, &lse, &logits, &targets}));
+}
+
+void RecordingBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float) {
+  record("cross_entropy_backward", OpClass::elementwise, {&dlogits, &logits, &lse, &targets}, 0,
+         bytes_of({&dlogits, &logits, &lse, &targets}));
+}
+
+void RecordingBackend::cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard) {
+  record("cross_entropy_shard_stats", OpClass::elementwise, {&stats, &logits, &targets}, 0,
+         bytes_of({&stats, &logits, &targets}));
+}
+
+void RecordingBackend::cross_entropy_combine(Tensor losses, Tensor lse, Tensor parts, Tensor targets) {
+  record("cross_entropy_combine", OpClass::elementwise, {&losses, &lse, &parts, &targets}, 0,
+         bytes_of({&losses, &lse, &parts, &targets}));
+}
+
+void RecordingBackend::cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float,
+                                                    VocabShard) {
+  record("cross_entropy_backward_shard", OpClass::elementwise, {&dlogits, &logits, &lse, &targets}, 0,
+         bytes_of({&dlogits, &logits, &lse, &targets}));
+}
+
+// ---- optimizer: param, m and v read and written, grad read ----
+void RecordingBackend::adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams&) {
+  record("adamw", OpClass::optimizer, {&param, &grad, &m, &v}, 0, bytes_of({&param, &param, &grad, &m, &m, &v, &v}));
+}
+
+double RecordingBackend::sum_of_squares(Tensor x) {
+  record("sum_of_squares", OpClass::optimizer, {&x}, 0, bytes_of(x));
+  return 0.0;
+}
+
+void RecordingBackend::scale(Tensor x, float) { record("scale", OpClass::optimizer, {&x}, 0, 2 * bytes_of(x)); }
+
+}  // namespace ustrain
