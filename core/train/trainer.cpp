@@ -39,6 +39,7 @@
 #include "core/train/training_data.h"
 #include "core/distributed/zero_engine.h"
 #include "kernels/cpu/host_memory.h"
+#include "parallel/pipeline_timeline.h"
 
 namespace ustrain {
 namespace {
