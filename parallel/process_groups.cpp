@@ -38,16 +38,20 @@ void ProcessGroup::set_tracer(Tracer* tracer) {
 }
 
 ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
+  const auto make_of = [&](const char* label, const std::vector<int>& ranks) {
+    return std::make_unique<ProcessGroup>(label, world.communicator(ranks, label));
+  };
   const auto make = [&](const char* label, std::initializer_list<MeshDim> dims) {
-    return std::make_unique<ProcessGroup>(label, world.communicator(mesh.group(dims), label));
+    return make_of(label, mesh.group(dims));
   };
   world_ = std::make_unique<ProcessGroup>("world", world.everyone());
   tp_ = make("tp", {MeshDim::tp});
   pp_ = make("pp", {MeshDim::pp});
   dp_ = make("dp", {MeshDim::dp});
   cp_ = make("cp", {MeshDim::cp});
-  ep_ = make("ep", {MeshDim::ep});
+  ep_ = make_of("ep", mesh.expert_group());
   gradients_ = make("gradients", {MeshDim::dp, MeshDim::cp});
+  expert_gradients_ = make_of("expert_gradients", mesh.expert_gradient_group());
   loss_ = make("loss", {MeshDim::pp, MeshDim::dp, MeshDim::cp});
   replica_ = make("replica", {MeshDim::pp, MeshDim::tp});
   const int last = mesh.shape().pp - 1, stage = mesh.coord(MeshDim::pp);
@@ -57,7 +61,8 @@ ProcessGroups::ProcessGroups(World& world, const Mesh& mesh) {
 }
 
 void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions options) {
-  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(), embedding_.get()}) {
+  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
+                          expert_gradients_.get(), embedding_.get()}) {
     if (g == nullptr || g->size() == 1) continue;
 #ifdef USTRAIN_HAVE_NCCL
     g->attach_device(std::make_unique<NcclCommunicator>(g->host(), g->label(), setup.cuda_device, options,
@@ -74,7 +79,7 @@ void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions opt
 
 void ProcessGroups::set_tracer(Tracer* tracer) {
   for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
-                          loss_.get(), replica_.get(), embedding_.get()})
+                          expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
     if (g != nullptr) g->set_tracer(tracer);
 }
 
