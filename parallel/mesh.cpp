@@ -9,7 +9,7 @@
 namespace ustrain {
 
 const char* mesh_dim_name(MeshDim d) {
-  static constexpr const char* kNames[kMeshDims] = {"pp", "dp", "cp", "ep", "tp"};
+  static constexpr const char* kNames[kMeshDims] = {"pp", "dp", "cp", "tp"};
   return kNames[static_cast<int>(d)];
 }
 
@@ -18,7 +18,6 @@ int MeshShape::size(MeshDim d) const {
     case MeshDim::pp: return pp;
     case MeshDim::dp: return dp;
     case MeshDim::cp: return cp;
-    case MeshDim::ep: return ep;
     case MeshDim::tp: return tp;
   }
   return 1;
@@ -32,6 +31,12 @@ Mesh::Mesh(MeshShape shape, int rank, int world_size) : shape_(shape), rank_(ran
   for (int d = 0; d < kMeshDims; ++d)
     if (shape_.size(static_cast<MeshDim>(d)) < 1)
       throw UserError(fmt::format("parallel.{} must be at least 1", mesh_dim_name(static_cast<MeshDim>(d))));
+  if (shape_.ep < 1) throw UserError("parallel.ep must be at least 1");
+  if ((shape_.dp * shape_.cp) % shape_.ep != 0)
+    throw UserError(fmt::format("parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {} = {}; expert "
+                                "parallelism borrows its ranks from the data- and context-parallel ones, so choose "
+                                "an ep that divides dp * cp",
+                                shape_.ep, shape_.dp, shape_.cp, shape_.dp * shape_.cp));
   if (world_size != shape_.world_size())
     throw UserError(fmt::format(
         "the layout {} needs {} processes but {} were launched; launch {} ranks or change the parallel section",
@@ -86,6 +91,29 @@ std::vector<int> Mesh::group_at(MeshDim dim, const std::vector<int>& coords) con
     at[static_cast<std::size_t>(dim)] = c;
     ranks.push_back(rank_at(at));
   }
+  return ranks;
+}
+
+int Mesh::rank_at_data_index(int d) const {
+  std::array<int, kMeshDims> at = coords_;
+  at[static_cast<std::size_t>(MeshDim::dp)] = d / shape_.cp;
+  at[static_cast<std::size_t>(MeshDim::cp)] = d % shape_.cp;
+  return rank_at(at);
+}
+
+std::vector<int> Mesh::expert_group() const {
+  const int ep = shape_.ep;
+  const int first = (coord(MeshDim::dp) * shape_.cp + coord(MeshDim::cp)) / ep * ep;
+  std::vector<int> ranks;
+  for (int d = first; d < first + ep; ++d) ranks.push_back(rank_at_data_index(d));
+  return ranks;
+}
+
+std::vector<int> Mesh::expert_gradient_group() const {
+  const int ep = shape_.ep;
+  const int position = (coord(MeshDim::dp) * shape_.cp + coord(MeshDim::cp)) % ep;
+  std::vector<int> ranks;
+  for (int d = position; d < shape_.dp * shape_.cp; d += ep) ranks.push_back(rank_at_data_index(d));
   return ranks;
 }
 

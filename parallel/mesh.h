@@ -1,8 +1,14 @@
 // The process mesh: the one place that turns a global rank into coordinates and groups.
 //
-// Five dimensions, ordered outermost to innermost: pp, dp, cp, ep, tp. tp varies fastest,
-// so consecutive ranks (one node) share a tensor-parallel group; pp varies slowest.
-//   rank = (((pp_i * dp + dp_i) * cp + cp_i) * ep + ep_i) * tp + tp_i
+// Four dimensions make the world, ordered outermost to innermost: pp, dp, cp, tp. tp varies
+// fastest, so consecutive ranks (one node) share a tensor-parallel group; pp varies slowest.
+//   rank = ((pp_i * dp + dp_i) * cp + cp_i) * tp + tp_i
+//
+// Expert parallelism is no factor of the world: it borrows its ranks from dp x cp ("parallel
+// folding"), since those ranks read different tokens and so have tokens to exchange. At fixed
+// (pp, tp), number the dp x cp ranks by d = dp_i * cp + cp_i; the ep group of a rank is the
+// block of `ep` consecutive d holding its own, and its expert-gradient group (the ranks that
+// hold the same experts) takes the same position in every block: dp * cp / ep ranks.
 #pragma once
 
 #include <array>
@@ -12,20 +18,22 @@
 
 namespace ustrain {
 
-enum class MeshDim : int { pp = 0, dp = 1, cp = 2, ep = 3, tp = 4 };
-inline constexpr int kMeshDims = 5;
+enum class MeshDim : int { pp = 0, dp = 1, cp = 2, tp = 3 };
+inline constexpr int kMeshDims = 4;
 const char* mesh_dim_name(MeshDim d);
 
 struct MeshShape {
-  int pp = 1, dp = 1, cp = 1, ep = 1, tp = 1;
+  int pp = 1, dp = 1, cp = 1, tp = 1;
+  int ep = 1;  // divides dp * cp; not a factor of world_size()
   int size(MeshDim d) const;
-  int world_size() const { return pp * dp * cp * ep * tp; }
+  int world_size() const { return pp * dp * cp * tp; }
   std::string str() const;  // "pp=1 dp=4 cp=1 ep=1 tp=2"
 };
 
 class Mesh {
  public:
-  // Throws UserError when world_size does not equal the product of the dimensions.
+  // Throws UserError when world_size does not equal pp * dp * cp * tp, or ep does not divide
+  // dp * cp.
   Mesh(MeshShape shape, int rank, int world_size);
 
   const MeshShape& shape() const { return shape_; }
@@ -45,7 +53,16 @@ class Mesh {
   // this rank's: e.g. the first and last pipeline stages, group_at(MeshDim::pp, {0, pp - 1}).
   std::vector<int> group_at(MeshDim dim, const std::vector<int>& coords) const;
 
+  // Expert parallelism (folded into dp x cp, see above), both ordered by d:
+  // the ep ranks at this (pp, tp) whose d lies in this rank's block [b * ep, (b + 1) * ep);
+  std::vector<int> expert_group() const;
+  // the dp * cp / ep ranks at this (pp, tp) whose d has this rank's position d % ep in its block.
+  std::vector<int> expert_gradient_group() const;
+
  private:
+  // The rank at this rank's (pp, tp) whose dp x cp index is d.
+  int rank_at_data_index(int d) const;
+
   MeshShape shape_;
   int rank_;
   std::array<int, kMeshDims> coords_{};

@@ -1,6 +1,7 @@
 // Pipeline schedules as data: for every pipeline rank, the ordered list of actions it runs in
-// one training step. Four generators (AFAB, 1F1B, interleaved 1F1B, zero-bubble ZB-H1), one
-// validator and one simulator read the same lists, and one executor (core/distributed/
+// one training step. Four generators (AFAB, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) write
+// the lists here; one validator (pipeline_validation.h), one simulator (pipeline_simulation.h)
+// and the text timeline (pipeline_timeline.h) read them, and one executor (core/distributed/
 // pipeline_executor.h) runs them.
 //
 // The model is cut into S = P * V virtual stages of consecutive layers (P pipeline ranks, V
@@ -74,43 +75,5 @@ std::string schedule_refusal(PipelineSchedule schedule, const PipelineShape& sha
 PipelineProgram make_pipeline_program(PipelineSchedule schedule, const PipelineShape& shape);
 // Forward only (evaluation): every micro-batch through every stage, in order, with its sends.
 PipelineProgram make_forward_program(const PipelineShape& shape);
-
-// The empty string when the program is complete and runs: every action of every (stage,
-// micro-batch) appears exactly once on the rank that holds the stage, every send has its
-// receive with the same (kind, stage, micro-batch) on the peer and the other way round, every
-// receive is posted before the action that uses its data, and replaying the programs with
-// non-blocking transfers reaches the end on every rank (no deadlock). Otherwise the first
-// problem found.
-std::string validate_pipeline_program(const PipelineProgram& program);
-
-// Costs of one action of one chunk, in any unit.
-struct ActionCosts {
-  double forward = 1, backward_input = 1, backward_weight = 1;
-  double transfer = 0;  // from the end of a send to the data being usable on the peer
-};
-
-struct PipelineSimulation {
-  double makespan = 0;                   // the step, from the first action to the last
-  std::vector<double> busy;              // per rank: time spent in compute actions
-  double bubble = 0;                     // idle time / compute time, summed over the ranks
-  std::vector<int> peak_slots;           // per rank: micro-batch activations alive at once
-  std::vector<std::vector<int>> peak_chunk_slots;  // per rank and chunk
-  // Per rank and chunk: received activations and gradients waiting for the compute that uses
-  // them (a receive is posted one compute early, so its buffer is not yet a slot).
-  std::vector<std::vector<int>> peak_receive_buffers;
-  // Per rank, the start and end of every compute action, in program order (for the timeline).
-  std::vector<std::vector<std::pair<double, double>>> spans;
-};
-
-// Replays the program with these costs: each rank runs its actions in order, an action
-// starting when the rank is free and its data has arrived. The activations of a micro-batch
-// on a chunk live from the start of its forward to the end of its backward (its W when split);
-// a receive buffer from the receive's posting to the start of the compute that uses it.
-PipelineSimulation simulate_pipeline(const PipelineProgram& program, const ActionCosts& costs);
-
-// The program as text, one row per rank, one column per time unit of the simulation with
-// unit costs: the digit of the micro-batch under F, B (or b for the split input backward), W;
-// '.' idle. Above `width` columns the rows are cut. For `--dry-run`.
-std::string draw_pipeline_timeline(const PipelineProgram& program, int width = 160);
 
 }  // namespace ustrain

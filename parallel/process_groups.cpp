@@ -44,8 +44,11 @@ ProcessGroups::ProcessGroups(World& world, const Mesh& mesh)
       }) {}
 
 ProcessGroups::ProcessGroups(const Mesh& mesh, const GroupFactory& communicator) {
+  const auto make_of = [&](const char* label, const std::vector<int>& ranks) {
+    return std::make_unique<ProcessGroup>(label, communicator(ranks, label));
+  };
   const auto make = [&](const char* label, std::initializer_list<MeshDim> dims) {
-    return std::make_unique<ProcessGroup>(label, communicator(mesh.group(dims), label));
+    return make_of(label, mesh.group(dims));
   };
   std::vector<int> all(static_cast<std::size_t>(mesh.world_size()));
   std::iota(all.begin(), all.end(), 0);
@@ -54,8 +57,9 @@ ProcessGroups::ProcessGroups(const Mesh& mesh, const GroupFactory& communicator)
   pp_ = make("pp", {MeshDim::pp});
   dp_ = make("dp", {MeshDim::dp});
   cp_ = make("cp", {MeshDim::cp});
-  ep_ = make("ep", {MeshDim::ep});
+  ep_ = make_of("ep", mesh.expert_group());
   gradients_ = make("gradients", {MeshDim::dp, MeshDim::cp});
+  expert_gradients_ = make_of("expert_gradients", mesh.expert_gradient_group());
   loss_ = make("loss", {MeshDim::pp, MeshDim::dp, MeshDim::cp});
   replica_ = make("replica", {MeshDim::pp, MeshDim::tp});
   const int last = mesh.shape().pp - 1, stage = mesh.coord(MeshDim::pp);
@@ -81,13 +85,14 @@ void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions opt
 }
 
 void ProcessGroups::attach_devices(const DeviceGroupFactory& make) {
-  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(), embedding_.get()})
+  for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
+                          expert_gradients_.get(), embedding_.get()})
     if (g != nullptr && g->size() > 1) g->attach_device(make(*g));
 }
 
 void ProcessGroups::set_tracer(Tracer* tracer) {
   for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
-                          loss_.get(), replica_.get(), embedding_.get()})
+                          expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
     if (g != nullptr) g->set_tracer(tracer);
 }
 

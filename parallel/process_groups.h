@@ -11,7 +11,11 @@
 //   loss        pp, dp, cp        loss and token sums: the ranks that see different tokens (only
 //                                 the last pipeline stage computes losses; the others add 0)
 //   replica     pp, tp            the ranks that together hold one copy of the model
-//   pp, cp, ep  one each          pipeline, context and expert parallelism
+//   pp, cp      one each          pipeline and context parallelism
+//   ep          ep consecutive    expert parallelism: the tokens routed to experts held elsewhere
+//               ranks of dp x cp  (parallel/mesh.h; ep borrows its ranks from dp x cp)
+//   expert_gradients              the gradients of expert parameters: the ranks of dp x cp that
+//               complement of ep  hold the same experts (dp x cp, like gradients, while ep = 1)
 //   embedding   first and last    a tied embedding's two copies (pp > 1; on other stages none)
 //               pp stage
 //
@@ -85,7 +89,7 @@ class ProcessGroups {
   ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   // Adds NCCL communicators to every group of several ranks that carries device tensors
-  // (tp, pp, dp, cp, ep, gradients, embedding). Collective. UserError when this build has no NCCL.
+  // (tp, pp, dp, cp, ep, gradients, expert_gradients, embedding). Collective. UserError when this build has no NCCL.
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
   // The same with the device communicators `make` returns, for the same groups.
   void attach_devices(const DeviceGroupFactory& make);
@@ -100,13 +104,15 @@ class ProcessGroups {
   ProcessGroup& cp() { return *cp_; }
   ProcessGroup& ep() { return *ep_; }
   ProcessGroup& gradients() { return *gradients_; }
+  ProcessGroup& expert_gradients() { return *expert_gradients_; }
   ProcessGroup& loss() { return *loss_; }
   ProcessGroup& replica() { return *replica_; }
   // The first and last pipeline stages of this rank's pipeline; null on the others and at pp = 1.
   ProcessGroup* embedding() { return embedding_.get(); }
 
  private:
-  std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, loss_, replica_, embedding_;
+  std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, expert_gradients_, loss_, replica_,
+      embedding_;
 };
 
 }  // namespace ustrain

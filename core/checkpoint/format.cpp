@@ -63,7 +63,7 @@ void check_manifest_values(const CheckpointManifest& m, const std::string& path)
   const MeshShape& mesh = m.mesh;
   for (int extent : {mesh.pp, mesh.dp, mesh.cp, mesh.ep, mesh.tp})
     if (extent < 1) bad(fmt::format("the process mesh has an extent of {}", extent));
-  const std::int64_t ranks = std::int64_t{mesh.pp} * mesh.dp * mesh.cp * mesh.ep * mesh.tp;
+  const std::int64_t ranks = std::int64_t{mesh.pp} * mesh.dp * mesh.cp * mesh.tp;  // ep borrows from dp * cp
   if (m.files.empty()) bad("it lists no rank files");
   if (static_cast<std::int64_t>(m.files.size()) > ranks)
     bad(fmt::format("it lists {} rank files for a mesh of {} ranks", m.files.size(), ranks));
@@ -89,8 +89,8 @@ void check_manifest_values(const CheckpointManifest& m, const std::string& path)
 Json mesh_json(const MeshShape& m) { return {{"pp", m.pp}, {"dp", m.dp}, {"cp", m.cp}, {"ep", m.ep}, {"tp", m.tp}}; }
 
 MeshShape mesh_from(const Json& j) {
-  return MeshShape{j.at("pp").get<int>(), j.at("dp").get<int>(), j.at("cp").get<int>(), j.at("ep").get<int>(),
-                   j.at("tp").get<int>()};
+  return MeshShape{.pp = j.at("pp").get<int>(), .dp = j.at("dp").get<int>(), .cp = j.at("cp").get<int>(),
+                   .tp = j.at("tp").get<int>(), .ep = j.at("ep").get<int>()};
 }
 
 Json file_json(const CheckpointFile& f) {

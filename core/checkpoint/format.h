@@ -68,7 +68,7 @@ struct CheckpointManifest {
   double loss_scale = 1.0;   // dynamic loss scale; 1 while training in fp32
   bool weights_only = false; // only parameters, no optimizer state or data position (an import)
   std::string backend;       // e.g. "cpu (2 threads)"; exactness holds on the same backend
-  MeshShape mesh;
+  MeshShape mesh;            // the saving job's layout, informational (its ep borrows from dp * cp)
   std::vector<CheckpointTensor> tensors;
   std::vector<CheckpointFile> files;
   std::string recipe;        // the resolved recipe, TOML

@@ -1,12 +1,13 @@
 // What a rank's pipeline needs to know before its model is planned: the programs of the
 // recipe's schedule for a training step and for a validation pass (parallel/
 // pipeline_schedule.h), and how many activation slots and receive buffers each of its chunks
-// needs (the simulator's peaks over both programs).
+// needs (the simulator's peaks over both programs, parallel/pipeline_simulation.h).
 #pragma once
 
 #include "core/model/llama.h"
 #include "core/recipe/recipe.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/pipeline_simulation.h"
 
 namespace ustrain {
 

@@ -12,8 +12,8 @@ namespace {
 
 MeshShape mesh_shape(const Recipe& r) {
   const auto& p = r.parallel;
-  return MeshShape{static_cast<int>(p.pp), static_cast<int>(p.dp), static_cast<int>(p.cp), static_cast<int>(p.ep),
-                   static_cast<int>(p.tp)};
+  return MeshShape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
+                   .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
 }
 
 ProcessInfo checked_process(const Recipe& recipe) {

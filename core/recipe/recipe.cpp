@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -255,6 +257,19 @@ void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
          at.of({"train.seq_len", "parallel.tp", "parallel.sp"}), r.train.seq_len, tp);
 }
 
+// What expert parallelism needs: its groups are blocks of the dp x cp ranks (parallel/mesh.h),
+// so ep divides dp * cp. With dp unset (0) the rule waits for the launch (check_recipe asks again).
+void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
+  const ParallelSection& p = r.parallel;
+  // ep divides dp * cp when what dp leaves of ep divides cp (no product that could overflow).
+  if (p.dp == 0 || p.cp % (p.ep / std::gcd(p.ep, p.dp)) == 0) return;
+  const std::string product =
+      p.dp <= std::numeric_limits<std::int64_t>::max() / p.cp ? fmt::format(" = {}", p.dp * p.cp) : "";
+  fail("{}: parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {}{}; expert parallelism borrows "
+       "its ranks from the data- and context-parallel ones, so choose an ep that divides dp * cp (or change dp)",
+       at.of({"parallel.ep", "parallel.dp", "parallel.cp"}), p.ep, p.dp, p.cp, product);
+}
+
 // What pipeline parallelism needs: stages of whole, equal layer ranges, and a schedule that
 // can run the layout (parallel/pipeline_schedule.h).
 void check_pipeline_rules(const Recipe& r, const Origins& at) {
@@ -370,6 +385,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
          at.of({"schedule.min_lr", "optim.lr"}), r.schedule.min_lr, r.optim.lr);
   }
   check_tensor_parallel_rules(r, at);
+  check_expert_parallel_rules(r, at);
   check_pipeline_rules(r, at);
   if (const std::optional<std::string> problem = model_size_problem(r))
     fail("{}: {}", at.of({"model.n_layers", "model.d_model", "model.vocab_size", "model.ffn_hidden", "model.n_heads",

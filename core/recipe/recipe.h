@@ -87,11 +87,11 @@ struct ScheduleSection {
 };
 
 struct ParallelSection {
-  std::int64_t dp = 0;  // 0: the processes launched / (tp * pp * cp * ep) (core/recipe/recipe_defaults.h)
+  std::int64_t dp = 0;  // 0: the processes launched / (tp * pp * cp) (core/recipe/recipe_defaults.h)
   std::int64_t tp = 1;
   std::int64_t pp = 1;
   std::int64_t cp = 1;
-  std::int64_t ep = 1;
+  std::int64_t ep = 1;  // borrowed from dp * cp, which it divides (parallel/mesh.h)
   std::int64_t zero = 0;
   bool sp = true;            // sequence parallelism (with tp > 1)
   bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers

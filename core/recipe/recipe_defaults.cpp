@@ -23,10 +23,10 @@ void check_filled(const Recipe& r, const std::vector<std::string>& filled) {
   }
 }
 
-// tp * pp * cp * ep, or nullopt past `limit` (so that no product overflows).
+// tp * pp * cp (ep borrows from dp * cp), or nullopt past `limit` (so that no product overflows).
 std::optional<std::int64_t> other_dimensions(const ParallelSection& p, std::int64_t limit) {
   std::int64_t product = 1;
-  for (const std::int64_t d : {p.tp, p.pp, p.cp, p.ep}) {
+  for (const std::int64_t d : {p.tp, p.pp, p.cp}) {
     if (d > limit / product) return std::nullopt;
     product *= d;
   }
@@ -36,7 +36,7 @@ std::optional<std::int64_t> other_dimensions(const ParallelSection& p, std::int6
 std::int64_t data_parallel_size(const ParallelSection& p, const ProcessInfo& launch) {
   const std::int64_t world = launch.world_size;
   const std::optional<std::int64_t> others = other_dimensions(p, world);
-  const std::string dims = fmt::format("tp * pp * cp * ep = {} * {} * {} * {}", p.tp, p.pp, p.cp, p.ep);
+  const std::string dims = fmt::format("tp * pp * cp = {} * {} * {}", p.tp, p.pp, p.cp);
   if (!others || world % *others != 0) {
     const std::string product = others ? fmt::format(" = {}", *others) : std::string(" (more than that)");
     if (launch.launcher == "none")
@@ -155,9 +155,9 @@ std::vector<std::string> filled_defaults(const Recipe& given, const Recipe& reso
                                 resolved.model.vocab_size));
   if (given.parallel.dp != resolved.parallel.dp) {
     const ParallelSection& p = resolved.parallel;
-    const std::int64_t others = p.tp * p.pp * p.cp * p.ep;
+    const std::int64_t others = p.tp * p.pp * p.cp;
     const std::int64_t world = p.dp * others;
-    lines.push_back(fmt::format("parallel.dp = {}: {} process{} launched, divided by tp * pp * cp * ep = {} (the recipe "
+    lines.push_back(fmt::format("parallel.dp = {}: {} process{} launched, divided by tp * pp * cp = {} (the recipe "
                                 "leaves it unset)",
                                 p.dp, world, world == 1 ? "" : "es", others));
   }

@@ -1,7 +1,7 @@
 // What a recipe may leave to the run to work out, and the checks of what it sets instead:
 //   model.vocab_size = 0, data.tokenizer = "auto"  the dataset's, as its manifest records them
 //                                                 (blended datasets share one tokenizer)
-//   parallel.dp = 0                               the processes launched / (tp * pp * cp * ep)
+//   parallel.dp = 0                               the processes launched / (tp * pp * cp)
 // A value the recipe sets must agree: the dataset's tokenizer kind, a vocabulary at least the
 // dataset's, a layout that the launch fills. Every rank resolves from the same manifests and
 // launch size, so every rank gets the same recipe before the ranks compare theirs
@@ -44,7 +44,7 @@ Recipe with_launch_defaults(const Recipe& recipe, const ProcessInfo& launch);
 Recipe resolve_recipe(const Recipe& recipe, const ProcessInfo& launch);
 
 // For `--dry-run` of a recipe that leaves parallel.dp unset, run without a launcher: the launch
-// of tp * pp * cp * ep processes (dp = 1), so that the plan can be shown. Otherwise `launch`.
+// of tp * pp * cp processes (dp = 1), so that the plan can be shown. Otherwise `launch`.
 ProcessInfo dry_run_launch(const Recipe& recipe, const ProcessInfo& launch);
 
 // One line per key the run filled in, with its value and where it came from.

@@ -172,7 +172,7 @@ std::vector<KeySpec> build_keys() {
           "wsd only: share of all steps spent in the final decay"),
 
       key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(0),
-          "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp * ep"),
+          "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),
           "Tensor-parallel ranks: attention heads, MLP units and the vocabulary are split over them (Megatron-style)"),
       key(USTRAIN_RECIPE_FIELD(parallel.sp), any_value(),
@@ -180,7 +180,8 @@ std::vector<KeySpec> build_keys() {
           "all-gather before and reduce-scatter after the split GEMMs; no effect at tp = 1"),
       key(USTRAIN_RECIPE_FIELD(parallel.pp), at_least(1), "Pipeline-parallel stages"),
       key(USTRAIN_RECIPE_FIELD(parallel.cp), at_least(1), "Context-parallel ranks"),
-      key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1), "Expert-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1),
+          "Expert-parallel ranks, borrowed from the dp * cp ranks (no extra processes); divides dp * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),
           "ZeRO stage: 0 off, 1 shards optimizer state, 2 also gradients, 3 also parameters"),
       key(USTRAIN_RECIPE_FIELD(parallel.overlap_comm), any_value(),

@@ -19,7 +19,7 @@ namespace {
 // "pp 1, tp 0": this rank's place along the mesh's dimensions of more than one rank.
 std::string mesh_label(const Mesh& mesh) {
   std::string label;
-  for (MeshDim d : {MeshDim::pp, MeshDim::dp, MeshDim::cp, MeshDim::ep, MeshDim::tp}) {
+  for (MeshDim d : {MeshDim::pp, MeshDim::dp, MeshDim::cp, MeshDim::tp}) {
     if (mesh.shape().size(d) == 1) continue;
     label += fmt::format("{}{} {}", label.empty() ? "" : ", ", mesh_dim_name(d), mesh.coord(d));
   }

@@ -39,6 +39,7 @@
 #include "core/train/training_data.h"
 #include "core/train/training_step.h"
 #include "kernels/cpu/host_memory.h"
+#include "parallel/pipeline_timeline.h"
 
 namespace ustrain {
 namespace {
@@ -182,7 +183,7 @@ std::string describe_run(const Recipe& given) {
     LlamaModel stage(recipe.model, recipe.train.micro_batch, recipe.train.seq_len,
                      parse_recompute(recipe.train.recompute), compute_dtype(recipe), &g);
     MemoryPlan plan;
-    plan_model(stage, plan, sharding_of(recipe, 0), pipeline.slots);
+    plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
     if (pp > 1) {
       std::vector<std::string> chunks;
       for (std::size_t c = 0; c < g.chunks.size(); ++c) {

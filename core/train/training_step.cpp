@@ -15,8 +15,11 @@ ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
                                                static_cast<int>(p.virtual_stages)});
 }
 
-ParamSharding sharding_of(const Recipe& r, int rank) {
-  return ParamSharding{static_cast<int>(r.parallel.dp * r.parallel.cp), rank, static_cast<int>(r.parallel.zero)};
+ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank) {
+  const auto& p = r.parallel;
+  const auto zero = static_cast<int>(p.zero);
+  return {ParamSharding{static_cast<int>(p.dp * p.cp), rank, zero},
+          ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), expert_rank, zero}};
 }
 
 TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
@@ -27,7 +30,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-               ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
+               ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()), pipeline.slots, memory},
                std::move(be)),
       model(instance.model),
       backend(*instance.backend),
@@ -41,8 +44,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
 }
 
 Communicator& TrainingRank::sync_comm(SyncGroup g) {
-  USTRAIN_ASSERT(g == SyncGroup::dense, std::string("no process group for ") + sync_group_name(g) + " parameters");
-  return groups.gradients().for_tensors(backend.device());
+  return (g == SyncGroup::dense ? groups.gradients() : groups.expert_gradients()).for_tensors(backend.device());
 }
 
 StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro, const LrScheduleConfig& schedule,

@@ -29,9 +29,10 @@ namespace ustrain {
 // recipe's layout.
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank);
 
-// How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
-// shards over the ranks whose gradients add up: dp, times cp once it exists).
-ParamSharding sharding_of(const Recipe& r, int rank);
+// How a rank of the recipe's layout holds the training state: ZeRO shards each store over the
+// ranks whose gradients add up, dense parameters over dp x cp (`rank` among them), expert
+// parameters over the expert-gradient group, dp x cp / ep (`expert_rank` among them).
+ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank);
 
 // The size of the data-parallel gradient buckets training uses: a few MiB, small enough that
 // most of the reduction overlaps backward on the models a CPU trains, large enough that

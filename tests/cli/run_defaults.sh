@@ -61,13 +61,13 @@ expect_output "fewer than one sequence of 100000" "says the data is too short"
 expect_exit 0 "two processes, dp unset" -- mpi 2 "$USTRAIN" train minimal.toml "${small[@]}" --set train.steps=2 \
   --set train.micro_batch=4 --set run.name=mpi-dp
 [[ $(value runs/mpi-dp/recipe.toml dp) == 2 ]] && pass "dp is 2" || fail "dp is $(value runs/mpi-dp/recipe.toml dp)"
-expect_output "parallel.dp = 2: 2 processes launched, divided by tp \* pp \* cp \* ep = 1" "the log says so"
+expect_output "parallel.dp = 2: 2 processes launched, divided by tp \* pp \* cp = 1" "the log says so"
 expect_exit 0 "two processes at tp = 2, dp unset" -- mpi 2 "$USTRAIN" train minimal.toml "${small[@]}" \
   --set train.steps=2 --set parallel.tp=2 --set run.name=mpi-tp
 [[ $(value runs/mpi-tp/recipe.toml dp) == 1 ]] && pass "dp is 1" || fail "dp is $(value runs/mpi-tp/recipe.toml dp)"
 expect_exit 2 "three processes at tp = 2, dp unset" -- mpi 3 "$USTRAIN" train minimal.toml "${small[@]}" \
   --set parallel.tp=2 --set run.name=mpi-bad
-expect_output "parallel.dp is unset, so it is the processes launched divided by tp \* pp \* cp \* ep = 2 \* 1 \* 1 \* 1 = 2, but mpirun started 3 processes" \
+expect_output "parallel.dp is unset, so it is the processes launched divided by tp \* pp \* cp = 2 \* 1 \* 1 = 2, but mpirun started 3 processes" \
   "says what to launch"
 expect_exit 2 "a set dp that disagrees with the launch" -- mpi 2 "$USTRAIN" train minimal.toml "${small[@]}" \
   --set parallel.dp=1 --set run.name=mpi-set

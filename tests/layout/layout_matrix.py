@@ -179,7 +179,7 @@ def main():
     print("-" * len(header), flush=True)
     failures = 0
     for row in chosen:
-        name, ranks = row["name"], row["dp"] * row["tp"] * row["pp"] * row["cp"] * row["ep"]
+        name, ranks = row["name"], row["dp"] * row["tp"] * row["pp"] * row["cp"]  # ep borrows from dp * cp
         command = [ustrain, "train", "tiny.toml", "--set", f"run.name={name}"] + layout_args(row)
         if row["resume"] != "-":
             source = os.path.join("runs", row["resume"])

@@ -288,6 +288,8 @@ TEST(Collectives, NamedGroupsFollowTheMesh) {
   EXPECT_EQ(groups.tp().host().ranks(), mesh.group({MeshDim::tp}));
   EXPECT_EQ(groups.dp().host().ranks(), mesh.group({MeshDim::dp}));
   EXPECT_EQ(groups.gradients().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
+  EXPECT_EQ(groups.ep().size(), 1);  // ep = 1: every rank holds every expert
+  EXPECT_EQ(groups.expert_gradients().host().ranks(), mesh.group({MeshDim::dp, MeshDim::cp}));
   EXPECT_EQ(groups.loss().host().ranks(), mesh.group({MeshDim::pp, MeshDim::dp, MeshDim::cp}));
   EXPECT_EQ(groups.embedding(), nullptr);  // pp = 1
   EXPECT_EQ(groups.replica().host().ranks(), mesh.group({MeshDim::pp, MeshDim::tp}));

@@ -12,6 +12,7 @@
 #include "core/distributed/gradient_sync.h"
 #include "core/distributed/pipeline_executor.h"
 #include "core/model/llama.h"
+#include "parallel/pipeline_simulation.h"
 #include "parallel/process_groups.h"
 #include "tests/mpi/mpi_test_world.h"
 #include "tests/mpi/tiny_model.h"

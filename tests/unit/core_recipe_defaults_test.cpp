@@ -104,12 +104,12 @@ TEST(LaunchDefaults, DataParallelIsTheProcessesOverTheOtherDimensions) {
   const Recipe resolved = with_launch_defaults(parse({"parallel.tp=2"}), launched(8, "srun"));
   const std::vector<std::string> filled = filled_defaults(parse({"parallel.tp=2"}), resolved);
   ASSERT_EQ(filled.size(), 1u);
-  expect_mentions(filled[0], {"parallel.dp = 4: 8 processes launched, divided by tp * pp * cp * ep = 2"});
+  expect_mentions(filled[0], {"parallel.dp = 4: 8 processes launched, divided by tp * pp * cp = 2"});
 }
 
 TEST(LaunchDefaults, ALaunchThatDoesNotDivideSaysWhatToLaunch) {
   expect_mentions(user_error_of([&] { with_launch_defaults(parse({"parallel.tp=4"}), launched(6, "srun")); }),
-                  {"parallel.dp is unset", "tp * pp * cp * ep = 4 * 1 * 1 * 1 = 4", "srun started 6 processes",
+                  {"parallel.dp is unset", "tp * pp * cp = 4 * 1 * 1 = 4", "srun started 6 processes",
                    "set parallel.dp"});
   expect_mentions(user_error_of([&] { with_launch_defaults(parse({"parallel.tp=2"}), launched(1, "none")); }),
                   {"one process without a launcher", "mpirun -n N", "a multiple of 2"});

@@ -494,6 +494,7 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
       {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
+      {"[parallel]\ndp = 4\nep = 4\n[train]\nmicro_batch = 2\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[train]\nprecision = \"bf16\"\n",
        {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
         "need the CUDA backend"}},
@@ -510,6 +511,29 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
     SCOPED_TRACE(c.text);
     expect_mentions(error_of(kMinimal + c.text), c.mentions);
   }
+}
+
+TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
+  // ep borrows its ranks from dp x cp: the rule is told before the refusal of ep > 1.
+  const std::string batch = "[train]\nmicro_batch = 1\nglobal_batch = 12\n";
+  const std::vector<CrossFieldCase> cases = {
+      {"[parallel]\ndp = 2\nep = 4\n",
+       {"parallel.ep = 4 does not divide parallel.dp * parallel.cp = 2 * 1 = 2", "choose an ep that divides dp * cp"}},
+      {"[parallel]\ndp = 4\nep = 3\n", {"parallel.ep = 3 does not divide parallel.dp * parallel.cp = 4 * 1 = 4"}},
+      {"[parallel]\ndp = 3\ncp = 2\nep = 4\n", {"parallel.ep = 4 does not divide parallel.dp * parallel.cp = 3 * 2 = 6"}},
+      // Divisible: then the build's refusal.
+      {"[parallel]\ndp = 4\nep = 2\n", {"parallel.ep = 2", "expert parallelism is not supported by this build yet"}},
+      {"[parallel]\ndp = 3\ncp = 2\nep = 6\n", {"parallel.cp = 2", "context parallelism is not supported"}},
+      // With dp unset the rule waits for the launch (core/recipe/recipe_defaults.h).
+      {"[parallel]\nep = 3\n", {"parallel.ep = 3", "expert parallelism is not supported by this build yet"}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + batch + c.text), c.mentions);
+  }
+  const std::string huge = "[parallel]\ndp = 4611686018427387904\ncp = 4\nep = 3\n";  // dp * cp overflows
+  expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 1\nglobal_batch = 4611686018427387904\n" + huge),
+                  {"parallel.ep = 3 does not divide parallel.dp * parallel.cp = 4611686018427387904 * 4;"});
 }
 
 TEST(RecipeError, CrossFieldRulesComeBeforeSupportChecks) {

@@ -71,9 +71,9 @@ struct RecordedRank {
 // `device`: the device the step believes it runs on (CUDA: device communicators for groups).
 RecordedRank record_step(const Recipe& recipe, int rank, Device device = Device::cpu) {
   const auto& p = recipe.parallel;
-  const Mesh mesh(MeshShape{static_cast<int>(p.pp), static_cast<int>(p.dp), static_cast<int>(p.cp),
-                            static_cast<int>(p.ep), static_cast<int>(p.tp)},
-                  rank, static_cast<int>(p.pp * p.dp * p.cp * p.ep * p.tp));
+  const Mesh mesh(MeshShape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
+                            .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)},
+                  rank, static_cast<int>(p.pp * p.dp * p.cp * p.tp));
   const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh, device);
   auto backend = std::make_unique<RecordingBackend>(device);
   RecordingBackend& recorder = *backend;

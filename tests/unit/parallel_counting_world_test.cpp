@@ -50,7 +50,7 @@ TEST(CountingCommunicator, RefusesWhatTheRealOnesRefuse) {
 
 TEST(CountingWorld, BuildsTheNamedGroupsOfAnyRank) {
   // pp = 2, dp = 2, tp = 2: rank 5 is pp 1, dp 0, tp 1.
-  const Mesh mesh(MeshShape{2, 2, 1, 1, 2}, 5, 8);
+  const Mesh mesh(MeshShape{.pp = 2, .dp = 2, .tp = 2}, 5, 8);
   const auto groups = counting_process_groups(mesh);
   EXPECT_EQ(groups->world().host().ranks(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(groups->tp().host().ranks(), (std::vector<int>{4, 5}));
@@ -69,7 +69,7 @@ TEST(CountingWorld, BuildsTheNamedGroupsOfAnyRank) {
 }
 
 TEST(CountingWorld, GivesDeviceGroupsCountingDeviceCommunicators) {
-  const Mesh mesh(MeshShape{1, 1, 1, 1, 2}, 0, 2);
+  const Mesh mesh(MeshShape{.tp = 2}, 0, 2);
   const auto groups = counting_process_groups(mesh, Device::cuda);
   EXPECT_EQ(groups->tp().for_tensors(Device::cuda).device(), Device::cuda);
   EXPECT_EQ(groups->tp().for_tensors(Device::cpu).device(), Device::cpu);

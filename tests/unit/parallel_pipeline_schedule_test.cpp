@@ -8,6 +8,9 @@
 #include <string>
 
 #include "parallel/pipeline_schedule.h"
+#include "parallel/pipeline_simulation.h"
+#include "parallel/pipeline_timeline.h"
+#include "parallel/pipeline_validation.h"
 
 namespace ustrain {
 namespace {
