@@ -7,14 +7,12 @@
 namespace ustrain {
 
 LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-                       DType compute, const ModelGeometry* geometry, TensorParallel* tp)
-    : cfg_(cfg),
-      geo_(geometry ? *geometry : ModelGeometry::of(cfg)),
-      tp_(tp ? tp : &no_tp_),
-      max_batch_(max_batch),
-      max_seq_(max_seq),
-      policy_(policy),
-      compute_(compute) {
+                       DType compute)
+    : LlamaModel(cfg, ModelGeometry::of(cfg, {}, max_seq), max_batch, policy, compute) {}
+
+LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch,
+                       Recompute policy, DType compute, TensorParallel* tp)
+    : cfg_(cfg), geo_(geometry), tp_(tp ? tp : &no_tp_), max_batch_(max_batch), policy_(policy), compute_(compute) {
   // A model planned for a tensor-parallel rank but given no group can be planned (--dry-run),
   // not run: forward checks.
   USTRAIN_ASSERT(tp == nullptr || (tp_->size() == geo_.tp && tp_->rank() == geo_.tp_rank &&
@@ -62,12 +60,13 @@ std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
 
 void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
   params_.plan(plan, sharding, compute_);
-  const std::int64_t n = max_batch_ * max_seq_, r = geo_.rows(n), d = geo_.d_model;
+  USTRAIN_ASSERT(geo_.seq >= 1, "a model plans for sequences of at least one token");
+  const std::int64_t n = geo_.tokens(max_batch_), r = geo_.rows(n), d = geo_.d_model;
   const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();
   const auto work = MemCategory::workspace;
   const DType c = compute_;
-  rope_cos_ = plan.add("rope.cos", MemCategory::activations, Shape{max_seq_, dh / 2});
-  rope_sin_ = plan.add("rope.sin", MemCategory::activations, Shape{max_seq_, dh / 2});
+  rope_cos_ = plan.add("rope.cos", MemCategory::activations, Shape{geo_.seq, dh / 2});
+  rope_sin_ = plan.add("rope.sin", MemCategory::activations, Shape{geo_.seq, dh / 2});
   branch_ = plan.add("branch_out", work, Shape{n, d}, c);
   d_resid_ = plan.add("grad.residual", work, Shape{r, d}, c);
   d_branch_ = plan.add("grad.branch", work, Shape{r, d}, c);
@@ -84,7 +83,7 @@ void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& 
   for (std::size_t k = 0; k < chunks_.size(); ++k) {
     const int chunk_slots = slots.slots.empty() ? 1 : slots.slots.at(k);
     const int receive = slots.receive_buffers.empty() ? 0 : slots.receive_buffers.at(k);
-    chunks_[k]->plan(plan, max_batch_, max_seq_, chunk_slots, receive, slots.split_backward);
+    chunks_[k]->plan(plan, max_batch_, chunk_slots, receive, slots.split_backward);
   }
 }
 
@@ -102,7 +101,7 @@ double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int3
                            std::int64_t S) {
   USTRAIN_ASSERT(chunks_.size() == 1 && chunks_[0]->span().embedding && chunks_[0]->span().head,
                  "forward of the whole model on a rank that holds only part of it");
-  USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= max_seq_, "batch larger than planned");
+  USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= geo_.seq, "batch larger than planned");
   USTRAIN_ASSERT(tp_->size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
   return chunks_[0]->forward(be, 0, B, S, ids, targets, Tensor());
 }

@@ -18,13 +18,13 @@ ModelChunk::ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, c
       compute_(compute),
       hooks_(hooks) {}
 
-void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max_seq, int slots, int receive_buffers,
+void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int receive_buffers,
                       bool split_backward) {
   USTRAIN_ASSERT(slots >= 1 && receive_buffers >= 0, "a chunk needs at least one slot");
   USTRAIN_ASSERT(!split_backward || policy_ == Recompute::none, "a split backward needs every activation kept");
   split_ = split_backward;
   // Sizes on this rank: n token rows, r of them in the residual stream (n / tp under sp).
-  const std::int64_t n = max_batch * max_seq, r = geo_.rows(n), d = geo_.d_model;
+  const std::int64_t n = geo_.tokens(max_batch), r = geo_.rows(n), d = geo_.d_model;
   const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();
   const auto act = MemCategory::activations;
   const DType c = compute_;  // activations; statistics (rstd, lse, losses) stay fp32

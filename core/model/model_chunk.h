@@ -53,11 +53,10 @@ class ModelChunk {
   const ChunkSpan& span() const { return span_; }
   int slots() const { return static_cast<int>(slots_.size()); }
 
-  // Plans `slots` micro-batch slots of at most (max_batch, max_seq) tokens and `receive_buffers`
-  // buffers for activations or gradients received ahead of use; `split_backward` keeps the
-  // gradients a later weight pass needs.
-  void plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max_seq, int slots, int receive_buffers,
-            bool split_backward);
+  // Plans `slots` micro-batch slots of at most `max_batch` sequences of the geometry's length
+  // and `receive_buffers` buffers for activations or gradients received ahead of use;
+  // `split_backward` keeps the gradients a later weight pass needs.
+  void plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int receive_buffers, bool split_backward);
   void bind(const PlannedMemory& mem, const SharedScratch& scratch, const RopeTables& rope);
 
   // Where boundary data lives, as (R, D) views for a micro-batch of (B, S).

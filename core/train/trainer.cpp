@@ -50,11 +50,13 @@ std::string format_duration(double seconds) {
 }
 
 // The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
-// recipe's layout.
+// recipe's layout, for its sequences.
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
   const auto& p = r.parallel;
-  return ModelGeometry::of(r.model, ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                               static_cast<int>(p.virtual_stages)});
+  return ModelGeometry::of(r.model,
+                           ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
+                                      static_cast<int>(p.virtual_stages)},
+                           r.train.seq_len);
 }
 
 // How gradient-group rank `rank` of the recipe's layout holds the training state (ZeRO
@@ -87,8 +89,8 @@ struct Run {
         geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
         tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
         pipeline(plan_pipeline(r, groups.pp().rank())),
-        instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-                 ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
+        instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
+                 ModelPlacement{&tp, sharding_of(r, groups.gradients().rank()), pipeline.slots, memory},
                  std::move(be)),
         model(instance.model),
         backend(*instance.backend),
@@ -263,7 +265,7 @@ std::string describe_run(const Recipe& given) {
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
   check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
-  const LlamaModel model(recipe.model, 1, 1, Recompute::none, DType::f32, &geometry);  // for its sizes
+  const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   for (const std::string& filled : filled_defaults(given, recipe)) s += "# " + filled + "\n";
   if (const std::optional<std::string> note = shortened_warmup_note(recipe)) s += "# warning: " + *note + "\n";
@@ -295,8 +297,8 @@ std::string describe_run(const Recipe& given) {
   for (int r = 0; r < pp; ++r) {
     const ModelGeometry g = geometry_of(recipe, 0, r);
     const PipelinePlan pipeline = plan_pipeline(recipe, r);
-    LlamaModel stage(recipe.model, recipe.train.micro_batch, recipe.train.seq_len,
-                     parse_recompute(recipe.train.recompute), compute_dtype(recipe), &g);
+    LlamaModel stage(recipe.model, g, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
+                     compute_dtype(recipe));
     MemoryPlan plan;
     plan_model(stage, plan, sharding_of(recipe, 0), pipeline.slots);
     if (pp > 1) {

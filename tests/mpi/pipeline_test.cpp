@@ -44,7 +44,7 @@ struct Stage {
   MemoryPlan plan;
   std::unique_ptr<PlannedMemory> memory;
   Stage(const ModelSection& cfg, const ModelGeometry& geometry, const SlotPlan& slots)
-      : model(cfg, kBatch, kSeq, Recompute::none, DType::f32, &geometry) {
+      : model(cfg, geometry, kBatch, Recompute::none) {
     parallelize(model.params(), model.geometry());
     model.plan(plan, {}, slots);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
@@ -78,7 +78,7 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
   const float dloss = 1.0f / static_cast<float>(micro_batches * kBatch * kSeq);
 
   // One rank: the whole model, micro-batch after micro-batch.
-  const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
+  const ModelGeometry whole_geometry = ModelGeometry::of(cfg, {}, kSeq);
   Stage whole(cfg, whole_geometry, {});
   double want = 0;
   for (int m = 0; m < micro_batches; ++m) {
@@ -96,7 +96,7 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
     slots.receive_buffers.push_back(sim.peak_receive_buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
   }
   slots.split_backward = program.split_backward;
-  const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
+  const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks}, kSeq);
   Stage stage(cfg, geometry, slots);
   PipelineExecutor executor(stage.model, pp, program);
   const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, dloss);
@@ -146,7 +146,7 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
     targets.push_back(test::random_ids(kBatch * kSeq, 11, 400 + static_cast<std::uint32_t>(m)));
   }
   for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)].data(), targets[static_cast<std::size_t>(m)].data()});
-  const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
+  const ModelGeometry whole_geometry = ModelGeometry::of(cfg, {}, kSeq);
   Stage whole(cfg, whole_geometry, {});
   double want = 0;
   for (const MicroBatchTokens& t : tokens) want += whole.model.forward(*whole.backend, t.ids, t.targets, kBatch, kSeq);
@@ -158,7 +158,7 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
       slots.slots.push_back(1);
       slots.receive_buffers.push_back(sim.peak_receive_buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
     }
-    const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
+    const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks}, kSeq);
     Stage stage(cfg, geometry, slots);
     PipelineExecutor executor(stage.model, pp, program);
     const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, 0.0f);

@@ -144,7 +144,7 @@ struct Instance {
   MemoryPlan plan;
   std::unique_ptr<PlannedMemory> memory;
   Instance(const ModelSection& cfg, Recompute policy, const ModelGeometry& geometry, TensorParallel* tp)
-      : model(cfg, 2, 12, policy, DType::f32, &geometry, tp) {
+      : model(cfg, geometry, 2, policy, DType::f32, tp) {
     parallelize(model.params(), model.geometry());
     model.plan(plan);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
@@ -164,12 +164,12 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
       for (Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
         SCOPED_TRACE(std::string(sp ? "sp" : "no sp") + (tied ? ", tied" : "") + ", recompute " + recompute_name(policy));
         const ModelSection cfg = model_for(p, tied);
-        const ModelGeometry whole_geometry = ModelGeometry::of(cfg);
+        const ModelGeometry whole_geometry = ModelGeometry::of(cfg, {}, S);
         Instance whole(cfg, policy, whole_geometry, nullptr);
         const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), B, S);
         whole.model.backward(*whole.backend, 1.0f / (B * S));
 
-        const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp});
+        const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp}, S);
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
         Instance split(cfg, policy, geometry, &tp);
         const double got = split.model.forward(*split.backend, ids.data(), targets.data(), B, S);
