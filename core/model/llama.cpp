@@ -49,8 +49,8 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
   }
   if (!holds_first || !holds_last) params_.set_whole_model(declaration(cfg));
   for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
-    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_, *tp_,
-                                                   policy_, compute_, hooks_));
+    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_,
+                                                   LayerParallel{*tp_}, policy_, compute_, hooks_));
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
@@ -61,8 +61,7 @@ std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
 void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& slots) {
   params_.plan(plan, sharding, compute_);
   USTRAIN_ASSERT(geo_.seq >= 1, "a model plans for sequences of at least one token");
-  const std::int64_t n = geo_.tokens(max_batch_), r = geo_.rows(n), d = geo_.d_model;
-  const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();
+  const std::int64_t n = geo_.tokens(max_batch_), r = geo_.rows(n), d = geo_.d_model, dh = geo_.head_dim;
   const auto work = MemCategory::workspace;
   const DType c = compute_;
   rope_cos_ = plan.add("rope.cos", MemCategory::activations, Shape{geo_.seq, dh / 2});
@@ -71,10 +70,15 @@ void LlamaModel::plan(MemoryPlan& plan, ParamSharding sharding, const SlotPlan& 
   d_resid_ = plan.add("grad.residual", work, Shape{r, d}, c);
   d_branch_ = plan.add("grad.branch", work, Shape{r, d}, c);
   d_norm_ = plan.add("grad.norm_out", work, Shape{r, d}, c);
-  d_att_ = plan.add("grad.attention_out", work, Shape{n, h * dh}, c);
-  d_qkv_ = plan.add("grad.qkv", work, Shape{n, w}, c);
-  d_gate_up_ = plan.add("grad.gate_up", work, Shape{n, 2 * f}, c);
-  d_act_ = plan.add("grad.swiglu_out", work, Shape{n, f}, c);
+  // The sub-layers' gradient workspace, shared by every layer (the blocks of a rank are alike;
+  // the geometry gives each rank at least one).
+  const auto workspace = [&](const std::vector<ActivationSpec>& specs) {
+    std::vector<int> handles;
+    for (const ActivationSpec& a : specs) handles.push_back(plan.add(a.name, work, a.shape, a.dtype));
+    return handles;
+  };
+  attention_workspace_ = workspace(blocks_.front().attention().workspace(max_batch_, c));
+  mlp_workspace_ = workspace(blocks_.front().mlp().workspace(max_batch_, c));
   sp_gathered_ = sp_d_full_ = -1;
   if (geo_.sequence_parallel()) {
     sp_gathered_ = plan.add("sequence_parallel.gathered", work, Shape{n, d}, c);
@@ -92,8 +96,14 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   const RopeTables rope{mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
   backend.rope_tables(rope.cos, rope.sin, rope_inverse_frequencies(cfg_, geo_.head_dim));
   const auto at = [&](int handle) { return handle >= 0 ? mem.tensor(handle) : Tensor(); };
-  const SharedScratch scratch{at(d_resid_), at(d_branch_), at(d_norm_), at(d_att_), at(d_qkv_),  at(d_gate_up_),
-                              at(d_act_),   at(sp_gathered_), at(sp_d_full_), at(branch_)};
+  const auto all = [&](const std::vector<int>& handles) {
+    std::vector<Tensor> t;
+    for (int h : handles) t.push_back(mem.tensor(h));
+    return t;
+  };
+  const SharedScratch scratch{
+      BlockScratch{at(d_resid_), at(d_branch_), at(d_norm_), at(branch_), at(sp_gathered_), at(sp_d_full_)},
+      all(attention_workspace_), all(mlp_workspace_)};
   for (auto& c : chunks_) c->bind(mem, scratch, rope);
 }
 

@@ -5,10 +5,11 @@
 // model_chunk.h; the whole model at pp = 1) and their parameters, this rank's part of each
 // under tensor parallelism. The model plans its parameters, activation slots and scratch for
 // micro-batches of at most max_batch sequences of the geometry's length, then runs on views of
-// the planned memory. It knows nothing of parallelism: its sizes come from the geometry (core/model/
-// geometry.h), where its parameters live is decided by a separate sharding step (core/
-// distributed/parallelize.h) between construction and plan(), tensor parallelism reaches it
-// only as the TensorParallel object its layers call, and a pipeline executor drives its chunks.
+// the planned memory. It knows nothing of parallelism: its sizes come from the geometry
+// (core/model/geometry.h), where its parameters live is decided by a separate sharding step
+// (core/distributed/parallelize.h) between construction and plan(), tensor parallelism reaches
+// it only as the LayerParallel context its layers call (core/model/layer_parallel.h), and a
+// pipeline executor drives its chunks.
 #pragma once
 
 #include <cstdint>
@@ -103,7 +104,8 @@ class LlamaModel {
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   ParamUseHooks* hooks_ = nullptr;
   int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;
-  int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1, d_att_ = -1, d_qkv_ = -1, d_gate_up_ = -1, d_act_ = -1;
+  int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1;
+  std::vector<int> attention_workspace_, mlp_workspace_;  // what the sub-layers list
   int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
 };
 
