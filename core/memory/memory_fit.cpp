@@ -101,10 +101,11 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers) {
   check_state_fits(recipe, available, sharers, "this host");
   const ParallelSection& p = recipe.parallel;
   const ModelGeometry geometry = ModelGeometry::of(
-      recipe.model, ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0,
-                               static_cast<int>(p.virtual_stages)});
-  LlamaModel model(recipe.model, recipe.train.micro_batch, recipe.train.seq_len,
-                   parse_recompute(recipe.train.recompute), compute_dtype(recipe), &geometry);
+      recipe.model,
+      ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0, static_cast<int>(p.virtual_stages)},
+      recipe.train.seq_len);
+  LlamaModel model(recipe.model, geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
+                   compute_dtype(recipe));
   MemoryPlan plan;
   plan_model(model, plan, ParamSharding{static_cast<int>(p.dp * p.cp), 0, static_cast<int>(p.zero)},
              plan_pipeline(recipe, 0).slots);

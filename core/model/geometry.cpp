@@ -7,10 +7,11 @@
 
 namespace ustrain {
 
-ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split) {
+ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, std::int64_t seq_len) {
   const int tp = split.tp, tp_rank = split.tp_rank;
   const bool sp = split.sp;
   USTRAIN_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "bad tensor-parallel rank");
+  USTRAIN_ASSERT(seq_len >= 0, "bad sequence length");
   USTRAIN_ASSERT(split.pp >= 1 && split.pp_rank >= 0 && split.pp_rank < split.pp && split.virtual_stages >= 1,
                  "bad pipeline rank");
   const std::int64_t stages = static_cast<std::int64_t>(split.pp) * split.virtual_stages;
@@ -37,6 +38,7 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split) 
   g.vocab_local = g.vocab_padded / tp;
   g.vocab_begin = g.vocab_local * tp_rank;
   g.vocab_valid = std::clamp<std::int64_t>(m.vocab_size - g.vocab_begin, 0, g.vocab_local);
+  g.seq = seq_len;
   g.pp = split.pp;
   g.pp_rank = split.pp_rank;
   g.virtual_stages = split.virtual_stages;

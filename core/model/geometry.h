@@ -9,6 +9,9 @@
 // the loss), never in checkpoints or exports. Under sequence parallelism the residual
 // stream, norms and residual adds hold 1/tp of the token rows.
 //
+// Activations are planned for sequences of `seq` tokens on this rank: the recipe's
+// train.seq_len (a share of it once context parallelism splits sequences).
+//
 // Pipeline parallelism cuts the layers into pp * V virtual stages of equal size; this rank
 // holds the stages pp_rank, pp_rank + pp, ... (its chunks, parallel/pipeline_schedule.h). The
 // first stage also holds the embedding, the last the final norm and the output head (and,
@@ -52,6 +55,7 @@ struct ModelGeometry {
   std::int64_t vocab_local = 0;          // rows of the embedding and head: vocab_padded / tp
   std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
   std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
+  std::int64_t seq = 0;                  // tokens of each sequence, at most (0: sizes only)
 
   // Pipeline parallelism.
   int pp = 1, pp_rank = 0, virtual_stages = 1;
@@ -59,6 +63,8 @@ struct ModelGeometry {
 
   // Width of the fused q/k/v projection output.
   std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  // Token rows of a micro-batch of `batch` sequences of `seq` tokens.
+  std::int64_t tokens(std::int64_t batch) const { return batch * seq; }
   // Rows of the residual stream this rank holds for `tokens` token rows.
   std::int64_t rows(std::int64_t tokens) const { return sp && tp > 1 ? tokens / tp : tokens; }
   bool sequence_parallel() const { return sp && tp > 1; }
@@ -68,8 +74,8 @@ struct ModelGeometry {
   std::int64_t matmul_params() const;
 
   // Asserts what the recipe check guarantees: heads, kv heads and ffn divide by tp, the
-  // layers by pp * virtual_stages.
-  static ModelGeometry of(const ModelSection& model, const ModelSplit& split = {});
+  // layers by pp * virtual_stages. `seq_len` is the recipe's sequence length (0: sizes only).
+  static ModelGeometry of(const ModelSection& model, const ModelSplit& split = {}, std::int64_t seq_len = 0);
 };
 
 }  // namespace ustrain

@@ -8,14 +8,12 @@
 namespace ustrain {
 
 LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-                       DType compute, const ModelGeometry* geometry, TensorParallel* tp)
-    : cfg_(cfg),
-      geo_(geometry ? *geometry : ModelGeometry::of(cfg)),
-      tp_(tp ? tp : &no_tp_),
-      max_batch_(max_batch),
-      max_seq_(max_seq),
-      policy_(policy),
-      compute_(compute) {
+                       DType compute)
+    : LlamaModel(cfg, ModelGeometry::of(cfg, {}, max_seq), max_batch, policy, compute) {}
+
+LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch,
+                       Recompute policy, DType compute, TensorParallel* tp)
+    : cfg_(cfg), geo_(geometry), tp_(tp ? tp : &no_tp_), max_batch_(max_batch), policy_(policy), compute_(compute) {
   // A model planned for a tensor-parallel rank but given no group can be planned (--dry-run),
   // not run: forward checks.
   USTRAIN_ASSERT(tp == nullptr || (tp_->size() == geo_.tp && tp_->rank() == geo_.tp_rank &&
@@ -30,7 +28,8 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     layers += c.end_layer - c.first_layer;
   }
   ChunkParams p;
-  if (holds_first) p.embed = params_.registry().declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::embedding()});
+  if (holds_first) p.embed = params_.registry().declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std,
+                                                          UnitId::embedding()});
   blocks_.reserve(static_cast<std::size_t>(layers));  // chunks point into it
   std::vector<std::vector<const TransformerBlock*>> chunk_blocks;
   for (const ChunkSpan& c : geo_.chunks) {
@@ -47,12 +46,13 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     else if (holds_first)
       p.head = p.embed;
     else  // the last stage's copy of the first stage's embedding, in a unit of its own
-      p.head = params_.registry().declare({"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::tied_head()});
+      p.head = params_.registry().declare(
+          {"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::tied_head()});
   }
   if (!holds_first || !holds_last) params_.registry().set_whole_model(declaration(cfg));
   for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
-    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p,
-                                                   params_.registry(), *tp_, policy_, compute_, hooks_));
+    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_.registry(),
+                                                   LayerParallel{*tp_}, policy_, compute_, hooks_));
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
@@ -62,20 +62,25 @@ std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
 
 void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const SlotPlan& slots) {
   params_.plan(plan, sharding, compute_);
-  const std::int64_t n = max_batch_ * max_seq_, r = geo_.rows(n), d = geo_.d_model;
-  const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();
+  USTRAIN_ASSERT(geo_.seq >= 1, "a model plans for sequences of at least one token");
+  const std::int64_t n = geo_.tokens(max_batch_), r = geo_.rows(n), d = geo_.d_model, dh = geo_.head_dim;
   const auto work = MemCategory::workspace;
   const DType c = compute_;
-  rope_cos_ = plan.add("rope.cos", MemCategory::activations, Shape{max_seq_, dh / 2});
-  rope_sin_ = plan.add("rope.sin", MemCategory::activations, Shape{max_seq_, dh / 2});
+  rope_cos_ = plan.add("rope.cos", MemCategory::activations, Shape{geo_.seq, dh / 2});
+  rope_sin_ = plan.add("rope.sin", MemCategory::activations, Shape{geo_.seq, dh / 2});
   branch_ = plan.add("branch_out", work, Shape{n, d}, c);
   d_resid_ = plan.add("grad.residual", work, Shape{r, d}, c);
   d_branch_ = plan.add("grad.branch", work, Shape{r, d}, c);
   d_norm_ = plan.add("grad.norm_out", work, Shape{r, d}, c);
-  d_att_ = plan.add("grad.attention_out", work, Shape{n, h * dh}, c);
-  d_qkv_ = plan.add("grad.qkv", work, Shape{n, w}, c);
-  d_gate_up_ = plan.add("grad.gate_up", work, Shape{n, 2 * f}, c);
-  d_act_ = plan.add("grad.swiglu_out", work, Shape{n, f}, c);
+  // The sub-layers' gradient workspace, shared by every layer (the blocks of a rank are alike;
+  // the geometry gives each rank at least one).
+  const auto workspace = [&](const std::vector<ActivationSpec>& specs) {
+    std::vector<int> handles;
+    for (const ActivationSpec& a : specs) handles.push_back(plan.add(a.name, work, a.shape, a.dtype));
+    return handles;
+  };
+  attention_workspace_ = workspace(blocks_.front().attention().workspace(max_batch_, c));
+  mlp_workspace_ = workspace(blocks_.front().mlp().workspace(max_batch_, c));
   sp_gathered_ = sp_d_full_ = -1;
   if (geo_.sequence_parallel()) {
     sp_gathered_ = plan.add("sequence_parallel.gathered", work, Shape{n, d}, c);
@@ -87,7 +92,7 @@ void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const Sl
   for (std::size_t k = 0; k < chunks_.size(); ++k) {
     const int chunk_slots = slots.slots.empty() ? 1 : slots.slots.at(k);
     const int receive = slots.receive_buffers.empty() ? 0 : slots.receive_buffers.at(k);
-    chunks_[k]->plan(plan, max_batch_, max_seq_, chunk_slots, receive, slots.split_backward);
+    chunks_[k]->plan(plan, max_batch_, chunk_slots, receive, slots.split_backward);
   }
 }
 
@@ -96,8 +101,14 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   const RopeTables rope{mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
   backend.rope_tables(rope.cos, rope.sin, rope_inverse_frequencies(cfg_, geo_.head_dim));
   const auto at = [&](int handle) { return handle >= 0 ? mem.tensor(handle) : Tensor(); };
-  const SharedScratch scratch{at(d_resid_), at(d_branch_), at(d_norm_), at(d_att_), at(d_qkv_),  at(d_gate_up_),
-                              at(d_act_),   at(sp_gathered_), at(sp_d_full_), at(branch_)};
+  const auto all = [&](const std::vector<int>& handles) {
+    std::vector<Tensor> t;
+    for (int h : handles) t.push_back(mem.tensor(h));
+    return t;
+  };
+  const SharedScratch scratch{
+      BlockScratch{at(d_resid_), at(d_branch_), at(d_norm_), at(branch_), at(sp_gathered_), at(sp_d_full_)},
+      all(attention_workspace_), all(mlp_workspace_)};
   for (auto& c : chunks_) c->bind(mem, scratch, rope);
   kept_losses_view_ = at(kept_losses_);
 }
@@ -106,7 +117,7 @@ double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int3
                            std::int64_t S) {
   USTRAIN_ASSERT(chunks_.size() == 1 && chunks_[0]->span().embedding && chunks_[0]->span().head,
                  "forward of the whole model on a rank that holds only part of it");
-  USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= max_seq_, "batch larger than planned");
+  USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= geo_.seq, "batch larger than planned");
   USTRAIN_ASSERT(tp_->size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
   const std::int64_t n = B * S;
   const Tensor losses(kept_losses_view_.data, Shape{n}, DType::f32, kept_losses_view_.device);  // (N)

@@ -4,11 +4,12 @@
 // One LlamaModel is what one rank holds: the chunks of its pipeline stages (core/model/
 // model_chunk.h; the whole model at pp = 1) and their parameters, this rank's part of each
 // under tensor parallelism. The model plans its parameters, activation slots and scratch for
-// micro-batches of at most (max_batch, max_seq) tokens, then runs on views of the planned
-// memory. It knows nothing of parallelism: its sizes come from the geometry (core/model/
-// geometry.h), where its parameters live is decided by a separate sharding step (core/
-// distributed/parallelize.h) between construction and plan(), tensor parallelism reaches it
-// only as the TensorParallel object its layers call, and a pipeline executor drives its chunks.
+// micro-batches of at most max_batch sequences of the geometry's length, then runs on views of
+// the planned memory. It knows nothing of parallelism: its sizes come from the geometry
+// (core/model/geometry.h), where its parameters live is decided by a separate sharding step
+// (core/distributed/parallelize.h) between construction and plan(), tensor parallelism reaches
+// it only as the LayerParallel context its layers call (core/model/layer_parallel.h), and a
+// pipeline executor drives its chunks.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +40,16 @@ struct SlotPlan {
 
 class LlamaModel {
  public:
-  // `compute`: the dtype of activations and of the weights' compute copy (f32, bf16, f16);
-  // statistics, gradients, master weights and optimizer state stay fp32. `geometry` (copied)
-  // is this rank's part of the model, the whole model when null; `tp` (not owned) carries
-  // tensor and sequence parallelism, null for one rank.
+  // This rank's part of the model, `geometry` (copied, with its sequence length), for
+  // micro-batches of at most `max_batch` sequences. `compute`: the dtype of activations and of
+  // the weights' compute copy (f32, bf16, f16); statistics, gradients, master weights and
+  // optimizer state stay fp32. `tp` (not owned) carries tensor and sequence parallelism, null
+  // for one rank.
+  LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch, Recompute policy,
+             DType compute = DType::f32, TensorParallel* tp = nullptr);
+  // The whole model on one rank, for micro-batches of at most (max_batch, max_seq) tokens.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-             DType compute = DType::f32, const ModelGeometry* geometry = nullptr, TensorParallel* tp = nullptr);
+             DType compute = DType::f32);
   // Chunks and blocks refer to the model: it stays where it was built.
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
@@ -98,7 +103,7 @@ class LlamaModel {
   ModelGeometry geo_;
   TensorParallel no_tp_;  // the one-rank default
   TensorParallel* tp_;
-  std::int64_t max_batch_, max_seq_;
+  std::int64_t max_batch_;
   Recompute policy_;
   DType compute_;
   ModelParams params_;
@@ -106,7 +111,8 @@ class LlamaModel {
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   ParamUseHooks* hooks_ = nullptr;
   int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;
-  int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1, d_att_ = -1, d_qkv_ = -1, d_gate_up_ = -1, d_act_ = -1;
+  int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1;
+  std::vector<int> attention_workspace_, mlp_workspace_;  // what the sub-layers list
   int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
   int kept_losses_ = -1;
   Tensor kept_losses_view_;

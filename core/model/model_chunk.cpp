@@ -1,31 +1,32 @@
 #include "core/model/model_chunk.h"
 
+#include <map>
 #include <string>
 
 namespace ustrain {
 
 ModelChunk::ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
                        std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
-                       TensorParallel& tp, Recompute policy, DType compute, ParamUseHooks* const& hooks)
+                       LayerParallel par, Recompute policy, DType compute, ParamUseHooks* const& hooks)
     : cfg_(cfg),
       geo_(geometry),
       span_(span),
       blocks_(std::move(blocks)),
       p_(params),
       params_(param_set),
-      tp_(tp),
+      par_(par),
+      tp_(par.tp),
       policy_(policy),
       compute_(compute),
       hooks_(hooks) {}
 
-void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max_seq, int slots, int receive_buffers,
+void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int receive_buffers,
                       bool split_backward) {
   USTRAIN_ASSERT(slots >= 1 && receive_buffers >= 0, "a chunk needs at least one slot");
   USTRAIN_ASSERT(!split_backward || policy_ == Recompute::none, "a split backward needs every activation kept");
   split_ = split_backward;
   // Sizes on this rank: n token rows, r of them in the residual stream (n / tp under sp).
-  const std::int64_t n = max_batch * max_seq, r = geo_.rows(n), d = geo_.d_model;
-  const std::int64_t h = geo_.heads, dh = geo_.head_dim, f = geo_.ffn_local, w = geo_.qkv_width();
+  const std::int64_t n = geo_.tokens(max_batch), r = geo_.rows(n), d = geo_.d_model;
   const auto act = MemCategory::activations;
   const DType c = compute_;  // activations; statistics (rstd, lse, losses) stay fp32
   const std::string chunk = geo_.chunks.size() > 1 ? "chunk" + std::to_string(span_.stage) + "." : "";
@@ -35,40 +36,33 @@ void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max
 
   // Activations a policy does not keep live in one shared scratch set, reused by every layer
   // and slot of the chunk.
-  const bool keep_all = policy_ == Recompute::none;
-  const bool keep_most = policy_ != Recompute::full;
-  LayerHandles shared{};
+  std::map<std::string, int> shared;
   slots_.assign(static_cast<std::size_t>(slots), Slot{});
   for (int k = 0; k < slots; ++k) {
     Slot& s = slots_[static_cast<std::size_t>(k)];
-    const auto pick = [&](bool keep, int l, int LayerHandles::*field, const char* what, Shape shape, DType dtype) {
-      if (keep) return plan.add(name(k, "layers." + std::to_string(l) + "." + what), act, shape, dtype);
-      if (shared.*field == 0) shared.*field = plan.add(chunk + "scratch." + what, act, shape, dtype) + 1;
-      return shared.*field - 1;  // stored +1 so 0 means "not yet planned"
+    const auto per_layer = [&](int l, const ActivationSpec& a) {
+      return plan.add(name(k, "layers." + std::to_string(l) + "." + a.name), act, a.shape, a.dtype);
+    };
+    const auto pick = [&](int l, const ActivationSpec& a) {
+      if (a.kept(policy_)) return per_layer(l, a);
+      const auto [at, first] = shared.try_emplace(a.name, -1);
+      if (first) at->second = plan.add(chunk + "scratch." + a.name, act, a.shape, a.dtype);
+      return at->second;
     };
     for (int l = span_.first_layer; l <= span_.end_layer; ++l)
       s.resid.push_back(plan.add(name(k, "residual." + std::to_string(l)), act, Shape{r, d}, c));
     for (int l = span_.first_layer; l < span_.end_layer; ++l) {
-      LayerHandles a{};
-      using H = LayerHandles;
-      a.ln1_rstd = pick(keep_most, l, &H::ln1_rstd, "ln1_rstd", Shape{r}, DType::f32);
-      a.ln1_out = pick(keep_all, l, &H::ln1_out, "ln1_out", Shape{r, d}, c);
-      a.qkv = pick(keep_most, l, &H::qkv, "qkv", Shape{n, w}, c);
-      a.att = pick(keep_most, l, &H::att, "attention_out", Shape{n, h * dh}, c);
-      a.lse = pick(keep_most, l, &H::lse, "attention_lse", Shape{n * h}, DType::f32);
-      a.x_mid = pick(keep_most, l, &H::x_mid, "x_mid", Shape{r, d}, c);
-      a.ln2_rstd = pick(keep_most, l, &H::ln2_rstd, "ln2_rstd", Shape{r}, DType::f32);
-      a.ln2_out = pick(keep_all, l, &H::ln2_out, "ln2_out", Shape{r, d}, c);
-      a.gate_up = pick(keep_most, l, &H::gate_up, "gate_up", Shape{n, 2 * f}, c);
-      a.act = pick(keep_all, l, &H::act, "swiglu_out", Shape{n, f}, c);
-      s.layers.push_back(a);
+      const TransformerBlock& block = *blocks_[static_cast<std::size_t>(l - span_.first_layer)];
+      LayerHandles h;
+      for (const ActivationSpec& a : block.attention().activations(max_batch, c)) h.attention.push_back(pick(l, a));
+      h.x_mid = pick(l, block.x_mid(max_batch, c));
+      for (const ActivationSpec& a : block.mlp().activations(max_batch, c)) h.mlp.push_back(pick(l, a));
       if (split_) {
-        const std::string layer = "layers." + std::to_string(l) + ".";
-        s.deferred.push_back({plan.add(name(k, layer + "grad.down_out"), act, Shape{n, d}, c),
-                              plan.add(name(k, layer + "grad.gate_up"), act, Shape{n, 2 * f}, c),
-                              plan.add(name(k, layer + "grad.o_out"), act, Shape{n, d}, c),
-                              plan.add(name(k, layer + "grad.qkv"), act, Shape{n, w}, c)});
+        for (const ActivationSpec& a : block.mlp().deferred(max_batch, c)) h.mlp_deferred.push_back(per_layer(l, a));
+        for (const ActivationSpec& a : block.attention().deferred(max_batch, c))
+          h.attention_deferred.push_back(per_layer(l, a));
       }
+      s.layers.push_back(std::move(h));
     }
     if (span_.embedding) s.ids = plan.add(name(k, "input_ids"), act, Shape{n}, DType::i32);
     else s.input_grad = plan.add(name(k, "input_grad"), act, Shape{r, d}, c);
@@ -97,58 +91,31 @@ void ModelChunk::bind(const PlannedMemory& mem, const SharedScratch& scratch, co
 }
 
 Tensor ModelChunk::rows(int handle, std::int64_t n) const {
-  if (handle < 0) return Tensor();
-  const Tensor t = mem_->tensor(handle);
-  if (t.shape.rank() == 1) return Tensor(t.data, Shape{n}, t.dtype, t.device);
-  return Tensor(t.data, Shape{n, t.shape.last()}, t.dtype, t.device);
+  return handle < 0 ? Tensor() : first_rows(mem_->tensor(handle), n);
 }
 
-static Tensor first_rows(const Tensor& t, std::int64_t n) {
-  if (t.empty()) return t;
-  return Tensor(t.data, Shape{n, t.shape.last()}, t.dtype, t.device);
+std::vector<Tensor> ModelChunk::tensors(const std::vector<int>& handles) const {
+  std::vector<Tensor> t;
+  t.reserve(handles.size());
+  for (int h : handles) t.push_back(mem_->tensor(h));
+  return t;
 }
 
-BlockActivations ModelChunk::layer_views(const Slot& s, int layer) const {
+BlockMemory ModelChunk::layer_memory(const Slot& s, int layer, bool deferred) const {
   const LayerHandles& h = s.layers[static_cast<std::size_t>(layer - span_.first_layer)];
-  const std::int64_t B = s.batch, S = s.seq, n = B * S, r = geo_.rows(n);
-  BlockActivations a;
-  a.ln1_rstd = rows(h.ln1_rstd, r);
-  a.ln1_out = rows(h.ln1_out, r);
-  const Tensor qkv = rows(h.qkv, n);
-  a.qkv = qkv.view(Shape{B, S, qkv.shape.last()});  // (B, S, W)
-  const Tensor att = rows(h.att, n);
-  a.att = att.view(Shape{B, S, att.shape.last()});  // (B, S, H Dh)
-  a.lse = rows(h.lse, n * geo_.heads).view(Shape{B, geo_.heads, S});
-  a.x_mid = rows(h.x_mid, r);
-  a.ln2_rstd = rows(h.ln2_rstd, r);
-  a.ln2_out = rows(h.ln2_out, r);
-  a.gate_up = rows(h.gate_up, n);
-  a.act = rows(h.act, n);
-  return a;
+  BlockMemory m;
+  m.attention = {s.batch, s.seq, tensors(h.attention), deferred ? tensors(h.attention_deferred) : std::vector<Tensor>{},
+                 scratch_.attention};
+  m.mlp = {s.batch, s.seq, tensors(h.mlp), deferred ? tensors(h.mlp_deferred) : std::vector<Tensor>{}, scratch_.mlp};
+  m.x_mid = rows(h.x_mid, geo_.rows(s.batch * s.seq));
+  return m;
 }
 
-BlockGradients ModelChunk::grad_views(std::int64_t B, std::int64_t S) const {
+BlockScratch ModelChunk::scratch_rows(std::int64_t B, std::int64_t S) const {
   const std::int64_t n = B * S, r = geo_.rows(n);
-  BlockGradients g;
-  g.d_resid = first_rows(scratch_.d_resid, r);
-  g.d_branch = first_rows(scratch_.d_branch, r);
-  g.d_norm = first_rows(scratch_.d_norm, r);
-  const Tensor att = first_rows(scratch_.d_att, n);
-  g.d_att = att.view(Shape{B, S, att.shape.last()});
-  const Tensor qkv = first_rows(scratch_.d_qkv, n);
-  g.d_qkv = qkv.view(Shape{B, S, qkv.shape.last()});
-  g.d_gate_up = first_rows(scratch_.d_gate_up, n);
-  g.d_act = first_rows(scratch_.d_act, n);
-  g.gathered = first_rows(scratch_.gathered, n);
-  g.d_full = first_rows(scratch_.d_full, n);
-  return g;
-}
-
-DeferredGrads ModelChunk::deferred_views(const Slot& s, int layer) const {
-  const DeferredHandles& h = s.deferred[static_cast<std::size_t>(layer - span_.first_layer)];
-  const std::int64_t n = s.batch * s.seq;
-  const Tensor qkv = rows(h.d_qkv, n);
-  return {rows(h.d_down, n), rows(h.d_gate_up, n), rows(h.d_o, n), qkv.view(Shape{s.batch, s.seq, qkv.shape.last()})};
+  const BlockScratch& full = scratch_.block;
+  return {first_rows(full.d_resid, r), first_rows(full.d_branch, r), first_rows(full.d_norm, r),
+          first_rows(full.branch, n),  first_rows(full.gathered, n), first_rows(full.d_full, n)};
 }
 
 Tensor ModelChunk::output(int slot) const {
@@ -173,21 +140,20 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
   s.seq = S;
   const std::int64_t n = B * S, r = geo_.rows(n);
   USTRAIN_ASSERT(!geo_.sequence_parallel() || n % geo_.tp == 0, "sequence parallelism needs B * S divisible by tp");
-  const BlockGradients scratch = grad_views(B, S);  // the forward uses only its sp scratch
-  const Tensor branch = first_rows(scratch_.branch, n);
+  const BlockScratch g = scratch_rows(B, S);  // the forward uses its branch and sp scratch
   if (span_.embedding) {
     const Tensor ids_t = rows(s.ids, n);
     be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
     acquire(UnitId::embedding(), false);
-    tp_.embed(be, rows(s.resid[0], r), ids_t, params_[p_.embed].value, branch);  // (R, D)
+    tp_.embed(be, rows(s.resid[0], r), ids_t, params_[p_.embed].value, g.branch);  // (R, D)
     release(UnitId::embedding());
   } else {
     be.copy(rows(s.resid[0], r), input);
   }
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     acquire(blocks_[l]->unit(), false);
-    blocks_[l]->forward(be, tp_, rows(s.resid[l], r), rows(s.resid[l + 1], r),
-                        layer_views(s, span_.first_layer + static_cast<int>(l)), scratch, branch, rope_);
+    blocks_[l]->forward(be, par_, rows(s.resid[l], r), rows(s.resid[l + 1], r),
+                        layer_memory(s, span_.first_layer + static_cast<int>(l), false), g, rope_);
     release(blocks_[l]->unit());
   }
   if (!span_.head) return;
@@ -213,7 +179,7 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
 
 // The head: the cross-entropy gradient overwrites the logits in place (fused, no extra
 // buffer); logits another slot's forward overwrote since are computed again first.
-void ModelChunk::head_backward(Backend& be, int slot, float dloss, const BlockGradients& g) {
+void ModelChunk::head_backward(Backend& be, int slot, float dloss, const BlockScratch& g) {
   const Slot& s = slots_[static_cast<std::size_t>(slot)];
   const std::int64_t n = s.batch * s.seq, r = geo_.rows(n);
   const UnitId head_param_unit = params_.spec(p_.head).unit;
@@ -243,17 +209,14 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
   Slot& s = slots_.at(static_cast<std::size_t>(slot));
   USTRAIN_ASSERT(s.batch > 0, "backward of a slot without a forward");
   const std::int64_t n = s.batch * s.seq, r = geo_.rows(n);
-  const BlockGradients g = grad_views(s.batch, s.seq);
+  const BlockScratch g = scratch_rows(s.batch, s.seq);
   if (span_.head) head_backward(be, slot, dloss, g);
   else be.copy(g.d_resid, grad);
 
-  const Tensor branch = first_rows(scratch_.branch, n);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
     const int layer = span_.first_layer + static_cast<int>(l);
-    const DeferredGrads deferred = weights ? DeferredGrads{} : deferred_views(s, layer);
     acquire(blocks_[l]->unit(), true);
-    blocks_[l]->backward(be, tp_, rows(s.resid[l], r), layer_views(s, layer), g, branch, rope_, policy_,
-                         weights ? nullptr : &deferred);
+    blocks_[l]->backward(be, par_, rows(s.resid[l], r), layer_memory(s, layer, !weights), g, rope_, policy_);
     release(blocks_[l]->unit());
     if (weights) grads_done(blocks_[l]->unit());
   }
@@ -271,10 +234,10 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
 void ModelChunk::backward_weight(Backend& be, int slot) {
   USTRAIN_ASSERT(split_, "backward_weight needs a chunk planned with a split backward");
   const Slot& s = slots_.at(static_cast<std::size_t>(slot));
-  const BlockGradients g = grad_views(s.batch, s.seq);
+  const BlockScratch g = scratch_rows(s.batch, s.seq);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
     const int layer = span_.first_layer + static_cast<int>(l);
-    blocks_[l]->backward_weight(be, tp_, layer_views(s, layer), g, deferred_views(s, layer));
+    blocks_[l]->backward_weight(be, par_, layer_memory(s, layer, true), g);
     grads_done(blocks_[l]->unit());
   }
 }

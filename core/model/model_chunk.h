@@ -6,9 +6,9 @@
 // A micro-batch's slot holds what its backward needs: the residual stream entering and
 // leaving each layer, the layers' activations as the recompute policy keeps them, its tokens,
 // the loss statistics and, when the schedule splits the backward, the gradients its weight
-// pass needs (the per-token losses go where the caller says). Scratch (recomputed activations, gradient workspace, sequence-parallel buffers,
-// the logits) is shared by all slots and chunks of the rank: the rank runs one action at a
-// time.
+// pass needs (the per-token losses go where the caller says). Scratch (recomputed activations,
+// gradient workspace, sequence-parallel buffers, the logits) is shared by all slots and chunks
+// of the rank: the rank runs one action at a time.
 //
 // Sizes are this rank's (core/model/geometry.h): N = B * S token rows, R of them in the
 // residual stream (N / tp under sequence parallelism), D = d_model.
@@ -19,11 +19,11 @@
 
 #include "core/memory/memory_plan.h"
 #include "core/model/geometry.h"
+#include "core/model/layer_parallel.h"
 #include "core/model/param_hooks.h"
 #include "core/model/param_registry.h"
 #include "core/model/recompute.h"
 #include "core/model/transformer_block.h"
-#include "parallel/tensor_parallel.h"
 
 namespace ustrain {
 
@@ -37,10 +37,8 @@ struct ChunkParams {
 // Scratch the chunks of one rank share, planned once by the model for its largest
 // micro-batch (rows first; chunks take the rows a micro-batch needs).
 struct SharedScratch {
-  Tensor d_resid, d_branch, d_norm;  // (R, D)
-  Tensor d_att, d_qkv, d_gate_up, d_act;  // (N, H Dh), (N, W), (N, 2F), (N, F)
-  Tensor gathered, d_full;           // (N, D) under sequence parallelism, else empty
-  Tensor branch;                     // (N, D)
+  BlockScratch block;                  // (R, D) and (N, D) rows, core/model/sublayer.h
+  std::vector<Tensor> attention, mlp;  // the sub-layers' workspace lists
 };
 
 class ModelChunk {
@@ -48,16 +46,16 @@ class ModelChunk {
   // `hooks` is the model's hooks pointer, read at each call (it may be set later).
   ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
              std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
-             TensorParallel& tp, Recompute policy, DType compute, ParamUseHooks* const& hooks);
+             LayerParallel par, Recompute policy, DType compute, ParamUseHooks* const& hooks);
 
   const ChunkSpan& span() const { return span_; }
   int slots() const { return static_cast<int>(slots_.size()); }
 
-  // Plans `slots` micro-batch slots of at most (max_batch, max_seq) tokens and `receive_buffers`
-  // buffers for activations or gradients received ahead of use; `split_backward` keeps the
-  // gradients a later weight pass needs.
-  void plan(MemoryPlan& plan, std::int64_t max_batch, std::int64_t max_seq, int slots, int receive_buffers,
-            bool split_backward);
+  // Plans `slots` micro-batch slots of at most `max_batch` sequences of the geometry's length
+  // and `receive_buffers` buffers for activations or gradients received ahead of use;
+  // `split_backward` keeps the gradients a later weight pass needs. The layers' tensors are
+  // what their sub-layers list (core/model/sublayer.h).
+  void plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int receive_buffers, bool split_backward);
   void bind(const PlannedMemory& mem, const SharedScratch& scratch, const RopeTables& rope);
 
   // Where boundary data lives, as (R, D) views for a micro-batch of (B, S).
@@ -83,16 +81,15 @@ class ModelChunk {
   Tensor logits() const { return logits_of_; }
 
  private:
+  // A layer's planned tensors in one slot, in the order its sub-layers list them.
   struct LayerHandles {
-    int ln1_rstd, ln1_out, qkv, att, lse, x_mid, ln2_rstd, ln2_out, gate_up, act;
-  };
-  struct DeferredHandles {
-    int d_down, d_gate_up, d_o, d_qkv;
+    std::vector<int> attention, mlp;  // activations (per layer, or the chunk's shared scratch)
+    int x_mid = -1;
+    std::vector<int> attention_deferred, mlp_deferred;  // split backward only
   };
   struct Slot {
     std::vector<int> resid;                 // layers + 1 entries (R, D)
     std::vector<LayerHandles> layers;
-    std::vector<DeferredHandles> deferred;  // split backward only
     int ids = -1, targets = -1;             // (N) first / last stage
     int final_rstd = -1, final_out = -1, ce_lse = -1;  // last stage
     int input_grad = -1;                    // (R, D), not on the first stage
@@ -100,10 +97,11 @@ class ModelChunk {
   };
 
   Tensor rows(int handle, std::int64_t n) const;
-  BlockActivations layer_views(const Slot& s, int layer) const;
-  BlockGradients grad_views(std::int64_t batch, std::int64_t seq) const;
-  DeferredGrads deferred_views(const Slot& s, int layer) const;
-  void head_backward(Backend& be, int slot, float dloss, const BlockGradients& g);
+  std::vector<Tensor> tensors(const std::vector<int>& handles) const;
+  // Layer `layer`'s memory in slot `s`; with `deferred`, the tensors of its weight pass too.
+  BlockMemory layer_memory(const Slot& s, int layer, bool deferred) const;
+  BlockScratch scratch_rows(std::int64_t batch, std::int64_t seq) const;
+  void head_backward(Backend& be, int slot, float dloss, const BlockScratch& g);
   void acquire(UnitId unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
   void release(UnitId unit) const { if (hooks_) hooks_->release(unit); }
   void grads_done(UnitId unit) const { if (hooks_) hooks_->grads_done(unit); }
@@ -114,7 +112,8 @@ class ModelChunk {
   std::vector<const TransformerBlock*> blocks_;
   ChunkParams p_;
   const ParamRegistry& params_;
-  TensorParallel& tp_;
+  LayerParallel par_;   // what the layers see of the parallelisation
+  TensorParallel& tp_;  // par_.tp, for the vocabulary-parallel embedding, head and loss
   Recompute policy_;
   DType compute_;
   bool split_ = false;

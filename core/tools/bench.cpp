@@ -35,9 +35,9 @@ std::optional<std::array<double, 4>> first_step_phases(const std::string& metric
 void run_bench(Recipe recipe, std::int64_t steps) {
   recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
   // One tensor-parallel rank's GEMMs (the whole model's at tp = 1), for every layer.
-  const ModelGeometry geo =
-      ModelGeometry::of(recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp});
-  const std::int64_t n = recipe.train.micro_batch * recipe.train.seq_len;
+  const ModelGeometry geo = ModelGeometry::of(
+      recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp}, recipe.train.seq_len);
+  const std::int64_t n = geo.tokens(recipe.train.micro_batch);
   struct Gemm { std::string name; std::int64_t out, in; };
   const std::vector<Gemm> gemms = {{"qkv_proj", geo.qkv_width(), geo.d_model},
                                    {"o_proj", geo.d_model, geo.heads * geo.head_dim},

@@ -46,7 +46,7 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
     throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
                                 "convert it with a --val-fraction above 0",
                                 recipe.data.path, t.seq_len));
-  ModelInstance instance(recipe, t.micro_batch, t.seq_len, Recompute::none);
+  ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, t.seq_len), t.micro_batch, Recompute::none);
   load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false);
 
   // The trainer's validation set: `batches` global batches, read here by one process, and no

@@ -31,7 +31,7 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   const std::unique_ptr<Tokenizer> tokenizer =
       make_tokenizer(checkpoint_tokenizer(checkpoint), "checkpoint " + checkpoint.dir());
   const std::int64_t context = recipe.model.max_seq_len;
-  ModelInstance instance(recipe, 1, context, Recompute::none);
+  ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, context), 1, Recompute::none);
   LlamaModel& model = instance.model;
   Backend& backend = *instance.backend;
   load_model_state(checkpoint, model.params(), backend, /*with_optimizer=*/false);

@@ -46,11 +46,11 @@ const ModelSection& fitting_model(const Recipe& recipe, const ModelPlacement& pl
 
 }  // namespace
 
-ModelInstance::ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
-                             ModelPlacement placement, std::unique_ptr<Backend> be)
+ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry, std::int64_t max_batch,
+                             Recompute policy, ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
-      model(fitting_model(recipe, placement, *backend), max_batch, max_seq, policy, compute_dtype(recipe),
-            placement.geometry, placement.tp) {
+      model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
+            placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
   check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name());
   memory = std::make_unique<PlannedMemory>(plan, *backend);

@@ -18,22 +18,23 @@ DType compute_dtype(const Recipe& recipe);
 // The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
 
-// How one rank holds the model: its chunks and its part of each parameter (geometry, and the
-// tensor-parallel group; the whole model by default), its share of the training state under
-// ZeRO per sync group (sharding), and the micro-batches its pipeline schedule keeps in flight (slots).
+// How one rank holds the part of the model its geometry names: the tensor-parallel group (none
+// by default), its share of the training state under ZeRO per sync group (sharding), and the
+// micro-batches its pipeline schedule keeps in flight (slots).
 struct ModelPlacement {
-  const ModelGeometry* geometry = nullptr;  // null: the whole model on one rank
-  TensorParallel* tp = nullptr;             // not owned; must outlive the instance
+  TensorParallel* tp = nullptr;  // not owned; must outlive the instance
   ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)
 };
 
 struct ModelInstance {
-  // Plans for micro-batches of at most (max_batch, max_seq) tokens, places the parameters
-  // (core/distributed/parallelize.h), and allocates the plan on `backend` (the recipe's, when
-  // null). UserError, before anything is allocated, when the model does not fit the memory.
-  ModelInstance(const Recipe& recipe, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
+  // This rank's part of the recipe's model (`geometry`: ModelGeometry::of(recipe.model, {},
+  // seq_len) for the whole model), planned for micro-batches of at most `max_batch` sequences
+  // of the geometry's length; places the parameters (core/distributed/parallelize.h) and
+  // allocates the plan on `backend` (the recipe's, when null). UserError, before anything is
+  // allocated, when the model does not fit the memory.
+  ModelInstance(const Recipe& recipe, const ModelGeometry& geometry, std::int64_t max_batch, Recompute policy,
                 ModelPlacement placement = {}, std::unique_ptr<Backend> backend = nullptr);
 
   std::unique_ptr<Backend> backend;

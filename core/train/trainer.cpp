@@ -148,7 +148,7 @@ std::string describe_run(const Recipe& given) {
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
   check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
-  const LlamaModel model(recipe.model, 1, 1, Recompute::none, DType::f32, &geometry);  // for its sizes
+  const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   for (const std::string& filled : filled_defaults(given, recipe)) s += "# " + filled + "\n";
   if (const std::optional<std::string> note = shortened_warmup_note(recipe)) s += "# warning: " + *note + "\n";
@@ -180,8 +180,8 @@ std::string describe_run(const Recipe& given) {
   for (int r = 0; r < pp; ++r) {
     const ModelGeometry g = geometry_of(recipe, 0, r);
     const PipelinePlan pipeline = plan_pipeline(recipe, r);
-    LlamaModel stage(recipe.model, recipe.train.micro_batch, recipe.train.seq_len,
-                     parse_recompute(recipe.train.recompute), compute_dtype(recipe), &g);
+    LlamaModel stage(recipe.model, g, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
+                     compute_dtype(recipe));
     MemoryPlan plan;
     plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
     if (pp > 1) {

@@ -11,8 +11,10 @@ namespace ustrain {
 
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
   const auto& p = r.parallel;
-  return ModelGeometry::of(r.model, ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                               static_cast<int>(p.virtual_stages)});
+  return ModelGeometry::of(r.model,
+                           ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
+                                      static_cast<int>(p.virtual_stages)},
+                           r.train.seq_len);
 }
 
 ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank) {
@@ -29,8 +31,9 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
       tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
       pipeline(plan_pipeline(r, groups.pp().rank())),
-      instance(r, r.train.micro_batch, r.train.seq_len, parse_recompute(r.train.recompute),
-               ModelPlacement{&geometry, &tp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()), pipeline.slots, memory},
+      instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
+               ModelPlacement{&tp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
+                              pipeline.slots, memory},
                std::move(be)),
       model(instance.model),
       backend(*instance.backend),

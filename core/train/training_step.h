@@ -26,7 +26,7 @@
 namespace ustrain {
 
 // The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
-// recipe's layout.
+// recipe's layout, for its sequences.
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank);
 
 // How a rank of the recipe's layout holds the training state: ZeRO shards each store over the

@@ -77,8 +77,8 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
     slots.receive_buffers.push_back(sim.peak_receive_buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
   }
   slots.split_backward = program.split_backward;
-  const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
-  TinyModel stage(cfg, kBatch, kSeq, Recompute::none, {.geometry = &geometry, .slots = slots}, kSeed);
+  const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks}, kSeq);
+  TinyModel stage(cfg, geometry, kBatch, Recompute::none, {.slots = slots}, kSeed);
   PipelineExecutor executor(stage.model, pp, program);
   const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, dloss);
   const double total = pp.sum(got.sum), total_tokens = pp.sum(got.tokens);
@@ -138,8 +138,8 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
       slots.slots.push_back(1);
       slots.receive_buffers.push_back(sim.peak_receive_buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
     }
-    const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks});
-    TinyModel stage(cfg, kBatch, kSeq, Recompute::none, {.geometry = &geometry, .slots = slots}, kSeed);
+    const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{1, 0, false, p, r, chunks}, kSeq);
+    TinyModel stage(cfg, geometry, kBatch, Recompute::none, {.slots = slots}, kSeed);
     PipelineExecutor executor(stage.model, pp, program);
     const PipelineLoss got = executor.run(*stage.backend, tokens, kBatch, kSeq, 0.0f);
     EXPECT_NEAR(pp.sum(got.sum), want, 1e-5 * want) << chunks << " chunk(s)";

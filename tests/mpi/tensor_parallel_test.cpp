@@ -152,9 +152,9 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
         const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), B, S);
         whole.model.backward(*whole.backend, 1.0f / (B * S));
 
-        const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp});
+        const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp}, S);
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
-        TinyModel split(cfg, B, S, policy, {.geometry = &geometry, .tp = &tp}, kSeed);
+        TinyModel split(cfg, geometry, B, policy, {.tp = &tp}, kSeed);
         const double got = split.model.forward(*split.backend, ids.data(), targets.data(), B, S);
         split.model.backward(*split.backend, 1.0f / (B * S));
         sum_partial_grads(split.model.params(), tp_group);

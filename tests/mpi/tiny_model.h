@@ -28,15 +28,20 @@ inline ModelSection tiny_model_config(bool tied_embeddings) {
   return m;
 }
 
-// One rank's model in fp32 on a one-thread CPU backend: placed (the whole model, or this
-// rank's part of it), planned for micro-batches of (batch, seq), allocated, bound, and
-// initialised from `seed`; the same seed on every rank gives identical replicas.
+// One rank's model in fp32 on a one-thread CPU backend: placed (the whole model, or the part
+// of it `geometry` names, sequences included), planned for micro-batches of `batch` sequences,
+// allocated, bound, and initialised from `seed`; the same seed on every rank gives identical
+// replicas.
 struct TinyModel : ModelInstance {
-  TinyModel(const ModelSection& cfg, std::int64_t batch, std::int64_t seq, Recompute policy,
+  TinyModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t batch, Recompute policy,
             const ModelPlacement& placement, std::uint64_t seed)
-      : ModelInstance(recipe_of(cfg), batch, seq, policy, placement, make_backend(Device::cpu, 1)) {
+      : ModelInstance(recipe_of(cfg), geometry, batch, policy, placement, make_backend(Device::cpu, 1)) {
     model.initialise(*backend, seed);
   }
+  // The whole model, for sequences of `seq`.
+  TinyModel(const ModelSection& cfg, std::int64_t batch, std::int64_t seq, Recompute policy,
+            const ModelPlacement& placement, std::uint64_t seed)
+      : TinyModel(cfg, ModelGeometry::of(cfg, {}, seq), batch, policy, placement, seed) {}
 
  private:
   static Recipe recipe_of(const ModelSection& cfg) {

@@ -42,8 +42,8 @@ TEST(ModelSize, TheStateBoundIsAtMostWhatTheRankPlans) {
       SCOPED_TRACE(testing::Message() << "tp " << tp << ", ZeRO stage " << zero);
       const Recipe r = recipe({"parallel.tp=" + std::to_string(tp), "parallel.dp=2", "parallel.zero=" +
                                std::to_string(zero)});
-      const ModelGeometry geometry = ModelGeometry::of(r.model, ModelSplit{tp, 0, r.parallel.sp});
-      LlamaModel model(r.model, 2, 16, Recompute::none, DType::f32, &geometry);
+      const ModelGeometry geometry = ModelGeometry::of(r.model, ModelSplit{tp, 0, r.parallel.sp}, 16);
+      LlamaModel model(r.model, geometry, 2, Recompute::none);
       MemoryPlan plan;
       plan_model(model, plan, ParamSharding{2, 0, zero});
       const std::size_t state = plan.bytes(MemCategory::parameters) + plan.bytes(MemCategory::gradients) +
@@ -110,10 +110,11 @@ TEST(MemoryFit, AModelInstanceTooLargeForItsMemoryIsAUserError) {
   const Recipe r = recipe({"train.micro_batch=4", "train.global_batch=4"});
   ModelPlacement placement;
   placement.memory = MemoryShare{4096, 1};  // far less than the plan
-  expect_mentions(user_error_of([&] { ModelInstance instance(r, 4, 16, Recompute::none, placement); }),
+  const ModelGeometry whole = ModelGeometry::of(r.model, {}, 16);
+  expect_mentions(user_error_of([&] { ModelInstance instance(r, whole, 4, Recompute::none, placement); }),
                   {"has 4.0 KiB available"});
   placement.memory = MemoryShare{std::size_t{1} << 40, 1};
-  EXPECT_NO_THROW(ModelInstance(r, 4, 16, Recompute::none, placement));
+  EXPECT_NO_THROW(ModelInstance(r, whole, 4, Recompute::none, placement));
 }
 
 TEST(MemoryFit, OnlyTheHostIsShared) {

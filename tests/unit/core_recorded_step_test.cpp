@@ -109,7 +109,7 @@ std::int64_t matmul_flops(const RecordSummary& s) { return s[OpClass::gemm].flop
 // head's three GEMMs: 6 d FLOPs per token and padding row more.
 std::int64_t formula_flops(const Recipe& recipe) {
   const ModelGeometry whole = geometry_of(recipe, 0, 0);
-  const LlamaModel model(recipe.model, 1, 1, Recompute::none, DType::f32, &whole);
+  const LlamaModel model(recipe.model, whole, 1, Recompute::none);
   const std::int64_t per_token = static_cast<std::int64_t>(model.flops_per_token(recipe.train.seq_len));
   const std::int64_t padding = 6 * (whole.vocab_padded - whole.vocab) * whole.d_model;
   const std::int64_t tokens = recipe.train.global_batch * recipe.train.seq_len / recipe.parallel.dp;

@@ -1,0 +1,125 @@
+#include "core/model/attention.h"
+
+namespace ustrain {
+
+// The planned tensors of one micro-batch, by name (sizes in attention.h).
+struct Attention::Views {
+  Tensor ln1_rstd;  // (R)
+  Tensor ln1_out;   // (R, D)
+  Tensor qkv;       // (B, S, W), q and k after RoPE
+  Tensor att;       // (B, S, H Dh)
+  Tensor lse;       // (B, H, S)
+  Tensor d_att;     // (B, S, H Dh)
+  Tensor d_qkv;     // (B, S, W): deferred (kept for the weight pass) or workspace
+  Tensor d_o;       // (N, D) deferred only: the gradient of the o_proj output (every row)
+  bool deferred = false;
+};
+
+Attention::Attention(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo, ParamRegistry& params)
+    : geo_(geo),
+      layer_(layer),
+      unit_(unit),
+      n_heads_(static_cast<int>(geo.heads)),
+      n_kv_heads_(static_cast<int>(geo.kv_heads)),
+      head_dim_(static_cast<int>(geo.head_dim)),
+      eps_(static_cast<float>(cfg.norm_eps)),
+      params_(params) {
+  const std::int64_t d = geo.d_model, dh = geo.head_dim, h = geo.n_heads, hkv = geo.n_kv_heads;
+  const std::string p = layer_prefix(layer);
+  const double std = cfg.init_std, out_std = residual_init_std(cfg);
+  q_ = params.declare({p + "self_attn.q_proj.weight", Shape{h * dh, d}, true, false, std, unit});
+  k_ = params.declare({p + "self_attn.k_proj.weight", Shape{hkv * dh, d}, true, true, std, unit});
+  v_ = params.declare({p + "self_attn.v_proj.weight", Shape{hkv * dh, d}, true, true, std, unit});
+  o_ = params.declare({p + "self_attn.o_proj.weight", Shape{d, h * dh}, true, false, out_std, unit});
+}
+
+void Attention::declare_norm(ParamRegistry& params) {
+  const std::int64_t d = geo_.d_model;
+  const std::string p = layer_prefix(layer_);
+  const UnitId unit = unit_;
+  ln1_ = params.declare({p + "input_layernorm.weight", Shape{d}, false, false, 0.0, unit});
+}
+
+std::vector<ActivationSpec> Attention::activations(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch), r = geo_.rows(n), d = geo_.d_model, h = geo_.heads;
+  return {{"ln1_rstd", Shape{r}, DType::f32},
+          {"ln1_out", Shape{r, d}, c, /*cheap=*/true},
+          {"qkv", Shape{n, geo_.qkv_width()}, c},
+          {"attention_out", Shape{n, h * geo_.head_dim}, c},
+          {"attention_lse", Shape{n * h}, DType::f32}};
+}
+
+std::vector<ActivationSpec> Attention::deferred(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch);
+  return {{"grad.o_out", Shape{n, geo_.d_model}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
+}
+
+std::vector<ActivationSpec> Attention::workspace(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch);
+  return {{"grad.attention_out", Shape{n, geo_.heads * geo_.head_dim}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
+}
+
+Attention::Views Attention::views(const SubLayerMemory& m) const {
+  const std::int64_t B = m.batch, S = m.seq, n = B * S, r = geo_.rows(n);
+  const auto bsw = [&](const Tensor& t) { return first_rows(t, n).view(Shape{B, S, t.shape.last()}); };
+  Views v;
+  v.ln1_rstd = first_rows(m.activations.at(0), r);
+  v.ln1_out = first_rows(m.activations.at(1), r);
+  v.qkv = bsw(m.activations.at(2));
+  v.att = bsw(m.activations.at(3));
+  v.lse = first_rows(m.activations.at(4), n * geo_.heads).view(Shape{B, geo_.heads, S});
+  v.d_att = bsw(m.workspace.at(0));
+  v.deferred = !m.deferred.empty();
+  if (v.deferred) {
+    v.d_o = first_rows(m.deferred.at(0), n);
+    v.d_qkv = bsw(m.deferred.at(1));
+  } else {
+    v.d_qkv = bsw(m.workspace.at(1));
+  }
+  return v;
+}
+
+Tensor Attention::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
+                          const BlockScratch& s, const RopeTables& rope) const {
+  const Views a = views(m);
+  const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
+  const Shape qkv2d{a.qkv.shape.rows(), a.qkv.shape.last()};
+  be.rmsnorm_forward(a.ln1_out, a.ln1_rstd, x, params_[ln1_].value, eps_);  // (R, D)
+  const Tensor ln1 = par.tp.gather(a.ln1_out, s.gathered);                 // (N, D)
+  be.linear_forward(a.qkv.view(qkv2d), ln1, params_.packed_value(q_, v_));  // (N, W)
+  be.rope_forward(a.qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
+  be.attention_forward(a.att, a.lse, a.qkv, n_heads_, n_kv_heads_);  // (B, S, H Dh)
+  be.linear_forward(s.branch, a.att.view(att2d), params_[o_].value);  // (N, D), partial over tp
+  return par.tp.reduce(s.branch, out);                                // (R, D)
+}
+
+void Attention::backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m,
+                         const BlockScratch& s, const RopeTables& rope, Recompute policy) const {
+  const Views a = views(m);
+  const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
+  const Shape qkv2d{a.qkv.shape.rows(), a.qkv.shape.last()};
+  if (policy == Recompute::selective) be.rmsnorm_forward(a.ln1_out, a.ln1_rstd, x, params_[ln1_].value, eps_);
+  const Tensor d_out = par.tp.gather(s.d_resid, s.d_full);  // (N, D)
+  be.linear_backward_input(a.d_att.view(att2d), d_out, params_[o_].value);
+  if (a.deferred) be.copy(a.d_o, d_out);
+  else be.linear_backward_weight(params_[o_].grad, d_out, a.att.view(att2d));
+  be.attention_backward(a.d_qkv, a.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_);
+  be.rope_backward(a.d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
+  const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);
+  be.linear_backward_input(d_part, a.d_qkv.view(qkv2d), params_.packed_value(q_, v_));
+  if (!a.deferred)  // ln1 gathered again: only this rank's rows were kept
+    be.linear_backward_weight(params_.packed_grad(q_, v_), a.d_qkv.view(qkv2d), par.tp.gather(a.ln1_out, s.gathered));
+  const Tensor d_ln1 = par.tp.reduce(d_part, s.d_norm);  // (R, D)
+  be.rmsnorm_backward(s.d_branch, params_[ln1_].grad, d_ln1, x, params_[ln1_].value, a.ln1_rstd);
+}
+
+void Attention::backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
+                                const BlockScratch& s) const {
+  const Views a = views(m);
+  const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
+  const Shape qkv2d{a.d_qkv.shape.rows(), a.d_qkv.shape.last()};
+  be.linear_backward_weight(params_[o_].grad, a.d_o, a.att.view(att2d));
+  be.linear_backward_weight(params_.packed_grad(q_, v_), a.d_qkv.view(qkv2d), par.tp.gather(a.ln1_out, s.gathered));
+}
+
+}  // namespace ustrain

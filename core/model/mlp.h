@@ -1,0 +1,44 @@
+// The MLP sub-layer of a block, whatever its kind: the dense SwiGLU MLP (core/model/
+// dense_mlp.h) today, a mixture of experts as another kind. Each kind declares its parameters,
+// lists the tensors it needs planned (core/model/sublayer.h) and runs its passes on them:
+//
+//   x_out = x_mid + mlp(x_mid)
+//
+// with the residual add left to the block. Sizes as in core/model/sublayer.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/layer_parallel.h"
+#include "core/model/param_registry.h"
+#include "core/model/sublayer.h"
+
+namespace ustrain {
+
+class Mlp {
+ public:
+  virtual ~Mlp() = default;
+
+  // A kind declares its matrices when made; its norm gain here, once every sub-layer of the
+  // block has declared its matrices (the order checkpoints list them in).
+  virtual void declare_norm(ParamRegistry& params) = 0;
+
+  // For micro-batches of at most `max_batch` sequences (core/model/sublayer.h).
+  virtual std::vector<ActivationSpec> activations(std::int64_t max_batch, DType compute) const = 0;
+  virtual std::vector<ActivationSpec> deferred(std::int64_t max_batch, DType compute) const = 0;
+  virtual std::vector<ActivationSpec> workspace(std::int64_t max_batch, DType compute) const = 0;
+
+  // mlp(x) for x (R, D), as this rank's rows (R, D): in `out`, or in s.branch.
+  virtual Tensor forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
+                         const BlockScratch& s) const = 0;
+  // From s.d_resid = dL/d(mlp(x)), writes dL/dx through the MLP to s.d_branch; selective
+  // recompute rebuilds the cheap activations first. Parameter gradients accumulate, or with
+  // m.deferred wait for backward_weight().
+  virtual void backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m,
+                        const BlockScratch& s, Recompute policy) const = 0;
+  virtual void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
+                               const BlockScratch& s) const = 0;
+};
+
+}  // namespace ustrain
