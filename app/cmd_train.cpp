@@ -6,6 +6,7 @@
 #include "app/commands.h"
 #include "core/recipe/recipe.h"
 #include "core/run/signals.h"
+#include "core/train/describe_run.h"
 #include "core/train/trainer.h"
 #include "kernels/error.h"
 

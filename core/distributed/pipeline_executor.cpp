@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace ustrain {
 
@@ -108,29 +107,14 @@ void PipelineExecutor::post(Backend& be, std::size_t& i, std::int64_t batch, std
   }
 }
 
-void PipelineExecutor::add_kept_losses(Backend& be, int rows, std::int64_t tokens, PipelineLoss& loss) const {
-  if (rows == 0) return;
-  const Tensor kept = model_.kept_losses().slice(0, rows);  // (rows, max tokens)
-  const std::int64_t stride = kept.shape.last();
-  std::vector<float> host(static_cast<std::size_t>(kept.numel()));
-  be.copy(Tensor(host.data(), kept.shape), kept);
-  for (int r = 0; r < rows; ++r) {
-    double sum = 0;  // a micro-batch's tokens in order, then the micro-batches in order
-    for (std::int64_t i = 0; i < tokens; ++i) sum += host[static_cast<std::size_t>(r * stride + i)];
-    loss.sum += sum;
-  }
-}
-
-PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch,
-                                   std::int64_t seq, float dloss, PhaseTimer* timer) {
+void PipelineExecutor::start_run(std::size_t micro_batches) {
   wait_seconds_ = 0;
-  const PipelineShape& shape = program_.shape;
-  USTRAIN_ASSERT(static_cast<int>(micro.size()) == shape.micro_batches, "the program is for another micro-batch count");
-  const auto M = static_cast<std::size_t>(shape.micro_batches);
   chunks_.assign(static_cast<std::size_t>(model_.chunks()), ChunkState{});
   peak_slots_.assign(chunks_.size(), 0);
   peak_receive_.assign(chunks_.size(), 0);
-  std::vector<int> live(chunks_.size(), 0);
+  live_.assign(chunks_.size(), 0);
+  done_.clear();
+  kept_ = 0;
   for (std::size_t k = 0; k < chunks_.size(); ++k) {
     ChunkState& c = chunks_[k];
     ModelChunk& chunk = model_.chunk(static_cast<int>(k));
@@ -139,48 +123,129 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
     for (int b = chunk.receive_buffers(); b-- > 0;) c.free_receive.push_back(b);
     c.receive_used = chunk.receive_buffers();
     c.receive_work.assign(static_cast<std::size_t>(chunk.receive_buffers()), Work());
-    c.slot_of.assign(M, -1);
-    c.activation_in.assign(M, -1);
-    c.grad_in.assign(M, -1);
+    c.slot_of.assign(micro_batches, -1);
+    c.activation_in.assign(micro_batches, -1);
+    c.grad_in.assign(micro_batches, -1);
   }
-  // A slot whose micro-batch is done is given back lazily: its sends may still be travelling.
-  std::deque<std::pair<int, int>> done;  // (chunk, micro)
-  const auto take_slot = [&](int chunk, int m) {
-    ChunkState& c = chunks_[static_cast<std::size_t>(chunk)];
-    while (c.free_slots.empty()) {
-      const auto it = std::find_if(done.begin(), done.end(), [&](const auto& d) { return d.first == chunk; });
-      USTRAIN_ASSERT(it != done.end(), "more micro-batches in flight than the plan's activation slots");
-      const auto [k, old] = *it;
-      done.erase(it);
-      release_slot(k, old);
-    }
-    const int slot = c.free_slots.back();
-    c.free_slots.pop_back();
-    c.slot_of[static_cast<std::size_t>(m)] = slot;
-    c.slots[static_cast<std::size_t>(slot)].micro = m;
-    auto& n = live[static_cast<std::size_t>(chunk)];
-    peak_slots_[static_cast<std::size_t>(chunk)] = std::max(peak_slots_[static_cast<std::size_t>(chunk)], ++n);
-    return slot;
-  };
-  // The receive buffer a compute reads, once its transfer is done; then free for the next.
-  const auto received = [&](int chunk, std::vector<int>& index, int m) {
-    ChunkState& c = chunks_[static_cast<std::size_t>(chunk)];
-    const int buffer = index[static_cast<std::size_t>(m)];
-    USTRAIN_ASSERT(buffer >= 0, "a compute whose input was never received");
-    const auto t0 = PhaseTimer::Clock::now();
-    const TraceScope wait(tracer_, 0, "wait", &index == &c.grad_in ? "wait for gradient" : "wait for activation",
-                          {{"micro", m}, {"chunk", chunk}});
-    c.receive_work[static_cast<std::size_t>(buffer)].join_compute();
-    wait_seconds_ += std::chrono::duration<double>(PhaseTimer::Clock::now() - t0).count();
-    index[static_cast<std::size_t>(m)] = -1;
-    return buffer;
-  };
-  const auto give_back = [&](int chunk, int buffer) {
-    chunks_[static_cast<std::size_t>(chunk)].free_receive.push_back(buffer);
-  };
+}
 
+int PipelineExecutor::take_slot(int chunk, int micro) {
+  ChunkState& c = chunks_[static_cast<std::size_t>(chunk)];
+  while (c.free_slots.empty()) {
+    const auto it = std::find_if(done_.begin(), done_.end(), [&](const auto& d) { return d.first == chunk; });
+    USTRAIN_ASSERT(it != done_.end(), "more micro-batches in flight than the plan's activation slots");
+    const auto [k, old] = *it;
+    done_.erase(it);
+    release_slot(k, old);
+  }
+  const int slot = c.free_slots.back();
+  c.free_slots.pop_back();
+  c.slot_of[static_cast<std::size_t>(micro)] = slot;
+  c.slots[static_cast<std::size_t>(slot)].micro = micro;
+  auto& n = live_[static_cast<std::size_t>(chunk)];
+  peak_slots_[static_cast<std::size_t>(chunk)] = std::max(peak_slots_[static_cast<std::size_t>(chunk)], ++n);
+  return slot;
+}
+
+void PipelineExecutor::retire(int chunk, int micro) {
+  --live_[static_cast<std::size_t>(chunk)];
+  done_.emplace_back(chunk, micro);
+}
+
+int PipelineExecutor::received(int chunk, bool grad, int micro) {
+  ChunkState& c = chunks_[static_cast<std::size_t>(chunk)];
+  std::vector<int>& index = grad ? c.grad_in : c.activation_in;
+  const int buffer = index[static_cast<std::size_t>(micro)];
+  USTRAIN_ASSERT(buffer >= 0, "a compute whose input was never received");
+  const auto t0 = PhaseTimer::Clock::now();
+  const TraceScope wait(tracer_, 0, "wait", grad ? "wait for gradient" : "wait for activation",
+                        {{"micro", micro}, {"chunk", chunk}});
+  c.receive_work[static_cast<std::size_t>(buffer)].join_compute();
+  wait_seconds_ += std::chrono::duration<double>(PhaseTimer::Clock::now() - t0).count();
+  index[static_cast<std::size_t>(micro)] = -1;
+  return buffer;
+}
+
+void PipelineExecutor::give_back_receive(int chunk, int buffer) {
+  chunks_[static_cast<std::size_t>(chunk)].free_receive.push_back(buffer);
+}
+
+void PipelineExecutor::add_kept_losses(Backend& be, std::int64_t tokens, PipelineLoss& loss) {
+  if (kept_ == 0) return;
+  const Tensor kept = model_.kept_losses().slice(0, kept_);  // (rows, max tokens)
+  const std::int64_t stride = kept.shape.last();
+  std::vector<float> host(static_cast<std::size_t>(kept.numel()));
+  be.copy(Tensor(host.data(), kept.shape), kept);
+  for (std::int64_t r = 0; r < kept_; ++r) {
+    double sum = 0;  // a micro-batch's tokens in order, then the micro-batches in order
+    for (std::int64_t i = 0; i < tokens; ++i) sum += host[static_cast<std::size_t>(r * stride + i)];
+    loss.sum += sum;
+  }
+  kept_ = 0;
+}
+
+void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const MicroBatchTokens& tokens,
+                               std::int64_t batch, std::int64_t seq, float dloss, PipelineLoss& loss,
+                               PhaseTimer* timer) {
+  ModelChunk& chunk = model_.chunk(a.chunk);
+  ChunkState& c = chunks_[static_cast<std::size_t>(a.chunk)];
+  const int stage = program_.shape.stage_of(rank_, a.chunk);
+  // The action's span, begun once its input arrived (the wait is a span of its own).
+  std::optional<TraceScope> span;
+  const auto trace_action = [&] {
+    span.emplace(tracer_, 0, "compute", [&] { return action_name(a, model_.chunks() > 1); },
+                 std::initializer_list<TraceArg>{{"micro", a.micro}, {"chunk", a.chunk}, {"stage", stage}});
+  };
+  switch (a.kind) {
+    case ActionKind::forward: {
+      const int slot = take_slot(a.chunk, a.micro);
+      int buffer = -1;
+      if (stage > 0) buffer = received(a.chunk, /*grad=*/false, a.micro);
+      Tensor losses;  // (B * S) on the last stage: the next kept row
+      if (chunk.span().head) {
+        if (kept_ == model_.kept_losses().shape[0]) add_kept_losses(be, batch * seq, loss);
+        const Tensor row = model_.kept_losses().slice(kept_, kept_ + 1);
+        losses = Tensor(row.data, Shape{batch * seq}, row.dtype, row.device);
+        ++kept_;
+        loss.tokens += static_cast<double>(batch * seq);
+      }
+      trace_action();
+      chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
+                    buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), losses);
+      if (buffer >= 0) give_back_receive(a.chunk, buffer);
+      if (forward_only_) retire(a.chunk, a.micro);
+      break;
+    }
+    case ActionKind::backward:
+    case ActionKind::backward_input: {
+      const int slot = c.slot_of[static_cast<std::size_t>(a.micro)];
+      USTRAIN_ASSERT(slot >= 0, "a backward without its forward");
+      int buffer = -1;
+      if (stage < program_.shape.stages() - 1) buffer = received(a.chunk, /*grad=*/true, a.micro);
+      trace_action();
+      chunk.backward(be, slot, buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), dloss,
+                     a.kind == ActionKind::backward);
+      if (buffer >= 0) give_back_receive(a.chunk, buffer);
+      if (a.kind == ActionKind::backward) retire(a.chunk, a.micro);
+      break;
+    }
+    case ActionKind::backward_weight:
+      trace_action();
+      chunk.backward_weight(be, c.slot_of[static_cast<std::size_t>(a.micro)]);
+      retire(a.chunk, a.micro);
+      break;
+    default: break;
+  }
+  if (tracer_ && tracer_->recording()) be.synchronize();  // a traced span ends when the device is done
+  if (timer) timer->mark(a.kind == ActionKind::forward ? Phase::forward : Phase::backward);
+}
+
+PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch,
+                                   std::int64_t seq, float dloss, PhaseTimer* timer) {
+  USTRAIN_ASSERT(static_cast<int>(micro.size()) == program_.shape.micro_batches,
+                 "the program is for another micro-batch count");
+  start_run(micro.size());
   PipelineLoss loss;
-  std::int64_t kept = 0;  // rows of the model's kept losses written by this run's forwards
   const auto& actions = program_.ranks[static_cast<std::size_t>(rank_)];
   for (std::size_t i = 0; i < actions.size();) {
     const PipelineAction& a = actions[i];
@@ -188,72 +253,14 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
       post(be, i, batch, seq);
       continue;
     }
-    ModelChunk& chunk = model_.chunk(a.chunk);
-    ChunkState& c = chunks_[static_cast<std::size_t>(a.chunk)];
-    const int stage = shape.stage_of(rank_, a.chunk);
-    const MicroBatchTokens& tokens = micro[static_cast<std::size_t>(a.micro)];
-    // The action's span, begun once its input arrived (the wait is a span of its own).
-    std::optional<TraceScope> span;
-    const auto trace_action = [&] {
-      span.emplace(tracer_, 0, "compute", [&] { return action_name(a, model_.chunks() > 1); },
-                   std::initializer_list<TraceArg>{{"micro", a.micro}, {"chunk", a.chunk}, {"stage", stage}});
-    };
-    switch (a.kind) {
-      case ActionKind::forward: {
-        const int slot = take_slot(a.chunk, a.micro);
-        int buffer = -1;
-        if (stage > 0) buffer = received(a.chunk, c.activation_in, a.micro);
-        Tensor losses;  // (B * S) on the last stage: the next kept row
-        if (chunk.span().head) {
-          if (kept == model_.kept_losses().shape[0]) {
-            add_kept_losses(be, static_cast<int>(kept), batch * seq, loss);
-            kept = 0;
-          }
-          const Tensor row = model_.kept_losses().slice(kept, kept + 1);
-          losses = Tensor(row.data, Shape{batch * seq}, row.dtype, row.device);
-          ++kept;
-          loss.tokens += static_cast<double>(batch * seq);
-        }
-        trace_action();
-        chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
-                      buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), losses);
-        if (buffer >= 0) give_back(a.chunk, buffer);
-        if (forward_only_) {
-          --live[static_cast<std::size_t>(a.chunk)];
-          done.emplace_back(a.chunk, a.micro);
-        }
-        break;
-      }
-      case ActionKind::backward:
-      case ActionKind::backward_input: {
-        const int slot = c.slot_of[static_cast<std::size_t>(a.micro)];
-        USTRAIN_ASSERT(slot >= 0, "a backward without its forward");
-        int buffer = -1;
-        if (stage < shape.stages() - 1) buffer = received(a.chunk, c.grad_in, a.micro);
-        trace_action();
-        chunk.backward(be, slot, buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), dloss,
-                       a.kind == ActionKind::backward);
-        if (buffer >= 0) give_back(a.chunk, buffer);
-        if (a.kind == ActionKind::backward) {
-          --live[static_cast<std::size_t>(a.chunk)];
-          done.emplace_back(a.chunk, a.micro);
-        }
-        break;
-      }
-      case ActionKind::backward_weight:
-        trace_action();
-        chunk.backward_weight(be, c.slot_of[static_cast<std::size_t>(a.micro)]);
-        --live[static_cast<std::size_t>(a.chunk)];
-        done.emplace_back(a.chunk, a.micro);
-        break;
-      default: break;
-    }
-    if (tracer_ && tracer_->recording()) be.synchronize();  // a traced span ends when the device is done
-    if (timer) timer->mark(a.kind == ActionKind::forward ? Phase::forward : Phase::backward);
+    compute(be, a, micro[static_cast<std::size_t>(a.micro)], batch, seq, dloss, loss, timer);
     ++i;
   }
-  for (const auto& [chunk, m] : done) release_slot(chunk, m);
-  add_kept_losses(be, static_cast<int>(kept), batch * seq, loss);
+  // A slot whose micro-batch is done is given back lazily (its sends may still be travelling):
+  // the rest now.
+  for (const auto& [chunk, m] : done_) release_slot(chunk, m);
+  done_.clear();
+  add_kept_losses(be, batch * seq, loss);
   return loss;
 }
 

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/model/llama.h"
@@ -80,11 +82,27 @@ class PipelineExecutor {
     int slots_used = 0, receive_used = 0;
   };
 
+  // Every chunk's slots and receive buffers free, for a run of `micro_batches`.
+  void start_run(std::size_t micro_batches);
+  // A free activation slot for `micro`, taking back those of done micro-batches as needed.
+  int take_slot(int chunk, int micro);
+  // The micro-batch is done with its slot; it is given back lazily: its sends may still be
+  // travelling.
+  void retire(int chunk, int micro);
   void release_slot(int chunk, int micro);
   int take_receive(int chunk);
+  // The receive buffer holding `micro`'s activation (or, with `grad`, its gradient), once its
+  // transfer is done; free for the next with give_back_receive after the compute read it.
+  int received(int chunk, bool grad, int micro);
+  void give_back_receive(int chunk, int buffer);
   void post(Backend& be, std::size_t& i, std::int64_t batch, std::int64_t seq);
-  // Adds the kept losses of `rows` micro-batches of `tokens` each to `loss`, reading them once.
-  void add_kept_losses(Backend& be, int rows, std::int64_t tokens, PipelineLoss& loss) const;
+  // One compute action, its input waited for; a forward on the last stage writes its per-token
+  // losses into the model's next kept row, and full rows add up in `loss` (add_kept_losses).
+  void compute(Backend& be, const PipelineAction& a, const MicroBatchTokens& tokens, std::int64_t batch,
+               std::int64_t seq, float dloss, PipelineLoss& loss, PhaseTimer* timer);
+  // Adds the kept losses of the rows written so far (micro-batches of `tokens` each) to `loss`,
+  // reading them once, and starts the rows over.
+  void add_kept_losses(Backend& be, std::int64_t tokens, PipelineLoss& loss);
   int tag_of(bool grad, int stage, int micro) const;
 
   LlamaModel& model_;
@@ -93,7 +111,10 @@ class PipelineExecutor {
   int rank_ = 0;
   bool forward_only_ = true;
   std::vector<ChunkState> chunks_;
+  std::vector<int> live_;                  // per chunk: micro-batches holding a slot
+  std::deque<std::pair<int, int>> done_;   // (chunk, micro) whose slots wait to be given back
   std::vector<int> peak_slots_, peak_receive_;
+  std::int64_t kept_ = 0;  // rows of the model's kept losses written and not yet read
   double wait_seconds_ = 0;
   Tracer* tracer_ = nullptr;
 };

@@ -78,10 +78,9 @@ SourceTensors open_sources(const HfModelFiles& hf) {
   return s;
 }
 
-}  // namespace
-
-InteropReport import_hf_model(const ImportOptions& given) {
-  const HfModelFiles hf = locate_hf_model(given.source);
+// The options with what config.json settles: the vocabulary size when the recipe leaves it
+// unset, and the check that the recipe describes the model; one process writes the checkpoint.
+ImportOptions with_model_config(const ImportOptions& given, const HfModelFiles& hf) {
   ImportOptions o = given;
   if (hf.config) {
     const ModelSection config = model_from_llama_config(read_text_file(*hf.config), *hf.config);
@@ -93,57 +92,84 @@ InteropReport import_hf_model(const ImportOptions& given) {
                                 "model.vocab_size unset; set it",
                                 o.source, o.recipe.source));
   if (o.recipe.parallel.dp == 0) o.recipe.parallel.dp = 1;  // the one process that writes the checkpoint
+  return o;
+}
+
+// Every tensor of the source is one of the model's (or one that may be left out).
+void check_no_foreign_tensors(const SourceTensors& source, const std::vector<ParamSpec>& specs, const Recipe& recipe) {
+  std::set<std::string> expected;
+  for (const ParamSpec& s : specs) expected.insert(s.name);
+  for (const auto& [name, where] : source.by_name) {
+    if (expected.count(name) > 0) continue;
+    if (name.ends_with(".rotary_emb.inv_freq")) continue;  // a derived buffer some exports include
+    if (name == "lm_head.weight" && recipe.model.tied_embeddings) continue;  // checked below
+    throw UserError(fmt::format("{}: tensor {} is not part of a Llama model shaped like the recipe's [model] ({}); "
+                                "check the recipe's model section",
+                                where.first->path(), name, recipe.source));
+  }
+}
+
+// The checkpoint's entries, one per parameter of the model, and the source tensor of each.
+struct ImportPlan {
+  std::vector<SafetensorsEntry> entries;
+  std::vector<std::pair<const SafetensorsReader*, const SafetensorsEntry*>> sources;
+};
+
+ImportPlan plan_import(const SourceTensors& source, const std::vector<ParamSpec>& specs, const std::string& origin) {
+  ImportPlan plan;
+  for (const ParamSpec& s : specs) {
+    const auto it = source.by_name.find(s.name);
+    if (it == source.by_name.end())
+      throw UserError(fmt::format("{} has no tensor {}; it is not a Llama model shaped like the recipe's [model]",
+                                  origin, s.name));
+    const auto [file, entry] = it->second;
+    if (entry->shape != dims_of(s.shape))
+      throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs {}", file->path(), s.name,
+                                  fmt::join(entry->shape, ", "), s.shape.str()));
+    plan.sources.push_back(it->second);
+    plan.entries.push_back({format_shard_key({std::string(kStateParam), s.name, Slice::whole(entry->shape)}), "F32",
+                            entry->shape, 0, 0});
+  }
+  lay_out_entries(plan.entries);
+  return plan;
+}
+
+// A tied model stores the embedding once; a separate lm_head must then be the same matrix.
+void check_tied_head(const SourceTensors& source, const Recipe& recipe) {
+  const auto head = source.by_name.find("lm_head.weight");
+  if (!recipe.model.tied_embeddings || head == source.by_name.end()) return;
+  std::vector<float> buffer, other;
+  const auto& embed = source.by_name.at("model.embed_tokens.weight");
+  buffer.resize(static_cast<std::size_t>(embed.second->numel()));
+  other.resize(static_cast<std::size_t>(head->second.second->numel()));
+  embed.first->read_f32(*embed.second, buffer.data());
+  if (other.size() == buffer.size()) head->second.first->read_f32(*head->second.second, other.data());
+  if (other != buffer)
+    throw UserError(fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight, but the recipe ties "
+                                "them; set model.tied_embeddings = false",
+                                head->second.first->path()));
+}
+
+}  // namespace
+
+InteropReport import_hf_model(const ImportOptions& given) {
+  const HfModelFiles hf = locate_hf_model(given.source);
+  const ImportOptions o = with_model_config(given, hf);
   std::string tokenizer_origin;
   const TokenizerSnapshot tokenizer = import_tokenizer(o.tokenizer, hf, o.recipe, tokenizer_origin);
   const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
   const std::vector<ParamSpec>& specs = model.params().specs();
-  std::set<std::string> expected;
-  for (const ParamSpec& s : specs) expected.insert(s.name);
-  for (const auto& [name, where] : source.by_name) {
-    if (expected.count(name) > 0) continue;
-    if (name.ends_with(".rotary_emb.inv_freq")) continue;  // a derived buffer some exports include
-    if (name == "lm_head.weight" && o.recipe.model.tied_embeddings) continue;  // checked below
-    throw UserError(fmt::format("{}: tensor {} is not part of a Llama model shaped like the recipe's [model] ({}); "
-                                "check the recipe's model section",
-                                where.first->path(), name, o.recipe.source));
-  }
-
-  std::vector<SafetensorsEntry> entries;
-  std::vector<std::pair<const SafetensorsReader*, const SafetensorsEntry*>> sources;
-  for (const ParamSpec& s : specs) {
-    const auto it = source.by_name.find(s.name);
-    if (it == source.by_name.end())
-      throw UserError(fmt::format("{} has no tensor {}; it is not a Llama model shaped like the recipe's [model]",
-                                  o.source, s.name));
-    const auto [file, entry] = it->second;
-    if (entry->shape != dims_of(s.shape))
-      throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs {}", file->path(), s.name,
-                                  fmt::join(entry->shape, ", "), s.shape.str()));
-    sources.push_back(it->second);
-    entries.push_back({format_shard_key({std::string(kStateParam), s.name, Slice::whole(entry->shape)}), "F32",
-                       entry->shape, 0, 0});
-  }
-  lay_out_entries(entries);
-
-  // A tied model stores the embedding once; a separate lm_head must then be the same matrix.
-  std::vector<float> buffer, other;
-  const auto head = source.by_name.find("lm_head.weight");
-  if (o.recipe.model.tied_embeddings && head != source.by_name.end()) {
-    const auto& embed = source.by_name.at("model.embed_tokens.weight");
-    buffer.resize(static_cast<std::size_t>(embed.second->numel()));
-    other.resize(static_cast<std::size_t>(head->second.second->numel()));
-    embed.first->read_f32(*embed.second, buffer.data());
-    if (other.size() == buffer.size()) head->second.first->read_f32(*head->second.second, other.data());
-    if (other != buffer)
-      throw UserError(fmt::format("{}: lm_head.weight differs from model.embed_tokens.weight, but the recipe ties "
-                                  "them; set model.tied_embeddings = false",
-                                  head->second.first->path()));
-  }
+  check_no_foreign_tensors(source, specs, o.recipe);
+  const ImportPlan plan = plan_import(source, specs, o.source);
+  const std::vector<SafetensorsEntry>& entries = plan.entries;
+  const auto& sources = plan.sources;
+  check_tied_head(source, o.recipe);
 
   StagedDirectory out(o.output_dir);
   SaveFaults no_faults;
+  std::vector<float> buffer;
   CheckpointFile file = write_rank_file(
       out.path(), 0, /*step=*/0, entries,
       [&](std::size_t i) -> const void* {

@@ -1,6 +1,7 @@
 // What a model of the recipe's shape costs, from the recipe alone, before anything is built or
-// planned. In long double, so that an absurd recipe (model.n_layers = 10^15) is reported with
-// its numbers instead of overflowing the 64-bit byte counts of the memory plan.
+// planned: its parameters as the model's geometry counts them (core/model/geometry.h), in long
+// double, so that an absurd recipe (model.n_layers = 10^15) is reported with its numbers
+// instead of overflowing the 64-bit byte counts of the memory plan.
 #pragma once
 
 #include <optional>
@@ -13,10 +14,11 @@ namespace ustrain {
 struct ModelSize {
   long double parameters = 0;  // the whole model (model.vocab_size rows of embedding, once or twice)
   // At least what one rank holds of the training state: fp32 weights, gradients and both Adam
-  // moments (16 bytes per parameter) of the smallest pipeline stage, split over tp and, by ZeRO
-  // stage, over dp * cp.
+  // moments (16 bytes per parameter) of the pipeline rank that holds least, split over tp and,
+  // by ZeRO stage, over dp * cp.
   long double state_bytes_per_rank = 0;
-  // Roughly what one micro-batch's activations and logits take on one rank (fp32).
+  // Roughly what one micro-batch's activations and logits take (fp32), all tensor-parallel
+  // ranks together.
   long double activation_bytes = 0;
 };
 

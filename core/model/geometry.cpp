@@ -28,6 +28,7 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   g.n_kv_heads = m.n_kv_heads;
   g.head_dim = m.d_model / m.n_heads;
   g.ffn = m.ffn_hidden;
+  g.tied_embeddings = m.tied_embeddings;
   g.tp = tp;
   g.tp_rank = tp_rank;
   g.sp = sp;
@@ -50,10 +51,57 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   return g;
 }
 
-std::int64_t ModelGeometry::matmul_params() const {
-  const std::int64_t per_layer =
-      (n_heads + 2 * n_kv_heads) * head_dim * d_model + d_model * n_heads * head_dim + 3 * d_model * ffn;
-  return n_layers * per_layer + vocab * d_model;
+namespace {
+
+// q and o (d x attention width each), k and v (d x kv width each), gate, up and down (d x ffn
+// each) of one block.
+template <class N>
+N block_matmul_params(const ModelGeometry& g) {
+  const N d = static_cast<N>(g.d_model), head_dim = static_cast<N>(g.head_dim);
+  const N attention = static_cast<N>(g.n_heads) * head_dim, kv = static_cast<N>(g.n_kv_heads) * head_dim;
+  return 2 * d * attention + 2 * kv * d + 3 * static_cast<N>(g.ffn) * d;
 }
+
+}  // namespace
+
+template <class N>
+N ModelGeometry::block_params() const {
+  return block_matmul_params<N>(*this) + 2 * static_cast<N>(d_model);
+}
+
+template <class N>
+N ModelGeometry::matmul_params() const {
+  return static_cast<N>(n_layers) * block_matmul_params<N>(*this) + static_cast<N>(vocab) * static_cast<N>(d_model);
+}
+
+template <class N>
+N ModelGeometry::total_params() const {
+  const N d = static_cast<N>(d_model);
+  return static_cast<N>(vocab) * d * (tied_embeddings ? 1 : 2) + d + static_cast<N>(n_layers) * block_params<N>();
+}
+
+template <class N>
+N ModelGeometry::held_params() const {
+  bool first = false, last = false;
+  std::int64_t layers = 0;
+  for (const ChunkSpan& c : chunks) {
+    first |= c.embedding;
+    last |= c.head;
+    layers += c.end_layer - c.first_layer;
+  }
+  // The embedding on the first stage; on the last an untied head or a tied embedding's copy.
+  const int matrices = (first ? 1 : 0) + (last && !(tied_embeddings && first) ? 1 : 0);
+  const N d = static_cast<N>(d_model);
+  return static_cast<N>(vocab) * d * matrices + (last ? d : 0) + static_cast<N>(layers) * block_params<N>();
+}
+
+template std::int64_t ModelGeometry::block_params<std::int64_t>() const;
+template std::int64_t ModelGeometry::matmul_params<std::int64_t>() const;
+template std::int64_t ModelGeometry::total_params<std::int64_t>() const;
+template std::int64_t ModelGeometry::held_params<std::int64_t>() const;
+template long double ModelGeometry::block_params<long double>() const;
+template long double ModelGeometry::matmul_params<long double>() const;
+template long double ModelGeometry::total_params<long double>() const;
+template long double ModelGeometry::held_params<long double>() const;
 
 }  // namespace ustrain

@@ -43,6 +43,7 @@ struct ChunkSpan {
 struct ModelGeometry {
   // The whole model.
   std::int64_t vocab = 0, d_model = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
+  bool tied_embeddings = false;  // the output head is the embedding matrix
 
   // Tensor (and sequence) parallelism.
   int tp = 1, tp_rank = 0;
@@ -62,16 +63,36 @@ struct ModelGeometry {
   std::vector<ChunkSpan> chunks;  // this rank's, in chunk order
 
   // Width of the fused q/k/v projection output.
-  std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  template <class N = std::int64_t>
+  N qkv_width() const {
+    return (static_cast<N>(heads) + 2 * static_cast<N>(kv_heads)) * static_cast<N>(head_dim);
+  }
   // Token rows of a micro-batch of `batch` sequences of `seq` tokens.
   std::int64_t tokens(std::int64_t batch) const { return batch * seq; }
   // Rows of the residual stream this rank holds for `tokens` token rows.
   std::int64_t rows(std::int64_t tokens) const { return sp && tp > 1 ? tokens / tp : tokens; }
   bool sequence_parallel() const { return sp && tp > 1; }
 
-  // Parameters that take part in a matrix multiply, of the whole model (the output head
-  // included, tied or not; the embedding lookup not): the N of DESIGN.md's FLOPs convention.
-  std::int64_t matmul_params() const;
+  // The one count of the model's parameters, of the whole model (every tensor-parallel rank's
+  // part together, without the vocabulary's padding), in the arithmetic N: 64-bit integers,
+  // or long double for a recipe's numbers before they are known to fit
+  // (core/memory/model_size.h).
+  //
+  // Of one transformer block: q, k, v and o, gate, up and down, and the two norms.
+  template <class N = std::int64_t>
+  N block_params() const;
+  // Parameters that take part in a matrix multiply (the output head included, tied or not;
+  // the embedding lookup not): the N of DESIGN.md's FLOPs convention.
+  template <class N = std::int64_t>
+  N matmul_params() const;
+  // Every parameter: the embedding, the blocks, the final norm and an untied output head.
+  template <class N = std::int64_t>
+  N total_params() const;
+  // What this pipeline rank's chunks hold: their blocks, the embedding on the first stage, the
+  // final norm and the output head on the last (with tied embeddings, the last stage's copy
+  // of the embedding when the first stage is another rank's).
+  template <class N = std::int64_t>
+  N held_params() const;
 
   // Asserts what the recipe check guarantees: heads, kv heads and ffn divide by tp, the
   // layers by pp * virtual_stages. `seq_len` is the recipe's sequence length (0: sizes only).

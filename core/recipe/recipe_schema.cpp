@@ -1,26 +1,13 @@
-// The recipe schema table and the value rules it implies. Defaults are not repeated
-// here: they are whatever a default-constructed Recipe holds (core/recipe/recipe.h).
+// The recipe schema table: one row per key, by section. Defaults are not repeated here: they
+// are whatever a default-constructed Recipe holds (core/recipe/recipe.h).
 #include "core/recipe/recipe_schema.h"
 
-#include <fmt/format.h>
-#include <toml++/toml.h>
-
-#include <algorithm>
-#include <cmath>
-#include <sstream>
+#include <iterator>
 
 #include "kernels/error.h"
 
 namespace ustrain {
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-// Spelled out for compilers without C++20's deduction for aggregates (clang before 17).
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 Allowed any_value() { return {}; }
 Allowed between(std::optional<Bound> lo, std::optional<Bound> hi) {
@@ -66,11 +53,13 @@ KeySpec key(std::string_view dotted, FieldRef (*field)(Recipe&), Allowed allowed
 // Spells the key once: "model.d_model" and the accessor of r.model.d_model.
 #define USTRAIN_RECIPE_FIELD(path) #path, [](Recipe& r) -> FieldRef { return &r.path; }
 
-std::vector<KeySpec> build_keys() {
-  const Bound zero_in{0.0, true};
-  const Bound zero_out{0.0, false};
-  const Bound one_in{1.0, true};
-  const Bound one_out{1.0, false};
+// Bounds several sections use.
+constexpr Bound zero_in{0.0, true};
+constexpr Bound zero_out{0.0, false};
+constexpr Bound one_in{1.0, true};
+constexpr Bound one_out{1.0, false};
+
+std::vector<KeySpec> run_keys() {
   return {
       key(USTRAIN_RECIPE_FIELD(run.name), plain_name(),
           "Name of the run; its directory is output_dir/name"),
@@ -78,7 +67,11 @@ std::vector<KeySpec> build_keys() {
           "Seed for weight initialisation and data order"),
       key(USTRAIN_RECIPE_FIELD(run.output_dir), non_empty(),
           "Directory that holds the run directories"),
+  };
+}
 
+std::vector<KeySpec> model_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(model.vocab_size), at_least(0),
           "Vocabulary size: embedding rows and output classes; 0 takes the dataset's (its manifest), a set value must "
           "be at least that"),
@@ -112,7 +105,11 @@ std::vector<KeySpec> build_keys() {
           "Longest sequence the model handles: length of the RoPE table"),
       key(USTRAIN_RECIPE_FIELD(model.init_std), above(0),
           "Standard deviation of the normal weight initialisation"),
+  };
+}
 
+std::vector<KeySpec> data_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(data.path), any_value(),
           "Dataset directory written by `ustrain data convert`; required unless data.blend is set"),
       key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"auto", "byte", "sentencepiece", "external"}),
@@ -127,7 +124,11 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(data.verify), one_of({"checksums", "sizes"}),
           "What opening the data checks besides the manifest: checksums reads every shard once, sizes "
           "only compares file sizes (for very large datasets; ids are still checked as they are read)"),
+  };
+}
 
+std::vector<KeySpec> train_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(train.steps), at_least(1), "Optimizer steps to run"),
       key(USTRAIN_RECIPE_FIELD(train.micro_batch), at_least(1),
           "Sequences per micro-batch on each data-parallel rank"),
@@ -152,7 +153,11 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
           "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
           "error; each such step is skipped without updating the model"),
+  };
+}
 
+std::vector<KeySpec> optim_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
           "AdamW decay rate of the first moment"),
@@ -161,7 +166,11 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(optim.eps), above(0), "AdamW epsilon in the denominator"),
       key(USTRAIN_RECIPE_FIELD(optim.weight_decay), at_least(0),
           "Decoupled weight decay of AdamW"),
+  };
+}
 
+std::vector<KeySpec> schedule_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(schedule.warmup_steps), at_least(0),
           "Steps of linear warm-up to optim.lr; more than train.steps warms up over all of them, with a warning"),
       key(USTRAIN_RECIPE_FIELD(schedule.decay), one_of({"cosine", "linear", "wsd", "constant"}),
@@ -170,7 +179,11 @@ std::vector<KeySpec> build_keys() {
           "Learning rate reached at the last step; at most optim.lr"),
       key(USTRAIN_RECIPE_FIELD(schedule.wsd_decay_fraction), between(zero_out, one_in),
           "wsd only: share of all steps spent in the final decay"),
+  };
+}
 
+std::vector<KeySpec> parallel_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(0),
           "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),
@@ -198,7 +211,11 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(zero_out, Bound{86400.0, true}),
           "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
           "also ends there when a rank has not arrived"),
+  };
+}
 
+std::vector<KeySpec> checkpoint_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(checkpoint.interval), at_least(0),
           "Steps between checkpoints; 0 saves only at the end (a stop by signal always saves)"),
       key(USTRAIN_RECIPE_FIELD(checkpoint.keep_last), at_least(1),
@@ -211,7 +228,11 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(checkpoint.init_from), any_value(),
           "Checkpoint directory whose weights start a new run, e.g. one made by `ustrain ckpt "
           "import`; empty starts from random weights"),
+  };
+}
 
+std::vector<KeySpec> log_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(log.interval), at_least(1), "Steps between metric lines"),
       key(USTRAIN_RECIPE_FIELD(log.jsonl), any_value(),
           "Also write metrics as JSON lines into the run directory"),
@@ -223,7 +244,11 @@ std::vector<KeySpec> build_keys() {
           "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (within 1..train.steps): forward and "
           "backward per layer and micro-batch, optimizer, data, checkpoints and every collective, written to "
           "RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
+  };
+}
 
+std::vector<KeySpec> device_keys() {
+  return {
       key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
           "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),
       key(USTRAIN_RECIPE_FIELD(device.threads), at_least(0), "CPU threads; 0 uses all cores"),
@@ -232,43 +257,17 @@ std::vector<KeySpec> build_keys() {
 
 #undef USTRAIN_RECIPE_FIELD
 
-// Optimal string alignment distance: edits, with a swap of neighbours counting as one.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
+// In the order of recipe_sections(), each section's keys in the order they are documented.
+std::vector<KeySpec> build_keys() {
+  std::vector<KeySpec> keys;
+  for (std::vector<KeySpec> (*section)() : {run_keys, model_keys, data_keys, train_keys, optim_keys, schedule_keys, parallel_keys, checkpoint_keys, log_keys, device_keys}) {
+    std::vector<KeySpec> part = section();
+    keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
-  return d[a.size()][b.size()];
+  return keys;
 }
-
-constexpr std::size_t kLongestSuggestible = 64;
-
-// A typo rather than a different word: one edit, or about a third of a longer word.
-bool close_enough(std::size_t distance, std::string_view word) {
-  return distance <= std::max<std::size_t>(1, word.size() / 3);
-}
-
-std::string format_bound(double v) { return fmt::format("{}", v); }
 
 }  // namespace
-
-const char* value_type_name(ValueType t) {
-  switch (t) {
-    case ValueType::integer: return "integer";
-    case ValueType::floating: return "float";
-    case ValueType::boolean: return "boolean";
-    case ValueType::string: return "string";
-  }
-  return "?";
-}
 
 const std::vector<SectionSpec>& recipe_sections() {
   static const std::vector<SectionSpec> sections = {
@@ -305,43 +304,6 @@ const KeySpec* find_key(std::string_view dotted_key) {
   return nullptr;
 }
 
-std::optional<std::string> suggest_key(std::string_view dotted_key) {
-  // No key is longer than this, nor within a few edits of anything longer: the edit distance
-  // costs the product of the lengths, and a megabyte of key would take minutes.
-  if (dotted_key.size() > kLongestSuggestible) return std::nullopt;
-  const std::size_t dot = dotted_key.find('.');
-  const std::string_view section = dotted_key.substr(0, dot);
-  const std::string_view leaf = dot == std::string_view::npos ? dotted_key : dotted_key.substr(dot + 1);
-  const KeySpec* best = nullptr;
-  std::size_t best_distance = 0;
-  for (const KeySpec& k : recipe_keys()) {
-    // A right name in the wrong section costs one edit more than in its own.
-    const std::size_t by_leaf = edit_distance(leaf, k.name()) + (k.section() == section ? 0 : 1);
-    const std::size_t distance = std::min(edit_distance(dotted_key, k.key), by_leaf);
-    if (best == nullptr || distance < best_distance) {
-      best = &k;
-      best_distance = distance;
-    }
-  }
-  if (best == nullptr || !close_enough(best_distance, leaf)) return std::nullopt;
-  return std::string(best->key);
-}
-
-std::optional<std::string> suggest_section(std::string_view name) {
-  if (name.size() > kLongestSuggestible) return std::nullopt;
-  const SectionSpec* best = nullptr;
-  std::size_t best_distance = 0;
-  for (const SectionSpec& s : recipe_sections()) {
-    const std::size_t distance = edit_distance(name, s.name);
-    if (best == nullptr || distance < best_distance) {
-      best = &s;
-      best_distance = distance;
-    }
-  }
-  if (best == nullptr || !close_enough(best_distance, name)) return std::nullopt;
-  return std::string(best->name);
-}
-
 Scalar read_field(const KeySpec& spec, const Recipe& r) {
   // The accessor only hands out an address; reading through it leaves r unchanged.
   const FieldRef field = spec.field(const_cast<Recipe&>(r));
@@ -365,89 +327,6 @@ void write_field(const KeySpec& spec, Recipe& r, const Scalar& value) {
                         [&](bool* p) { *p = std::get<bool>(value); },
                         [&](std::string* p) { *p = std::get<std::string>(value); }},
              spec.field(r));
-}
-
-ValueType type_of(const Scalar& value) {
-  return std::visit(Overloaded{[](std::int64_t) { return ValueType::integer; },
-                               [](double) { return ValueType::floating; },
-                               [](bool) { return ValueType::boolean; },
-                               [](const std::string&) { return ValueType::string; }},
-                    value);
-}
-
-std::optional<Scalar> coerce(const KeySpec& spec, const Scalar& value) {
-  const ValueType given = type_of(value);
-  if (given == spec.type) return value;
-  if (given == ValueType::integer && spec.type == ValueType::floating) {
-    return Scalar{static_cast<double>(std::get<std::int64_t>(value))};
-  }
-  return std::nullopt;
-}
-
-std::string describe_allowed(const KeySpec& spec) {
-  const Allowed& a = spec.allowed;
-  if (!a.choices.empty()) return fmt::format("one of: {}", fmt::join(a.choices, ", "));
-  if (a.plain_name) return "a plain directory name: not empty, at most 255 bytes, no '/', not '.' or '..'";
-  if (a.non_empty) return "not empty";
-  if (a.min && a.max) {
-    if (spec.type == ValueType::integer) {
-      return fmt::format("{} to {}", format_bound(a.min->value), format_bound(a.max->value));
-    }
-    return fmt::format("in {}{}, {}{}", a.min->inclusive ? '[' : '(', format_bound(a.min->value),
-                       format_bound(a.max->value), a.max->inclusive ? ']' : ')');
-  }
-  if (a.min) return fmt::format("{} {}", a.min->inclusive ? ">=" : ">", format_bound(a.min->value));
-  if (a.max) return fmt::format("{} {}", a.max->inclusive ? "<=" : "<", format_bound(a.max->value));
-  return "";
-}
-
-std::optional<std::string> violation(const KeySpec& spec, const Scalar& value) {
-  const Allowed& a = spec.allowed;
-  if (const auto* s = std::get_if<std::string>(&value)) {
-    if (s->find('\0') != std::string::npos) return "must not contain a NUL character";
-    const bool bad_choice =
-        !a.choices.empty() && std::find(a.choices.begin(), a.choices.end(), *s) == a.choices.end();
-    // 255 bytes: the longest name a Linux filesystem takes for one directory (NAME_MAX).
-    const bool bad_name = a.plain_name && (s->empty() || s->size() > 255 || *s == "." || *s == ".." ||
-                                           s->find('/') != std::string::npos);
-    const bool bad_empty = a.non_empty && s->empty();
-    if (bad_choice || bad_name || bad_empty) return "must be " + describe_allowed(spec);
-    return std::nullopt;
-  }
-  double number = 0;
-  if (const auto* i = std::get_if<std::int64_t>(&value)) number = static_cast<double>(*i);
-  else if (const auto* d = std::get_if<double>(&value)) number = *d;
-  else return std::nullopt;  // booleans accept both values
-  if (!std::isfinite(number)) return "must be a finite number";
-  const bool below = a.min && (a.min->inclusive ? number < a.min->value : number <= a.min->value);
-  const bool over = a.max && (a.max->inclusive ? number > a.max->value : number >= a.max->value);
-  if (below || over) return "must be " + describe_allowed(spec);
-  return std::nullopt;
-}
-
-std::string toml_literal(const Scalar& value) {
-  return std::visit(
-      Overloaded{[](std::int64_t v) { return fmt::format("{}", v); },
-                 [](double v) {
-                   // fmt writes the shortest text that reads back to the same double; TOML
-                   // needs a '.' or an exponent to see a float rather than an integer.
-                   std::string text = fmt::format("{}", v);
-                   if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-                   return text;
-                 },
-                 [](bool v) { return std::string(v ? "true" : "false"); },
-                 [](const std::string& v) {
-                   std::ostringstream out;
-                   out << toml::toml_formatter{toml::value<std::string>{v},
-                                               toml::format_flags::allow_unicode_strings};
-                   return out.str();
-                 }},
-      value);
-}
-
-std::string abbreviate(std::string_view text) {
-  if (text.size() <= 80) return std::string(text);
-  return fmt::format("{}... ({} bytes)", text.substr(0, 60), text.size());
 }
 
 }  // namespace ustrain

@@ -24,6 +24,15 @@ using Scalar = std::variant<std::int64_t, double, bool, std::string>;
 // Where a key is stored inside a Recipe; the seed is the one unsigned field.
 using FieldRef = std::variant<std::int64_t*, std::uint64_t*, double*, bool*, std::string*>;
 
+// A visitor for std::visit made of lambdas, one per alternative.
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+// Spelled out for compilers without C++20's deduction for aggregates (clang before 17).
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
 struct Bound {
   double value;
   bool inclusive;

@@ -30,10 +30,8 @@ std::optional<std::array<double, 4>> first_step_phases(const std::string& metric
   return std::nullopt;
 }
 
-}  // namespace
-
-void run_bench(Recipe recipe, std::int64_t steps) {
-  recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
+// Logs the GEMM throughput at the model's shapes and returns the rate of all of them together.
+double measure_gemm_rate(const Recipe& recipe) {
   // One tensor-parallel rank's GEMMs (the whole model's at tp = 1), for every layer.
   const ModelGeometry geo = ModelGeometry::of(
       recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp}, recipe.train.seq_len);
@@ -65,7 +63,14 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   }
   const double gemm_rate = flops / seconds;
   spdlog::info("  weighted {} GEMM rate at the model's shapes: {:.1f} GFLOP/s", dtype_name(dtype), gemm_rate / 1e9);
-  backend.reset();  // the training run below makes its own
+  return gemm_rate;
+}
+
+}  // namespace
+
+void run_bench(Recipe recipe, std::int64_t steps) {
+  recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
+  const double gemm_rate = measure_gemm_rate(recipe);  // its backend is gone: the training run makes its own
 
   // The first step pays one-time costs (allocations, library plans, cold caches), so bench
   // trains one step more than asked and leaves the first out of every rate below, reading its

@@ -42,10 +42,4 @@ struct TrainSummary {
 // trains; the run directory keeps train.log and run.json (core/run/run_record.h).
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
 
-// What `--dry-run` prints: the resolved recipe, the datasets, the parameter count and the
-// memory plan. Checks what training would check first, without training: the datasets exist
-// and match the recipe (tokenizer, vocabulary, enough tokens), and a CPU recipe's plan fits
-// this host's available memory.
-std::string describe_run(const Recipe& recipe);
-
 }  // namespace ustrain

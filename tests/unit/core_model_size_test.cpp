@@ -36,6 +36,22 @@ TEST(ModelSize, CountsTheParametersTheModelDeclares) {
   }
 }
 
+TEST(ModelSize, EachPipelineRankHoldsWhatItsGeometryCounts) {
+  for (const char* tied : {"model.tied_embeddings=false", "model.tied_embeddings=true"})
+    for (int pp : {1, 2, 4}) {
+      SCOPED_TRACE(testing::Message() << tied << ", pp " << pp);
+      const Recipe r = recipe({tied, "model.n_layers=4"});
+      for (int rank = 0; rank < pp; ++rank) {
+        const ModelGeometry geometry = ModelGeometry::of(r.model, ModelSplit{1, 0, false, pp, rank, 1}, 1);
+        const LlamaModel model(r.model, geometry, 1, Recompute::none);
+        std::int64_t held = 0;
+        for (const ParamSpec& s : model.params().specs()) held += s.shape.numel();
+        EXPECT_EQ(geometry.held_params(), held) << "pipeline rank " << rank;
+        EXPECT_EQ(geometry.total_params(), model.params().count());
+      }
+    }
+}
+
 TEST(ModelSize, TheStateBoundIsAtMostWhatTheRankPlans) {
   for (int tp : {1, 2})
     for (int zero = 0; zero <= 3; ++zero) {

@@ -1,0 +1,98 @@
+#include "core/train/describe_run.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/distributed/pipeline_plan.h"
+#include "core/memory/memory_fit.h"
+#include "core/memory/memory_plan.h"
+#include "core/recipe/recipe_defaults.h"
+#include "core/run/run_schedule.h"
+#include "core/train/model_instance.h"
+#include "core/train/training_step.h"
+#include "kernels/cpu/host_memory.h"
+#include "parallel/launch.h"
+#include "parallel/pipeline_timeline.h"
+
+namespace ustrain {
+namespace {
+
+// Pipeline rank `r`'s chunks, with the activation slots they plan and the schedule's peak.
+std::string describe_chunks(const ModelGeometry& g, const PipelinePlan& pipeline, int r) {
+  std::vector<std::string> chunks;
+  for (std::size_t c = 0; c < g.chunks.size(); ++c) {
+    const ChunkSpan& span = g.chunks[c];
+    const std::string layers = span.end_layer - span.first_layer == 1
+                                   ? fmt::format("layer {}", span.first_layer)
+                                   : fmt::format("layers {}-{}", span.first_layer, span.end_layer - 1);
+    chunks.push_back(fmt::format("stage {}: {}{}{}, {} activation slot(s)", span.stage, layers,
+                                 span.embedding ? " + embedding" : "",
+                                 span.head ? " + final norm, head and loss" : "", pipeline.slots.slots[c]));
+  }
+  return fmt::format("\npipeline rank {}: {}; peak in-flight micro-batch activations {} (one per micro-batch and "
+                     "chunk)\n",
+                     r, fmt::join(chunks, "; "), pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
+}
+
+// The memory plan of pipeline rank `r` (tensor- and data-parallel rank 0), after its chunks
+// when there are several pipeline ranks.
+std::string describe_rank_plan(const Recipe& recipe, int r) {
+  const ModelGeometry g = geometry_of(recipe, 0, r);
+  const PipelinePlan pipeline = plan_pipeline(recipe, r);
+  LlamaModel stage(recipe.model, g, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
+                   compute_dtype(recipe));
+  MemoryPlan plan;
+  plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
+  std::string s;
+  if (recipe.parallel.pp > 1) s += describe_chunks(g, pipeline, r);
+  if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)
+    s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data- and tensor-parallel rank 0)\n", r);
+  return s + plan.summary();
+}
+
+}  // namespace
+
+std::string describe_run(const Recipe& given) {
+  DatasetFacts data;
+  const ProcessInfo launch = dry_run_launch(given, discover_process());
+  const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
+  check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
+  const ModelGeometry geometry = geometry_of(recipe, 0, 0);
+  const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
+  std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
+  for (const std::string& filled : filled_defaults(given, recipe)) s += "# " + filled + "\n";
+  if (const std::optional<std::string> note = shortened_warmup_note(recipe)) s += "# warning: " + *note + "\n";
+  s += fmt::format("# data: {} dataset{} tokenized with {}: {} training and {} validation tokens\n", data.datasets,
+                   data.datasets == 1 ? "" : "s", data.tokenizer.describe(), data.train_tokens, data.validation_tokens);
+  s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
+                   static_cast<double>(model.params().count()) / 1e6, model.matmul_params());
+  s += fmt::format("model FLOPs per token: {:.3g} (6 N + 6 L d S at S = {})\n",
+                   model.flops_per_token(recipe.train.seq_len), recipe.train.seq_len);
+  s += fmt::format("tokens per step: {} ({} data-parallel ranks x {} micro-batches of {} x {})\n",
+                   recipe.train.global_batch * recipe.train.seq_len, recipe.parallel.dp,
+                   recipe.grad_accum_steps(), recipe.train.micro_batch, recipe.train.seq_len);
+  if (recipe.parallel.tp > 1)
+    s += fmt::format("tensor parallelism: {} ranks{}; each holds {} of {} heads, {} of {} kv heads, {} of {} MLP "
+                     "units and {} vocabulary rows (the vocabulary padded to {})\n",
+                     recipe.parallel.tp, geometry.sequence_parallel() ? " with sequence parallelism" : "",
+                     geometry.heads, geometry.n_heads, geometry.kv_heads, geometry.n_kv_heads, geometry.ffn_local,
+                     geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
+  if (recipe.parallel.dp > 1)
+    s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);
+  // One memory plan per pipeline rank (tensor- and data-parallel rank 0 of each).
+  const auto pp = static_cast<int>(recipe.parallel.pp);
+  const PipelinePlan first = plan_pipeline(recipe, 0);
+  if (pp > 1)
+    s += fmt::format("pipeline parallelism: {} ranks x {} chunk(s), {} schedule, {} micro-batches per step: bubble "
+                     "{:.3f} of the compute time (simulated with equal costs per action)\n",
+                     pp, recipe.parallel.virtual_stages, recipe.parallel.pp_schedule,
+                     first.train.shape.micro_batches, first.train_simulation.bubble);
+  for (int r = 0; r < pp; ++r) s += describe_rank_plan(recipe, r);
+  if (pp > 1) s += "\n" + draw_pipeline_timeline(first.train);
+  return s;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,16 @@
+// What `ustrain train --dry-run` prints.
+#pragma once
+
+#include <string>
+
+#include "core/recipe/recipe.h"
+
+namespace ustrain {
+
+// The resolved recipe, the datasets, the parameter count and the memory plan. Checks what
+// training would check first, without training: the datasets exist and match the recipe
+// (tokenizer, vocabulary, enough tokens), and a CPU recipe's plan fits this host's available
+// memory.
+std::string describe_run(const Recipe& recipe);
+
+}  // namespace ustrain

@@ -1,0 +1,148 @@
+#include "core/train/run_setup.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "core/checkpoint/locate.h"
+#include "core/checkpoint/reader.h"
+#include "core/checkpoint/tokenizer.h"
+#include "core/distributed/fail_together.h"
+#include "core/memory/memory_fit.h"
+#include "core/run/run_start.h"
+#include "core/train/model_instance.h"
+#include "kernels/tensor.h"
+
+namespace ustrain {
+namespace {
+
+// This rank's share of the host's memory is checked before the data or the model takes any.
+TrainingData open_training_data(const Recipe& recipe, ProcessLayout& layout, const TrainStart& ts) {
+  check_host_fits(recipe, ts.host_memory, ts.launch.local_world_size);
+  return TrainingData(recipe, layout.data_reader(), layout.data_readers());
+}
+
+// This rank's backend; on a GPU, the groups' device communicators on its stream.
+std::unique_ptr<Backend> open_device(const Recipe& recipe, ProcessLayout& layout) {
+  std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
+  if (device->device() == Device::cuda)
+    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
+  return device;
+}
+
+// Refuses to start over an old run unless told to replace it; with `writes`, also creates
+// the run directory and writes the resolved recipe into it.
+void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, const CheckpointDirectory& checkpoints,
+                           bool resuming, bool writes) {
+  const std::string run_dir = recipe.run_dir();
+  const std::string metrics_path = run_dir + "/metrics.jsonl";
+  std::error_code ec;
+  if (!resuming) {
+    const bool held = std::filesystem::exists(metrics_path) || !checkpoints.complete_steps().empty();
+    if (held && !options.overwrite && options.resume.empty())
+      throw UserError(fmt::format("run directory {} already holds a run; continue it with --resume auto, pick "
+                                  "another run.name (--set run.name=NEW) or pass --overwrite to replace it",
+                                  run_dir));
+    if (!writes) return;
+    // A new start (or --resume auto before the first checkpoint) begins the metrics afresh.
+    std::filesystem::remove(metrics_path, ec);
+    if (options.overwrite) checkpoints.remove_all();
+  }
+  if (!writes) return;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
+  std::ofstream out(run_dir + "/recipe.toml");
+  out << to_toml(recipe);
+  if (!out) throw UserError(fmt::format("cannot write {}/recipe.toml", run_dir));
+}
+
+}  // namespace
+
+RunPaths::RunPaths(const Recipe& recipe, const TrainOptions& options)
+    : run_dir(recipe.run_dir()), metrics_path(run_dir + "/metrics.jsonl"), checkpoints(run_dir + "/checkpoints") {
+  if (!options.resume.empty()) resume_from = find_resume_checkpoint(options.resume, run_dir);
+}
+
+RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart& ts, ProcessLayout& layout,
+                   const RunPaths& paths)
+    : data(open_training_data(recipe, layout, ts)),
+      device(open_device(recipe, layout)),
+      memory(memory_share(device->device(), ts.host_memory, ts.launch.local_world_size)),
+      trace(recipe, layout.groups(), layout.mesh()),
+      run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory) {
+  trace.attach(run.model, run.engine, run.backend, run.train_executor);
+  lock = take_run_directory(recipe, options, layout, paths);
+  ts.record.start({paths.run_dir, !paths.resume_from.has_value(), ts.launch, paths.resume_from.value_or("")},
+                  layout.groups().world().host(), layout.leads());
+  for (const std::string& filled : ts.filled) spdlog::info("{}", filled);
+  start = load_state(recipe, options, layout, paths);
+}
+
+// Every rank checks the run directory before the leading rank locks and changes it.
+std::optional<RunLock> RunSetup::take_run_directory(const Recipe& recipe, const TrainOptions& options,
+                                                    ProcessLayout& layout, const RunPaths& paths) {
+  const CheckpointDirectory& checkpoints = paths.checkpoints;
+  const std::optional<std::string>& resume_from = paths.resume_from;
+  prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/false);
+  layout.barrier();
+  std::optional<RunLock> lock;
+  fail_together(layout.groups().world().host(), [&] {
+    if (!layout.leads()) return;
+    lock = lock_run_directory(paths.run_dir, options.resume, resume_from);
+    prepare_run_directory(recipe, options, checkpoints, resume_from.has_value(), /*writes=*/true);
+    checkpoints.remove_leftovers();
+  });
+  return lock;
+}
+
+// The checkpoint to resume, the initial weights of checkpoint.init_from, or a seeded
+// initialisation.
+ResumedRun RunSetup::load_state(const Recipe& recipe, const TrainOptions& options, ProcessLayout& layout,
+                                const RunPaths& paths) {
+  const CheckpointDirectory& checkpoints = paths.checkpoints;
+  const std::optional<std::string>& resume_from = paths.resume_from;
+  Backend& be = run.backend;
+  const ModelParams& params = run.model.params();
+  ResumedRun start;
+  if (resume_from) {
+    start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data,
+                           layout.leads());
+    if (layout.leads()) drop_metrics_after(paths.metrics_path, start.step);
+    run.scaler.restore(start.loss_scale);
+  } else if (!recipe.checkpoint.init_from.empty()) {
+    const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
+    load_model_state(initial, params, be, /*with_optimizer=*/false);
+    spdlog::info("initial weights from {} (step {} of the run that wrote it)", initial.dir(), initial.manifest().step);
+  } else {
+    run.model.initialise(be, recipe.run.seed);
+  }
+  return start;
+}
+
+std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, const TrainOptions& options,
+                                                         ProcessLayout& layout, const RunPaths& paths, TrainingRank& run) {
+  const CheckpointDirectory& checkpoints = paths.checkpoints;
+  Backend& be = run.backend;
+  const ModelParams& params = run.model.params();
+  const CheckpointSection& ck = recipe.checkpoint;
+  auto writer = std::make_unique<CheckpointWriter>(
+      CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
+                             options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group(),
+                             dataset_tokenizer_snapshot(recipe.data)},
+      SaveFaults::from_environment());
+  writer->prepare(params);
+  if (ck.interval > 0 || options.save_final) check_can_save(layout, checkpoints.root(), writer->state_bytes());
+  const std::string end = options.save_final ? " and at the end" : "";
+  spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
+               ck.interval > 0 ? fmt::format("every {} steps{}", ck.interval, end)
+               : options.save_final ? std::string("at the end")
+                                    : std::string("none (this run saves no checkpoint)"),
+               ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
+               ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
+  return writer;
+}
+
+}  // namespace ustrain

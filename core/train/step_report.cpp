@@ -1,0 +1,208 @@
+#include "core/train/step_report.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "core/run/resource_usage.h"
+#include "core/run/signals.h"
+#include "kernels/tensor.h"
+
+namespace ustrain {
+namespace {
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step) {
+  const std::int64_t steps = summary.steps - summary.first_step + 1;
+  if (steps <= 0) return;
+  const double busy = summary.phase_seconds[0] + summary.phase_seconds[1] + summary.phase_seconds[2] +
+                      summary.phase_seconds[3];
+  summary.tokens_per_second = static_cast<double>(tokens_per_step * steps) / busy;
+  summary.achieved_flops = flops_per_step * static_cast<double>(steps) / busy;
+  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of the job's {:.2f} GFLOP/s peak",
+               steps, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
+               100.0 * summary.achieved_flops / summary.peak_flops, summary.peak_flops / 1e9);
+  spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}% | "
+               "paused for checkpoints {:.3f} s",
+               100 * summary.phase_seconds[0] / busy, 100 * summary.phase_seconds[1] / busy,
+               100 * summary.phase_seconds[2] / busy, 100 * summary.phase_seconds[3] / busy,
+               summary.checkpoint_stall_seconds);
+  if (summary.peak_device_bytes > 0)
+    spdlog::info("device memory: plan {} | held at most {} = {:.1f}% of the plan (arenas, op scratch and library "
+                 "workspaces)",
+                 format_bytes(summary.plan_bytes), format_bytes(summary.peak_device_bytes),
+                 100.0 * static_cast<double>(summary.peak_device_bytes) / static_cast<double>(summary.plan_bytes));
+  else
+    spdlog::info("memory: plan {} | peak resident {} (the rest is code, libraries, the dataset in memory and "
+                 "BLAS buffers)",
+                 format_bytes(summary.plan_bytes), format_bytes(summary.peak_resident_bytes));
+}
+
+}  // namespace
+
+StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank& run, const TrainingData& data,
+                       const RunPaths& paths, std::int64_t start_step)
+    : recipe_(recipe), layout_(layout), run_(run), start_step_(start_step) {
+  const auto& t = recipe.train;
+  Backend& be = run.backend;
+  const ModelParams& params = run.model.params();
+  if (layout.leads())
+    metrics_ = std::make_unique<MetricsLog>(paths.run_dir, recipe.log,
+                                            paths.resume_from ? std::optional(start_step) : std::nullopt);
+  peak_ = device_peak_flops(be, run.model.compute_dtype());
+  tokens_per_step_ = t.global_batch * t.seq_len;
+  flops_per_step_ = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step_);
+  psi_bytes_ = 4.0 * static_cast<double>(params.flat_size());
+
+  spdlog::info("ustrain: {} on {} | {:.2f} M parameters | {} layers, d_model {}, {} heads ({} kv), ffn {}",
+               recipe.run.name, be.name(), static_cast<double>(run.model.params().count()) / 1e6,
+               recipe.model.n_layers, recipe.model.d_model, recipe.model.n_heads, recipe.model.n_kv_heads,
+               recipe.model.ffn_hidden);
+  std::string plan_text = run.instance.plan.summary();
+  if (!plan_text.empty() && plan_text.back() == '\n') plan_text.pop_back();
+  spdlog::info("{}", plan_text);
+  spdlog::info("data: {} train tokens, {} validation tokens; {} tokens per step ({} data-parallel ranks x {} x {} "
+               "x {} accumulation)",
+               data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, layout.data_readers(),
+               t.micro_batch, t.seq_len, recipe.grad_accum_steps());
+  spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s", peak_.source, peak_.flops_per_second / 1e9);
+
+  summary_.steps = start_step;
+  summary_.first_step = start_step + 1;
+  summary_.plan_bytes = run.instance.plan.total_bytes();
+  summary_.peak_flops = peak_.flops_per_second * layout.world_size();  // all devices of the job
+  summary_.unigram_val_loss = data.unigram_validation_loss();
+  summary_.val_loss = std::nan("");
+  if (data.validation_tokens() > 0)
+    spdlog::info("unigram baseline on the validation split: {:.4f} nats/token", summary_.unigram_val_loss);
+  if (paths.resume_from) summary_.checkpoint = *paths.resume_from;
+}
+
+void StepReport::log_parallelism() const {
+  const Recipe& recipe = recipe_;
+  const TrainingRank& run = run_;
+  if (recipe.parallel.dp > 1)
+    spdlog::info("data parallelism: {} ranks, ZeRO stage {}", recipe.parallel.dp, recipe.parallel.zero);
+  else if (recipe.parallel.zero > 0)
+    spdlog::info("parallel.zero = {} shards nothing with one data-parallel rank", recipe.parallel.zero);
+  if (recipe.parallel.tp > 1)
+    spdlog::info("tensor parallelism: {} ranks{}; each holds {} of {} heads, {} of {} MLP units, {} vocabulary rows",
+                 recipe.parallel.tp, run.geometry.sequence_parallel() ? " with sequence parallelism" : "",
+                 run.geometry.heads, run.geometry.n_heads, run.geometry.ffn_local, run.geometry.ffn,
+                 run.geometry.vocab_local);
+}
+
+void StepReport::begin_step() {
+  TrainingRank& run = run_;
+  run.gradient_comm().reset_volume();
+  run.tp_comm().reset_volume();
+  run.pp_comm().reset_volume();
+  run.tp.reset_comm_seconds();
+}
+
+void StepReport::record_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) {
+  TrainingRank& run = run_;
+  for (int p = 0; p < kPhases; ++p) summary_.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
+  summary_.last_train_loss = r.loss;
+  summary_.steps = step;
+
+  StepNumbers& n = last_;
+  n.dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes());
+  n.tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
+  n.pp_bytes = static_cast<double>(run.pp_comm().volume().playbook_bytes());
+  n.elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started_).count();
+  n.step_s = step_timer.total();
+  n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
+  n.mfu = flops_per_step_ / layout_.world_size() / n.step_s / peak_.flops_per_second;  // per device
+  record("train", {{"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                   {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
+                   {"data_s", step_timer.seconds(Phase::data)},
+                   {"forward_s", step_timer.seconds(Phase::forward)},
+                   {"backward_s", step_timer.seconds(Phase::backward)},
+                   {"optimizer_s", step_timer.seconds(Phase::optimizer)},
+                   {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
+                   {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
+                   {"dp_comm_bytes", n.dp_bytes}, {"dp_comm_psi", n.dp_bytes / psi_bytes_},
+                   {"tp_comm_bytes", n.tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
+                   {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
+                   {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
+                   {"nonfinite_steps", double(run.bad_steps.total())},
+                   {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())}});
+}
+
+void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) const {
+  const Recipe& recipe = recipe_;
+  const auto& t = recipe.train;
+  const TrainingRank& run = run_;
+  const StepNumbers& n = last_;
+  if (step == summary_.first_step && recipe.parallel.dp > 1)
+    spdlog::info("data-parallel traffic per step: {} = {:.2f} x the fp32 parameters (Psi = {}), counted by the "
+                 "communicator",
+                 format_bytes(static_cast<std::size_t>(n.dp_bytes)), n.dp_bytes / psi_bytes_,
+                 format_bytes(static_cast<std::size_t>(psi_bytes_)));
+  if (step == summary_.first_step && recipe.parallel.tp > 1)
+    spdlog::info("tensor-parallel traffic per step: {} (this rank's tp group, counted by the communicator)",
+                 format_bytes(static_cast<std::size_t>(n.tp_bytes)));
+  if (step == summary_.first_step && recipe.parallel.pp > 1)
+    spdlog::info("pipeline rank 0: waited {:.1f} ms ({:.1f}% of the step) for activations and gradients, sent {}; "
+                 "activation slots per chunk at most {} (planned {})",
+                 1e3 * run.train_executor.wait_seconds(), 100.0 * run.train_executor.wait_seconds() / n.step_s,
+                 format_bytes(static_cast<std::size_t>(n.pp_bytes)), fmt::join(run.train_executor.peak_slots(), ", "),
+                 fmt::join(run.pipeline.slots.slots, ", "));
+  if (step % recipe.log.interval == 0 || step == summary_.first_step || step == t.steps) {
+    const double eta = n.elapsed / static_cast<double>(step - start_step_) * static_cast<double>(t.steps - step);
+    spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
+                 "data {:.1f} ms | elapsed {} | eta {}",
+                 step, std::to_string(t.steps).size(), t.steps, r.loss, r.lr, r.grad_norm, n.tok_s, 100.0 * n.mfu,
+                 1e3 * step_timer.seconds(Phase::data), format_duration(n.elapsed), format_duration(eta));
+  }
+}
+
+void StepReport::validation(std::int64_t step, double val_loss) {
+  summary_.val_loss = val_loss;
+  spdlog::info("eval step {} | validation loss {:.4f} (unigram baseline {:.4f})", step, summary_.val_loss,
+               summary_.unigram_val_loss);
+  record("eval", {{"step", double(step)}, {"val_loss", summary_.val_loss},
+                  {"unigram_val_loss", summary_.unigram_val_loss}});
+}
+
+void StepReport::checkpoint_saved(std::int64_t step, std::optional<double> stall, const std::string& path,
+                                  std::uint64_t state_bytes) {
+  if (metrics_) metrics_->sync();  // the steps this checkpoint holds stay logged
+  if (!stall) return;              // this step's checkpoint exists already
+  summary_.checkpoint_stall_seconds += *stall;
+  summary_.checkpoint = path;
+  spdlog::info("checkpoint step {}: training paused {:.3f} s {} {}", step, *stall,
+               recipe_.checkpoint.async ? "to copy" : "to copy and write", format_bytes(state_bytes));
+}
+
+void StepReport::stopped_by(int signal) {
+  summary_.stop_signal = signal;
+  spdlog::warn("stopped by {} after step {}{}; run the same command with --resume auto to continue (exit "
+               "status {})",
+               StopSignals::name(summary_.stop_signal), summary_.steps,
+               summary_.checkpoint.empty() ? "" : ", checkpoint " + summary_.checkpoint, kExitStopped);
+}
+
+TrainSummary StepReport::finish() {
+  summary_.peak_resident_bytes = peak_resident_bytes();
+  summary_.peak_device_bytes = run_.backend.peak_device_bytes();
+  log_summary(summary_, std::chrono::duration<double>(PhaseTimer::Clock::now() - started_).count(),
+              tokens_per_step_, flops_per_step_);
+  spdlog::info("checkpoint: {}{}", summary_.checkpoint.empty() ? "none written" : summary_.checkpoint,
+               metrics_ && !metrics_->files().empty() ? " | metrics: " + metrics_->files() : std::string());
+  return summary_;
+}
+
+void StepReport::record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {
+  if (metrics_) metrics_->write(kind, numbers);
+}
+
+}  // namespace ustrain

@@ -1,0 +1,81 @@
+// What a run reports as it trains: the lines that open it, each step's metrics record and log
+// line (loss, learning rate, gradient norm, throughput, MFU, phase times, communication), the
+// traffic of the first step, validation losses, the checkpoints saved, and the summary at the
+// end. Every rank measures; the leading rank alone logs and writes the metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/distributed/process_layout.h"
+#include "core/train/metrics_log.h"
+#include "core/train/peak_flops.h"
+#include "core/train/phase_timer.h"
+#include "core/train/run_setup.h"
+#include "core/train/train_step.h"
+#include "core/train/trainer.h"
+
+namespace ustrain {
+
+class StepReport {
+ public:
+  // Opens the metrics log on the leading rank (a resumed run's continues after `start_step`)
+  // and logs what the run trains on what: the model, its memory plan, the data, the peak MFU
+  // is measured against, the validation split's unigram baseline.
+  StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank& run, const TrainingData& data, const RunPaths& paths,
+             std::int64_t start_step);
+
+  // The layout's data and tensor parallelism, and what each rank holds of the model.
+  void log_parallelism() const;
+  // Training begins: elapsed time and the estimate of the time left count from here.
+  void start_clock() { started_ = PhaseTimer::Clock::now(); }
+
+  // Before a step: the communicators count its traffic from zero.
+  void begin_step();
+  // After step `step`: adds it to the summary and writes its metrics record.
+  void record_step(std::int64_t step, const StepResult& r, const PhaseTimer& timer);
+  // Then, unless too many bad steps stopped the run: the first step's traffic and, every
+  // log.interval steps, the first and the last, the step's line.
+  void log_step(std::int64_t step, const StepResult& r, const PhaseTimer& timer) const;
+  void validation(std::int64_t step, double val_loss);
+  // Syncs the metrics (the steps a checkpoint holds stay logged) and, when the checkpoint of
+  // `step` was made now (`stall`: seconds training paused for it; nullopt when it existed
+  // already), counts and logs it.
+  void checkpoint_saved(std::int64_t step, std::optional<double> stall, const std::string& path,
+                        std::uint64_t state_bytes);
+  // Training stopped early because of `signal`; says how to continue.
+  void stopped_by(int signal);
+  // Logs the summary: throughput, MFU, the time per phase, memory against the plan, the
+  // newest checkpoint and the metrics files.
+  TrainSummary finish();
+
+  const TrainSummary& summary() const { return summary_; }
+  std::int64_t tokens_per_step() const { return tokens_per_step_; }
+
+ private:
+  // What the metrics record and the log line of the last step share.
+  struct StepNumbers {
+    double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0;  // counted by the communicators
+    double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0;
+  };
+  void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);
+
+  const Recipe& recipe_;
+  ProcessLayout& layout_;
+  TrainingRank& run_;
+  std::unique_ptr<MetricsLog> metrics_;  // the leading rank's
+  PeakFlops peak_;
+  std::int64_t start_step_;
+  std::int64_t tokens_per_step_;
+  double flops_per_step_;
+  double psi_bytes_;  // the Playbook's unit for data-parallel traffic: one copy of the fp32 parameters
+  PhaseTimer::Clock::time_point started_ = PhaseTimer::Clock::now();
+  StepNumbers last_;
+  TrainSummary summary_;
+};
+
+}  // namespace ustrain
