@@ -226,6 +226,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
           "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),
       key(USTRAIN_RECIPE_FIELD(device.threads), at_least(0), "CPU threads; 0 uses all cores"),
+      key(USTRAIN_RECIPE_FIELD(device.memory_check), one_of({"refuse", "warn"}),
+          "What a model or memory plan larger than the memory available does: refuse stops before anything is "
+          "allocated; warn says so and runs anyway (when more memory is free than the host or cgroup reports)"),
   };
 }
 
