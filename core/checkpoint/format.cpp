@@ -187,7 +187,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON: the checkpoint is damaged or was not written completely; "
                                 "use an earlier checkpoint",
                                 path));

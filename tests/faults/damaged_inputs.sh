@@ -32,6 +32,10 @@ fault "truncated shard" 2 "is [0-9]+ bytes but manifest.json says" -- "$USTRAIN"
 cp -r data nomanifest && truncate -s 100 nomanifest/manifest.json
 fault "truncated dataset manifest" 2 "manifest.json is not valid JSON" -- "$USTRAIN" train tiny.toml \
   --set data.path=nomanifest --set run.name=nomanifest
+# A number beyond a double (found by fuzzing): the JSON parser's overflow is a damaged file too.
+cp -r data overflow && sed -i 's/"format_minor": [0-9]*/"format_minor": 1e999999/' overflow/manifest.json
+fault "dataset manifest holding 1e999999" 2 "overflow/manifest.json is not valid JSON" -- \
+  "$USTRAIN" train tiny.toml --set data.path=overflow --set run.name=overflow
 
 # Checkpoints.
 cp -r "$good" edited && sed -i 's/"step": 10/"step": 8/' edited/manifest.json
@@ -41,6 +45,8 @@ cp -r "$good" position
 sed -i 's/\\"position\\":\([0-9]*\)/\\"position\\":1\1/' position/manifest.json
 fault "data position edited" 2 "position/manifest.json does not match its checksum" -- \
   "$USTRAIN" train tiny.toml --set run.name=position --resume position
+cp -r "$good" huge && sed -i 's/"lr": [0-9.e-]*/"lr": 1e999999/' huge/manifest.json
+fault "checkpoint manifest holding 1e999999" 2 "huge/manifest.json is not valid JSON" -- "$USTRAIN" ckpt inspect huge
 mkdir -p negative && cp -r "$good" negative/ckpt && rewrite_manifest negative/ckpt/manifest.json step -5
 fault "negative step (checksum valid)" 2 "step -5 is negative" -- "$USTRAIN" ckpt inspect negative/ckpt
 mkdir -p renamed && cp -r "$good" renamed/step-00000008
