@@ -6,6 +6,7 @@
 
 #include <array>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ std::optional<std::array<double, 4>> first_step_phases(const std::string& metric
 
 void run_bench(Recipe recipe, std::int64_t steps) {
   recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
+  // One untimed step more is trained: it must still count in 64 bits.
+  if (steps < 1 || steps >= std::numeric_limits<std::int64_t>::max())
+    throw UserError(fmt::format("--steps {} is out of range: time between 1 and a few hundred steps", steps));
   // One tensor-parallel rank's GEMMs (the whole model's at tp = 1), for every layer.
   const ModelGeometry geo =
       ModelGeometry::of(recipe.model, ModelSplit{static_cast<int>(recipe.parallel.tp), 0, recipe.parallel.sp});

@@ -1,5 +1,6 @@
 # Oversize and out-of-range inputs: an endless recipe, a megabyte of unknown key, absurd
-# thread counts, more evaluation batches than the split holds, a negative temperature, and an
+# thread counts, more evaluation batches than the split holds (up to 2**63 - 1), a bench of
+# 2**63 - 1 steps, a negative temperature, and an
 # error that must not be glued to the prompt.
 source "$(dirname "$0")/lib/faults.bash"
 
@@ -24,6 +25,14 @@ fault "device.threads = cores + 1: a warning" 0 "device.threads = $((cores + 1))
 
 fault "eval --batches 2000 on a small split" 0 "evaluating [0-9]+ sequences instead, each once" -- \
   "$USTRAIN" eval tiny.toml --checkpoint "$ckpt" --batches 2000
+
+# The largest int64: batches x global_batch overflows 64 bits; capped like any other excess.
+fault "eval --batches 2**63 - 1" 0 "evaluating [0-9]+ sequences instead, each once" -- \
+  "$USTRAIN" eval tiny.toml --checkpoint "$ckpt" --batches 9223372036854775807
+grep -Eq "validation loss [0-9]" "$WORK/out.txt" && ! grep -q -- "-[0-9]* tokens" "$WORK/out.txt"
+check "  ... a positive loss over a positive token count" - $?
+fault "bench --steps 2**63 - 1" 2 "--steps 9223372036854775807 is out of range" -- \
+  "$USTRAIN" bench tiny.toml --steps 9223372036854775807
 
 fault "generate --temperature -1" 2 "^--temperature: -1 is negative: it must be 0 or more" -- \
   "$USTRAIN" generate --checkpoint "$ckpt" --temperature -1
