@@ -190,11 +190,11 @@ std::vector<KeySpec> build_keys() {
           one_of({"afab", "1f1b", "interleaved", "zero-bubble"}), "Pipeline schedule"),
       key(USTRAIN_RECIPE_FIELD(parallel.virtual_stages), at_least(1),
           "Model chunks per pipeline rank, for the interleaved schedule"),
-      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(zero_out, Bound{86400.0, true}),
+      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(Bound{1.0, true}, Bound{86400.0, true}),
           "Seconds a collective or transfer waits before asking the ranks it waits for what they are doing: one "
           "that does not answer within 5 s (stopped, dead, unreachable) ends the job with its rank named; ranks "
           "that answer are waited for up to 30 minutes"),
-      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(zero_out, Bound{86400.0, true}),
+      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(Bound{1.0, true}, Bound{86400.0, true}),
           "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
           "also ends there when a rank has not arrived"),
 

@@ -299,6 +299,14 @@ TEST(RecipeError, NumberOutOfRangeNamesTheRangeAndTheValue) {
   expect_mentions(error_of(kMinimal + "[device]\nthreads = -2\n"), {"device.threads = -2", ">= 0"});
 }
 
+// A deadline below a second only makes healthy ranks ask each other what they are doing; the
+// ranks then have 5 s to answer whatever the deadline.
+TEST(RecipeError, CommunicationDeadlinesHaveALowerBound) {
+  expect_mentions(error_of(kMinimal, {"parallel.comm_timeout_s=0.001"}), {"parallel.comm_timeout_s = 0.001", "[1, 86400]"});
+  expect_mentions(error_of(kMinimal, {"parallel.startup_timeout_s=0.5"}), {"parallel.startup_timeout_s = 0.5", "[1, 86400]"});
+  EXPECT_EQ(parse(kMinimal, {"parallel.comm_timeout_s=1"}).parallel.comm_timeout_s, 1.0);
+}
+
 TEST(RecipeError, NonFiniteFloatsAreRejected) {
   expect_mentions(error_of(kMinimal + "[optim]\nlr = inf\n"), {"test.toml:4:", "optim.lr = inf", "finite"});
   expect_mentions(error_of(kMinimal + "[optim]\nweight_decay = nan\n"),
