@@ -8,7 +8,7 @@ setup_tiny_run
 "$USTRAIN" train tiny.toml --set train.steps=4 >train.log 2>&1 || fail "training"
 ckpt=runs/tiny/checkpoints/step-00000004
 
-fault "ustrain train /dev/zero" 2 "/dev/zero: is larger than 16 MiB" -- timeout 20 "$USTRAIN" train /dev/zero
+fault "ustrain train /dev/zero" 2 "/dev/zero is larger than 16 MiB" -- timeout 20 "$USTRAIN" train /dev/zero
 
 { tiny_recipe; printf '%s = 1\n' "$(head -c 1048576 /dev/zero | tr '\0' k)"; } >hugekey.toml
 start=$SECONDS
@@ -38,6 +38,10 @@ fault "generate --temperature -1" 2 "^--temperature: -1 is negative: it must be 
   "$USTRAIN" generate --checkpoint "$ckpt" --temperature -1
 (( $(wc -c <"$WORK/out.txt") < 300 ))
 check "  ... in one short line" - $?
+fault "generate --temperature 1e-320 (below the smallest normal double)" 0 "" -- \
+  "$USTRAIN" generate --checkpoint "$ckpt" --temperature 1e-320 --tokens 2
+fault "generate --temperature 1e999" 2 "^--temperature: 1e999 is too large" -- \
+  "$USTRAIN" generate --checkpoint "$ckpt" --temperature 1e999
 mkdir -p broken && echo '{' >broken/manifest.json
 fault "generate --prompt, bad checkpoint: error on its own line" 2 "^error: broken/manifest.json" -- \
   "$USTRAIN" generate --checkpoint broken --prompt Hello
