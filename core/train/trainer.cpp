@@ -342,7 +342,8 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   if (!options.resume.empty()) resume_from = find_resume_checkpoint(options.resume, run_dir);
   // Checks the launch against the layout, then that every rank runs the same recipe, build
   // and resume point, before anything else.
-  ProcessLayout layout(recipe, start_facts(recipe, options.ustrain_version, resume_from.value_or("")));
+  ProcessLayout layout(recipe,
+                       start_facts(recipe, options.ustrain_version, resume_from.value_or(""), options.command));
   if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
   if (!options.resume.empty() && !resume_from)
     spdlog::info("no checkpoint in {} yet: starting the run from the beginning", run_dir);
