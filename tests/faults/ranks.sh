@@ -29,6 +29,14 @@ each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 : -n 
 check "one rank trains, one benchmarks: both refuse, naming the command" \
   "$(sed -n 's/^rank 0 exited with status //p' commands.log)" $? commands.log
 
+# One rank checks with --dry-run, the other trains: named as a difference of command too.
+each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 --dry-run : -n 1 "${wrap[@]}" \
+  "$USTRAIN" train tiny.toml --set parallel.dp=2 >dry.log 2>&1
+[[ $(grep -c "^error: the ranks of this job disagree on the command (rank 0: ustrain train --dry-run; rank 1: ustrain train)" \
+     dry.log) == 2 && $(grep -c "exited with status 2" dry.log) == 2 && ! -d runs ]]
+check "one rank with --dry-run, one training: both refuse, naming the command" \
+  "$(sed -n 's/^rank 0 exited with status //p' dry.log)" $? dry.log
+
 # stop_rank SIGNAL NAME: trains on two ranks, sends SIGNAL to rank 1 once steps are being
 # taken, and checks that rank 0 exits with status 2 naming rank 1, within 60 s.
 stop_rank() {
