@@ -56,6 +56,9 @@ class Origins {
   std::map<std::string, std::pair<int, std::string>, std::less<>> where_;
 };
 
+// The most steps log.trace_steps may record.
+constexpr std::int64_t kMaxTracedSteps = 20;
+
 // The largest recipe file read.
 constexpr std::size_t kMaxRecipeBytes = std::size_t{16} << 20;
 
@@ -297,6 +300,13 @@ void check_trace_steps(const Recipe& r, const Origins& at) {
   } catch (const UserError& error) {
     fail("{}: log.trace_steps = {}", at.of({"log.trace_steps"}), error.what());
   }
+  // The spans of every traced step stay in memory until the end of the run, and writing them
+  // takes a multiple of their size: a trace is for a few steps.
+  if (range && range->last - range->first + 1 > kMaxTracedSteps)
+    fail("{}: log.trace_steps = \"{}\" traces {} steps; at most {} are recorded (their spans are kept in memory "
+         "until the trace is written): trace a shorter range, e.g. \"{}-{}\"",
+         at.of({"log.trace_steps"}), r.log.trace_steps, range->last - range->first + 1, kMaxTracedSteps,
+         range->first, range->first + kMaxTracedSteps - 1);
   if (range && range->last > r.train.steps) {
     const std::string within = range->first < r.train.steps ? fmt::format("{}-{}", range->first, r.train.steps)
                                                             : fmt::format("{}", r.train.steps);

@@ -219,9 +219,9 @@ std::vector<KeySpec> build_keys() {
       key(USTRAIN_RECIPE_FIELD(log.level), one_of({"trace", "debug", "info", "warn", "error"}),
           "Least severe message printed on the console"),
       key(USTRAIN_RECIPE_FIELD(log.trace_steps), any_value(),
-          "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (within 1..train.steps): forward and "
-          "backward per layer and micro-batch, optimizer, data, checkpoints and every collective, written to "
-          "RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
+          "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (at most 20 steps, within 1..train.steps): "
+          "forward and backward per layer and micro-batch, optimizer, data, checkpoints and every collective, "
+          "written to RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
 
       key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
           "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),

@@ -396,6 +396,9 @@ TEST(RecipeError, CrossFieldRules) {
       {"[log]\ntrace_steps = \"99-101\"\n",
        {"log.trace_steps = \"99-101\" reaches past train.steps = 100", "\"99-100\""}},
       {"[log]\ntrace_steps = \"101\"\n", {"log.trace_steps = \"101\" reaches past train.steps = 100", "\"100\""}},
+      // Every traced step's spans stay in memory: a cap, with a range that fits it.
+      {"[log]\ntrace_steps = \"5-1000000\"\n",
+       {"log.trace_steps = \"5-1000000\" traces 999996 steps; at most 20", "\"5-24\""}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -407,6 +410,7 @@ TEST(RecipeError, CrossFieldRules) {
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"10-12\"\n").log.trace_steps, "10-12");
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"7\"\n").log.trace_steps, "7");
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"100\"\n").log.trace_steps, "100");
+  EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"81-100\"\n").log.trace_steps, "81-100");  // the cap
   EXPECT_EQ(parse(kMinimal).log.trace_steps, "");
 }
 
