@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <limits>
 #include <memory>
 
 #include "app/commands.h"
@@ -41,7 +42,9 @@ void add_export(CLI::App& ckpt) {
       ->capture_default_str();
   cmd->callback([opt] {
     ExportOptions e = opt->e;
-    e.max_shard_bytes = static_cast<std::uint64_t>(opt->max_shard_gb * 1e9);
+    // Any size beyond 64-bit byte counts is no limit at all (a cast of it would be undefined).
+    const double bytes = opt->max_shard_gb * 1e9;
+    e.max_shard_bytes = bytes < 0x1p64 ? static_cast<std::uint64_t>(bytes) : std::numeric_limits<std::uint64_t>::max();
     const InteropReport r = export_checkpoint(e);
     fmt::print("exported {} tensors ({:.3f} GB, {}) in {} file(s) to {}\n", r.tensors, static_cast<double>(r.bytes) / 1e9,
                e.dtype, r.files, r.output_dir);

@@ -22,8 +22,11 @@ void add_data_bench_command(CLI::App& data) {
   bench->add_option("--sp-text-mb", o->sp_text_mb, "Corpus size for sentencepiece")->capture_default_str()->check(CLI::Range(1, 100000));
   bench->add_option("--sp-vocab", o->sp_vocab, "sentencepiece vocabulary size")->capture_default_str();
   bench->add_option("--workers", o->max_workers, "Measure 1 to this many workers")->capture_default_str()->check(CLI::Range(1, 256));
-  bench->add_option("--seq-len", o->seq_len, "Loader sequence length")->capture_default_str()->check(positive());
-  bench->add_option("--batch", o->batch, "Loader micro-batch")->capture_default_str()->check(positive());
+  // A batch of seq_len tokens is held several times in memory: both stay far from overflow.
+  bench->add_option("--seq-len", o->seq_len, "Loader sequence length")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  bench->add_option("--batch", o->batch, "Loader micro-batch")->capture_default_str()->check(CLI::Range(1, 4096));
   bench->add_option("--seconds", o->loader_seconds, "Seconds per loader measurement")->capture_default_str();
   bench->add_option("--step-ms", o->step_ms, "Simulated training work per batch when measuring waiting")
       ->capture_default_str();

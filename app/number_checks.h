@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace ustrain::app {
@@ -13,14 +15,14 @@ namespace ustrain::app {
 inline CLI::Validator sign_check(bool zero_allowed) {
   return CLI::Validator(
       [zero_allowed](std::string& text) -> std::string {
-        double value = 0;
-        std::size_t used = 0;
-        try {
-          value = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || std::isnan(value)) return text + " is not a number";
+        // strtod, not std::stod: stod throws for a number too small for a double (1e-320), which
+        // is a number all the same; one too large for a double is said to be so.
+        errno = 0;
+        char* end = nullptr;
+        const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+        const bool whole = !text.empty() && end == text.c_str() + text.size();
+        if (!whole || std::isnan(value)) return text + " is not a number";
+        if (std::isinf(value)) return text + " is too large";
         if (zero_allowed && value < 0) return text + " is negative: it must be 0 or more";
         if (!zero_allowed && value <= 0) return text + " must be more than 0";
         return {};

@@ -136,11 +136,13 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
 
 NameFilter name_filter(const ConvertOptions& o) { return {o.include, o.exclude}; }
 
-// Files of the inputs; from directories only those with `extension` (empty: all).
-std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension) {
+// Files of the inputs; from directories only those with `extension` (empty: all). Entries that
+// are no regular file go to `skipped`.
+std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension,
+                                   std::vector<SkippedEntry>& skipped) {
   std::vector<InputFile> files;
   for (const std::string& input : o.inputs) {
-    for (InputFile& file : list_input_files({input}, name_filter(o)))
+    for (InputFile& file : list_input_files({input}, name_filter(o), &skipped))
       if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
   }
   return files;
@@ -192,11 +194,12 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   std::int64_t total_bytes = 0;
   TokenizerPlan plan;
   SkippedFiles skipped;
+  std::vector<SkippedEntry> not_files;  // dangling or looping links, FIFOs, devices
   if (is_text_format(o.format)) {
     const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
     use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer);
     plan.text_out = true;
-    files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "");
+    files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "", not_files);
     if (o.format == "text") files = keep_text_files(files, skipped);
   } else if (o.format == "megatron") {
     plan = plan_for_ids(o);
@@ -204,7 +207,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
     total_bytes = megatron_bytes(prefixes);
   } else if (is_id_format(o.format)) {
     plan = plan_for_ids(o);
-    files = list_inputs(o, o.format == "llmc" ? ".bin" : ".npy");
+    files = list_inputs(o, o.format == "llmc" ? ".bin" : ".npy", not_files);
   } else {
     for (const std::string& dir : o.inputs) datasets.push_back(TokenDataset::open(dir));
     for (const TokenDataset& dataset : datasets)
@@ -215,9 +218,11 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
   const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
   if (input_count == 0)
-    throw UserError(fmt::format("no input files found in {}{}{}", fmt::join(o.inputs, ", "), name_filter(o).describe(),
-                                skipped.count() > 0 ? "; " + skipped.describe() : ""));
+    throw UserError(fmt::format("no input files found in {}{}{}{}", fmt::join(o.inputs, ", "), name_filter(o).describe(),
+                                skipped.count() > 0 ? "; " + skipped.describe() : "",
+                                not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
+  if (!not_files.empty()) say(describe_skipped(not_files));
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",

@@ -1,7 +1,12 @@
 #include "data/dataset.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <thread>
@@ -32,6 +37,18 @@ void check_file_present(const std::string& path, std::uint64_t bytes, const char
   if (size != bytes)
     throw UserError(fmt::format("{} {} is {} bytes but {} says {}: the file is truncated or was changed; {}",
                                 what, path, size, kManifestFileName, bytes, kRedo));
+  // Its size needs no permission to read it: opened here, a file this user may not read is
+  // named as such now (and by --dry-run), not later as a damaged shard.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int cause = errno;
+    throw UserError(fmt::format("{} {} listed in {} cannot be opened for reading ({}): {}", what, path,
+                                kManifestFileName, std::strerror(cause),
+                                cause == EACCES || cause == EPERM
+                                    ? "give this user read permission on it (chmod a+r, or run as its owner)"
+                                    : kRedo));
+  }
+  ::close(fd);
 }
 
 void check_checksum(const std::string& path, const std::string& expected, const char* what) {

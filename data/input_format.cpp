@@ -82,7 +82,7 @@ bool first_line_is_json_object(const std::string& path) {
   if (end == std::string::npos && block.size() == kTextCheckBytes) return false;  // the line goes on
   try {
     return nlohmann::json::parse(block.substr(start, end == std::string::npos ? end : end - start)).is_object();
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     return false;
   }
 }

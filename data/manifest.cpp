@@ -163,7 +163,7 @@ Manifest read_manifest(const std::string& path) {
   json document;
   try {
     document = json::parse(text.str());
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON ({}); the manifest is damaged: convert the "
                                 "dataset again",
                                 path, error.what()));

@@ -77,9 +77,13 @@ MegatronIndex read_index(const std::string& path) {
   index.lengths.resize(sequences);
   index.offsets.resize(sequences);
   index.documents.resize(documents);
-  std::memcpy(index.lengths.data(), bytes.data() + kHeaderBytes, 4 * sequences);
-  std::memcpy(index.offsets.data(), bytes.data() + kHeaderBytes + 4 * sequences, 8 * sequences);
-  std::memcpy(index.documents.data(), bytes.data() + kHeaderBytes + 12 * sequences, 8 * documents);
+  // An empty vector's data() may be null, which memcpy must not get even for 0 bytes.
+  const auto copy = [&](auto& into, std::size_t at) {
+    if (!into.empty()) std::memcpy(into.data(), bytes.data() + at, into.size() * sizeof(into[0]));
+  };
+  copy(index.lengths, kHeaderBytes);
+  copy(index.offsets, kHeaderBytes + 4 * sequences);
+  copy(index.documents, kHeaderBytes + 12 * sequences);
   if (documents == 0 || index.documents.front() != 0 || index.documents.back() != static_cast<std::int64_t>(sequences))
     throw damaged("has document indices that do not run from 0 to the sequence count");
   for (std::size_t d = 1; d < documents; ++d)

@@ -1,6 +1,7 @@
 #include "data/npy_format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -100,6 +101,11 @@ std::vector<std::uint64_t> parse_shape(const std::string& text, const std::strin
   for (++at; at < text.size();) {
     while (at < text.size() && (text[at] == ' ' || text[at] == ',')) ++at;
     if (at >= text.size() || text[at] == ')') break;
+    // std::stoull would read "-5" as 2^64 - 5, and the shape as one far too large.
+    if (std::isdigit(static_cast<unsigned char>(text[at])) == 0)
+      throw UserError(fmt::format("{}: the .npy shape {} holds an extent that is not a whole number >= 0; the header "
+                                  "is damaged: re-copy or re-save the file",
+                                  path, text));
     std::size_t used = 0;
     shape.push_back(std::stoull(text.substr(at), &used));
     at += used;

@@ -86,7 +86,7 @@ void read_jsonl_files(const std::vector<InputFile>& files, const std::string& te
       nlohmann::json object;
       try {
         object = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& error) {
+      } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number beyond a double
         throw UserError(fmt::format("{}: not valid JSON ({}); each line of a JSONL file must be one JSON "
                                     "object",
                                     where(), error.what()));

@@ -130,16 +130,19 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   };
   const NameFilter filter{o.include, o.exclude};
   const std::string format = input_format(o, filter, say);
-  std::vector<InputFile> files = list_input_files(o.inputs, filter);
+  std::vector<SkippedEntry> not_files;  // dangling or looping links, FIFOs, devices
+  std::vector<InputFile> files = list_input_files(o.inputs, filter, &not_files);
   SkippedFiles skipped;
   if (format == "text") files = keep_text_files(files, skipped);
   // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files.
   if (format == "jsonl")
     std::erase_if(files, [](const InputFile& file) { return file.in_directory && !file.path.ends_with(".jsonl"); });
   if (files.empty())
-    throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}", fmt::join(o.inputs, ", "),
-                                filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : ""));
+    throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}{}", fmt::join(o.inputs, ", "),
+                                filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : "",
+                                not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
+  if (!not_files.empty()) say(describe_skipped(not_files));
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
   if (format == "text") read_text_files(files, o.split, sample);
   else read_jsonl_files(files, o.text_field, sample);

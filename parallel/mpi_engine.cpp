@@ -90,7 +90,8 @@ class OperationState final : public WorkState {
   std::shared_ptr<std::atomic<bool>> engine_failed_;
 };
 
-// How long members have to answer when an overdue operation asks them what they are doing.
+// How long members have to answer when an overdue operation asks them what they are doing:
+// fixed, whatever the operation's timeout, since a busy but healthy member may take a while.
 constexpr std::chrono::milliseconds kAnswerWindow{5000};
 // How long an operation still gets to complete after a member announced its departure (the
 // data it needed may already be on its way).
@@ -106,8 +107,6 @@ struct InFlight {
   Clock::time_point check_at;     // when to ask the members what they are doing next
   std::optional<std::int64_t> inquiry;  // the question being asked now
 };
-
-std::chrono::milliseconds answer_window(const Operation& op) { return std::min(op.timeout, kAnswerWindow); }
 
 // The operation could first make progress at `now`: its clock starts again.
 void restart_clock(InFlight& f, Clock::time_point now) {
@@ -247,7 +246,7 @@ LocalView Engine::Shared::local_view(const std::list<InFlight>& in_flight) {
 // An operation past its deadline asks the other members what they are doing, then either
 // keeps waiting (they are alive) or fails naming them.
 void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& settled) {
-  const std::chrono::milliseconds window = answer_window(f.op);
+  const std::chrono::milliseconds window = kAnswerWindow;
   if (!f.inquiry) {
     std::vector<int> members;
     for (int r : f.op.group->ranks())

@@ -30,8 +30,8 @@ PeerVerdict judge(const std::vector<PeerAnswer>& answers, const std::string& win
   PeerVerdict v;
   std::vector<std::string> parts;
   if (!silent.empty())
-    parts.push_back(fmt::format("{} did not answer within {}: stopped (SIGSTOP, a debugger), hung, dead or "
-                                "unreachable",
+    parts.push_back(fmt::format("{} did not answer within {}: stopped (SIGSTOP, a debugger), hung, dead, "
+                                "unreachable, or too overloaded to answer in time",
                                 ranks_text(silent), window));
   for (const std::string& activity : order)
     parts.push_back(fmt::format("{} {} not reached this operation ({})", ranks_text(behind[activity]),

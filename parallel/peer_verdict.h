@@ -3,8 +3,9 @@
 // (parallel/mpi_peer_check.h), whether it has started the operation and what it is doing;
 // judge() turns the answers into a decision and a message that names the ranks.
 //
-// A member that does not answer within the asking window is stopped (SIGSTOP, a debugger),
-// hung inside MPI, dead or unreachable: the operation fails at once. A member that answers is
+// A member that does not answer within the asking window (5 s, whatever the timeout) is
+// stopped (SIGSTOP, a debugger), hung inside MPI, dead, unreachable, or so overloaded that its
+// answer comes late: the operation fails at once. A member that answers is
 // alive (computing, or waiting for others in turn): the operation keeps waiting, up to the
 // communicator's patience (CommOptions::patience). When every member has started the
 // operation, nobody is missing and the transport itself stalled: the operation fails.

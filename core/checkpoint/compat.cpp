@@ -17,7 +17,7 @@ constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model", 
 constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.max_bad_steps", "train.recompute", "run.name",
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",
-    "parallel.comm_timeout_s", "parallel.startup_timeout_s"};
+    "parallel.comm_timeout_s", "parallel.startup_timeout_s", "device.memory_check"};
 // Logging, tracing (log.trace_steps) and checkpoint policy change no number a step computes.
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
 constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp",

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -25,23 +26,40 @@ constexpr std::string_view kChecksumPlaceholder = "00000000";
 
 std::string crc32_hex(std::string_view text) { return fmt::format("{:08x}", crc32_update(0, text.data(), text.size())); }
 
-// Where the checksum's digits are in `text`, when it has them.
+// Where the checksum's digits are in `text`, when it has them: eight hex digits in quotes.
 std::optional<std::size_t> checksum_digits(const std::string& text) {
   const std::size_t field = text.rfind(kChecksumField);
   if (field == std::string::npos) return std::nullopt;
   const std::size_t digits = field + kChecksumField.size();
   if (digits + kChecksumPlaceholder.size() >= text.size() || text[digits + kChecksumPlaceholder.size()] != '"')
     return std::nullopt;
+  for (std::size_t i = digits; i < digits + kChecksumPlaceholder.size(); ++i)
+    if (std::isxdigit(static_cast<unsigned char>(text[i])) == 0) return std::nullopt;
   return digits;
 }
 
-// A manifest written before the checksum existed has none; one that has it must match it.
-void check_manifest_checksum(const std::string& text, const std::string& path) {
+// A manifest of a format version from before the checksum may lack it; any other must carry
+// it, well formed, and match it. Hex digits compare in either case.
+void check_manifest_checksum(const Json& j, const std::string& text, const std::string& path, int format_version,
+                             bool& checksummed) {
   const std::optional<std::size_t> digits = checksum_digits(text);
-  if (!digits) return;
+  checksummed = digits.has_value();
+  if (!digits) {
+    if (j.contains("manifest_crc32"))
+      throw UserError(fmt::format("{}: manifest_crc32 is {}, not eight hex digits in quotes; the manifest was edited "
+                                  "or damaged: use an earlier checkpoint",
+                                  path, j.at("manifest_crc32").dump()));
+    if (format_version >= kFirstChecksummedFormatVersion)
+      throw UserError(fmt::format("{} has no manifest_crc32, which every manifest of format version {} carries: it "
+                                  "was edited or damaged; use an earlier checkpoint",
+                                  path, format_version));
+    return;
+  }
   std::string zeroed = text;
   zeroed.replace(*digits, kChecksumPlaceholder.size(), kChecksumPlaceholder);
-  const std::string expected = text.substr(*digits, kChecksumPlaceholder.size());
+  std::string expected = text.substr(*digits, kChecksumPlaceholder.size());
+  std::transform(expected.begin(), expected.end(), expected.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (crc32_hex(zeroed) != expected)
     throw UserError(fmt::format("{} does not match its checksum (manifest_crc32 {}, the file has {}): the manifest "
                                 "was edited or damaged; use an earlier checkpoint",
@@ -187,7 +205,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON: the checkpoint is damaged or was not written completely; "
                                 "use an earlier checkpoint",
                                 path));
@@ -202,7 +220,7 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
       throw UserError(fmt::format("{}: checkpoint format version {} (written by ustrain {}); this ustrain reads "
                                   "version {}: use a newer ustrain",
                                   path, m.format_version, m.ustrain_version, kCheckpointFormatVersion));
-    check_manifest_checksum(text, path);
+    check_manifest_checksum(j, text, path, m.format_version, m.checksummed);
     m.step = j.at("step").get<std::int64_t>();
     m.tokens_seen = j.at("tokens_seen").get<std::int64_t>();
     m.lr = j.at("lr").get<double>();

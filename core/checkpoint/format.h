@@ -1,4 +1,4 @@
-// The checkpoint format (version 1): a directory holding one safetensors file per rank and
+// The checkpoint format (version 2): a directory holding one safetensors file per rank and
 // manifest.json.
 //
 //   step-00001000/
@@ -18,8 +18,10 @@
 // gathers these few-kilobyte summaries and writes the manifest after every rank's file is
 // on disk. Its last field, manifest_crc32, is the CRC-32 of the file as written with "00000000"
 // in place of that field's digits, so that an edit or a flipped bit anywhere (the step, a data
-// position) is refused instead of resuming into another run; manifests from before the field
-// existed are read without it. Rank files also record the step they were saved at.
+// position) is refused instead of resuming into another run. A malformed manifest_crc32 is an
+// error, and so is a missing one from format version 2 on; version 1 manifests from before the
+// field existed are read without it (the reader warns). Rank files also record the step they
+// were saved at.
 //
 // The manifest also names the tokenizer the model was trained with ("tokenizer": kind, name,
 // vocab_size, eos_id), so that a checkpoint decodes without its dataset. A sentencepiece
@@ -40,7 +42,9 @@
 
 namespace ustrain {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 manifests always carry manifest_crc32; version 1 ones may lack it.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kFirstChecksummedFormatVersion = 2;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kCheckpointTokenizerModel = "tokenizer.model";
 
@@ -73,6 +77,7 @@ struct CheckpointManifest {
   std::vector<CheckpointFile> files;
   std::string recipe;        // the resolved recipe, TOML
   std::string recipe_hash;   // recipe_hash(recipe)
+  bool checksummed = true;   // as read: whether it carried manifest_crc32 (version 1 may not)
   // The model's tokenizer; model_file is kCheckpointTokenizerModel for sentencepiece. Absent
   // in checkpoints written before checkpoints kept it, and in imports of models whose
   // tokenizer ustrain does not read.

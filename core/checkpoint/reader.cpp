@@ -1,6 +1,7 @@
 #include "core/checkpoint/reader.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +55,10 @@ CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
                                 "a checkpoint directory)",
                                 dir_, kManifestName));
   manifest_ = manifest_from_json(read_text_file(manifest_path), manifest_path);
+  if (!manifest_.checksummed)
+    spdlog::warn("{} has no manifest_crc32 (format version {}, written by ustrain {} before manifests carried one): "
+                 "an edit of it cannot be detected",
+                 manifest_path, manifest_.format_version, manifest_.ustrain_version);
   check_step_matches_directory(dir_, manifest_.step, manifest_path);
   if (recipe_hash(manifest_.recipe) != manifest_.recipe_hash)
     throw UserError(fmt::format("{}: the recipe does not match its hash; the manifest was edited or damaged",

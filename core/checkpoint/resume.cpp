@@ -42,7 +42,7 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
 
   const auto start = std::chrono::steady_clock::now();
   load_model_state(reader, params, backend, /*with_optimizer=*/true);
-  data.restore(reader.data_state(0));
+  data.restore(reader.data_state(0), m.tokens_seen);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::uint64_t bytes = 0;
   for (const CheckpointFile& f : m.files) bytes += f.bytes;

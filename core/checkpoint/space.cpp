@@ -18,6 +18,10 @@ namespace ustrain {
 void check_checkpoint_directory(const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(root, ec)) && !fs::exists(root, ec))
+    throw UserError(fmt::format("{} is a symbolic link to {}, which does not exist; create that directory or remove "
+                                "the link",
+                                root, fs::read_symlink(root, ec).string()));
   if (fs::exists(root, ec) && !fs::is_directory(root, ec))
     throw UserError(fmt::format("{} is not a directory, so no checkpoint could be saved there; move it away",
                                 root));

@@ -71,8 +71,9 @@ std::string describe_values(const std::vector<std::string>& values) {
 
 }  // namespace
 
-std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from) {
-  std::vector<RankFact> facts{{"ustrain version", version}};
+std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from,
+                                  const std::string& command) {
+  std::vector<RankFact> facts{{"ustrain version", version}, {"the command", command}};
   for (const auto& [key, value] : recipe_values(recipe))
     if (key != "device.threads" && key != "data.prefetch" && key != "log.level") facts.push_back({key, value});
   facts.push_back({"the checkpoint to resume from", resume_from});

@@ -19,10 +19,11 @@ struct RankFact {
   std::string value;  // as text
 };
 
-// The facts of a training start: the build, every recipe key but device.threads,
-// data.prefetch and log.level (which may differ between machines), and the checkpoint the
-// run resumes from ("" for a new run).
-std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from);
+// The facts of a training start: the build, the command ("ustrain train", "ustrain bench"),
+// every recipe key but device.threads, data.prefetch and log.level (which may differ between
+// machines), and the checkpoint the run resumes from ("" for a new run).
+std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from,
+                                  const std::string& command = "ustrain train");
 
 // Collective over `world`. When any fact differs between ranks, throws the same UserError on
 // every rank, naming the first differing fact, its values and the ranks that hold each.

@@ -121,7 +121,7 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON", path));
   }
   ModelSection m;
@@ -162,7 +162,7 @@ HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON", path));
   }
   const auto id = [&](const char* key) -> std::optional<std::int64_t> {

@@ -114,7 +114,7 @@ SafetensorsHeader decode_safetensors_header(std::string_view json, const std::st
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     corrupt(file, "its JSON header does not parse");
   }
   if (!header.is_object()) corrupt(file, "its JSON header is not an object");

@@ -29,7 +29,22 @@ void warn_if_tight(long double need, std::size_t available, const std::string& w
                what, describe_bytes(need), format_bytes(available), memory_name);
 }
 
+// Refuses with `message`, or under device.memory_check = "warn" says it and goes on.
+void too_small(MemoryCheck check, const std::string& message) {
+  if (check == MemoryCheck::warn) {
+    spdlog::warn("{}; running anyway as device.memory_check = \"warn\" asks: the process may be killed for memory",
+                 message);
+    return;
+  }
+  throw UserError(message + "; if more memory is free than reported (page cache the kernel can reclaim), set "
+                            "device.memory_check = \"warn\" to run anyway");
+}
+
 }  // namespace
+
+MemoryCheck memory_check_of(const Recipe& recipe) {
+  return recipe.device.memory_check == "warn" ? MemoryCheck::warn : MemoryCheck::refuse;
+}
 
 MemoryShare memory_share(Device device, std::size_t host_available_at_start, int local_ranks) {
   if (device == Device::cpu) return {host_available_at_start, std::max(local_ranks, 1)};
@@ -43,7 +58,7 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
   if (need <= static_cast<long double>(available))
     return warn_if_tight(need, available, "the training state's weights, gradients and optimizer moments",
                          memory_name);
-  throw UserError(fmt::format(
+  too_small(memory_check_of(recipe), fmt::format(
       "the model does not fit: {} layers, d_model {}, ffn_hidden {}, vocabulary {} make {}; one rank holds at least "
       "{} of it (split over parallel.tp = {}{}{}){}, but {} has {} available; use a smaller model, or spread it "
       "over more ranks (parallel.tp, parallel.pp, or parallel.zero with parallel.dp > 1)",
@@ -57,7 +72,7 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
 }
 
 void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers, const std::string& memory_name,
-                     std::size_t beside) {
+                     MemoryCheck check, std::size_t beside) {
   if (available == 0) return;
   const std::size_t total = plan.total_bytes() + beside;
   const long double need = static_cast<long double>(total) * static_cast<long double>(std::max(sharers, 1));
@@ -71,7 +86,7 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
                          format_bytes(plan.bytes(category)));
   }
   if (beside > 0) parts += fmt::format(", data batches {}", format_bytes(beside));
-  throw UserError(fmt::format(
+  too_small(check, fmt::format(
       "the memory plan needs {} per process ({}){}, but {} has {} available; lower train.micro_batch or "
       "train.seq_len, set train.recompute = \"selective\" or \"full\", spread the model over more ranks "
       "(parallel.tp, parallel.pp, or parallel.zero with parallel.dp > 1) or use a smaller model (`ustrain train "
@@ -90,7 +105,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers) {
   if (available == 0) return;
   const long double data = data_batch_bytes(recipe);
   if (data * static_cast<long double>(std::max(sharers, 1)) > static_cast<long double>(available))
-    throw UserError(fmt::format(
+    too_small(memory_check_of(recipe), fmt::format(
         "the data loader's micro-batches alone need {} per process{} (train.micro_batch = {} sequences of "
         "train.seq_len = {} tokens, inputs and targets, {} batches ahead for training and for validation), but this "
         "host has {} available; lower train.micro_batch, train.seq_len or data.prefetch",
@@ -109,7 +124,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers) {
   MemoryPlan plan;
   plan_model(model, plan, ParamSharding{static_cast<int>(p.dp * p.cp), 0, static_cast<int>(p.zero)},
              plan_pipeline(recipe, 0).slots);
-  check_plan_fits(plan, available, sharers, "this host", static_cast<std::size_t>(data));
+  check_plan_fits(plan, available, sharers, "this host", memory_check_of(recipe), static_cast<std::size_t>(data));
 }
 
 }  // namespace ustrain

@@ -1,7 +1,8 @@
 // Whether a model fits the memory it is about to be allocated in, checked before anything is
 // allocated (Linux overcommits: an allocation that does not fit succeeds, and the process is
-// killed later). Each check throws UserError with the numbers and what to change; with
-// `available` = 0 (unknown) it checks nothing.
+// killed later). Each check throws UserError with the numbers and what to change, or under
+// device.memory_check = "warn" logs that message as a warning and returns; with `available` = 0
+// (unknown) it checks nothing.
 //
 // `sharers` processes (the ranks on one host, for host memory) each need as much.
 #pragma once
@@ -13,6 +14,10 @@
 #include "core/recipe/recipe.h"
 
 namespace ustrain {
+
+// What a check does when the memory is too small (device.memory_check).
+enum class MemoryCheck { refuse, warn };
+MemoryCheck memory_check_of(const Recipe& recipe);
 
 // The memory a process plans in: `available` bytes (0: what the backend reports when the model
 // is made), shared by `sharers` processes that each need as much.
@@ -33,7 +38,7 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
 // After planning: the whole plan, and `beside` bytes the process holds next to it (the data
 // loader's batches, in host memory).
 void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers, const std::string& memory_name,
-                     std::size_t beside = 0);
+                     MemoryCheck check, std::size_t beside = 0);
 
 // Host bytes the data loader holds in micro-batches: for training and for validation,
 // data.prefetch + 1 batches of inputs and targets (int32).

@@ -244,7 +244,7 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
     text.append(chunk, static_cast<std::size_t>(in.gcount()));
   if (in.bad()) fail("{}: cannot read the recipe file; check the file and its permissions", path);
   if (text.size() > kMaxRecipeBytes)
-    fail("{}: is larger than {} MiB, which no recipe is (a recipe is a short TOML file); check the path", path,
+    fail("{} is larger than {} MiB, which no recipe is (a recipe is a short TOML file); check the path", path,
          kMaxRecipeBytes >> 20);
   return parse_recipe(text, path, overrides, use);
 }

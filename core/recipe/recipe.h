@@ -126,6 +126,7 @@ struct LogSection {
 struct DeviceSection {
   std::string type = "cpu";  // cpu | cuda
   std::int64_t threads = 0;  // CPU threads; 0 = all cores
+  std::string memory_check = "refuse";  // refuse | warn: what a plan larger than the memory left gets
 
   bool operator==(const DeviceSection&) const = default;
 };

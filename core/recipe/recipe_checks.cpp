@@ -90,6 +90,14 @@ void check_trace_steps(const Recipe& r, const Origins& at) {
   } catch (const UserError& error) {
     fail("{}: log.trace_steps = {}", at.of({"log.trace_steps"}), error.what());
   }
+  // The spans of every traced step stay in memory until the end of the run, and writing them
+  // takes a multiple of their size: a trace is for a few steps.
+  constexpr std::int64_t kMaxTracedSteps = 20;
+  if (range && range->last - range->first + 1 > kMaxTracedSteps)
+    fail("{}: log.trace_steps = \"{}\" traces {} steps; at most {} are recorded (their spans are kept in memory "
+         "until the trace is written): trace a shorter range, e.g. \"{}-{}\"",
+         at.of({"log.trace_steps"}), r.log.trace_steps, range->last - range->first + 1, kMaxTracedSteps,
+         range->first, range->first + kMaxTracedSteps - 1);
   if (range && range->last > r.train.steps) {
     const std::string within = range->first < r.train.steps ? fmt::format("{}-{}", range->first, r.train.steps)
                                                             : fmt::format("{}", r.train.steps);

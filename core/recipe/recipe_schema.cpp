@@ -204,11 +204,11 @@ std::vector<KeySpec> parallel_keys() {
           one_of({"afab", "1f1b", "interleaved", "zero-bubble"}), "Pipeline schedule"),
       key(USTRAIN_RECIPE_FIELD(parallel.virtual_stages), at_least(1),
           "Model chunks per pipeline rank, for the interleaved schedule"),
-      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(zero_out, Bound{86400.0, true}),
+      key(USTRAIN_RECIPE_FIELD(parallel.comm_timeout_s), between(Bound{1.0, true}, Bound{86400.0, true}),
           "Seconds a collective or transfer waits before asking the ranks it waits for what they are doing: one "
           "that does not answer within 5 s (stopped, dead, unreachable) ends the job with its rank named; ranks "
           "that answer are waited for up to 30 minutes"),
-      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(zero_out, Bound{86400.0, true}),
+      key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(Bound{1.0, true}, Bound{86400.0, true}),
           "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
           "also ends there when a rank has not arrived"),
   };
@@ -241,9 +241,9 @@ std::vector<KeySpec> log_keys() {
       key(USTRAIN_RECIPE_FIELD(log.level), one_of({"trace", "debug", "info", "warn", "error"}),
           "Least severe message printed on the console"),
       key(USTRAIN_RECIPE_FIELD(log.trace_steps), any_value(),
-          "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (within 1..train.steps): forward and "
-          "backward per layer and micro-batch, optimizer, data, checkpoints and every collective, written to "
-          "RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
+          "Steps to record as a timeline, e.g. \"10-12\" or \"10\" (at most 20 steps, within 1..train.steps): "
+          "forward and backward per layer and micro-batch, optimizer, data, checkpoints and every collective, "
+          "written to RUN_DIR/trace/trace.json for https://ui.perfetto.dev; empty records nothing"),
   };
 }
 
@@ -252,6 +252,9 @@ std::vector<KeySpec> device_keys() {
       key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
           "Compute backend: cpu (fp32 reference, OpenBLAS) or cuda (one NVIDIA GPU: cuBLASLt, cuDNN, fused kernels)"),
       key(USTRAIN_RECIPE_FIELD(device.threads), at_least(0), "CPU threads; 0 uses all cores"),
+      key(USTRAIN_RECIPE_FIELD(device.memory_check), one_of({"refuse", "warn"}),
+          "What a model or memory plan larger than the memory available does: refuse stops before anything is "
+          "allocated; warn says so and runs anyway (when more memory is free than the host or cgroup reports)"),
   };
 }
 

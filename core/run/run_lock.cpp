@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,13 +18,34 @@
 namespace ustrain {
 namespace {
 
-// The holder's record ("host NAME pid N"), as much of it as the holder has written.
+// The holder's record ("host NAME pid N"), as much of it as the holder has written, safe to
+// print: anyone may have written the file, so a byte outside printable ASCII (a NUL, an escape
+// sequence) is shown as \xNN.
 std::string read_holder(int fd) {
-  char text[512] = {};
-  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
-  std::string holder = n > 0 ? std::string(text, static_cast<std::size_t>(n)) : std::string();
-  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+  char text[256] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text, 0);
+  std::string raw = n > 0 ? std::string(text, static_cast<std::size_t>(n)) : std::string();
+  while (!raw.empty() && (raw.back() == '\n' || raw.back() == '\0')) raw.pop_back();
+  std::string holder;
+  for (const char c : raw) {
+    const auto byte = static_cast<unsigned char>(c);
+    holder += byte >= 0x20 && byte < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", byte);
+  }
   return holder;
+}
+
+// Refuses a run.lock that is not a regular file: a symbolic link (the trainer, often root,
+// would truncate its target), a FIFO or a device.
+void check_regular(const struct stat& st, const std::string& path) {
+  if (S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                     : S_ISDIR(st.st_mode)  ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a device file";
+  throw UserError(fmt::format("the run lock {} is {}, not a regular file: remove it (ustrain creates its own) and "
+                              "start again",
+                              path, kind));
 }
 
 }  // namespace
@@ -33,8 +55,21 @@ RunLock::RunLock(const std::string& run_dir) {
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
   const std::string path = run_dir + "/" + kRunLockName;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) check_regular(st, path);  // before open() touches a device
+  // O_NOFOLLOW: a symbolic link put there after the check is refused as well (ELOOP).
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd_ < 0 && errno == ELOOP) {
+    st.st_mode = S_IFLNK;
+    check_regular(st, path);
+  }
   if (fd_ < 0) throw UserError(fmt::format("cannot open the run lock {}: {}", path, std::strerror(errno)));
+  if (::fstat(fd_, &st) != 0) st.st_mode = 0;  // unknown: refused as not regular
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    check_regular(st, path);
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = error == EWOULDBLOCK ? read_holder(fd_) : std::string();

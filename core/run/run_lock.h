@@ -6,6 +6,9 @@
 // however it ends, so a run restarted after a crash or kill -9 takes it again at once. The
 // file holds the holder's host and pid, for the refusal message; it stays behind between runs.
 // On NFS, Linux implements flock with byte-range locks, which the server sees from every client.
+// A run.lock that is not a regular file (a symbolic link to somewhere else, a FIFO, a device)
+// is refused, never followed or written; the holder's record is shown with its unprintable
+// bytes escaped.
 #pragma once
 
 #include <string>

@@ -6,10 +6,12 @@
 
 #include <array>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/run/build_info.h"
 #include "core/train/model_instance.h"
 #include "core/train/peak_flops.h"
 #include "core/recipe/recipe_defaults.h"
@@ -69,6 +71,9 @@ double measure_gemm_rate(const Recipe& recipe) {
 }  // namespace
 
 void run_bench(Recipe recipe, std::int64_t steps) {
+  // One untimed step more is trained: it must still count in 64 bits.
+  if (steps < 1 || steps >= std::numeric_limits<std::int64_t>::max())
+    throw UserError(fmt::format("--steps {} is out of range: time between 1 and a few hundred steps", steps));
   recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
   const double gemm_rate = measure_gemm_rate(recipe);  // its backend is gone: the training run makes its own
 
@@ -84,6 +89,8 @@ void run_bench(Recipe recipe, std::int64_t steps) {
   spdlog::info("bench: training {} steps into {} (the first warms up and is not timed); no checkpoint is saved",
                recipe.train.steps, recipe.run_dir());
   TrainOptions options{/*overwrite=*/true};
+  options.ustrain_version = build_version();
+  options.command = "ustrain bench";
   options.save_final = false;  // a checkpoint of a benchmark is throwaway (and large for big models)
   const TrainSummary s = train(recipe, options);
   const std::int64_t taken = s.steps - s.first_step + 1;

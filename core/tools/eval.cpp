@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/checkpoint/compat.h"
 #include "core/checkpoint/locate.h"
@@ -51,7 +52,10 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
 
   // The trainer's validation set: `batches` global batches, read here by one process, and no
   // more than the split holds (more would count some sequences twice).
-  std::int64_t micro_batches = batches * t.global_batch / t.micro_batch;
+  // --batches may be any positive int64: a product past int64 asks for more than any split holds.
+  std::int64_t sequences = 0;
+  const bool beyond = __builtin_mul_overflow(batches, t.global_batch, &sequences);
+  std::int64_t micro_batches = beyond ? std::numeric_limits<std::int64_t>::max() : sequences / t.micro_batch;
   const std::int64_t whole = data.validation_windows() / t.micro_batch;
   if (whole == 0)
     throw UserError(fmt::format("the validation split of {} holds {} sequence(s) of {} tokens, fewer than one "

@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "core/distributed/pipeline_plan.h"
+#include "core/distributed/process_layout.h"
+#include "core/distributed/rank_agreement.h"
 #include "core/memory/memory_fit.h"
 #include "core/memory/memory_plan.h"
 #include "core/recipe/recipe_defaults.h"
+#include "core/run/build_info.h"
 #include "core/run/run_schedule.h"
 #include "core/train/model_instance.h"
 #include "core/train/training_step.h"
@@ -59,6 +62,11 @@ std::string describe_run(const Recipe& given) {
   DatasetFacts data;
   const ProcessInfo launch = dry_run_launch(given, discover_process());
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
+  // Under a launcher the ranks check first that they agree, --dry-run included: one dry rank
+  // beside training ones would otherwise leave them waiting for it.
+  std::optional<ProcessLayout> agreed;
+  if (launch.launcher != "none")
+    agreed.emplace(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
   check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
   const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes

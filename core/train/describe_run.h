@@ -10,7 +10,8 @@ namespace ustrain {
 // The resolved recipe, the datasets, the parameter count and the memory plan. Checks what
 // training would check first, without training: the datasets exist and match the recipe
 // (tokenizer, vocabulary, enough tokens), and a CPU recipe's plan fits this host's available
-// memory.
+// memory. Under a launcher the ranks first check that they all agree
+// (core/distributed/rank_agreement.h), the dry run being part of the command.
 std::string describe_run(const Recipe& recipe);
 
 }  // namespace ustrain

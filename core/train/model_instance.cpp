@@ -52,7 +52,8 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
             placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
-  check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name());
+  check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name(),
+                  memory_check_of(recipe));
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

@@ -46,7 +46,8 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const RunPaths paths(recipe, options);
   // Checks the launch against the layout, then that every rank runs the same recipe, build
   // and resume point, before anything else.
-  ProcessLayout layout(recipe, start_facts(recipe, options.ustrain_version, paths.resume_from.value_or("")));
+  ProcessLayout layout(recipe, start_facts(recipe, options.ustrain_version, paths.resume_from.value_or(""),
+                                           options.command));
   if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
   if (!options.resume.empty() && !paths.resume_from)
     spdlog::info("no checkpoint in {} yet: starting the run from the beginning", paths.run_dir);

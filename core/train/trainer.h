@@ -17,6 +17,7 @@ struct TrainOptions {
   std::string resume;         // "" (a new run), "auto" (the run's newest checkpoint, if any) or a path
   bool force_resume = false;  // resume although the recipe changed in ways that break exactness
   std::string ustrain_version = "unknown";  // recorded in checkpoints
+  std::string command = "ustrain train";    // what the ranks run: all of them must run the same
   bool save_final = true;     // save the last step (a benchmark does not: its state is throwaway)
 };
 

@@ -131,7 +131,7 @@ std::string TrainingData::state() const {
       .dump();
 }
 
-void TrainingData::restore(const std::string& state) {
+void TrainingData::restore(const std::string& state, std::int64_t tokens_seen) {
   json saved;
   std::uint64_t position = 0;
   try {
@@ -150,6 +150,13 @@ void TrainingData::restore(const std::string& state) {
   } catch (const json::exception& e) {
     throw UserError(fmt::format("the saved data-loader position is unreadable ({}): the checkpoint is corrupt", e.what()));
   }
+  // Every step takes train.global_batch samples of seq_len tokens and counts them in tokens_seen.
+  const auto seq = static_cast<std::uint64_t>(seq_len_);
+  if (tokens_seen < 0 || position > static_cast<std::uint64_t>(tokens_seen) / seq ||
+      position * seq != static_cast<std::uint64_t>(tokens_seen))
+    throw UserError(fmt::format("the saved data position {} (samples of {} tokens) does not match the {} tokens the "
+                                "checkpoint has seen: the checkpoint was edited or damaged; use an earlier checkpoint",
+                                position, seq_len_, tokens_seen));
   if (position % static_cast<std::uint64_t>(num_readers_) != 0)
     throw UserError(fmt::format("the saved data position {} (samples taken by all readers) does not divide among {} "
                                 "data-parallel readers: resume with a number of readers that divides it",

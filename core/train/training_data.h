@@ -31,9 +31,11 @@ class TrainingData {
   // The training stream's position as opaque text (JSON), for checkpoints; restore() makes
   // the next next_train() return exactly the batch that followed when state() was taken, and
   // state() then returns the same text. The position is global (samples taken by all readers
-  // together), so a run may resume with another number of readers that divides it.
+  // together), so a run may resume with another number of readers that divides it. A
+  // position that does not match the `tokens_seen` of its checkpoint (one sample is seq_len
+  // tokens) is refused: it would resume on other data.
   std::string state() const;
-  void restore(const std::string& state);
+  void restore(const std::string& state, std::int64_t tokens_seen);
   void reset_validation();
   const MicroBatch& next_validation();
 

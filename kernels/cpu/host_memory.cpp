@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace ustrain {
 namespace {
@@ -50,16 +51,37 @@ std::optional<std::string> cgroup_path(const std::string& proc_root, const std::
   return std::nullopt;
 }
 
+// The value of `key` in a memory.stat file ("inactive_file 123" lines); 0 when absent.
+std::size_t stat_value(const std::filesystem::path& path, std::string_view key) {
+  std::ifstream in(path);
+  std::string name;
+  std::size_t value = 0;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return 0;
+}
+
+// The files of one cgroup hierarchy's memory controller: its limit, its usage, and the key of
+// memory.stat that counts inactive file cache (which the kernel reclaims before it kills).
+struct CgroupFiles {
+  const char* limit;
+  const char* usage;
+  std::string_view inactive_file;
+};
+
 // The least memory any limit leaves on the way from this process's group up to `root` of its
-// hierarchy; at least 1 when a limit is known (0 means unknown).
+// hierarchy; at least 1 when a limit is known (0 means unknown). Usage counts the page cache
+// of files the job read or wrote; its inactive part is reclaimable, so it is not counted as used.
 std::optional<std::size_t> least_left(const std::filesystem::path& root, const std::string& group,
-                                      const char* limit_file, const char* usage_file) {
+                                      const CgroupFiles& files) {
   std::optional<std::size_t> least;
   std::filesystem::path dir = root / std::filesystem::path(group).relative_path();
   for (;;) {
-    const std::optional<std::size_t> limit = number_in(dir / limit_file);
+    const std::optional<std::size_t> limit = number_in(dir / files.limit);
     if (limit) {
-      const std::size_t used = number_in(dir / usage_file).value_or(0);
+      const std::size_t usage = number_in(dir / files.usage).value_or(0);
+      const std::size_t reclaimable = stat_value(dir / "memory.stat", files.inactive_file);
+      const std::size_t used = usage > reclaimable ? usage - reclaimable : 0;
       const std::size_t left = *limit > used ? *limit - used : 1;
       least = least ? std::min(*least, left) : left;
     }
@@ -77,10 +99,10 @@ std::optional<std::size_t> cgroup_left(const std::string& proc_root, const std::
     if (left) least = least ? std::min(*least, *left) : *left;
   };
   if (const std::optional<std::string> v2 = cgroup_path(proc_root, ""))
-    take(least_left(cgroup_root, *v2, "memory.max", "memory.current"));
+    take(least_left(cgroup_root, *v2, {"memory.max", "memory.current", "inactive_file"}));
   if (const std::optional<std::string> v1 = cgroup_path(proc_root, "memory"))
-    take(least_left(std::filesystem::path(cgroup_root) / "memory", *v1, "memory.limit_in_bytes",
-                    "memory.usage_in_bytes"));
+    take(least_left(std::filesystem::path(cgroup_root) / "memory", *v1,
+                    {"memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"}));
   return least;
 }
 

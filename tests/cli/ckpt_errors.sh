@@ -34,8 +34,8 @@ rm missing/rank-00000.safetensors
 refused "missing rank file" missing "missing lacks the rank file missing/rank-00000.safetensors"
 
 cp -r "$good" newer
-sed -i 's/"format_version": 1/"format_version": 2/' newer/manifest.json
-refused "newer format version" newer "newer/manifest.json: checkpoint format version 2 .*use a newer ustrain"
+sed -i 's/"format_version": 2/"format_version": 3/' newer/manifest.json
+refused "newer format version" newer "newer/manifest.json: checkpoint format version 3 .*use a newer ustrain"
 
 cp -r "$good" half_written
 rm half_written/manifest.json

@@ -32,6 +32,10 @@ fault "truncated shard" 2 "is [0-9]+ bytes but manifest.json says" -- "$USTRAIN"
 cp -r data nomanifest && truncate -s 100 nomanifest/manifest.json
 fault "truncated dataset manifest" 2 "manifest.json is not valid JSON" -- "$USTRAIN" train tiny.toml \
   --set data.path=nomanifest --set run.name=nomanifest
+# A number beyond a double (found by fuzzing): the JSON parser's overflow is a damaged file too.
+cp -r data overflow && sed -i 's/"format_minor": [0-9]*/"format_minor": 1e999999/' overflow/manifest.json
+fault "dataset manifest holding 1e999999" 2 "overflow/manifest.json is not valid JSON" -- \
+  "$USTRAIN" train tiny.toml --set data.path=overflow --set run.name=overflow
 
 # Checkpoints.
 cp -r "$good" edited && sed -i 's/"step": 10/"step": 8/' edited/manifest.json
@@ -41,6 +45,47 @@ cp -r "$good" position
 sed -i 's/\\"position\\":\([0-9]*\)/\\"position\\":1\1/' position/manifest.json
 fault "data position edited" 2 "position/manifest.json does not match its checksum" -- \
   "$USTRAIN" train tiny.toml --set run.name=position --resume position
+# A data position edited by a tool that rewrites the checksum: it no longer matches the tokens seen.
+cp -r "$good" moved
+$PYTHON - moved/manifest.json <<'PY'
+import json, sys, zlib
+path = sys.argv[1]
+m = json.load(open(path))
+state = json.loads(m["files"][0]["data_state"])
+state["position"] += 8
+m["files"][0]["data_state"] = json.dumps(state, separators=(",", ":"))
+m["manifest_crc32"] = "00000000"
+text = json.dumps(m, indent=1) + "\n"
+text = text.replace('"manifest_crc32": "00000000"', '"manifest_crc32": "%08x"' % zlib.crc32(text.encode()))
+open(path, "w").write(text)
+PY
+fault "data position edited (checksum valid)" 2 "saved data position [0-9]+ .* does not match the [0-9]+ tokens" -- \
+  "$USTRAIN" train tiny.toml --set run.name=moved --resume moved
+# The checksum removed or spoilt: an error, not a check switched off. Only a manifest of format
+# version 1 (before the checksum) may lack it, with a warning. Upper-case digits are the same.
+strip_checksum() {
+  $PYTHON - "$@" <<'PY'
+import json, sys
+path, version = sys.argv[1], int(sys.argv[2])
+m = json.load(open(path))
+del m["manifest_crc32"]
+m["format_version"] = version
+open(path, "w").write(json.dumps(m, indent=1) + "\n")
+PY
+}
+cp -r "$good" unsummed && strip_checksum unsummed/manifest.json 2
+fault "manifest_crc32 removed" 2 "unsummed/manifest.json has no manifest_crc32" -- \
+  "$USTRAIN" train tiny.toml --set run.name=unsummed --resume unsummed
+cp -r "$good" spoilt && sed -i 's/"manifest_crc32": "[0-9a-f]*"/"manifest_crc32": "12z4"/' spoilt/manifest.json
+fault "manifest_crc32 malformed" 2 "spoilt/manifest.json: manifest_crc32 is \"12z4\"" -- \
+  "$USTRAIN" ckpt inspect spoilt
+cp -r "$good" version1 && strip_checksum version1/manifest.json 1
+fault "format version 1 without manifest_crc32: a warning" 0 "version1/manifest.json has no manifest_crc32" -- \
+  "$USTRAIN" ckpt inspect version1
+cp -r "$good" upper && sed -i 's/"manifest_crc32": "\([0-9a-f]*\)"/"manifest_crc32": "\U\1"/' upper/manifest.json
+fault "upper-case manifest_crc32" 0 "" -- "$USTRAIN" ckpt inspect upper
+cp -r "$good" huge && sed -i 's/"lr": [0-9.e-]*/"lr": 1e999999/' huge/manifest.json
+fault "checkpoint manifest holding 1e999999" 2 "huge/manifest.json is not valid JSON" -- "$USTRAIN" ckpt inspect huge
 mkdir -p negative && cp -r "$good" negative/ckpt && rewrite_manifest negative/ckpt/manifest.json step -5
 fault "negative step (checksum valid)" 2 "step -5 is negative" -- "$USTRAIN" ckpt inspect negative/ckpt
 mkdir -p renamed && cp -r "$good" renamed/step-00000008

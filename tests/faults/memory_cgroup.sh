@@ -1,7 +1,9 @@
 # A memory cgroup, as Slurm's --mem makes one: a memory plan larger than its limit is refused
 # with the numbers before anything is allocated (it used to be killed by the kernel after a
-# few seconds, with no output); a plan within 10% of it is warned about. Skipped, with the
-# reason, where this user cannot make a memory cgroup.
+# few seconds, with no output); a plan within 10% of it is warned about; page cache the job's
+# own file copies left in the cgroup is not counted as used; device.memory_check = "warn" runs
+# past the check with a warning. Skipped, with the reason, where this user cannot make a memory
+# cgroup.
 source "$(dirname "$0")/lib/faults.bash"
 
 # A fresh cgroup with `limit` bytes: v2 (memory.max) or v1 (memory.limit_in_bytes).
@@ -32,6 +34,15 @@ wide=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --
 fault "2.2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
   "(the model does not fit|the memory plan needs).*, but this host has [0-9.]+ [MG]iB available" -- \
   in_cgroup timeout 120 "$USTRAIN" train tiny.toml "${wide[@]}"
+fault "2.2 GiB plan in a 1 GiB cgroup, device.memory_check = warn: a warning" 0 \
+  "running anyway as device.memory_check = \"warn\" asks" -- \
+  in_cgroup timeout 120 "$USTRAIN" train tiny.toml "${wide[@]}" --dry-run --set device.memory_check=warn
+# A dataset copied inside the job fills the cgroup with page cache the kernel reclaims at need:
+# the tiny model still fits (it used to be refused with "this host has 104 KiB available").
+in_cgroup dd if=/dev/zero of="$WORK/copied-dataset" bs=1M count=1200 conv=fsync status=none
+fault "a cgroup full of the job's file cache: the tiny model fits" 0 "" -- \
+  in_cgroup timeout 120 "$USTRAIN" train tiny.toml --set train.steps=1 --set run.name=cached
+rm -f "$WORK/copied-dataset"
 # Within 10% of the limit: about 0.96 GiB of plan.
 near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=3328
       --set model.n_layers=4 --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)

@@ -1,6 +1,7 @@
 # Filesystem errors on paths the user named are user errors (exit 2) naming the path and the
 # cause: names too long, and, as a user without root's bypass of permissions, directories that
-# cannot be written or read ("Permission denied", never "does not exist"). The permission
+# cannot be written or read, shards that cannot be read ("Permission denied", never "does not
+# exist" or "damaged"). The permission
 # cases run as `nobody` when this script runs as root, as the current user otherwise.
 source "$(dirname "$0")/lib/faults.bash"
 
@@ -41,6 +42,14 @@ mkdir -p closed && cp -r data closed/data && chmod 700 closed && chown root clos
 [[ $(id -u) -eq 0 ]] || chmod 000 closed
 fault "data.path below a directory without permission" 2 "closed/data cannot be accessed \(Permission denied\)" -- \
   user "$USTRAIN" train tiny.toml --set data.path=closed/data --set run.name=closed
+# A shard this user may not read: named by --dry-run, and as a permission error (not as a
+# damaged file) with data.verify = sizes.
+cp -r data unreadable && chown root unreadable/train-*.h5 2>/dev/null && chmod 600 unreadable/train-*.h5
+[[ $(id -u) -eq 0 ]] || chmod 000 unreadable/train-*.h5
+fault "--dry-run with an unreadable shard" 2 "unreadable/train-[0-9]+\.h5 listed in manifest.json cannot be opened for reading \(Permission denied\)" -- \
+  user "$USTRAIN" train tiny.toml --set data.path=unreadable --set run.name=unreadable --dry-run
+fault "data.verify = sizes with an unreadable shard" 2 "cannot be opened for reading \(Permission denied\): give this user read permission" -- \
+  user "$USTRAIN" train tiny.toml --set data.path=unreadable --set run.name=unreadable --set data.verify=sizes
 user "$USTRAIN" train tiny.toml --set run.name=mine --set train.steps=2 >mine.log 2>&1 || fail "training as the user"
 chmod 555 runs/mine/checkpoints
 fault "checkpoint directory without write permission: refused at start" 2 \

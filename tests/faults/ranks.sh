@@ -1,7 +1,7 @@
-# Several ranks under mpiexec: ranks launched with different recipes stop before any work; a
-# rank stopped (kill -STOP) or killed (kill -9) in the middle of training is named by the
-# others, who exit with that message within 60 s (CI: with parallel.comm_timeout_s = 5, the
-# full suite with the defaults).
+# Several ranks under mpiexec: ranks launched with different recipes or commands stop before
+# any work; a rank stopped (kill -STOP) or killed (kill -9) in the middle of training is named
+# by the others, who exit with that message within 60 s (CI: with parallel.comm_timeout_s = 5,
+# the full suite with the defaults).
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
@@ -20,6 +20,22 @@ each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 : -n 
    $(grep -c "exited with status 2" seeds.log) == 2 && ! -d runs ]]
 check "ranks with different run.seed: both refuse, nothing written" \
   "$(sed -n 's/^rank 0 exited with status //p' seeds.log)" $? seeds.log
+
+# One rank trains, the other benchmarks: named as a difference of command, not of build.
+each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 : -n 1 "${wrap[@]}" "$USTRAIN" bench \
+  tiny.toml --set parallel.dp=2 --steps 1 >commands.log 2>&1
+[[ $(grep -c "^error: the ranks of this job disagree on the command (rank 0: ustrain train; rank 1: ustrain bench)" \
+     commands.log) == 2 && $(grep -c "exited with status 2" commands.log) == 2 ]]
+check "one rank trains, one benchmarks: both refuse, naming the command" \
+  "$(sed -n 's/^rank 0 exited with status //p' commands.log)" $? commands.log
+
+# One rank checks with --dry-run, the other trains: named as a difference of command too.
+each_rank -n 1 "${wrap[@]}" "$USTRAIN" train tiny.toml --set parallel.dp=2 --dry-run : -n 1 "${wrap[@]}" \
+  "$USTRAIN" train tiny.toml --set parallel.dp=2 >dry.log 2>&1
+[[ $(grep -c "^error: the ranks of this job disagree on the command (rank 0: ustrain train --dry-run; rank 1: ustrain train)" \
+     dry.log) == 2 && $(grep -c "exited with status 2" dry.log) == 2 && ! -d runs ]]
+check "one rank with --dry-run, one training: both refuse, naming the command" \
+  "$(sed -n 's/^rank 0 exited with status //p' dry.log)" $? dry.log
 
 # stop_rank SIGNAL NAME: trains on two ranks, sends SIGNAL to rank 1 once steps are being
 # taken, and checks that rank 0 exits with status 2 naming rank 1, within 60 s.

@@ -1,7 +1,8 @@
 # The run directory: a second trainer on a run that is training is refused with the first
 # one's host and pid, and the first one's saves survive it; the lock is free again once its
 # holder is killed; a checkpoint directory that cannot be saved into is refused before the
-# first step; a torn line in metrics.jsonl is gone after a resume.
+# first step; a run.lock that is a symbolic link is refused, its target untouched; a torn line
+# in metrics.jsonl is gone after a resume.
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
@@ -32,6 +33,13 @@ fault "RUN/checkpoints is a file: refused before step 1" 2 "runs/blocked/checkpo
   "$USTRAIN" train tiny.toml --set run.name=blocked
 ! grep -q '"step"' runs/blocked/metrics.jsonl 2>/dev/null
 check "  ... and no step was trained" - $?
+
+# run.lock as a symbolic link to a file of someone else's: refused, the file untouched.
+rm -rf runs/linked && mkdir -p runs/linked && echo "keep me" >precious && ln -s "$PWD/precious" runs/linked/run.lock
+fault "run.lock is a symbolic link: refused" 2 "the run lock runs/linked/run.lock is a symbolic link" -- \
+  "$USTRAIN" train tiny.toml --set run.name=linked
+[[ $(cat precious) == "keep me" ]]
+check "  ... and its target is untouched" - $?
 
 # A line torn by a crash or a full disk, then a resume: every line parses afterwards.
 "$USTRAIN" train tiny.toml --set run.name=torn --set train.steps=10 --set checkpoint.interval=5 >torn.log 2>&1

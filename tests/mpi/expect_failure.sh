@@ -32,7 +32,7 @@ case $mode in
     # Each other rank names the last one, in its own diagnosis or in the notice of a rank that
     # left first (which quotes that rank's diagnosis).
     operation="collective all_reduce of 100003 f32 (sum) on world group (ranks $ranks)"
-    why="rank $last did not answer within 2 s: stopped (SIGSTOP, a debugger), hung, dead or unreachable"
+    why="rank $last did not answer within 5 s: stopped (SIGSTOP, a debugger), hung, dead, unreachable, or too overloaded"
     [[ $mode == stuck-peer ]] && why="rank $last has not reached this operation (it is alive and has not communicated for"
     for r in $(seq 0 $((last - 1))); do
       grep -E "^error: .* on rank $r" <<<"$output" | grep -qF "$operation" || fail "rank $r: no error about the all_reduce"

@@ -44,6 +44,23 @@ TEST(CheckpointDirectoryCheck, AFileWhereTheDirectoryBelongsIsRefused) {
   fs::remove_all(run);
 }
 
+// A link to a directory that is gone (a scratch filesystem not mounted): named as such, not
+// "File exists".
+TEST(CheckpointDirectoryCheck, ADanglingLinkIsNamedWithItsTarget) {
+  const std::string run = fresh_dir("dangling");
+  fs::create_directory_symlink(run + "/scratch/ckpt", run + "/checkpoints");
+  try {
+    check_checkpoint_directory(run + "/checkpoints");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(run + "/checkpoints is a symbolic link to " + run +
+                                         "/scratch/ckpt, which does not exist"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(run);
+}
+
 TEST(CheckpointSpace, RefusesLessThanOneCheckpointAndWarnsBelowTwo) {
   const SpaceCheck none = check_space("R", 100 * kMiB, 60 * kMiB);
   EXPECT_NE(none.error.find("the filesystem of R has 60.00 MiB free, less than the 100.00 MiB one checkpoint"),

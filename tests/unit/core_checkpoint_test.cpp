@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -194,11 +195,48 @@ TEST_F(BadCheckpoint, TruncatedManifest) {
 TEST_F(BadCheckpoint, NewerFormatVersion) {
   const std::string manifest = dir_ + "/manifest.json";
   std::string text = read_text_file(manifest);
-  const std::string from = "\"format_version\": 1";
+  const std::string from = "\"format_version\": 2";
   ASSERT_NE(text.find(from), std::string::npos) << text.substr(0, 200);
-  text.replace(text.find(from), from.size(), "\"format_version\": 2");
+  text.replace(text.find(from), from.size(), "\"format_version\": 3");
   write_text_file(manifest, text);
-  expect_error_mentions([&] { CheckpointReader r(dir_); }, {manifest, "version 2", "newer ustrain"});
+  expect_error_mentions([&] { CheckpointReader r(dir_); }, {manifest, "version 3", "newer ustrain"});
+}
+
+// The manifest's text with its manifest_crc32 field (the last) replaced by `field` ("" drops it).
+std::string with_checksum_field(std::string text, const std::string& field) {
+  const std::size_t at = text.rfind(",\n \"manifest_crc32\"");
+  EXPECT_NE(at, std::string::npos) << text;
+  return text.substr(0, at) + (field.empty() ? "" : ",\n " + field) + "\n}\n";
+}
+
+// Without its checksum a manifest could be edited at will: only format version 1, from before
+// the checksum existed, may lack it (and is read with a warning); a malformed one is an error.
+TEST_F(BadCheckpoint, AMissingOrMalformedChecksumIsRefused) {
+  const std::string manifest = dir_ + "/manifest.json";
+  const std::string text = read_text_file(manifest);
+  expect_error_mentions([&] { manifest_from_json(with_checksum_field(text, ""), manifest); },
+                        {manifest, "has no manifest_crc32", "format version 2"});
+  for (const char* field : {"\"manifest_crc32\": \"12z4\"", "\"manifest_crc32\": 17",
+                            "\"manifest_crc32\": \"0123456789\""})
+    expect_error_mentions([&] { manifest_from_json(with_checksum_field(text, field), manifest); },
+                          {manifest, "manifest_crc32 is", "not eight hex digits"});
+  std::string version1 = with_checksum_field(text, "");
+  version1.replace(version1.find("\"format_version\": 2"), 19, "\"format_version\": 1");
+  const CheckpointManifest old = manifest_from_json(version1, manifest);
+  EXPECT_FALSE(old.checksummed);
+  EXPECT_EQ(old.format_version, 1);
+  EXPECT_TRUE(manifest_from_json(text, manifest).checksummed);
+}
+
+// The digits are hexadecimal: upper case is the same number.
+TEST_F(BadCheckpoint, AnUpperCaseChecksumIsTheSame) {
+  const std::string manifest = dir_ + "/manifest.json";
+  std::string text = read_text_file(manifest);
+  const std::size_t digits = text.rfind("\"manifest_crc32\": \"") + 19;
+  for (std::size_t i = digits; i < digits + 8; ++i) text[i] = static_cast<char>(std::toupper(text[i]));
+  EXPECT_NO_THROW(manifest_from_json(text, manifest));
+  text[digits] = text[digits] == '0' ? '1' : '0';  // still refused once wrong
+  expect_error_mentions([&] { manifest_from_json(text, manifest); }, {"does not match its checksum"});
 }
 
 TEST_F(BadCheckpoint, AnotherModelShape) {
@@ -235,6 +273,7 @@ TEST_F(BadCheckpoint, ManifestFromBeforeTheChecksumStillReads) {
   const std::size_t field = text.find(",\n \"manifest_crc32\"");
   ASSERT_NE(field, std::string::npos) << text.substr(text.size() - 200);
   text.erase(field, text.find('\n', field + 2) - field);
+  text.replace(text.find("\"format_version\": 2"), 19, "\"format_version\": 1");  // as such manifests were
   write_text_file(manifest, text);
   EXPECT_EQ(CheckpointReader(dir_).manifest().step, 4);
 }

@@ -114,11 +114,11 @@ TEST(MemoryFit, APlanThatCannotFitIsRefusedBeforeAllocation) {
   MemoryPlan plan;
   plan.add("weights", MemCategory::parameters, Shape{1024});
   plan.add("acts", MemCategory::activations, Shape{4096});
-  EXPECT_NO_THROW(check_plan_fits(plan, plan.total_bytes(), 1, "GPU 0"));
-  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() - 1, 1, "GPU 0"); }),
+  EXPECT_NO_THROW(check_plan_fits(plan, plan.total_bytes(), 1, "GPU 0", MemoryCheck::refuse));
+  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() - 1, 1, "GPU 0", MemoryCheck::refuse); }),
                   {"the memory plan needs 20.0 KiB per process", "parameters 4.0 KiB", "activations 16.0 KiB",
                    "GPU 0 has", "train.micro_batch", "--dry-run"});
-  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() * 2, 3, "this host"); }),
+  expect_mentions(user_error_of([&] { check_plan_fits(plan, plan.total_bytes() * 2, 3, "this host", MemoryCheck::refuse); }),
                   {"x 3 processes on this host = 60.0 KiB"});
 }
 
@@ -131,6 +131,30 @@ TEST(MemoryFit, AModelInstanceTooLargeForItsMemoryIsAUserError) {
                   {"has 4.0 KiB available"});
   placement.memory = MemoryShare{std::size_t{1} << 40, 1};
   EXPECT_NO_THROW(ModelInstance(r, whole, 4, Recompute::none, placement));
+}
+
+// device.memory_check = "warn": the user knows more memory is free than reported; every check
+// says what it found and lets the run go on. The refusal names the key.
+TEST(MemoryFit, WarnInsteadOfRefusingWhenTheRecipeSaysSo) {
+  const Recipe big = recipe({"model.n_layers=40", "model.d_model=4096", "model.n_heads=32", "model.n_kv_heads=8",
+                             "model.ffn_hidden=11008", "model.vocab_size=32000"});
+  expect_mentions(user_error_of([&] { check_state_fits(big, std::size_t{8} << 30, 1, "this host"); }),
+                  {"device.memory_check = \"warn\""});
+  expect_mentions(user_error_of([&] { check_host_fits(recipe(), 4096, 1); }), {"device.memory_check"});
+  const Recipe warned = recipe({"device.memory_check=warn"});
+  EXPECT_EQ(memory_check_of(warned), MemoryCheck::warn);
+  EXPECT_NO_THROW(check_host_fits(warned, 4096, 1));
+  Recipe big_warned = big;
+  big_warned.device.memory_check = "warn";
+  EXPECT_NO_THROW(check_state_fits(big_warned, std::size_t{8} << 30, 1, "this host"));
+  MemoryPlan plan;
+  plan.add("acts", MemCategory::activations, Shape{4096});
+  EXPECT_NO_THROW(check_plan_fits(plan, 1, 1, "this host", MemoryCheck::warn));
+  ModelPlacement placement;
+  placement.memory = MemoryShare{4096, 1};
+  EXPECT_NO_THROW(ModelInstance(warned, ModelGeometry::of(warned.model, {}, 16), 2, Recompute::none, placement));
+  expect_mentions(user_error_of([&] { parse_recipe("[data]\npath = \"d\"\n", "m.toml", {"device.memory_check=maybe"}); }),
+                  {"device.memory_check", "refuse", "warn"});
 }
 
 TEST(MemoryFit, OnlyTheHostIsShared) {

@@ -299,6 +299,14 @@ TEST(RecipeError, NumberOutOfRangeNamesTheRangeAndTheValue) {
   expect_mentions(error_of(kMinimal + "[device]\nthreads = -2\n"), {"device.threads = -2", ">= 0"});
 }
 
+// A deadline below a second only makes healthy ranks ask each other what they are doing; the
+// ranks then have 5 s to answer whatever the deadline.
+TEST(RecipeError, CommunicationDeadlinesHaveALowerBound) {
+  expect_mentions(error_of(kMinimal, {"parallel.comm_timeout_s=0.001"}), {"parallel.comm_timeout_s = 0.001", "[1, 86400]"});
+  expect_mentions(error_of(kMinimal, {"parallel.startup_timeout_s=0.5"}), {"parallel.startup_timeout_s = 0.5", "[1, 86400]"});
+  EXPECT_EQ(parse(kMinimal, {"parallel.comm_timeout_s=1"}).parallel.comm_timeout_s, 1.0);
+}
+
 TEST(RecipeError, NonFiniteFloatsAreRejected) {
   expect_mentions(error_of(kMinimal + "[optim]\nlr = inf\n"), {"test.toml:4:", "optim.lr = inf", "finite"});
   expect_mentions(error_of(kMinimal + "[optim]\nweight_decay = nan\n"),
@@ -388,6 +396,9 @@ TEST(RecipeError, CrossFieldRules) {
       {"[log]\ntrace_steps = \"99-101\"\n",
        {"log.trace_steps = \"99-101\" reaches past train.steps = 100", "\"99-100\""}},
       {"[log]\ntrace_steps = \"101\"\n", {"log.trace_steps = \"101\" reaches past train.steps = 100", "\"100\""}},
+      // Every traced step's spans stay in memory: a cap, with a range that fits it.
+      {"[log]\ntrace_steps = \"5-1000000\"\n",
+       {"log.trace_steps = \"5-1000000\" traces 999996 steps; at most 20", "\"5-24\""}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -399,6 +410,7 @@ TEST(RecipeError, CrossFieldRules) {
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"10-12\"\n").log.trace_steps, "10-12");
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"7\"\n").log.trace_steps, "7");
   EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"100\"\n").log.trace_steps, "100");
+  EXPECT_EQ(parse(kMinimal + "[log]\ntrace_steps = \"81-100\"\n").log.trace_steps, "81-100");  // the cap
   EXPECT_EQ(parse(kMinimal).log.trace_steps, "");
 }
 
@@ -769,8 +781,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe/recipe.h: run 3, model 16, data 5, train 10, optim 5, schedule 4,
-  // parallel 12, checkpoint 5, log 5, device 2.
-  EXPECT_EQ(key_lines, 67u);
+  // parallel 12, checkpoint 5, log 5, device 3.
+  EXPECT_EQ(key_lines, 68u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

@@ -3,7 +3,10 @@
 #include "core/run/run_lock.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +75,46 @@ TEST(RunLock, IsReleasedWhenItsHolderIsKilled) {
   EXPECT_NO_THROW(RunLock after(dir));
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+// The trainer often runs as root: a symbolic link named run.lock must not make it truncate the
+// file the link points to; a FIFO or a device is no lock either.
+TEST(RunLock, ALockThatIsNotARegularFileIsRefusedUntouched) {
+  const std::string dir = fresh_dir("symlink");
+  fs::create_directories(dir);
+  const std::string target = fs::path(dir).parent_path().string() + "/precious";
+  std::ofstream(target) << "keep me\n";
+  fs::create_symlink(target, dir + "/run.lock");
+  const std::string message = refusal(dir);
+  EXPECT_NE(message.find("the run lock " + dir + "/run.lock is a symbolic link"), std::string::npos) << message;
+  std::ifstream in(target);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep me");
+  fs::create_symlink(dir + "/nowhere", dir + "/dangling");
+  fs::remove(dir + "/run.lock");
+  fs::rename(dir + "/dangling", dir + "/run.lock");
+  EXPECT_NE(refusal(dir).find("is a symbolic link"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir + "/nowhere"));  // not created through the link
+  fs::remove(dir + "/run.lock");
+  ASSERT_EQ(::mkfifo((dir + "/run.lock").c_str(), 0644), 0);
+  EXPECT_NE(refusal(dir).find("is a FIFO, not a regular file"), std::string::npos);
+}
+
+// Whoever wrote the holder's record, the message shows it escaped: a NUL does not cut the
+// message short and an escape sequence does not reach the terminal.
+TEST(RunLock, TheHoldersRecordIsShownEscaped) {
+  const std::string dir = fresh_dir("record");
+  fs::create_directories(dir);
+  const int fd = ::open((dir + "/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // another open file: its lock conflicts
+  const std::string record("host a\0b\x1b[31m pid 7\n", 20);
+  ASSERT_EQ(::write(fd, record.data(), record.size()), static_cast<ssize_t>(record.size()));
+  const std::string message = refusal(dir);
+  EXPECT_NE(message.find("(host a\\x00b\\x1b[31m pid 7); wait for it"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos);
+  ::close(fd);
 }
 
 TEST(RunLock, DirectoryThatCannotBeCreatedIsNamedWithTheCause) {

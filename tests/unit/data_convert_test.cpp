@@ -2,6 +2,7 @@
 // data/README.md describes; conversions fail cleanly and never leave a half-written dataset.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,6 +71,31 @@ TEST(DataConvert, FileModeRoundTripsEachFile) {
             (Documents{"first file, no newline at the end", "second file\n\nwith a blank line\n",
                        "caf\xC3\xA9 in a subdirectory\n", binary}));
   EXPECT_TRUE(dataset.shards(Split::val).empty());
+}
+
+// Entries below a directory that are no regular file neither stop the conversion nor vanish
+// unnamed: each is listed with its reason, and the files beside them are converted.
+TEST(DataConvert, LinksFifosAndDevicesAreSkippedByName) {
+  test::ScratchDir scratch;
+  test::write_file(scratch / "in/a.txt", "the only document\n");
+  fs::create_symlink(scratch / "in/loop", scratch / "in/loop");
+  fs::create_symlink(scratch / "in/gone.txt", scratch / "in/dangling.txt");
+  fs::create_directories(scratch / "elsewhere");
+  fs::create_directory_symlink(scratch / "elsewhere", scratch / "in/linked-dir");
+  ASSERT_EQ(::mkfifo((scratch / "in/pipe.txt").c_str(), 0644), 0);
+  fs::create_symlink("/dev/null", scratch / "in/null");
+  std::vector<std::string> messages;
+  const ConvertReport report = convert_dataset(options_for({scratch / "in"}, scratch / "out", "file"),
+                                               [&](const std::string& line) { messages.push_back(line); });
+  EXPECT_EQ(report.documents, 1);
+  std::string said;
+  for (const std::string& line : messages) said += line + "\n";
+  for (const std::string& part :
+       {std::string("skipped 5 entries that are not regular files"), scratch / "in/dangling.txt (a dangling symbolic link)",
+        scratch / "in/linked-dir (a symbolic link to a directory, not followed)",
+        scratch / "in/loop (a symbolic link that cannot be resolved: Too many levels of symbolic links)",
+        scratch / "in/null (a symbolic link to a device file)", scratch / "in/pipe.txt (a FIFO)"})
+    EXPECT_NE(said.find(part), std::string::npos) << "expected \"" << part << "\" in:\n" << said;
 }
 
 TEST(DataConvert, BlankLineModeRoundTripsParagraphs) {

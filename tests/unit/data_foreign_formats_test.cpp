@@ -192,6 +192,13 @@ TEST(DataForeignFormats, NpyFilesThatCannotBeReadSayWhy) {
   // (2**61 + 10,) int64 elements wrap around to 80 bytes, which the file then holds.
   test::write_npy(scratch / "huge.npy", "<i8", {(std::uint64_t{1} << 61) + 10}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   fails("huge.npy", {"huge.npy", "2305843009213693962", "more elements than any file holds"});
+  // A negative extent is a damaged header, not a huge shape.
+  test::write_npy(scratch / "minus.npy", "<u2", {3}, {1, 2, 3});
+  std::string minus = test::read_file(scratch / "minus.npy");
+  ASSERT_NE(minus.find("(3,)"), std::string::npos);
+  minus.replace(minus.find("(3,)"), 4, "(-3)");  // the same length: the header stays aligned
+  test::write_file(scratch / "minus.npy", minus);
+  fails("minus.npy", {"minus.npy", "(-3)", "not a whole number >= 0"});
   test::write_npy(scratch / "negative.npy", "<i4", {3}, {1, -5, 2});
   fails("negative.npy", {"negative.npy", "token id -5", "position 1"});
 }

@@ -1,5 +1,5 @@
-// The host memory a process may still use: MemAvailable, lowered by the cgroup v2 limits of the
-// process's group and its ancestors. Read from fake /proc and /sys/fs/cgroup trees.
+// The host memory a process may still use: MemAvailable, lowered by the cgroup v1 and v2 limits
+// of the process's group and its ancestors, less their usage without reclaimable file cache. Read from fake /proc and /sys/fs/cgroup trees.
 #include "kernels/cpu/host_memory.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +62,33 @@ TEST_F(HostMemory, CgroupV1MemoryControllerLimitsToo) {
   write(cgroup() + "/memory/slurm/job_7/memory.limit_in_bytes", "6000000000\n");
   write(cgroup() + "/memory/slurm/job_7/memory.usage_in_bytes", "2000000000\n");
   EXPECT_EQ(host_available_bytes(proc(), cgroup()), std::size_t{4000000000});
+}
+
+// A job that copied its dataset holds page cache in its cgroup: the inactive part is reclaimed
+// before the kernel kills, so it is not counted as used (cgroup v2: inactive_file).
+TEST_F(HostMemory, InactiveFileCacheIsNotUsedV2) {
+  write(proc() + "/meminfo", "MemAvailable:   20000000 kB\n");
+  write(proc() + "/self/cgroup", "0::/job/step\n");
+  write(cgroup() + "/job/memory.max", "1000000000\n");
+  write(cgroup() + "/job/memory.current", "999900000\n");  // nearly full, mostly file cache
+  write(cgroup() + "/job/memory.stat", "anon 100000000\nfile 899000000\nactive_file 100000000\n"
+                                       "inactive_file 799900000\nslab 1000\n");
+  EXPECT_EQ(host_available_bytes(proc(), cgroup()), std::size_t{800000000});
+  write(cgroup() + "/job/memory.stat", "inactive_file 2000000000\n");  // more than the usage: all free
+  EXPECT_EQ(host_available_bytes(proc(), cgroup()), std::size_t{1000000000});
+}
+
+// cgroup v1: total_inactive_file counts the group and its children, as memory.usage_in_bytes does;
+// inactive_file (the group's own pages) is not the one to take.
+TEST_F(HostMemory, InactiveFileCacheIsNotUsedV1) {
+  write(proc() + "/meminfo", "MemAvailable:   20000000 kB\n");
+  write(proc() + "/self/cgroup", "4:memory:/slurm/job_7\n0::/\n");
+  fs::create_directories(cgroup() + "/memory/slurm/job_7");
+  write(cgroup() + "/memory/slurm/job_7/memory.limit_in_bytes", "6000000000\n");
+  write(cgroup() + "/memory/slurm/job_7/memory.usage_in_bytes", "5999000000\n");
+  write(cgroup() + "/memory/slurm/job_7/memory.stat",
+        "cache 5000000000\ninactive_file 10\ntotal_cache 5000000000\ntotal_inactive_file 4000000000\n");
+  EXPECT_EQ(host_available_bytes(proc(), cgroup()), std::size_t{4001000000});
 }
 
 TEST_F(HostMemory, UnknownIsZero) {

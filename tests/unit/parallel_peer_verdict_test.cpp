@@ -19,8 +19,9 @@ TEST(PeerVerdict, SilentMembersAreNamedAndEndTheWait) {
                               "5 s");
   EXPECT_FALSE(v.keep_waiting);
   EXPECT_EQ(v.explanation,
-            "ranks 1,3 did not answer within 5 s: stopped (SIGSTOP, a debugger), hung, dead or unreachable; rank 2 "
-            "has not reached this operation (it is alive and has not communicated for 9 s)");
+            "ranks 1,3 did not answer within 5 s: stopped (SIGSTOP, a debugger), hung, dead, unreachable, or too "
+            "overloaded to answer in time; rank 2 has not reached this operation (it is alive and has not "
+            "communicated for 9 s)");
 }
 
 TEST(PeerVerdict, MembersThatAnswerAreWaitedFor) {
