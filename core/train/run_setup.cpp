@@ -133,15 +133,20 @@ std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, c
                              options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group(),
                              dataset_tokenizer_snapshot(recipe.data)},
       SaveFaults::from_environment());
-  writer->prepare(params);
-  if (ck.interval > 0 || options.save_final) check_can_save(layout, checkpoints.root(), writer->state_bytes());
+  // The host snapshot (12 bytes per parameter this rank saves) exists only in a run that saves.
+  const bool saves = ck.interval > 0 || options.save_final;
+  if (saves) {
+    writer->prepare(params);
+    check_can_save(layout, checkpoints.root(), writer->state_bytes());
+  }
   const std::string end = options.save_final ? " and at the end" : "";
   spdlog::info("checkpoints: {} {} | keep the last {}{} | written {} | host snapshot {}", checkpoints.root(),
                ck.interval > 0 ? fmt::format("every {} steps{}", ck.interval, end)
                : options.save_final ? std::string("at the end")
                                     : std::string("none (this run saves no checkpoint)"),
                ck.keep_last, ck.keep_every > 0 ? fmt::format(" and steps that are multiples of {}", ck.keep_every) : std::string(),
-               ck.async ? "in the background" : "before training continues", format_bytes(writer->state_bytes()));
+               ck.async ? "in the background" : "before training continues",
+               saves ? format_bytes(writer->state_bytes()) : std::string("none"));
   return writer;
 }
 

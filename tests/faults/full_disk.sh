@@ -32,11 +32,13 @@ fault "room for one checkpoint but not two: a warning" 0 "room for fewer than tw
 # checkpoint is written, so that the next metrics lines and the next save fail.
 umount "$disk"
 mount -t tmpfs -o size=$((kib * 4 + 256))k tmpfs "$disk"
-run=(tiny.toml --set run.output_dir="$disk" --set train.steps=200 --set checkpoint.interval=20
+run=(tiny.toml --set run.output_dir="$disk" --set train.steps=2000 --set checkpoint.interval=20
      --set checkpoint.keep_last=1 --set log.tensorboard=false)
 "$USTRAIN" train "${run[@]}" >filling.log 2>&1 &
 job=$!
 for _ in $(seq 300); do [[ -d $disk/tiny/checkpoints/step-00000020 ]] && break; sleep 0.05; done
+# Training runs on while the disk fills: train.steps is far beyond the step the disk runs out at, so
+# that a fast machine cannot finish before it does.
 dd if=/dev/zero of="$disk/filler" bs=4k 2>/dev/null
 wait "$job"
 rc=$?

@@ -94,7 +94,9 @@ std::vector<std::string> read_records(const std::string& path) {
 class EventFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "ustrain_event_file_test";
+    // One directory per test: CTest runs the tests of this fixture in parallel processes.
+    dir_ = ::testing::TempDir() + "ustrain_event_file_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
