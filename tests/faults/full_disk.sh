@@ -36,7 +36,8 @@ run=(tiny.toml --set run.output_dir="$disk" --set train.steps=2000 --set checkpo
      --set checkpoint.keep_last=1 --set log.tensorboard=false)
 "$USTRAIN" train "${run[@]}" >filling.log 2>&1 &
 job=$!
-for _ in $(seq 300); do [[ -d $disk/tiny/checkpoints/step-00000020 ]] && break; sleep 0.05; done
+# Any checkpoint will do: with keep_last = 1 each one is gone once the next is written.
+for _ in $(seq 300); do compgen -G "$disk/tiny/checkpoints/step-*" >/dev/null && break; sleep 0.05; done
 # Training runs on while the disk fills: train.steps is far beyond the step the disk runs out at, so
 # that a fast machine cannot finish before it does.
 dd if=/dev/zero of="$disk/filler" bs=4k 2>/dev/null
