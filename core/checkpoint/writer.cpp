@@ -28,7 +28,35 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
   return d;
 }
 
+// The rank file's entries: this rank's boxes of every state of its owned pieces, in file order;
+// with `sources`, where each entry's elements live (1-D).
+std::vector<SafetensorsEntry> snapshot_entries(const ModelParams& params, std::vector<Tensor>* sources) {
+  std::vector<SafetensorsEntry> entries;
+  const std::pair<std::string_view, ParamState> states[] = {
+      {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
+  for (const auto& [state, which] : states)
+    for (const ParamPiece& piece : params.owned(which)) {
+      const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
+      std::int64_t at = 0;
+      for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
+        entries.push_back({format_shard_key({std::string(state), s.name, box}), "F32", box.extent(), 0, 0});
+        if (sources) sources->push_back(piece.data.slice(at, at + box.numel()));
+        at += box.numel();
+      }
+    }
+  return entries;
+}
+
 }  // namespace
+
+std::uint64_t checkpoint_snapshot_bytes(const ModelParams& params) {
+  std::vector<SafetensorsEntry> entries = snapshot_entries(params, nullptr);
+  return lay_out_entries(entries);
+}
+
+void plan_checkpoint_snapshot(const ModelParams& params, MemoryPlan& plan) {
+  plan.add_host(kCheckpointSnapshot, checkpoint_snapshot_bytes(params));
+}
 
 CheckpointFile write_rank_file(const std::string& dir, int rank, std::int64_t step,
                                const std::vector<SafetensorsEntry>& entries,
@@ -78,18 +106,7 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::prepare(const ModelParams& params) {
   if (!entries_.empty()) return;
-  const std::pair<std::string_view, ParamState> states[] = {
-      {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
-  for (const auto& [state, which] : states)
-    for (const ParamPiece& piece : params.owned(which)) {
-      const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
-      std::int64_t at = 0;
-      for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
-        entries_.push_back({format_shard_key({std::string(state), s.name, box}), "F32", box.extent(), 0, 0});
-        sources_.push_back(piece.data.slice(at, at + box.numel()));
-        at += box.numel();
-      }
-    }
+  entries_ = snapshot_entries(params, &sources_);
   for (const ParamDecl& s : params.whole_model())  // every rank lists the whole model
     tensors_.push_back({s.name, dims_of(s.shape),
                         {std::string(kStateParam), std::string(kStateAdamM), std::string(kStateAdamV)}});

@@ -29,6 +29,7 @@
 #include "core/checkpoint/tokenizer.h"
 #include "core/model/params.h"
 #include "core/interop/safetensors.h"
+#include "core/memory/memory_plan.h"
 #include "parallel/communicator.h"
 
 namespace ustrain {
@@ -95,6 +96,14 @@ class CheckpointWriter {
   std::thread worker_;
   std::exception_ptr error_;
 };
+
+// The host buffer a CheckpointWriter of `params` allocates (prepare()): this rank's owned pieces
+// of every parameter and AdamW moment of every store, 12 bytes per parameter it saves. Known
+// once the model is planned, before its memory exists.
+inline constexpr const char* kCheckpointSnapshot = "checkpoint snapshot";
+std::uint64_t checkpoint_snapshot_bytes(const ModelParams& params);
+// Declares that buffer in `plan` (a run that saves checkpoints).
+void plan_checkpoint_snapshot(const ModelParams& params, MemoryPlan& plan);
 
 // Writes one rank's file of the checkpoint of `step` into `dir`: `data_of(i)` returns the bytes
 // of entry i, valid until the next call. Returns its manifest record (size and checksums;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/checkpoint/writer.h"
 #include "core/distributed/pipeline_plan.h"
 #include "core/train/model_instance.h"
 #include "core/memory/model_size.h"
@@ -72,9 +73,14 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
 }
 
 void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers, const std::string& memory_name,
-                     MemoryCheck check, std::size_t beside) {
+                     MemoryCheck check, std::size_t beside, bool host_memory) {
   if (available == 0) return;
-  const std::size_t total = plan.total_bytes() + beside;
+  if (!host_memory) beside = 0;
+  const std::size_t host = host_memory ? plan.host_bytes() : 0;
+  std::size_t total = 0;
+  if (__builtin_add_overflow(plan.total_bytes(), host + beside, &total))
+    throw UserError("the memory plan's buffers together overflow 64-bit byte counts; use a smaller model or "
+                    "micro-batch");
   const long double need = static_cast<long double>(total) * static_cast<long double>(std::max(sharers, 1));
   if (need <= static_cast<long double>(available))
     return warn_if_tight(need, available, "the memory plan's buffers", memory_name);
@@ -85,6 +91,9 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(category),
                          format_bytes(plan.bytes(category)));
   }
+  if (host_memory)
+    for (const HostBuffer& b : plan.host_buffers())
+      if (b.bytes > 0) parts += fmt::format(", {} {}", b.name, format_bytes(b.bytes));
   if (beside > 0) parts += fmt::format(", data batches {}", format_bytes(beside));
   too_small(check, fmt::format(
       "the memory plan needs {} per process ({}){}, but {} has {} available; lower train.micro_batch or "
@@ -101,7 +110,7 @@ long double data_batch_bytes(const Recipe& r) {
   return 2.0L * static_cast<long double>(r.data.prefetch + 1) * batch;
 }
 
-void check_host_fits(const Recipe& recipe, std::size_t available, int sharers) {
+void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, bool saves_checkpoints) {
   if (available == 0) return;
   const long double data = data_batch_bytes(recipe);
   if (data * static_cast<long double>(std::max(sharers, 1)) > static_cast<long double>(available))
@@ -124,6 +133,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers) {
   MemoryPlan plan;
   plan_model(model, plan, ParamSharding{static_cast<int>(p.dp * p.cp), 0, static_cast<int>(p.zero)},
              plan_pipeline(recipe, 0).slots);
+  if (saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   check_plan_fits(plan, available, sharers, "this host", memory_check_of(recipe), static_cast<std::size_t>(data));
 }
 

@@ -35,10 +35,11 @@ MemoryShare memory_share(Device device, std::size_t host_available_at_start, int
 // (core/memory/model_size.h), so that an absurd model is refused before its layers are made.
 void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, const std::string& memory_name);
 
-// After planning: the whole plan, and `beside` bytes the process holds next to it (the data
-// loader's batches, in host memory).
+// After planning: the plan's arenas and, when the memory is the host's (`host_memory`), its host
+// buffers (the checkpoint snapshot) and `beside` bytes the process holds next to it (the data
+// loader's batches).
 void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers, const std::string& memory_name,
-                     MemoryCheck check, std::size_t beside = 0);
+                     MemoryCheck check, std::size_t beside = 0, bool host_memory = true);
 
 // Host bytes the data loader holds in micro-batches: for training and for validation,
 // data.prefetch + 1 batches of inputs and targets (int32).
@@ -47,7 +48,8 @@ long double data_batch_bytes(const Recipe& recipe);
 // Before the data or the model take any memory, what a rank of the recipe needs of this host's
 // `available` bytes, shared by `sharers` ranks: the data loader's batches and, on the CPU, the
 // model: first the least its training state takes, then its whole memory plan (planned here,
-// not allocated, for rank 0, whose share is the largest).
-void check_host_fits(const Recipe& recipe, std::size_t available, int sharers);
+// not allocated, for rank 0, whose share is the largest), with the checkpoint snapshot when
+// the run `saves_checkpoints`.
+void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, bool saves_checkpoints);
 
 }  // namespace ustrain

@@ -61,6 +61,27 @@ std::size_t MemoryPlan::total_bytes() const {
   return total;
 }
 
+void MemoryPlan::add_host(std::string name, std::size_t bytes) {
+  std::size_t sum = 0;
+  if (__builtin_add_overflow(host_bytes(), bytes, &sum))
+    throw UserError(fmt::format("the memory plan's host buffers overflow 64-bit byte counts at {}; use a smaller model",
+                                name));
+  host_.push_back(HostBuffer{std::move(name), bytes});
+}
+
+std::size_t MemoryPlan::host_bytes() const {
+  std::size_t total = 0;
+  for (const HostBuffer& b : host_) total += b.bytes;  // add_host checked the sum
+  return total;
+}
+
+std::size_t MemoryPlan::host_bytes(const std::string& name) const {
+  std::size_t total = 0;
+  for (const HostBuffer& b : host_)
+    if (b.name == name) total += b.bytes;
+  return total;
+}
+
 std::string MemoryPlan::summary() const {
   std::string s = "memory plan (bytes per category):\n";
   for (int c = 0; c < kMemCategories; ++c) {
@@ -68,6 +89,11 @@ std::string MemoryPlan::summary() const {
     s += fmt::format("  {:<14} {:>12}\n", mem_category_name(cat), format_bytes(bytes(cat)));
   }
   s += fmt::format("  {:<14} {:>12}\n", "total", format_bytes(total_bytes()));
+  if (!host_.empty()) {
+    s += "  host memory beside the arenas (allocated by its owner):\n";
+    for (const HostBuffer& b : host_) s += fmt::format("    {:<24} {:>12}\n", b.name, format_bytes(b.bytes));
+    s += fmt::format("  {:<28} {:>12}\n", "total with host memory", format_bytes(total_bytes() + host_bytes()));
+  }
   std::vector<const PlanEntry*> order;
   for (const auto& e : entries_) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });

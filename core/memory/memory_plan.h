@@ -30,6 +30,14 @@ struct PlanEntry {
   std::size_t bytes = 0;
 };
 
+// Host memory a run holds beside the arenas, allocated by its owner (the checkpoint writer's
+// snapshot): the plan counts it, in its summary and in the host memory checks, but
+// PlannedMemory does not allocate it (on a GPU it is not device memory).
+struct HostBuffer {
+  std::string name;
+  std::size_t bytes = 0;
+};
+
 class MemoryPlan {
  public:
   static constexpr std::size_t kAlignment = 256;  // bytes; enough for AVX-512 and GPU loads
@@ -45,7 +53,14 @@ class MemoryPlan {
   const PlanEntry& entry(int handle) const { return entries_.at(static_cast<std::size_t>(handle)); }
   const std::vector<PlanEntry>& entries() const { return entries_; }
   std::size_t bytes(MemCategory c) const { return sizes_[static_cast<std::size_t>(c)]; }
+  // The arenas' bytes (what PlannedMemory allocates); host buffers are not included.
   std::size_t total_bytes() const;
+
+  // Declares a host buffer of `bytes` that its owner allocates.
+  void add_host(std::string name, std::size_t bytes);
+  const std::vector<HostBuffer>& host_buffers() const { return host_; }
+  std::size_t host_bytes() const;                       // all host buffers
+  std::size_t host_bytes(const std::string& name) const;  // the named one's; 0 when none
 
   // A human-readable table: bytes per category and the biggest entries.
   std::string summary() const;
@@ -57,6 +72,7 @@ class MemoryPlan {
 
   std::vector<PlanEntry> entries_;
   std::array<std::size_t, kMemCategories> sizes_{};
+  std::vector<HostBuffer> host_;
 };
 
 // The allocated plan: one allocation per non-empty category, from a backend.

@@ -12,8 +12,10 @@ constexpr std::int64_t kAlignFloats = MemoryPlan::kAlignment / sizeof(float);
 
 std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
 
+// Before the store is bound (a model only planned, to size what it will need) the ranges
+// have no memory: their data stays null.
 Tensor range_of(const Tensor& flat, std::int64_t begin, std::int64_t length) {
-  return Tensor(flat.f32() + begin, Shape{length}, DType::f32, flat.device);
+  return Tensor(flat.data ? flat.f32() + begin : nullptr, Shape{length}, DType::f32, flat.device);
 }
 
 }  // namespace

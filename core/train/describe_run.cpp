@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/writer.h"
 #include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
 #include "core/distributed/rank_agreement.h"
@@ -49,6 +50,7 @@ std::string describe_rank_plan(const Recipe& recipe, int r) {
                    compute_dtype(recipe));
   MemoryPlan plan;
   plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
+  plan_checkpoint_snapshot(stage.params(), plan);  // `ustrain train` saves at least its last step
   std::string s;
   if (recipe.parallel.pp > 1) s += describe_chunks(g, pipeline, r);
   if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)
@@ -67,7 +69,8 @@ std::string describe_run(const Recipe& given) {
   std::optional<ProcessLayout> agreed;
   if (launch.launcher != "none")
     agreed.emplace(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
-  check_host_fits(recipe, host_available_bytes(), launch.local_world_size);  // as training checks it
+  // As training checks it: `ustrain train` saves at least its last step.
+  check_host_fits(recipe, host_available_bytes(), launch.local_world_size, /*saves_checkpoints=*/true);
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
   const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/checkpoint/writer.h"
 #include "core/run/cpu_threads.h"
 #include "core/distributed/parallelize.h"
 
@@ -52,8 +53,11 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
             placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
+  if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
+  // On a GPU the host snapshot is not the checked memory's: the host check counts it
+  // (check_host_fits, before the data is opened).
   check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name(),
-                  memory_check_of(recipe));
+                  memory_check_of(recipe), 0, backend->device() == Device::cpu);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
 }

@@ -26,6 +26,8 @@ struct ModelPlacement {
   ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)
+  // The run saves checkpoints: the plan holds the writer's host snapshot (core/checkpoint/writer.h).
+  bool saves_checkpoints = false;
 };
 
 struct ModelInstance {

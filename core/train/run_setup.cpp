@@ -20,8 +20,9 @@ namespace ustrain {
 namespace {
 
 // This rank's share of the host's memory is checked before the data or the model takes any.
-TrainingData open_training_data(const Recipe& recipe, ProcessLayout& layout, const TrainStart& ts) {
-  check_host_fits(recipe, ts.host_memory, ts.launch.local_world_size);
+TrainingData open_training_data(const Recipe& recipe, const TrainOptions& options, ProcessLayout& layout,
+                                const TrainStart& ts) {
+  check_host_fits(recipe, ts.host_memory, ts.launch.local_world_size, saves_checkpoints(recipe, options));
   return TrainingData(recipe, layout.data_reader(), layout.data_readers());
 }
 
@@ -68,11 +69,12 @@ RunPaths::RunPaths(const Recipe& recipe, const TrainOptions& options)
 
 RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart& ts, ProcessLayout& layout,
                    const RunPaths& paths)
-    : data(open_training_data(recipe, layout, ts)),
+    : data(open_training_data(recipe, options, layout, ts)),
       device(open_device(recipe, layout)),
       memory(memory_share(device->device(), ts.host_memory, ts.launch.local_world_size)),
       trace(recipe, layout.groups(), layout.mesh()),
-      run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory) {
+      run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory,
+          saves_checkpoints(recipe, options)) {
   trace.attach(run.model, run.engine, run.backend, run.train_executor);
   lock = take_run_directory(recipe, options, layout, paths);
   ts.record.start({paths.run_dir, !paths.resume_from.has_value(), ts.launch, paths.resume_from.value_or("")},
@@ -122,6 +124,10 @@ ResumedRun RunSetup::load_state(const Recipe& recipe, const TrainOptions& option
   return start;
 }
 
+bool saves_checkpoints(const Recipe& recipe, const TrainOptions& options) {
+  return recipe.checkpoint.interval > 0 || options.save_final;
+}
+
 std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, const TrainOptions& options,
                                                          ProcessLayout& layout, const RunPaths& paths, TrainingRank& run) {
   const CheckpointDirectory& checkpoints = paths.checkpoints;
@@ -133,10 +139,13 @@ std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, c
                              options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group(),
                              dataset_tokenizer_snapshot(recipe.data)},
       SaveFaults::from_environment());
-  // The host snapshot (12 bytes per parameter this rank saves) exists only in a run that saves.
-  const bool saves = ck.interval > 0 || options.save_final;
+  // The host snapshot (12 bytes per parameter this rank saves) exists only in a run that saves,
+  // whose memory plan holds it.
+  const bool saves = saves_checkpoints(recipe, options);
   if (saves) {
     writer->prepare(params);
+    USTRAIN_ASSERT(writer->state_bytes() == run.instance.plan.host_bytes(kCheckpointSnapshot),
+                   "the checkpoint snapshot differs from the memory plan's");
     check_can_save(layout, checkpoints.root(), writer->state_bytes());
   }
   const std::string end = options.save_final ? " and at the end" : "";

@@ -70,6 +70,10 @@ struct RunSetup {
                         const RunPaths& paths);
 };
 
+// Whether the run saves any checkpoint (every checkpoint.interval steps, or at the end): only
+// then does it plan and hold the writer's host snapshot.
+bool saves_checkpoints(const Recipe& recipe, const TrainOptions& options);
+
 // Every rank saves its chunk of the state; rank 0 also the manifest and the tokenizer. Checks
 // that the run can save when it will, and logs where and when it does.
 std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, const TrainOptions& options,

@@ -76,7 +76,9 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
 
   summary_.steps = start_step;
   summary_.first_step = start_step + 1;
-  summary_.plan_bytes = run.instance.plan.total_bytes();
+  // On the CPU the host buffers (the checkpoint snapshot) are resident beside the arenas.
+  summary_.plan_bytes =
+      run.instance.plan.total_bytes() + (be.device() == Device::cpu ? run.instance.plan.host_bytes() : 0);
   summary_.peak_flops = peak_.flops_per_second * layout.world_size();  // all devices of the job
   summary_.unigram_val_loss = data.unigram_validation_loss();
   summary_.val_loss = std::nan("");

@@ -34,7 +34,7 @@ struct TrainSummary {
   double achieved_flops = 0;    // model FLOP/s over the whole run
   double peak_flops = 0;        // MFU denominator: the peak of all devices of the job
   double phase_seconds[4] = {0, 0, 0, 0};  // data, forward, backward, optimizer
-  std::size_t plan_bytes = 0;
+  std::size_t plan_bytes = 0;  // in the memory the model computes in: on the CPU with the host buffers
   std::size_t peak_resident_bytes = 0;
   std::size_t peak_device_bytes = 0;  // Backend::peak_device_bytes(); 0 on the CPU
 };

@@ -25,7 +25,7 @@ ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank) {
 }
 
 TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-                           MemoryShare memory)
+                           MemoryShare memory, bool saves_checkpoints)
     : recipe(r),
       groups(g),
       geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
@@ -33,7 +33,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
                ModelPlacement{&tp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
-                              pipeline.slots, memory},
+                              pipeline.slots, memory, saves_checkpoints},
                std::move(be)),
       model(instance.model),
       backend(*instance.backend),

@@ -57,8 +57,9 @@ struct TrainingRank {
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
 
+  // `saves_checkpoints`: the plan holds the checkpoint writer's host snapshot.
   TrainingRank(const Recipe& r, ProcessGroups& groups, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-               MemoryShare memory);
+               MemoryShare memory, bool saves_checkpoints);
   TrainingRank(const TrainingRank&) = delete;
   TrainingRank& operator=(const TrainingRank&) = delete;
   // The ranks over which a sync group's gradients add up and its store is sharded.

@@ -140,10 +140,10 @@ TEST(MemoryFit, WarnInsteadOfRefusingWhenTheRecipeSaysSo) {
                              "model.ffn_hidden=11008", "model.vocab_size=32000"});
   expect_mentions(user_error_of([&] { check_state_fits(big, std::size_t{8} << 30, 1, "this host"); }),
                   {"device.memory_check = \"warn\""});
-  expect_mentions(user_error_of([&] { check_host_fits(recipe(), 4096, 1); }), {"device.memory_check"});
+  expect_mentions(user_error_of([&] { check_host_fits(recipe(), 4096, 1, false); }), {"device.memory_check"});
   const Recipe warned = recipe({"device.memory_check=warn"});
   EXPECT_EQ(memory_check_of(warned), MemoryCheck::warn);
-  EXPECT_NO_THROW(check_host_fits(warned, 4096, 1));
+  EXPECT_NO_THROW(check_host_fits(warned, 4096, 1, false));
   Recipe big_warned = big;
   big_warned.device.memory_check = "warn";
   EXPECT_NO_THROW(check_state_fits(big_warned, std::size_t{8} << 30, 1, "this host"));

@@ -77,7 +77,8 @@ RecordedRank record_step(const Recipe& recipe, int rank, Device device = Device:
   const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh, device);
   auto backend = std::make_unique<RecordingBackend>(device);
   RecordingBackend& recorder = *backend;
-  TrainingRank run(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{});
+  TrainingRank run(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{},
+                   /*saves_checkpoints=*/false);
   recorder.clear();  // setting up is not the step
   run.gradient_comm().reset_volume();
   run.tp_comm().reset_volume();
