@@ -1,6 +1,7 @@
 #include "core/tools/bench.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -76,6 +77,10 @@ void run_bench(Recipe recipe, std::int64_t steps) {
     throw UserError(fmt::format("--steps {} is out of range: time between 1 and a few hundred steps", steps));
   recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
   const double gemm_rate = measure_gemm_rate(recipe);  // its backend is gone: the training run makes its own
+  // Its operands (the largest the model's GEMMs take) are freed, but glibc keeps freed heap pages
+  // resident (freeing large blocks raises its mmap threshold, so later ones come from the heap):
+  // give them back, or the training run's peak resident memory holds them outside its plan.
+  ::malloc_trim(0);
 
   // The first step pays one-time costs (allocations, library plans, cold caches), so bench
   // trains one step more than asked and leaves the first out of every rate below, reading its
