@@ -104,6 +104,13 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
       format_bytes(available)));
 }
 
+void check_host_buffers_fit(const MemoryPlan& plan, std::size_t available, int sharers, MemoryCheck check,
+                            std::size_t beside) {
+  MemoryPlan host_only;
+  for (const HostBuffer& b : plan.host_buffers()) host_only.add_host(b.name, b.bytes);
+  check_plan_fits(host_only, available, sharers, "this host", check, beside);
+}
+
 long double data_batch_bytes(const Recipe& r) {
   const long double batch =
       8.0L * static_cast<long double>(r.train.micro_batch) * static_cast<long double>(r.train.seq_len);

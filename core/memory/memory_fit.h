@@ -41,6 +41,11 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
 void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers, const std::string& memory_name,
                      MemoryCheck check, std::size_t beside = 0, bool host_memory = true);
 
+// On a GPU, whose check counts only the arenas: the plan's host buffers and `beside` bytes (the
+// data loader's batches) against the host's `available` bytes, shared by `sharers` processes.
+void check_host_buffers_fit(const MemoryPlan& plan, std::size_t available, int sharers, MemoryCheck check,
+                            std::size_t beside);
+
 // Host bytes the data loader holds in micro-batches: for training and for validation,
 // data.prefetch + 1 batches of inputs and targets (int32).
 long double data_batch_bytes(const Recipe& recipe);

@@ -54,8 +54,8 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
             placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
-  // On a GPU the host snapshot is not the checked memory's: the host check counts it
-  // (check_host_fits, before the data is opened).
+  // On a GPU the host buffers are not the checked memory's: the run checks them against the
+  // host (RunSetup, before the checkpoint writer allocates its snapshot).
   check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name(),
                   memory_check_of(recipe), 0, backend->device() == Device::cpu);
   memory = std::make_unique<PlannedMemory>(plan, *backend);

@@ -76,6 +76,11 @@ RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart
       run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory,
           saves_checkpoints(recipe, options)) {
   trace.attach(run.model, run.engine, run.backend, run.train_executor);
+  // On the CPU the host buffers were checked with the plan (check_host_fits and the model's
+  // own check); a GPU's check counted only its arenas.
+  if (run.backend.device() != Device::cpu)
+    check_host_buffers_fit(run.instance.plan, ts.host_memory, ts.launch.local_world_size, memory_check_of(recipe),
+                           static_cast<std::size_t>(data_batch_bytes(recipe)));
   lock = take_run_directory(recipe, options, layout, paths);
   ts.record.start({paths.run_dir, !paths.resume_from.has_value(), ts.launch, paths.resume_from.value_or("")},
                   layout.groups().world().host(), layout.leads());

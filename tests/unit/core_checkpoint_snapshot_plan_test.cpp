@@ -103,6 +103,10 @@ TEST(CheckpointSnapshotPlan, HostMemoryChecksCountTheSnapshot) {
                   {"checkpoint snapshot", format_bytes(host)});
   EXPECT_NO_THROW(check_plan_fits(plan, arenas + host, 1, "this host", MemoryCheck::refuse));
   EXPECT_NO_THROW(check_plan_fits(plan, arenas, 1, "GPU 0", MemoryCheck::refuse, 0, /*host_memory=*/false));
+  // A GPU run checks its host buffers against the host on their own.
+  expect_mentions(user_error_of([&] { check_host_buffers_fit(plan, host, 2, MemoryCheck::refuse, 0); }),
+                  {"checkpoint snapshot", "x 2 processes"});
+  EXPECT_NO_THROW(check_host_buffers_fit(plan, host, 1, MemoryCheck::refuse, 0));
 }
 
 }  // namespace
