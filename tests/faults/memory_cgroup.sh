@@ -28,7 +28,7 @@ if ! make_cgroup $((1 << 30)); then
 fi
 trap 'rmdir "$cgroup" 2>/dev/null; rm -rf "$WORK"' EXIT
 
-# About 2.2 GiB of plan: a wide model on the tiny data.
+# About 2.2 GiB of plan (3.7 GiB with the checkpoint snapshot): a wide model on the tiny data.
 wide=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=4096
       --set model.n_layers=8 --set train.micro_batch=8 --set train.global_batch=8)
 fault "2.2 GiB plan in a 1 GiB cgroup: refused with the numbers" 2 \
@@ -43,8 +43,8 @@ in_cgroup dd if=/dev/zero of="$WORK/copied-dataset" bs=1M count=1200 conv=fsync 
 fault "a cgroup full of the job's file cache: the tiny model fits" 0 "" -- \
   in_cgroup timeout 120 "$USTRAIN" train tiny.toml --set train.steps=1 --set run.name=cached
 rm -f "$WORK/copied-dataset"
-# Within 10% of the limit: about 0.96 GiB of plan.
-near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=3328
+# Within 10% of the limit: about 0.94 GiB of plan with the checkpoint snapshot.
+near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=1344
       --set model.n_layers=4 --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)
 fault "plan within 10% of a 1 GiB cgroup: warned (then killed)" "*" "within 10% of the [0-9.]+ [MG]iB available on this host" -- \
   in_cgroup timeout 300 "$USTRAIN" train tiny.toml "${near[@]}" --set run.name=near
