@@ -98,10 +98,12 @@ void expect_matches(const ModelParams& params, const ModelParams& reference, Par
   const std::vector<ParamPiece> whole = reference.held(state);
   for (const ParamPiece& piece : state == ParamState::value ? params.held(state) : params.owned(state))
     for (const ParamPiece& ref : whole)
-      if (ref.param == piece.param)
-        for (std::int64_t e = piece.begin; e < piece.end; ++e, ++compared)
+      if (ref.param == piece.param) {
+        for (std::int64_t e = piece.begin; e < piece.end; ++e, ++compared) {
           ASSERT_NEAR(piece.data.f32()[e - piece.begin], ref.data.f32()[e], 1e-6 + 1e-6 * std::abs(ref.data.f32()[e]))
               << params.spec(piece.param).name << " element " << e;
+        }
+      }
   EXPECT_GT(compared, 0);
 }
 
