@@ -38,8 +38,9 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, int device_ind
     case Device::cuda: {
 #ifdef USTRAIN_HAVE_CUDA
       if (cuda::device_count() > 0) return std::make_unique<cuda::CudaBackend>(device_index);
-      throw UserError("device.type = \"cuda\": no CUDA GPU visible (no driver, or CUDA_VISIBLE_DEVICES hides "
-                      "them); run on a machine with an NVIDIA GPU or set device.type = \"cpu\"");
+      throw UserError("device.type = \"cuda\": no CUDA GPU visible (" + cuda::device_count_error() +
+                      "; no driver, or CUDA_VISIBLE_DEVICES hides them); run on a machine with an NVIDIA GPU or "
+                      "set device.type = \"cpu\"");
 #else
       (void)device_index;
       throw UserError("device.type = \"cuda\": this ustrain was built without CUDA (no toolkit at build "

@@ -4,7 +4,13 @@
 # cmake, ninja and python3 but none of our packages and no network. scripts/gpu-check.sh
 # unpacks it there.
 #
-#   scripts/gpu-bundle.sh [OUT_DIR]     (default .deps/gpu, ignored by git)
+#   scripts/gpu-bundle.sh [--binaries BUILD_DIR] [OUT_DIR]     (default .deps/gpu, ignored by git)
+#
+# With --binaries, the ustrain and GPU test binaries of BUILD_DIR (configured here with CUDA, for
+# sm_90) travel too, stripped, in OUT_DIR/bin, with any library they need that neither the
+# bundle nor a machine with CUDA has (bin/lib): gpu-check.sh's prebuilt phase runs them, so the
+# GPU window starts with tests instead of a build. The CUDA libraries (cudart, cuBLAS, cuDNN,
+# NCCL) are the GPU machine's own.
 #
 # Writes OUT_DIR/deps.tgz and OUT_DIR/bundle.txt (packages, versions, the newest glibc symbol
 # the libraries need). The tarball holds two trees:
@@ -17,6 +23,11 @@
 set -euo pipefail
 export LC_ALL=C  # one collation for sort and comm
 cd "$(dirname "$0")/.."
+binaries=""
+if [[ ${1:-} == --binaries ]]; then
+  binaries=${2:?"--binaries needs a build directory"}
+  shift 2
+fi
 out=${1:-.deps/gpu}
 arch=x86_64-linux-gnu
 
@@ -127,5 +138,28 @@ needers=$(find "$work/tree/usr" -type f -name '*.so*' -exec sh -c \
   echo "fallback: $( ((${#fallback[@]})) && dpkg-query -W -f='${Package}=${Version} ' "${fallback[@]}")"
 } >"$out/bundle.txt"
 tar czf "$out/deps.tgz" -C "$work/tree" .
-echo "gpu-bundle: wrote $out/deps.tgz ($(du -h "$out/deps.tgz" | cut -f1)), needs glibc >= $glibc;" \
-     "carry '$out' in the device call"
+
+if [[ -n $binaries ]]; then
+  rm -rf "$out/bin" && mkdir -p "$out/bin/lib"
+  cuda_libs='^(libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcuda)\.so'
+  provided=$(provided_sonames "$work/tree")
+  for b in app/ustrain tests/gpu/ustrain_gpu_tests; do
+    [[ -x $binaries/$b ]] || { echo "gpu-bundle: no $binaries/$b: build it first (CUDA on)" >&2; exit 1; }
+    strip --strip-unneeded -o "$out/bin/${b##*/}" "$binaries/$b"
+    while read -r soname path; do
+      grep -Eq "$system_libs|$cuda_libs" <<<"$soname" && continue
+      grep -qxF "$soname" <<<"$provided" && continue
+      cp -L "$path" "$out/bin/lib/$soname"
+    done < <(ldd "$binaries/$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
+  done
+  echo "built from $(git describe --always --dirty 2>/dev/null) at $(date -u +%Y-%m-%dT%H:%MZ)" >"$out/bin/BUILT_FROM"
+fi
+size=$(du -sm "$out" | cut -f1)
+tracked=$(git ls-files -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{ print int($1 / 1048576) }')
+if ((size + tracked > 60)); then
+  echo "gpu-bundle: $out ($size MiB) and the tracked tree (${tracked} MiB) come near the 64 MiB a device call" \
+       "carries; carry less" >&2
+  exit 1
+fi
+echo "gpu-bundle: wrote $out/deps.tgz ($(du -h "$out/deps.tgz" | cut -f1))${binaries:+ and $out/bin}," \
+     "needs glibc >= $glibc; $size MiB in all: carry '$out' in the device call"

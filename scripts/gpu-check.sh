@@ -2,20 +2,27 @@
 # The check to run on a lent GPU machine (CUDA, cmake, ninja, python3 with PyTorch; none of our
 # Debian libraries; no network), from the repository root:
 #
-#   scripts/gpu-check.sh [PHASE...]      default: every phase, in this order
-#     probe      the machine: OS, glibc, GPU, driver, toolchain, PyTorch
+#   scripts/gpu-check.sh [PHASE...]
+#     probe      the machine: OS, glibc, GPU, driver, toolchain, PyTorch, where cuDNN/NCCL are
 #     unpack     the dependency bundle made by scripts/gpu-bundle.sh (carry .deps/gpu)
-#     configure  CMake, Release, Ninja, CUDA for sm_90, against the bundle
-#     build      ustrain, the GPU tests and the kernels unit tests
-#     test       ctest -L gpu (every CUDA op against the CPU; CPU vs GPU training)
-#     unit       ctest -L kernels (the op unit tests)
+#     prebuilt   use the binaries built here and carried in .deps/gpu/bin
+#                (scripts/gpu-bundle.sh --binaries build): no build on the GPU machine
+#     configure  the fallback: CMake, Release, Ninja, CUDA for sm_90, against the bundle
+#     build      ustrain and the GPU tests, on the GPU machine
+#     test       every GPU test (each CUDA op against the CPU; CPU vs GPU training), with a skip
+#                counted as a failure (USTRAIN_REQUIRE_GPU=1) and cuDNN refusals as errors
+#                (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the attention tests
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
+#     sanitize   compute-sanitizer memcheck and racecheck over three training steps of a tiny model
+#   Default: probe unpack prebuilt test bench sanitize when .deps/gpu/bin was carried, else
+#   probe unpack configure build test bench sanitize.
 #
 # Everything shares one time budget (GPU_CHECK_BUDGET seconds, default 540, so that the whole
 # check fits one 10-minute device call); each phase runs under the smaller of its own limit and
 # what is left, and a phase that no longer fits is reported as skipped. Phases may also run in
 # separate calls while the machine stays up: the unpacked bundle and the build directory stay.
-# Logs go to $OUT when it is set (else runs/gpu-check); the console gets a summary.
+# Logs go to runs/gpu-check (and back from a device call as one archive, see below); the
+# console gets a summary.
 #
 # Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu/root),
 # BUILD (build-gpu), CUDA_ARCH (90), BENCH_STEPS (10 timed), BENCH_WARMUP (3 untimed),
@@ -31,8 +38,13 @@ arch=${CUDA_ARCH:-90}
 bench_steps=${BENCH_STEPS:-10}
 bench_warmup=${BENCH_WARMUP:-3}
 recipe=recipes/bench-1b.toml
-logs=$(realpath -m "${OUT:-runs/gpu-check}")
-mkdir -p "$logs"
+ustrain_bin=$build/app/ustrain
+gpu_tests_bin=$build/tests/gpu/ustrain_gpu_tests
+prebuilt_dir=${bundle%/*}/bin
+# Logs are written under runs/gpu-check; with OUT set (a device call), they go back as one
+# archive, $OUT/gpu-check-logs.tgz, beside $OUT/summary.txt (a call returns at most 8 files).
+logs=$(realpath -m runs/gpu-check)
+rm -rf "$logs" && mkdir -p "$logs"
 summary=()
 failed=0
 
@@ -82,7 +94,24 @@ use_deps() {
   export OPAL_PREFIX=$D OMPI_MCA_mca_base_component_show_load_errors=0
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   [[ -d /usr/local/cuda/bin ]] && export PATH=/usr/local/cuda/bin:$PATH
+  # The CUDA libraries the binaries need, where this machine has them: the toolkit first, then
+  # the pip wheels' copies (cuDNN and NCCL come only as wheels on the lent machines).
+  local lib dir
+  for lib in libcudart.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+    dir=$(cuda_lib_dir "$lib")
+    [[ -n $dir && :$LD_LIBRARY_PATH: != *:$dir:* ]] && LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
+  done
+  [[ -d $prebuilt_dir/lib ]] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(realpath "$prebuilt_dir/lib")
+  export LD_LIBRARY_PATH
   return 0
+}
+
+# The folder holding LIB on this machine (toolkit, system, or a Python wheel), or nothing.
+cuda_lib_dir() {
+  local f
+  f=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
+        /opt /usr/local/lib -maxdepth 7 -name "$1*" \( -type f -o -type l \) -print -quit 2>/dev/null)
+  [[ -n $f ]] && dirname "$f"
 }
 
 phase_probe() {
@@ -94,11 +123,15 @@ phase_probe() {
     echo "== gpu";    nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
     echo "== tools";  "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" --version | tail -2
     cmake --version | head -1; echo "ninja $(ninja --version)"; c++ --version | head -1
-    ls /usr/local/cuda/lib64/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so* 2>/dev/null | head -2
+    for lib in libcudart.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+      echo "$lib: $(cuda_lib_dir "$lib")"
+    done
+    command -v compute-sanitizer
     echo "== python"
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
     echo "== bundle"
     [[ -f ${bundle%/*}/bundle.txt ]] && head -3 "${bundle%/*}/bundle.txt" || echo "no bundle.txt beside $bundle"
+    cat "$prebuilt_dir/BUILT_FROM" 2>/dev/null
   } >"$log" 2>&1
   local status=0
   nvidia-smi -L >/dev/null 2>&1 || status=1
@@ -125,6 +158,27 @@ phase_unpack() {
     timed 120 "$log" tar xzf "$bundle" -C "$deps" || status=$?
   fi
   record unpack $status "$log"
+}
+
+phase_prebuilt() {
+  local log=$logs/prebuilt.log status=0 b
+  : >"$log"
+  for b in ustrain ustrain_gpu_tests; do
+    if [[ ! -x $prebuilt_dir/$b ]]; then
+      echo "no $prebuilt_dir/$b: run scripts/gpu-bundle.sh --binaries build here and carry .deps/gpu" >>"$log"
+      status=1
+    fi
+  done
+  if ((status == 0)); then
+    ustrain_bin=$(realpath "$prebuilt_dir/ustrain")
+    gpu_tests_bin=$(realpath "$prebuilt_dir/ustrain_gpu_tests")
+    # Every library found, or the loader's own words for what is not.
+    (use_deps && ldd "$ustrain_bin" "$gpu_tests_bin") >>"$log" 2>&1
+    if grep -q "not found" "$log"; then status=1; fi
+    (use_deps && timeout 60 "$ustrain_bin" --version) >>"$log" 2>&1 || status=1
+  fi
+  grep -E "not found|ustrain [0-9]" "$log" | sed 's/^/  /'
+  record prebuilt $status "$log"
 }
 
 phase_configure() {
@@ -159,12 +213,29 @@ phase_build() {
 }
 
 phase_test() {
-  local log=$logs/test.log status=0
+  local log=$logs/test.log status=0 tstatus=0
   : >"$log"
-  (use_deps && timed 300 "$log" ctest --test-dir "$build" -L gpu --no-tests=error --output-on-failure -j 4 \
-     --timeout 280) || status=$?
-  grep -E 'tests passed|Skipped|\(Failed\)|\(Timeout\)' "$log" | sed 's/^/  /' | tail -n 25
-  record test $status "$log"
+  if [[ ! -x $gpu_tests_bin || ! -x $ustrain_bin ]]; then
+    echo "no $gpu_tests_bin or $ustrain_bin: run the prebuilt or the build phase first" >>"$log"
+    record test 1 "$log"
+    return
+  fi
+  local strict=(env USTRAIN_REQUIRE_GPU=1 USTRAIN_REQUIRE_CUDNN=1)
+  (use_deps && timed 200 "$log" "${strict[@]}" "$gpu_tests_bin") || status=$?
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[ gpu' "$log" | sed 's/^/  /' | tail -n 25
+  # cuDNN's own account of the attention tests (info level): which engines ran.
+  (use_deps && CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$logs/cudnn.log" \
+     timed 60 "$logs/cudnn-run.log" "${strict[@]}" "$gpu_tests_bin" --gtest_filter='*ttention*') || status=$?
+  if [[ -f $logs/cudnn.log ]]; then
+    truncate -s '<4M' "$logs/cudnn.log"
+    echo "  cuDNN log: $(grep -c . "$logs/cudnn.log") lines; engines: $(grep -o 'engine[_ ]*[iI]d[^,;]*' "$logs/cudnn.log" | sort | uniq -c | head -5 | tr '\n' ' ')"
+  fi
+  cat "$logs/cudnn-run.log" >>"$log"; rm -f "$logs/cudnn-run.log"
+  (use_deps && timed 120 "$log" "${strict[@]}" bash tests/gpu/gpu_train_trajectory.sh "$ustrain_bin" .) ||
+    tstatus=$?
+  grep -E '^(ok|FAIL|SKIP)' "$log" | tail -n 8 | sed 's/^/  /'
+  ((status)) || status=$tstatus
+  record test $status "$log" quiet
 }
 
 phase_unit() {
@@ -185,7 +256,7 @@ metrics_mean() {
 phase_bench() {
   local log=$logs/bench-ustrain.log tlog=$logs/bench-torch.log status=0 tstatus=0
   : >"$log"; : >"$tlog"
-  local ustrain=$build/app/ustrain data=runs/data/bench-random run=runs/bench-1b-bench
+  local ustrain=$ustrain_bin data=runs/data/bench-random run=runs/bench-1b-bench
   if [[ ! -x $ustrain ]]; then
     echo "no $ustrain: run the build phase first" >>"$log"
     record bench-ours 1 "$log"
@@ -208,12 +279,12 @@ PY
   fi
   if ((status == 0)); then
     # bench trains one warm-up step of its own before --steps: the run has warm-up + timed steps.
-    (use_deps && timed 240 "$log" "$ustrain" bench "$recipe" --steps $((bench_warmup + bench_steps > 1 ? bench_warmup + bench_steps - 1 : 1))) || status=$?
+    (use_deps && timed 180 "$log" "$ustrain" bench "$recipe" --steps $((bench_warmup + bench_steps > 1 ? bench_warmup + bench_steps - 1 : 1))) || status=$?
   fi
   record bench-ours $status "$log"
 
   # PyTorch runs in the machine's own environment, without the bundle.
-  timed 300 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" ||
+  timed 180 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" ||
     tstatus=$?
   record bench-torch $tstatus "$tlog"
 
@@ -236,16 +307,71 @@ PY
   grep -h 'bench: ' "$log" | sed 's/^.*bench: /  ustrain bench: /' | tail -n 6
 }
 
+# compute-sanitizer over three training steps of a tiny model on the GPU: our kernels, cuBLASLt
+# and cuDNN under memcheck, then racecheck; any error reported fails the phase.
+phase_sanitize() {
+  local log=$logs/sanitize.log status=0 dir tool
+  : >"$log"
+  dir=$(realpath -m runs/sanitize) && rm -rf "$dir" && mkdir -p "$dir/corpus"
+  python3 -c 'import random
+r = random.Random(7); w = "the quick brown fox jumps over a lazy dog while rain falls on plains".split()
+print("\n\n".join(" ".join(r.choice(w) for _ in range(40)) for _ in range(300)))' >"$dir/corpus/a.txt"
+  cat >"$dir/tiny.toml" <<TOML
+[run]
+name = "sanitize"
+output_dir = "$dir/runs"
+[model]
+vocab_size = 257
+d_model = 64
+n_layers = 2
+n_heads = 4
+n_kv_heads = 2
+ffn_hidden = 128
+max_seq_len = 64
+[data]
+path = "$dir/data"
+[train]
+steps = 3
+micro_batch = 2
+global_batch = 4
+seq_len = 64
+eval_interval = 0
+precision = "bf16"
+[device]
+type = "cuda"
+TOML
+  (use_deps && timed 60 "$log" "$ustrain_bin" data convert --input "$dir/corpus" --output "$dir/data" \
+     --val-fraction 0.1) || status=$?
+  for tool in memcheck racecheck; do
+    ((status == 0)) || break
+    rm -rf "$dir/runs"
+    (use_deps && timed 150 "$log" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+       "$ustrain_bin" train "$dir/tiny.toml") || status=$?
+    echo "  $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+  done
+  record sanitize $status "$log"
+}
+
 phases=("$@")
-((${#phases[@]})) || phases=(probe unpack configure build test unit bench)
+if ((${#phases[@]} == 0)); then
+  if [[ -x $prebuilt_dir/ustrain ]]; then phases=(probe unpack prebuilt test bench sanitize)
+  else phases=(probe unpack configure build test bench sanitize); fi
+fi
+all='probe unpack prebuilt configure build test unit bench sanitize'
 for p in "${phases[@]}"; do
-  case $p in
-    probe | unpack | configure | build | test | unit | bench)
+  case " $all " in
+    *" $p "*)
       note "== $p ($((SECONDS - start))s of ${budget}s)"
       "phase_$p" ;;
-    *) echo "gpu-check: unknown phase '$p' (probe unpack configure build test unit bench)" >&2; exit 2 ;;
+    *) echo "gpu-check: unknown phase '$p' ($all)" >&2; exit 2 ;;
   esac
 done
-echo "gpu-check: summary (logs in $logs)"
-printf '  %s\n' "${summary[@]}"
+{
+  echo "gpu-check: summary (logs in $logs${OUT:+, and in \$OUT/gpu-check-logs.tgz})"
+  printf '  %s\n' "${summary[@]}"
+} | tee "$logs/summary.txt"
+if [[ -n ${OUT:-} ]]; then
+  cp "$logs/summary.txt" "$OUT/summary.txt"
+  tar czf "$OUT/gpu-check-logs.tgz" -C "${logs%/*}" "${logs##*/}"
+fi
 exit $failed

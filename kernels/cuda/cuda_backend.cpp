@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -72,6 +75,16 @@ CudaBackend::CudaBackend(int device_index)
   reduce_result_ = static_cast<double*>(device_malloc(sizeof(double), "the norm reduction"));
   gemm_ = std::make_unique<LtGemm>();
   attention_ = std::make_unique<CudnnAttention>();
+  // USTRAIN_REQUIRE_CUDNN=1 (scripts/gpu-check.sh): a shape cuDNN refuses is an error, not a
+  // silent switch to the fallback kernel, so a GPU check proves which attention ran.
+  const char* strict = std::getenv("USTRAIN_REQUIRE_CUDNN");
+  require_cudnn_ = strict != nullptr && std::string(strict) == "1";
+}
+
+void CudaBackend::refused_by_cudnn(const char* op) const {
+  if (require_cudnn_)
+    throw std::runtime_error(std::string(op) + ": cuDNN refused the shape and USTRAIN_REQUIRE_CUDNN=1 forbids the fallback: " +
+                attention_->last_refusal());
 }
 
 CudaBackend::~CudaBackend() {
@@ -304,6 +317,7 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_he
   if (attention_->forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                           stream_.get()))
     return;
+  refused_by_cudnn("attention forward");
   attention_fallback_forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                              stream_.get());
 }
@@ -318,6 +332,7 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
   if (attention_->backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                            s.head_dim, act, stream_.get()))
     return;
+  refused_by_cudnn("attention backward");
   void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim));
   attention_fallback_backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                               s.head_dim, act, ws, stream_.get());

@@ -90,6 +90,8 @@ class CudaBackend final : public Backend {
   void scale(Tensor x, float factor) override;
 
  private:
+  // Throws under USTRAIN_REQUIRE_CUDNN=1, naming cuDNN's reason; else the caller falls back.
+  void refused_by_cudnn(const char* op) const;
   void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
   void* scratch(std::size_t bytes);
 
@@ -100,6 +102,7 @@ class CudaBackend final : public Backend {
   double* reduce_result_ = nullptr;  // one device double for sum_of_squares
   std::unique_ptr<LtGemm> gemm_;
   std::unique_ptr<CudnnAttention> attention_;
+  bool require_cudnn_ = false;  // USTRAIN_REQUIRE_CUDNN=1: no fallback attention
   std::unordered_map<void*, std::size_t> allocations_;  // planned arenas: pointer -> bytes
   std::size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 };

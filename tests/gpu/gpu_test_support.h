@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <ostream>
@@ -256,15 +257,24 @@ inline Tensor host_ids(std::vector<std::int32_t>& v, Shape s) {
 
 // ---- fixtures ----
 
+inline bool gpu_required() {
+  const char* v = std::getenv("USTRAIN_REQUIRE_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // The CUDA backend under test and the CPU reference. Every test skips, visibly, where no GPU is
 // visible; one backend serves all tests of a process (creating cuBLASLt and cuDNN handles
 // takes a while).
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::device_count() == 0)
-      GTEST_SKIP() << "no CUDA GPU visible: cudaGetDeviceCount finds no device (no driver, or "
-                      "CUDA_VISIBLE_DEVICES hides them); run the gpu tests on a machine with one";
+    if (cuda::device_count() == 0) {
+      // Under USTRAIN_REQUIRE_GPU=1 (scripts/gpu-check.sh sets it) a skip would be a false pass.
+      if (gpu_required())
+        FAIL() << "USTRAIN_REQUIRE_GPU is set but no CUDA GPU is usable: " << cuda::device_count_error();
+      GTEST_SKIP() << "no CUDA GPU visible (" << cuda::device_count_error()
+                   << "); run the gpu tests on a machine with one";
+    }
     if (!gpu_) {
       gpu_ = make_backend(Device::cuda);
       std::printf("[ gpu      ] %s\n", gpu_->name().c_str());

@@ -2,7 +2,7 @@
 # and in bf16, from the same seed and data: the per-step losses of the GPU fp32 run stay within
 # 1e-3 relative of the CPU's (only summation order differs), those of the bf16 run within 5e-2
 # (bf16 activations and compute weights), and the bf16 loss falls.
-# Exit 77 (a skip, for CTest) when no GPU is visible.
+# Exit 77 (a skip, for CTest) when no GPU is visible, or 1 under USTRAIN_REQUIRE_GPU=1.
 #   bash tests/gpu/gpu_train_trajectory.sh PATH/TO/ustrain SOURCE_DIR
 source "$(dirname "$0")/../cli/lib/common.bash"
 
@@ -21,6 +21,10 @@ train() {
 train gpu-fp32 --set device.type=cuda
 status=$?
 if ((status != 0)) && grep -q "no CUDA GPU" gpu-fp32.log; then
+  if [[ ${USTRAIN_REQUIRE_GPU:-} == 1 ]]; then  # gpu-check.sh: a skip would be a false pass
+    echo "FAIL: USTRAIN_REQUIRE_GPU is set but: $(grep -m1 "no CUDA GPU" gpu-fp32.log)"
+    exit 1
+  fi
   echo "SKIP: no CUDA GPU visible: $(grep -m1 "no CUDA GPU" gpu-fp32.log)"
   exit 77
 fi
