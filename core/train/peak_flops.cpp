@@ -10,12 +10,18 @@ namespace ustrain {
 
 double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std::int64_t k, int repeats,
                           DType dtype) {
-  // Benchmark-only allocations, outside any training step.
-  const auto alloc = [&](std::int64_t rows, std::int64_t cols) {
+  // Benchmark-only allocations, outside any training step. Operands are random (zeros run
+  // faster than real data on some GPUs), drawn once for a block of 1 Mi values and repeated:
+  // drawing every value of a (16 K, 16 K) operand took the host longer than the whole benchmark.
+  std::vector<float> block(std::size_t{1} << 20);
+  fill_normal(block.data(), block.size(), 7, 1.0);
+  const auto alloc = [&](std::int64_t rows, std::int64_t cols, bool random) {
     const auto count = static_cast<std::size_t>(rows * cols);
     Tensor t(backend.allocate(count * dtype_size(dtype)), Shape{rows, cols}, dtype, backend.device());
+    if (!random) return t;
     std::vector<float> host(count);
-    fill_normal(host.data(), host.size(), 7, 1.0);
+    for (std::size_t i = 0; i < count; i += block.size())
+      std::copy_n(block.begin(), std::min(block.size(), count - i), host.begin() + static_cast<std::ptrdiff_t>(i));
     Tensor wide(backend.allocate(count * sizeof(float)), t.shape, DType::f32, backend.device());
     backend.copy(wide, Tensor(host.data(), t.shape));
     backend.convert(t, wide);
@@ -23,7 +29,7 @@ double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std:
     backend.release(wide.data);
     return t;
   };
-  Tensor x = alloc(m, k), w = alloc(n, k), out = alloc(m, n);
+  Tensor x = alloc(m, k, true), w = alloc(n, k, true), out = alloc(m, n, false);
   // Best of at least `repeats` runs and at least 0.2 s: short GEMMs on a shared machine are noisy.
   double best = 0, spent = 0;
   backend.linear_forward(out, x, w);  // warm-up

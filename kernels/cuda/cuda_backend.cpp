@@ -81,8 +81,9 @@ CudaBackend::CudaBackend(int device_index)
   require_cudnn_ = strict != nullptr && std::string(strict) == "1";
 }
 
-void CudaBackend::refused_by_cudnn(const char* op) const {
-  if (require_cudnn_)
+void CudaBackend::refused_by_cudnn(const char* op, DType act) const {
+  // cuDNN's fused attention takes bf16 and fp16 only: fp32 attention always runs our kernel.
+  if (require_cudnn_ && act != DType::f32)
     throw std::runtime_error(std::string(op) + ": cuDNN refused the shape and USTRAIN_REQUIRE_CUDNN=1 forbids the fallback: " +
                 attention_->last_refusal());
 }
@@ -317,7 +318,7 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_he
   if (attention_->forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                           stream_.get()))
     return;
-  refused_by_cudnn("attention forward");
+  refused_by_cudnn("attention forward", act);
   attention_fallback_forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                              stream_.get());
 }
@@ -332,7 +333,7 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
   if (attention_->backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                            s.head_dim, act, stream_.get()))
     return;
-  refused_by_cudnn("attention backward");
+  refused_by_cudnn("attention backward", act);
   void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim));
   attention_fallback_backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                               s.head_dim, act, ws, stream_.get());

@@ -90,8 +90,9 @@ class CudaBackend final : public Backend {
   void scale(Tensor x, float factor) override;
 
  private:
-  // Throws under USTRAIN_REQUIRE_CUDNN=1, naming cuDNN's reason; else the caller falls back.
-  void refused_by_cudnn(const char* op) const;
+  // Throws under USTRAIN_REQUIRE_CUDNN=1 (bf16/fp16 only), naming cuDNN's reason; else the
+  // caller falls back.
+  void refused_by_cudnn(const char* op, DType act) const;
   void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
   void* scratch(std::size_t bytes);
 
