@@ -29,6 +29,14 @@ double Backend::sum_of_squares_multi(std::span<const Tensor> xs) {
   return total;
 }
 
+int visible_gpus() {
+#ifdef USTRAIN_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, int device_index) {
   if (threads < 0)
     throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));

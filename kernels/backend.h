@@ -167,6 +167,9 @@ class Backend {
   virtual void scale(Tensor x, float factor) = 0;
 };
 
+// GPUs this process can use: 0 without a driver, a device, or CUDA in this build.
+int visible_gpus();
+
 // The backend for a device: `threads` CPU threads (0: all cores), or GPU `device_index`.
 // Throws UserError when the device is not available in this build or on this machine.
 std::unique_ptr<Backend> make_backend(Device device, int threads = 0, int device_index = 0);

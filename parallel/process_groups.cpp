@@ -15,7 +15,11 @@ ProcessGroup::ProcessGroup(std::string label, std::unique_ptr<Communicator> host
     : label_(std::move(label)), host_(std::move(host)) {}
 
 Communicator& ProcessGroup::for_tensors(Device device) {
-  if (device == Device::cpu || size() == 1) return *host_;
+  if (size() == 1) return *host_;
+  // A host-staged communicator over the CPU backend (parallel.device_comm = "staged") also
+  // carries CPU tensors: that is how its logic runs where no GPU is.
+  if (device_ && device_->device() == device) return *device_;
+  if (device == Device::cpu) return *host_;
   USTRAIN_ASSERT(device_ != nullptr, fmt::format("the {} group has no device communicator", label_));
   return *device_;
 }

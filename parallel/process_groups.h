@@ -20,10 +20,11 @@
 //               pp stage
 //
 // Each group has a host communicator (MPI, or the group of one) for host tensors and host
-// scalars, and, when the model computes on a GPU, a device communicator (NCCL, bootstrapped
-// through the host one) for device tensors. Host scalars (loss sums, norms) are reduced in
-// float64 on the host communicator, never through the device one. A group of one has no
-// device communicator: nothing is ever exchanged over it.
+// scalars, and, when the model computes on a GPU, a device communicator for device tensors:
+// NCCL (bootstrapped through the host one) when every rank has a GPU of its own, or the
+// host-staged one (parallel/staged_communicator.h) when ranks share one. Host scalars (loss
+// sums, norms) are reduced in float64 on the host communicator, never through the device one.
+// A group of one has no device communicator: nothing is ever exchanged over it.
 #pragma once
 
 #include <functional>
@@ -47,8 +48,9 @@ class ProcessGroup {
   int size() const { return host_->size(); }
   int rank() const { return host_->rank(); }  // this rank's index in the group
   Communicator& host() { return *host_; }
-  // The communicator for tensors on `device`: the host one for CPU tensors, the device one
-  // for GPU tensors (which exists only for groups of several ranks on CUDA runs).
+  // The communicator for tensors on `device`: the device one attached for that device if
+  // any (GPU tensors on CUDA runs; CPU tensors under a host-staged one on the CPU), else the
+  // host one for CPU tensors.
   Communicator& for_tensors(Device device);
   // In float64 on the host communicator; the value itself, bit for bit, in a group of one.
   double sum(double value);

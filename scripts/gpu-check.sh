@@ -15,9 +15,11 @@
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
 #     runs       the quickstart model 300 steps in bf16 (twice) and fp32, and resumed at step 150
 #                (carry runs/data/fortunes): determinism, resume exactness, loss curves
+#     ranks      dp = 2, tp = 2 and pp = 2 runs of two processes on the one GPU (host-staged
+#                communicator) against the one-process run, fp32 and bf16 (carry runs/data/fortunes)
 #     sanitize   compute-sanitizer memcheck and racecheck over three training steps of a tiny model
-#   Default: probe unpack prebuilt test bench runs sanitize when .deps/gpu/bin was carried, else
-#   probe unpack configure build test bench runs sanitize.
+#   Default: probe unpack prebuilt test bench runs ranks sanitize when .deps/gpu/bin was carried,
+#   else probe unpack configure build test bench runs ranks sanitize.
 #
 # Everything shares one time budget (GPU_CHECK_BUDGET seconds, default 540, so that the whole
 # check fits one 10-minute device call); each phase runs under the smaller of its own limit and
@@ -344,6 +346,45 @@ phase_runs() {
   record runs $status "$log"
 }
 
+# Several processes on the one GPU (NCCL refuses that, so parallel.device_comm = "auto" takes
+# the host-staged communicator): the quickstart model 30 steps under dp = 2, tp = 2 and pp = 2,
+# each against the one-process run, in fp32 and bf16. RANKS_DEVICE=cpu runs the same on CPUs.
+phase_ranks() {
+  local log=$logs/ranks.log status=0 prec layout dev=${RANKS_DEVICE:-cuda} mpiexec
+  : >"$log"
+  if [[ ! -f runs/data/fortunes/manifest.json ]]; then
+    echo "no runs/data/fortunes: convert it here (scripts/quickstart.sh) and carry it" >>"$log"
+    record ranks 1 "$log"
+    return
+  fi
+  mpiexec=$deps/usr/bin/mpiexec
+  [[ -x $mpiexec ]] || mpiexec=$(command -v mpiexec)
+  local base=(recipes/quickstart.toml --overwrite --set "device.type=$dev" --set train.steps=30
+              --set train.eval_interval=30 --set checkpoint.interval=0)
+  # losses_of RUN: "train STEP LOSS" and "val STEP LOSS" lines of its metrics.
+  losses_of() {
+    sed -n -e 's/.*"kind":"train".*"step":\([0-9]*\),"loss":\([-0-9.e+]*\).*/train \1 \2/p' \
+           -e 's/.*"kind":"eval".*"step":\([0-9]*\),"val_loss":\([-0-9.e+]*\).*/val \1 \2/p' "runs/$1/metrics.jsonl"
+  }
+  for prec in ${RANKS_PRECISIONS:-fp32 bf16}; do
+    (use_deps && timed 60 "$log" "$ustrain_bin" train "${base[@]}" --set "train.precision=$prec" \
+       --set "run.name=ranks-$prec-1") || status=$?
+    for layout in dp tp pp; do
+      (use_deps && timed 90 "$log" "$mpiexec" -n 2 --oversubscribe --bind-to none "$ustrain_bin" train "${base[@]}" \
+         --set "train.precision=$prec" --set "parallel.$layout=2" --set "run.name=ranks-$prec-${layout}2") ||
+        status=$?
+      local report
+      report=$(paste <(losses_of "ranks-$prec-1" 2>/dev/null) <(losses_of "ranks-$prec-${layout}2" 2>/dev/null) |
+        awk '$1 != $4 || $2 != $5 { bad = 1 } { d = ($6 - $3) / $3; if (d < 0) d = -d; if (d > w) w = d; n++ }
+             END { if (bad || n < 31) print "missing or mismatched steps"; else printf "%d losses, worst relative difference %.3g", n, w }')
+      echo "  $prec $layout=2 vs one process: $report" | tee -a "$log"
+      [[ $report == missing* ]] && status=1
+    done
+  done
+  grep -h "share .* GPU" "$log" | head -1 | sed 's/^/  /'
+  record ranks $status "$log"
+}
+
 # compute-sanitizer over three training steps of a tiny model on the GPU: our kernels, cuBLASLt
 # and cuDNN under memcheck, then racecheck; any error reported fails the phase.
 phase_sanitize() {
@@ -400,10 +441,10 @@ TOML
 
 phases=("$@")
 if ((${#phases[@]} == 0)); then
-  if [[ -x $prebuilt_dir/ustrain ]]; then phases=(probe unpack prebuilt test bench runs sanitize)
-  else phases=(probe unpack configure build test bench runs sanitize); fi
+  if [[ -x $prebuilt_dir/ustrain ]]; then phases=(probe unpack prebuilt test bench runs ranks sanitize)
+  else phases=(probe unpack configure build test bench runs ranks sanitize); fi
 fi
-all='probe unpack prebuilt configure build test unit bench runs sanitize'
+all='probe unpack prebuilt configure build test unit bench runs ranks sanitize'
 for p in "${phases[@]}"; do
   case " $all " in
     *" $p "*)

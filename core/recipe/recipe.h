@@ -99,6 +99,7 @@ struct ParallelSection {
   std::int64_t virtual_stages = 1;
   double comm_timeout_s = 30;     // deadline of a collective before the ranks it waits for are checked
   double startup_timeout_s = 20;  // the same for the start-up handshake
+  std::string device_comm = "auto";  // auto | nccl | staged: how device tensors travel between ranks
 
   bool operator==(const ParallelSection&) const = default;
 };

@@ -234,13 +234,6 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "\"bf16\"",
          at.of({"train.precision"}));
   }
-  if (r.device.type == "cuda" && (r.parallel.dp > 1 || r.parallel.tp > 1 || r.parallel.pp > 1)) {
-    fail("{}: parallel.dp = {}, parallel.tp = {}, parallel.pp = {} with device.type = \"cuda\": training across several "
-         "GPUs (NCCL) has not run on GPUs yet, so this build refuses it; set parallel.dp = parallel.tp = parallel.pp "
-         "= 1 (one GPU), or train data-, tensor- and pipeline-parallel on CPUs",
-         at.of({"parallel.dp", "parallel.tp", "parallel.pp", "device.type"}), r.parallel.dp, r.parallel.tp,
-         r.parallel.pp);
-  }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
          "the CUDA backend; set train.precision = \"fp32\" or device.type = \"cuda\"",

@@ -211,6 +211,10 @@ std::vector<KeySpec> parallel_keys() {
       key(USTRAIN_RECIPE_FIELD(parallel.startup_timeout_s), between(Bound{1.0, true}, Bound{86400.0, true}),
           "The same for the start-up handshake (the ranks' agreement on recipe, build and resume point), which "
           "also ends there when a rank has not arrived"),
+      key(USTRAIN_RECIPE_FIELD(parallel.device_comm), one_of({"auto", "nccl", "staged"}),
+          "How GPU tensors travel between ranks: nccl (each rank has a GPU of its own), staged (device -> host "
+          "-> MPI -> device: ranks that share a GPU, which NCCL refuses; slow), auto (nccl unless a node has "
+          "more ranks than GPUs). On the CPU, staged sends the tensors through the same path with host copies"),
   };
 }
 

@@ -15,6 +15,7 @@
 #include "core/run/run_start.h"
 #include "core/train/model_instance.h"
 #include "kernels/tensor.h"
+#include "parallel/staged_communicator.h"
 
 namespace ustrain {
 namespace {
@@ -26,11 +27,32 @@ TrainingData open_training_data(const Recipe& recipe, const TrainOptions& option
   return TrainingData(recipe, layout.data_reader(), layout.data_readers());
 }
 
-// This rank's backend; on a GPU, the groups' device communicators on its stream.
-std::unique_ptr<Backend> open_device(const Recipe& recipe, ProcessLayout& layout) {
-  std::unique_ptr<Backend> device = make_recipe_backend(recipe, layout.local_rank());
-  if (device->device() == Device::cuda)
-    layout.groups().attach_devices({layout.local_rank(), device->compute_stream()}, layout.comm_options());
+// This rank's backend and the groups' device communicators: NCCL when each of this node's
+// ranks has a GPU of its own; host-staged when they share GPUs (NCCL refuses two ranks on one)
+// or when the recipe asks for it (on the CPU too, where it tests the staged path).
+std::unique_ptr<Backend> open_device(const Recipe& recipe, ProcessLayout& layout, int local_ranks) {
+  const std::string& comm = recipe.parallel.device_comm;
+  const bool cuda = recipe.device.type == "cuda";
+  const int gpus = cuda ? visible_gpus() : 0;
+  const bool shared = gpus > 0 && local_ranks > gpus;
+  if (shared && comm == "nccl")
+    throw UserError(fmt::format("parallel.device_comm = \"nccl\": {} ranks on this node share {} GPU{}, and NCCL "
+                                "refuses two ranks on one GPU; start one rank per GPU, or set "
+                                "parallel.device_comm = \"staged\" (or \"auto\")",
+                                local_ranks, gpus, gpus == 1 ? "" : "s"));
+  const int index = shared ? layout.local_rank() % gpus : layout.local_rank();
+  std::unique_ptr<Backend> device = make_recipe_backend(recipe, index);
+  if (comm == "staged" || shared) {
+    if (shared && layout.local_rank() == 0)
+      spdlog::warn("{} ranks share {} GPU{} on this node: tensors between ranks go device -> host -> MPI -> device "
+                   "(parallel.device_comm = \"staged\"), much slower than NCCL",
+                   local_ranks, gpus, gpus == 1 ? "" : "s");
+    layout.groups().attach_devices([&backend = *device](ProcessGroup& g) -> std::unique_ptr<Communicator> {
+      return std::make_unique<StagedCommunicator>(g.host(), backend, g.label());
+    });
+  } else if (device->device() == Device::cuda) {
+    layout.groups().attach_devices({index, device->compute_stream()}, layout.comm_options());
+  }
   return device;
 }
 
@@ -70,7 +92,7 @@ RunPaths::RunPaths(const Recipe& recipe, const TrainOptions& options)
 RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart& ts, ProcessLayout& layout,
                    const RunPaths& paths)
     : data(open_training_data(recipe, options, layout, ts)),
-      device(open_device(recipe, layout)),
+      device(open_device(recipe, layout, ts.launch.local_world_size)),
       memory(memory_share(device->device(), ts.host_memory, ts.launch.local_world_size)),
       trace(recipe, layout.groups(), layout.mesh()),
       run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory,

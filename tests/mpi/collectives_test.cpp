@@ -1,4 +1,6 @@
-// Every communicator operation on 2, 3 and 4 ranks against a serial reference.
+// Every communicator operation on 2, 3 and 4 ranks against a serial reference; with
+// USTRAIN_TEST_STAGED=1, the same operations through the host-staged communicator over the
+// CPU backend (parallel/staged_communicator.h).
 //
 // Inputs are drawn so that every partial sum is exact in the dtype (f32: multiples of 1/8
 // below 2^10; bf16: multiples of 1/4 below 16), so the reference is exact whatever order
@@ -7,14 +9,19 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "parallel/bf16.h"
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
+#include "parallel/staged_communicator.h"
 #include "parallel/trace.h"
 #include "tests/mpi/mpi_test_world.h"
 
@@ -22,6 +29,14 @@ namespace ustrain {
 namespace {
 
 using mpi_test::world;
+
+// The communicator of every rank under test: MPI's, or the staged one around it.
+std::unique_ptr<Communicator> everyone() {
+  const char* staged = std::getenv("USTRAIN_TEST_STAGED");
+  if (staged == nullptr || std::string(staged) != "1") return world().everyone();
+  static CpuBackend cpu(1);  // outlives every communicator of the process
+  return std::make_unique<StagedCommunicator>(world().everyone(), cpu, "everyone");
+}
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
@@ -93,7 +108,7 @@ std::string label(const Case& c, std::int64_t n) {
 }
 
 TEST(Collectives, AllReduceMatchesSerialReduction) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size();
   std::uint64_t seed = 1;
   for (const Case& c : kReduceCases)
@@ -111,7 +126,7 @@ TEST(Collectives, AllReduceMatchesSerialReduction) {
 }
 
 TEST(Collectives, LargeAllReduceMatchesSerialSum) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const std::int64_t n = (1 << 20) + 3;  // beyond MPI's eager and segment sizes
   Buffer b(DType::f32, n);
   b.fill_input(99, comm->rank());
@@ -120,7 +135,7 @@ TEST(Collectives, LargeAllReduceMatchesSerialSum) {
 }
 
 TEST(Collectives, ReduceScatterIntoSeparateAndInPlaceShards) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   std::uint64_t seed = 100;
   for (bool in_place : {false, true})
@@ -147,7 +162,7 @@ TEST(Collectives, ReduceScatterIntoSeparateAndInPlaceShards) {
 }
 
 TEST(Collectives, AllGatherConcatenatesShardsInRankOrder) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   std::uint64_t seed = 200;
   for (bool in_place : {false, true})
@@ -171,7 +186,7 @@ TEST(Collectives, AllGatherConcatenatesShardsInRankOrder) {
 }
 
 TEST(Collectives, AllToAllExchangesChunks) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   for (DType t : {DType::f32, DType::bf16, DType::i32})
     for (std::int64_t chunk : {1, 3, 257}) {
@@ -188,7 +203,7 @@ TEST(Collectives, AllToAllExchangesChunks) {
 }
 
 TEST(Collectives, AllToAllVExchangesUnevenChunks) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   // Rank s sends count(s, d) elements to rank d; some counts are zero.
   const auto count = [](int s, int d) { return std::int64_t{(s + 2 * d) % 3 + 2 * d}; };
@@ -212,7 +227,7 @@ TEST(Collectives, AllToAllVExchangesUnevenChunks) {
 }
 
 TEST(Collectives, BroadcastFromEveryRoot) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   for (DType t : {DType::f32, DType::bf16, DType::i32})
     for (int root = 0; root < comm->size(); ++root) {
       Buffer b(t, 1001);
@@ -224,7 +239,7 @@ TEST(Collectives, BroadcastFromEveryRoot) {
 }
 
 TEST(Collectives, SendRecvAroundTheRingMatchesByTag) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   const int next = (me + 1) % p, prev = (me + p - 1) % p;
   // Two messages per neighbour; the receives are posted in the opposite order of the sends,
@@ -244,7 +259,7 @@ TEST(Collectives, SendRecvAroundTheRingMatchesByTag) {
 
 TEST(Collectives, Float64SumsAreExactInDouble) {
   // Values whose sum float32 cannot hold: 2^40 + rank + 1/4.
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size();
   std::vector<double> v(5);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1099511627776.0 + comm->rank() + 0.25 * static_cast<double>(i);
@@ -259,7 +274,7 @@ TEST(Collectives, Float64SumsAreExactInDouble) {
 TEST(Collectives, ExchangeWithBothNeighboursSendingFirstDoesNotDeadlock) {
   // Every rank sends to both neighbours and receives from both, sends listed first: posted
   // one by one with blocking sends this order could deadlock; a batch cannot.
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   const int next = (me + 1) % p, prev = (me + p - 1) % p;
   Buffer to_next(DType::f32, 100003), to_prev(DType::f32, 17), from_prev(DType::f32, 100003), from_next(DType::f32, 17);
@@ -307,7 +322,7 @@ TEST(Collectives, NamedGroupsFollowTheMesh) {
 }
 
 TEST(Collectives, BarrierHoldsEveryoneUntilTheLastArrives) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: one clock for all ranks of a host
   const int last = comm->size() - 1;
   if (comm->rank() == last) std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -363,7 +378,7 @@ TEST(Collectives, MeshGroupsReduceOverTheirMembersOnly) {
 // log.trace_steps: operations on a traced communicator appear as spans from posting to
 // completion, on lanes while they overlap, with the bytes they move and their peers.
 TEST(Collectives, TracedOperationsRecordTheirSpansAndBytes) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   Tracer tracer;
   comm->set_tracer(&tracer);
@@ -422,7 +437,7 @@ TEST(Collectives, TracedOperationsRecordTheirSpansAndBytes) {
 }
 
 TEST(Collectives, CountedVolumeMatchesTheFormulasForTheGroupSize) {
-  auto comm = world().everyone();
+  auto comm = everyone();
   const int p = comm->size(), me = comm->rank();
   const std::int64_t f32 = 4;
   EXPECT_EQ(comm->volume(), CommVolume{});  // a new communicator starts at zero

@@ -512,17 +512,21 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
         "need the CUDA backend"}},
       {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
        {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
-      {"[device]\ntype = \"cuda\"\n[parallel]\ndp = 2\n[train]\nglobal_batch = 16\n",
-       {"parallel.dp = 2", "device.type = \"cuda\"", "NCCL", "set parallel.dp = parallel.tp = parallel.pp = 1"}},
-      {"[device]\ntype = \"cuda\"\n[parallel]\ntp = 2\n",
-       {"parallel.tp = 2", "device.type = \"cuda\"", "has not run on GPUs", "set parallel.dp = parallel.tp = parallel.pp = 1"}},
-      {"[device]\ntype = \"cuda\"\n[parallel]\npp = 2\n",
-       {"parallel.pp = 2", "device.type = \"cuda\"", "has not run on GPUs"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
     expect_mentions(error_of(kMinimal + c.text), c.mentions);
   }
+}
+
+TEST(Recipe, SeveralRanksOnGpusAreAcceptedWithEitherDeviceCommunicator) {
+  for (const char* comm : {"auto", "nccl", "staged"}) {
+    const Recipe r = parse(kMinimal + "[device]\ntype = \"cuda\"\n[parallel]\ndp = 2\ntp = 2\npp = 2\ndevice_comm = \"" +
+                           comm + "\"\n[train]\nglobal_batch = 16\n");
+    EXPECT_EQ(r.parallel.device_comm, comm);
+  }
+  expect_mentions(error_of(kMinimal + "[parallel]\ndevice_comm = \"mpi\"\n"),
+                  {"parallel.device_comm", "auto", "nccl", "staged"});
 }
 
 TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
