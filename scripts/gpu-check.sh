@@ -28,7 +28,7 @@
 # Logs go to runs/gpu-check (and back from a device call as one archive, see below); the
 # console gets a summary.
 #
-# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu/root),
+# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu-root),
 # BUILD (build-gpu), CUDA_ARCH (90), BENCH_STEPS (10 timed), BENCH_WARMUP (3 untimed),
 # GPU_CHECK_CMAKE_ARGS (more configure arguments).
 set -uo pipefail
@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
 budget=${GPU_CHECK_BUDGET:-540}
 bundle=${BUNDLE:-.deps/gpu/deps.tgz}
-deps=$(realpath -m "${DEPS:-.deps/gpu/root}")
+deps=$(realpath -m "${DEPS:-.deps/gpu-root}")
 build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
 bench_steps=${BENCH_STEPS:-10}
