@@ -37,6 +37,15 @@ int visible_gpus() {
 #endif
 }
 
+std::string gpu_uuid(int index) {
+#ifdef USTRAIN_HAVE_CUDA
+  return cuda::device_uuid(index);
+#else
+  (void)index;
+  return "";
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, int device_index) {
   if (threads < 0)
     throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));

@@ -169,6 +169,8 @@ class Backend {
 
 // GPUs this process can use: 0 without a driver, a device, or CUDA in this build.
 int visible_gpus();
+// The UUID of visible GPU `index` ("" without CUDA): which physical GPU a process uses.
+std::string gpu_uuid(int index);
 
 // The backend for a device: `threads` CPU threads (0: all cores), or GPU `device_index`.
 // Throws UserError when the device is not available in this build or on this machine.

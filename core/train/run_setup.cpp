@@ -13,6 +13,7 @@
 #include "core/distributed/fail_together.h"
 #include "core/memory/memory_fit.h"
 #include "core/run/run_start.h"
+#include "core/train/gpu_sharing.h"
 #include "core/train/model_instance.h"
 #include "kernels/tensor.h"
 #include "parallel/staged_communicator.h"
@@ -27,30 +28,36 @@ TrainingData open_training_data(const Recipe& recipe, const TrainOptions& option
   return TrainingData(recipe, layout.data_reader(), layout.data_readers());
 }
 
-// This rank's backend and the groups' device communicators: NCCL when each of this node's
-// ranks has a GPU of its own; host-staged when they share GPUs (NCCL refuses two ranks on one)
-// or when the recipe asks for it (on the CPU too, where it tests the staged path).
+// This rank's backend and the groups' device communicators: NCCL when every rank has a GPU
+// of its own; host-staged when ranks share one (NCCL refuses two ranks on one GPU) or when
+// the recipe asks for it (on the CPU too, where it tests the staged path). Local rank i uses
+// GPU i, or GPU i mod the GPUs visible when a node has more ranks than GPUs.
 std::unique_ptr<Backend> open_device(const Recipe& recipe, ProcessLayout& layout, int local_ranks) {
   const std::string& comm = recipe.parallel.device_comm;
-  const bool cuda = recipe.device.type == "cuda";
-  const int gpus = cuda ? visible_gpus() : 0;
-  const bool shared = gpus > 0 && local_ranks > gpus;
-  if (shared && comm == "nccl")
-    throw UserError(fmt::format("parallel.device_comm = \"nccl\": {} ranks on this node share {} GPU{}, and NCCL "
-                                "refuses two ranks on one GPU; start one rank per GPU, or set "
-                                "parallel.device_comm = \"staged\" (or \"auto\")",
-                                local_ranks, gpus, gpus == 1 ? "" : "s"));
-  const int index = shared ? layout.local_rank() % gpus : layout.local_rank();
+  const int gpus = recipe.device.type == "cuda" ? visible_gpus() : 0;
+  const int index = gpus > 0 ? layout.local_rank() % gpus : layout.local_rank();
   std::unique_ptr<Backend> device = make_recipe_backend(recipe, index);
-  if (comm == "staged" || shared) {
-    if (shared && layout.local_rank() == 0)
-      spdlog::warn("{} ranks share {} GPU{} on this node: tensors between ranks go device -> host -> MPI -> device "
-                   "(parallel.device_comm = \"staged\"), much slower than NCCL",
+  const bool cuda = device->device() == Device::cuda;
+  const bool shared = cuda && ranks_share_a_gpu(layout.groups().world(), gpu_uuid(index));
+  if (shared && comm == "nccl")
+    throw UserError(fmt::format("parallel.device_comm = \"nccl\": ranks of this job share a GPU ({} ranks and {} "
+                                "GPU{} on this node), and NCCL refuses two ranks on one GPU; start one rank per "
+                                "GPU, or set parallel.device_comm = \"staged\" (or \"auto\")",
+                                local_ranks, gpus, gpus == 1 ? "" : "s"));
+  const bool staged = comm == "staged" || shared;
+  if (staged && recipe.train.precision == "fp16" && recipe.parallel.tp > 1)
+    throw UserError("train.precision = \"fp16\" with parallel.tp > 1 through the host-staged communicator: MPI "
+                    "has no fp16 sum for the tensor-parallel reductions; use train.precision = \"bf16\", or one "
+                    "GPU per rank (NCCL)");
+  if (staged) {
+    if (shared && layout.groups().world().rank() == 0)
+      spdlog::warn("ranks share GPUs ({} ranks and {} GPU{} on this node): tensors between ranks go device -> host "
+                   "-> MPI -> device (parallel.device_comm = \"staged\"), much slower than NCCL",
                    local_ranks, gpus, gpus == 1 ? "" : "s");
     layout.groups().attach_devices([&backend = *device](ProcessGroup& g) -> std::unique_ptr<Communicator> {
       return std::make_unique<StagedCommunicator>(g.host(), backend, g.label());
     });
-  } else if (device->device() == Device::cuda) {
+  } else if (cuda) {
     layout.groups().attach_devices({index, device->compute_stream()}, layout.comm_options());
   }
   return device;

@@ -35,6 +35,21 @@ std::string device_description(int index) {
   return buf;
 }
 
+std::string device_uuid(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : prop.uuid.bytes) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
 std::string runtime_version() {
   const int v = CUDART_VERSION;
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
