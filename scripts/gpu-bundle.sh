@@ -40,7 +40,7 @@ packages=(libtomlplusplus-dev libtomlplusplus3 libcli11-dev libspdlog-dev libspd
           libsentencepiece-dev libsentencepiece0 nlohmann-json3-dev libgtest-dev
           libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32 protobuf-compiler
           libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
-          libevent-pthreads-2.1-7 libpmix2 libmunge2)
+          libevent-pthreads-2.1-7 libpmix2 libmunge2 pkgconf pkgconf-bin libpkgconf3)
 # Present on any machine with a C++ toolchain: never bundled.
 system_libs='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
 # Open MPI's network transports (see above), and Java bindings nobody loads.

@@ -23,5 +23,13 @@ namespace ustrain::cuda {
     if (ustrain_err_ != cudaSuccess) ::ustrain::cuda::fail_cuda(ustrain_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-// After a <<<...>>> launch: reports a bad configuration at once (not at the next sync).
-#define USTRAIN_CUDA_CHECK_LAUNCH() USTRAIN_CUDA_CHECK(cudaGetLastError())
+namespace ustrain::cuda {
+
+// After a <<<...>>> launch at file:line: a bad configuration fails at once. Under
+// USTRAIN_CUDA_SYNC=1 the device is also synchronised, so that a fault inside the kernel
+// (an illegal address, say) is reported at the launch that caused it, not at a later call.
+void check_launch(const char* file, int line);
+
+}  // namespace ustrain::cuda
+
+#define USTRAIN_CUDA_CHECK_LAUNCH() ::ustrain::cuda::check_launch(__FILE__, __LINE__)
