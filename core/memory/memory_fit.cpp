@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/writer.h"
 #include "core/distributed/pipeline_plan.h"
+#include "core/trace/trace_memory.h"
 #include "core/train/model_instance.h"
 #include "core/memory/model_size.h"
 #include "kernels/error.h"
@@ -141,6 +142,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
   plan_model(model, plan, ParamSharding{static_cast<int>(p.dp * p.cp), 0, static_cast<int>(p.zero)},
              plan_pipeline(recipe, 0).slots);
   if (saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
+  plan_trace(recipe, plan);
   check_plan_fits(plan, available, sharers, "this host", memory_check_of(recipe), static_cast<std::size_t>(data));
 }
 

@@ -213,8 +213,8 @@ std::vector<KeySpec> parallel_keys() {
           "also ends there when a rank has not arrived"),
       key(USTRAIN_RECIPE_FIELD(parallel.device_comm), one_of({"auto", "nccl", "staged"}),
           "How GPU tensors travel between ranks: nccl (each rank has a GPU of its own), staged (device -> host "
-          "-> MPI -> device: ranks that share a GPU, which NCCL refuses; slow), auto (nccl unless a node has "
-          "more ranks than GPUs). On the CPU, staged sends the tensors through the same path with host copies"),
+          "-> MPI -> device: ranks that share a GPU, which NCCL refuses; slow), auto (nccl unless two ranks "
+          "find they use the same GPU). On the CPU, staged sends the tensors through the same path with host copies"),
   };
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/distributed/pipeline_executor.h"
 #include "core/trace/chrome_trace.h"
+#include "core/trace/trace_memory.h"
 
 namespace ustrain {
 namespace {
@@ -79,7 +80,8 @@ StepTrace::StepTrace(const Recipe& recipe, ProcessGroups& groups, const Mesh& me
       dir_(recipe.run_dir() + "/trace"),
       run_name_(recipe.run.name),
       label_(mesh_label(mesh)),
-      rank_(mesh.rank()) {
+      rank_(mesh.rank()),
+      planned_spans_(range_ ? (range_->last - range_->first + 1) * trace_spans_per_step(recipe) : 0) {
   if (!range_) return;
   tracer_ = std::make_unique<Tracer>();
   groups_.set_tracer(tracer_.get());
@@ -126,7 +128,12 @@ void StepTrace::write() {
       {"traced", describe(*range_)},
       {"clock", "microseconds of each rank's steady clock since a barrier of every rank at the first traced step"},
       {"wall_clock_at_zero_unix_us", std::to_string(origin_unix_us_)}};
-  std::string doc = chrome_trace_json(tracer_->events(), tracer_->track_names(), TraceProcess{rank_, label_}, other);
+  const std::vector<TraceEvent> events = tracer_->events();
+  const auto spans = static_cast<std::int64_t>(events.size());
+  if (spans > planned_spans_)  // the memory plan counted planned_spans_ (core/trace/trace_memory.h)
+    spdlog::warn("the trace of {} holds {} spans on rank {}, more than the {} its memory plan allows for", describe(*range_),
+                 spans, rank_, planned_spans_);
+  std::string doc = chrome_trace_json(events, tracer_->track_names(), TraceProcess{rank_, label_}, other);
   tracer_->clear();
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
@@ -135,7 +142,8 @@ void StepTrace::write() {
   if (rank_ != 0 || docs.empty()) return;
   const std::string merged = dir_ + "/trace.json";
   if (write_file(merged, merge_chrome_traces(docs)))
-    spdlog::info("trace of {}: {} (open it in https://ui.perfetto.dev)", describe(*range_), merged);
+    spdlog::info("trace of {}: {} ({} spans on rank 0; open it in https://ui.perfetto.dev)", describe(*range_), merged,
+                 spans);
 }
 
 }  // namespace ustrain

@@ -64,6 +64,7 @@ class StepTrace {
   std::int64_t last_run_step_ = 0;
   std::string dir_, run_name_, label_;
   int rank_ = 0;
+  std::int64_t planned_spans_ = 0;  // what the memory plan counted (core/trace/trace_memory.h)
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<LayerTraceHooks> layer_hooks_;
   bool started_ = false, written_ = false;

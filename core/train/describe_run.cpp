@@ -15,6 +15,7 @@
 #include "core/recipe/recipe_defaults.h"
 #include "core/run/build_info.h"
 #include "core/run/run_schedule.h"
+#include "core/trace/trace_memory.h"
 #include "core/train/model_instance.h"
 #include "core/train/training_step.h"
 #include "kernels/cpu/host_memory.h"
@@ -51,6 +52,7 @@ std::string describe_rank_plan(const Recipe& recipe, int r) {
   MemoryPlan plan;
   plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
   plan_checkpoint_snapshot(stage.params(), plan);  // `ustrain train` saves at least its last step
+  plan_trace(recipe, plan);
   std::string s;
   if (recipe.parallel.pp > 1) s += describe_chunks(g, pipeline, r);
   if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)

@@ -5,6 +5,7 @@
 #include "core/checkpoint/writer.h"
 #include "core/run/cpu_threads.h"
 #include "core/distributed/parallelize.h"
+#include "core/trace/trace_memory.h"
 
 namespace ustrain {
 
@@ -54,6 +55,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
             placement.tp) {
   plan_model(model, plan, placement.sharding, placement.slots);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
+  plan_trace(recipe, plan);
   // On a GPU the host buffers are not the checked memory's: the run checks them against the
   // host (RunSetup, before the checkpoint writer allocates its snapshot).
   check_plan_fits(plan, available_to(placement, *backend), placement.memory.sharers, backend->memory_name(),

@@ -23,7 +23,8 @@ expect_exit 0 "train without a trace" -- "$USTRAIN" train tiny.toml --set train.
 [[ ! -e runs/plain/trace ]] && pass "no trace unless asked for" || fail "runs/plain/trace exists"
 
 expect_exit 0 "one rank, steps 2-3" -- "$USTRAIN" train tiny.toml "${common[@]}" --set run.name=one
-expect_output "trace of steps 2-3: .*runs/one/trace/trace.json" "the run says where the trace is"
+expect_output "trace of steps 2-3: .*runs/one/trace/trace.json \([0-9]+ spans on rank 0" "the run says where the trace is"
+grep -q "more than the .* its memory plan allows for" "$WORK/out.txt" && fail "one rank: the trace outgrew its plan"
 expect_exit 0 "one rank's trace" -- check_trace runs/one/trace 1 2 3 2 checkpoint
 cat "$WORK/out.txt"
 
@@ -34,9 +35,15 @@ expect_exit 0 "the last step's trace" -- check_trace runs/last/trace 1 3 3 2 che
 
 mpi() { timeout 300 mpiexec -n 2 --oversubscribe --allow-run-as-root "$USTRAIN" train tiny.toml "${common[@]}" "$@"; }
 expect_exit 0 "two pipeline stages" -- mpi --set parallel.pp=2 --set run.name=pp2
+grep -q "more than the .* its memory plan allows for" "$WORK/out.txt" && fail "pp2: the trace outgrew its plan"
 expect_exit 0 "the pipeline's trace" -- check_trace runs/pp2/trace 2 2 3 2 comm pipeline checkpoint
 cat "$WORK/out.txt"
 expect_exit 0 "two tensor-parallel ranks" -- mpi --set parallel.tp=2 --set run.name=tp2
+no_overrun() {  # the trace stayed within the spans its memory plan counted
+  if grep -q "more than the .* its memory plan allows for" "$WORK/out.txt"; then fail "$1: the trace outgrew its plan"
+  else pass "$1: the trace stayed within its memory plan"; fi
+}
+no_overrun "two tensor-parallel ranks"
 expect_exit 0 "the tensor-parallel trace" -- check_trace runs/tp2/trace 2 2 3 2 comm checkpoint
 expect_exit 0 "two data-parallel ranks, ZeRO-3" -- mpi --set parallel.dp=2 --set parallel.zero=3 --set run.name=dp2
 expect_exit 0 "the data-parallel trace" -- check_trace runs/dp2/trace 2 2 3 1 comm checkpoint
