@@ -23,10 +23,12 @@ TEST_F(GpuTest, SynchronizeWaitsForTheComputeStream) {
   EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "work still queued after synchronize()";
 }
 
-TEST_F(GpuTest, AvailableMemoryIsTheFreeMemoryOfGpu0) {
+// Free memory changes under other processes (ctest -j runs the GPU tests side by side), so
+// only its range is checked, not its value.
+TEST_F(GpuTest, AvailableMemoryIsNamedForGpu0AndWithinItsMemory) {
   EXPECT_EQ(gpu().memory_name(), "GPU 0");
   std::size_t free_bytes = 0, total_bytes = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);  // of the current device, GPU 0
   const std::size_t available = gpu().available_memory_bytes();
   EXPECT_GT(available, std::size_t{0});
   EXPECT_LE(available, total_bytes) << "more available than the GPU holds";
