@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "core/model/rng.h"
@@ -88,11 +89,22 @@ void check_ranks_agree(Communicator& world, const std::vector<RankFact>& facts) 
   std::vector<std::uint32_t> header;
   push_u64(header, names);
   const std::vector<std::uint32_t> headers = gather_words(world, header);
+  bool same_names = true;
   for (int r = 1; r < world.size(); ++r)
-    if (u64_at(headers, static_cast<std::size_t>(r)) != u64_at(headers, 0))
-      throw UserError(fmt::format("the ranks of this job run different ustrain builds ({}); launch the same binary "
-                                  "on every rank",
-                                  describe_values(gather_values(world, facts.front().value))));
+    same_names = same_names && u64_at(headers, static_cast<std::size_t>(r)) == u64_at(headers, 0);
+  if (!same_names) {
+    // Other lists of facts: another build, or another command whose facts differ; every list
+    // starts with the version and the command, so those two can be compared by value.
+    const std::vector<std::string> versions = gather_values(world, facts.front().value);
+    const std::vector<std::string> commands = gather_values(world, facts.size() > 1 ? facts[1].value : "");
+    if (std::adjacent_find(versions.begin(), versions.end(), std::not_equal_to<>()) == versions.end())
+      throw UserError(fmt::format("the ranks of this job run different commands ({}); start every rank with the same "
+                                  "ustrain command and options",
+                                  describe_values(commands)));
+    throw UserError(fmt::format("the ranks of this job run different ustrain builds ({}); launch the same binary "
+                                "on every rank",
+                                describe_values(versions)));
+  }
 
   std::vector<std::uint32_t> hashes;
   for (const RankFact& f : facts) push_u64(hashes, hash_fact(f));
