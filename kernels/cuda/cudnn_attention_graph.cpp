@@ -314,7 +314,8 @@ PlanSearch search_execution_plans(const AttentionGraph& graph, const PlanTarget&
   }
   // Heuristics drop the configurations that fail cuDNN's own support checks (the graph
   // pattern, the shape) before answering; CUDNN_LOGLEVEL_DBG=2 prints why.
-  search.proposed = proposed > 0 ? heuristics.get_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS), raw) : 0;
+  if (proposed > 0)
+    search.proposed = heuristics.get_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS), raw);
 
   // Heuristics rank configurations without checking them all; the first that finalizes wins.
   for (std::int64_t i = 0; i < search.proposed; ++i) {
