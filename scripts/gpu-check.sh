@@ -10,8 +10,9 @@
 #     configure  the fallback: CMake, Release, Ninja, CUDA for sm_90, against the bundle
 #     build      ustrain and the GPU tests, on the GPU machine
 #     test       every GPU test (each CUDA op against the CPU; CPU vs GPU training), with a skip
-#                counted as a failure (USTRAIN_REQUIRE_GPU=1) and cuDNN refusals as errors
-#                (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the attention tests
+#                counted as a failure (USTRAIN_REQUIRE_GPU=1) and cuDNN refusing a shape it
+#                should take as an error (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the
+#                attention tests
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
 #     runs       the quickstart model 300 steps in bf16 (twice) and fp32, and resumed at step 150
 #                (carry runs/data/fortunes): determinism, resume exactness, loss curves

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "kernels/tensor.h"
@@ -114,14 +115,27 @@ inline StridedView row_dot_view(const AttentionDims& a) { return packed_view(a.b
 // but 128 is where the fused forward and backward are established on sm_80 through sm_100.
 constexpr std::int64_t kMaxCudnnHeadDim = 128;
 
-// Whether the shape is one cuDNN's fused flash attention may take (cuDNN can still decline).
-// Half-precision activations only; head_dim a multiple of 8 keeps every view 16-byte aligned
-// (cuDNN's tensor-core requirement); one-token sequences are refused by its backward.
-inline bool cudnn_supports(const AttentionDims& a, DType act) {
-  if (act != DType::bf16 && act != DType::f16) return false;
-  if (a.batch < 1 || a.seq < 2) return false;
-  if (a.heads < 1 || a.kv_heads < 1 || a.heads % a.kv_heads != 0) return false;
-  return a.head_dim >= 8 && a.head_dim % 8 == 0 && a.head_dim <= kMaxCudnnHeadDim;
+// THE place that says which attention shapes cuDNN's fused flash attention should take: ""
+// when it should, else why not (for the log). Everything that decides between cuDNN and our
+// kernel asks here: CudnnAttention offers cuDNN only these shapes, USTRAIN_REQUIRE_CUDNN=1
+// turns a refusal into an error only for these (the rest run our kernel under it too), and the
+// gpu-plan test (tests/gpu_plan) plans such shapes for an H100 without a GPU.
+//   - bf16 or f16 activations: the fused flash engines are half precision (cuDNN 9.19 plans an
+//     fp32 forward graph too, but no fp32 backward), so fp32 runs our kernel in both passes;
+//   - head_dim a multiple of 8, so every view into the fused buffers is 16-byte aligned (its
+//     tensor-core requirement; other head sizes get no engine), and at most kMaxCudnnHeadDim;
+//   - at least two tokens (its backward refuses one-token sequences), and query heads that
+//     are a whole multiple of the kv heads (grouped-query attention).
+inline std::string cudnn_unsupported_reason(const AttentionDims& a, DType act) {
+  if (act != DType::bf16 && act != DType::f16) return "fused attention is bf16/f16 only";
+  if (a.batch < 1 || a.seq < 2) return "needs at least one sequence of two or more tokens";
+  if (a.heads < 1 || a.kv_heads < 1 || a.heads % a.kv_heads != 0)
+    return "query heads are not a whole multiple of the kv heads";
+  if (a.head_dim < 8 || a.head_dim % 8 != 0) return "head_dim is not a multiple of 8";
+  if (a.head_dim > kMaxCudnnHeadDim) return "head_dim is above " + std::to_string(kMaxCudnnHeadDim);
+  return "";
 }
+
+inline bool cudnn_supports(const AttentionDims& a, DType act) { return cudnn_unsupported_reason(a, act).empty(); }
 
 }  // namespace ustrain::cuda

@@ -9,12 +9,15 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention_fallback.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_versions.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
@@ -74,18 +77,12 @@ CudaBackend::CudaBackend(int device_index)
       name_("cuda:" + std::to_string(device_index) + " " + device_description(device_index)) {
   reduce_result_ = static_cast<double*>(device_malloc(sizeof(double), "the norm reduction"));
   gemm_ = std::make_unique<LtGemm>();
-  attention_ = std::make_unique<CudnnAttention>();
-  // USTRAIN_REQUIRE_CUDNN=1 (scripts/gpu-check.sh): a shape cuDNN refuses is an error, not a
-  // silent switch to the fallback kernel, so a GPU check proves which attention ran.
+  // USTRAIN_REQUIRE_CUDNN=1 (scripts/gpu-check.sh): a shape cuDNN should take (cudnn_supports
+  // in attention_layout.h) but refuses is an error, not a quiet switch to our kernel, so a GPU
+  // check proves which attention ran; shapes outside it (fp32, odd head sizes) still run ours.
   const char* strict = std::getenv("USTRAIN_REQUIRE_CUDNN");
-  require_cudnn_ = strict != nullptr && std::string(strict) == "1";
-}
-
-void CudaBackend::refused_by_cudnn(const char* op, DType act) const {
-  // cuDNN's fused attention takes bf16 and fp16 only: fp32 attention always runs our kernel.
-  if (require_cudnn_ && act != DType::f32)
-    throw std::runtime_error(std::string(op) + ": cuDNN refused the shape and USTRAIN_REQUIRE_CUDNN=1 forbids the fallback: " +
-                attention_->last_refusal());
+  attention_ = std::make_unique<CudnnAttention>(strict != nullptr && std::string(strict) == "1");
+  spdlog::info("{}: {}", name_, describe(read_cuda_versions()));
 }
 
 CudaBackend::~CudaBackend() {
@@ -318,7 +315,6 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_he
   if (attention_->forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                           stream_.get()))
     return;
-  refused_by_cudnn("attention forward", act);
   attention_fallback_forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
                              stream_.get());
 }
@@ -333,7 +329,6 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
   if (attention_->backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                            s.head_dim, act, stream_.get()))
     return;
-  refused_by_cudnn("attention backward", act);
   void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim));
   attention_fallback_backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                               s.head_dim, act, ws, stream_.get());

@@ -5,7 +5,9 @@
 // per-row statistics (rstd, lse, losses), parameter gradients, master weights and AdamW
 // moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
 // accumulate), attention through cuDNN's fused flash attention where cuDNN supports the shape
-// and through our own kernel elsewhere (kernels/cuda/attention_fallback.h).
+// and through our own kernel elsewhere (kernels/cuda/attention_fallback.h; which shapes, and
+// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h). Starting, it logs the CUDA driver,
+// runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step); ops
 // that need scratch use one grow-only buffer sized at their first call, and the library
@@ -90,9 +92,6 @@ class CudaBackend final : public Backend {
   void scale(Tensor x, float factor) override;
 
  private:
-  // Throws under USTRAIN_REQUIRE_CUDNN=1 (bf16/fp16 only), naming cuDNN's reason; else the
-  // caller falls back.
-  void refused_by_cudnn(const char* op, DType act) const;
   void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
   void* scratch(std::size_t bytes);
 
@@ -102,8 +101,7 @@ class CudaBackend final : public Backend {
   DeviceScratch scratch_;
   double* reduce_result_ = nullptr;  // one device double for sum_of_squares
   std::unique_ptr<LtGemm> gemm_;
-  std::unique_ptr<CudnnAttention> attention_;
-  bool require_cudnn_ = false;  // USTRAIN_REQUIRE_CUDNN=1: no fallback attention
+  std::unique_ptr<CudnnAttention> attention_;  // USTRAIN_REQUIRE_CUDNN=1 makes its refusals errors
   std::unordered_map<void*, std::size_t> allocations_;  // planned arenas: pointer -> bytes
   std::size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;
 };

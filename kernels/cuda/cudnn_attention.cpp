@@ -3,9 +3,15 @@
 #include <array>
 #include <cmath>
 #include <compare>
+#include <initializer_list>
 #include <limits>
 #include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/cuda_check.h"
@@ -15,6 +21,11 @@ namespace ustrain::cuda {
 namespace {
 
 constexpr std::size_t kHalfBytes = 2;  // bf16 and f16: the only dtypes cudnn_supports admits
+
+// cuDNN 9.6 made its fused backward initialise the fp32 dQ accumulator itself; before it, the
+// caller must zero it for every call (what cuDNN's frontend does there). We zero it then, one
+// memset per backward, rather than refuse the fused backward on those versions.
+constexpr std::size_t kCudnnZeroesDqAccum = 90600;
 
 enum class Pass : std::uint8_t { forward, backward };
 
@@ -28,8 +39,7 @@ struct PlanKey {
 std::string describe(const PlanKey& k) {
   return std::string("attention ") + (k.pass == Pass::forward ? "forward" : "backward") + " (B=" +
          std::to_string(k.batch) + ", S=" + std::to_string(k.seq) + ", H=" + std::to_string(k.heads) +
-         ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim) + ", " +
-         (k.act == DType::bf16 ? "bf16" : "f16") + ")";
+         ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim) + ", " + dtype_name(k.act) + ")";
 }
 
 // A shape's plan, the graph it runs, and the host scalars it passes by value (cuDNN reads
@@ -48,7 +58,21 @@ struct CachedPlan {
   }
 };
 
+// What became of a shape at its first call; later calls only look it up.
+struct ShapeEntry {
+  bool offered = false;               // inside cudnn_supports()
+  std::unique_ptr<CachedPlan> plan;   // null when not offered or refused
+  std::string refusal;                // why cuDNN refused an offered shape
+  bool misalignment_logged = false;
+};
+
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+bool all_aligned16(std::initializer_list<const void*> buffers) {
+  for (const void* p : buffers)
+    if (!aligned16(p)) return false;
+  return true;
+}
 
 // The element `view.offset` of a half-precision buffer.
 void* at(const void* base, const StridedView& view) {
@@ -59,41 +83,74 @@ void* at(const void* base, const StridedView& view) {
 
 struct CudnnAttention::Impl {
   cudnnHandle_t handle = nullptr;
-  std::map<PlanKey, std::unique_ptr<CachedPlan>> plans;  // null: cuDNN has no engine for the shape
+  bool require_cudnn = false;
+  bool zero_dq_accum = cudnnGetVersion() < kCudnnZeroesDqAccum;
+  std::map<PlanKey, ShapeEntry> shapes;
   void* workspace = nullptr;
   std::size_t workspace_size = 0;
-  std::string last_refusal;
 
-  Impl() { check_cudnn(cudnnCreate(&handle), "cudnnCreate"); }
+  explicit Impl(bool require) : require_cudnn(require) { check_cudnn(cudnnCreate(&handle), "cudnnCreate"); }
 
   ~Impl() {
-    plans.clear();  // plans reference the handle
+    shapes.clear();  // plans reference the handle
     if (handle != nullptr) cudnnDestroy(handle);
     if (workspace != nullptr) cudaFree(workspace);  // nothing to do about a failure here
   }
 
-  // The cached plan for the shape, built at its first call; null when cuDNN refuses it.
-  CachedPlan* plan_for(const PlanKey& key, const AttentionDims& a) {
-    if (const auto found = plans.find(key); found != plans.end()) return found->second.get();
-    std::unique_ptr<CachedPlan> plan;
-    try {
-      plan = build(key, a);
-    } catch (const CudnnNotSupported& refusal) {
-      last_refusal = describe(key) + ": " + refusal.what();
+  // The plan to run the shape with, or null when the caller's kernel runs it (see the header).
+  CachedPlan* plan_for(const PlanKey& key, const AttentionDims& a, bool buffers_aligned) {
+    auto found = shapes.find(key);
+    if (found == shapes.end()) found = shapes.emplace(key, first_call(key, a)).first;
+    ShapeEntry& entry = found->second;
+    if (!entry.offered) return nullptr;
+    if (entry.plan == nullptr) return refused(key, entry.refusal);
+    if (!buffers_aligned) {
+      const std::string reason = "a buffer is not 16-byte aligned";
+      if (!std::exchange(entry.misalignment_logged, true))
+        spdlog::warn("{} not run by cuDNN: {}{}", describe(key), reason, fallback_note());
+      return refused(key, reason);
     }
-    if (plan != nullptr) reserve(plan->workspace_bytes());  // before caching: a failed allocation caches nothing
-    CachedPlan* result = plan.get();
-    plans.emplace(key, std::move(plan));
-    return result;
+    return entry.plan.get();
+  }
+
+  // Decides a shape at its first call, logging the outcome unless cuDNN takes it.
+  ShapeEntry first_call(const PlanKey& key, const AttentionDims& a) {
+    ShapeEntry entry;
+    const std::string gap = cudnn_unsupported_reason(a, key.act);
+    if (!gap.empty()) {
+      spdlog::log(key.act == DType::f32 ? spdlog::level::debug : spdlog::level::info,
+                  "{} is outside cuDNN's fused attention ({}): our kernel runs it", describe(key), gap);
+      return entry;
+    }
+    entry.offered = true;
+    try {
+      entry.plan = build(key, a);
+    } catch (const CudnnNotSupported& refusal) {
+      entry.refusal = refusal.what();
+      spdlog::warn("cuDNN refused {}: {}{}", describe(key), entry.refusal, fallback_note());
+      return entry;
+    }
+    reserve(entry.plan->workspace_bytes());  // before caching: a failed allocation caches nothing
+    return entry;
+  }
+
+  const char* fallback_note() const { return require_cudnn ? "" : "; our kernel runs it"; }
+
+  // Null for the fallback, or under require_cudnn an error naming cuDNN's reason.
+  CachedPlan* refused(const PlanKey& key, const std::string& reason) const {
+    if (require_cudnn)
+      throw std::runtime_error(describe(key) + ": cuDNN refused the shape and USTRAIN_REQUIRE_CUDNN=1 forbids " +
+                               "the fallback kernel: " + reason);
+    return nullptr;
   }
 
   std::unique_ptr<CachedPlan> build(const PlanKey& key, const AttentionDims& a) {
     auto p = std::make_unique<CachedPlan>();
     p->name = describe(key);
     const cudnnDataType_t io = key.act == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-    p->graph = key.pass == Pass::forward ? attention_forward_graph(handle, a, io)
-                                         : attention_backward_graph(handle, a, io);
-    p->plan = make_execution_plan(p->graph);
+    const PlanTarget gpu{handle, nullptr};
+    p->graph = key.pass == Pass::forward ? attention_forward_graph(gpu, a, io) : attention_backward_graph(gpu, a, io);
+    p->plan = make_execution_plan(p->graph, gpu);
     p->scratch_bytes = key.pass == Pass::backward ? backward_scratch(a).bytes : 0;
     p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));  // as the CPU reference
     return p;
@@ -140,14 +197,13 @@ struct CudnnAttention::Impl {
   }
 };
 
-CudnnAttention::CudnnAttention() : impl_(std::make_unique<Impl>()) {}
+CudnnAttention::CudnnAttention(bool require_cudnn) : impl_(std::make_unique<Impl>(require_cudnn)) {}
 CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv,
                              int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
-  if (!cudnn_supports(a, act) || !aligned16(out) || !aligned16(lse) || !aligned16(qkv)) return false;
-  CachedPlan* plan = impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::forward}, a);
+  CachedPlan* plan = impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::forward}, a, all_aligned16({out, lse, qkv}));
   if (plan == nullptr) return false;
 
   std::array<void*, kUidCount> by_uid{};
@@ -163,10 +219,8 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                               std::int64_t B, std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
-  if (!cudnn_supports(a, act)) return false;
-  for (const void* p : {static_cast<const void*>(dqkv), dout, qkv, out, static_cast<const void*>(lse)})
-    if (!aligned16(p)) return false;
-  CachedPlan* plan = impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::backward}, a);
+  CachedPlan* plan =
+      impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::backward}, a, all_aligned16({dqkv, dout, qkv, out, lse}));
   if (plan == nullptr) return false;
 
   const BackwardScratch scratch = backward_scratch(a);
@@ -180,15 +234,15 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
   by_uid[kUidDQ] = at(dqkv, query_view(a));
   by_uid[kUidDK] = at(dqkv, key_view(a));
   by_uid[kUidDV] = at(dqkv, value_view(a));
-  // cuDNN (9.6 on) initialises the dQ accumulator itself: no memset here.
   by_uid[kUidDqAccum] = impl_->scratch() + scratch.dq_accum_offset;
   by_uid[kUidRowDot] = impl_->scratch() + scratch.row_dot_offset;
+  if (impl_->zero_dq_accum)  // cuDNN before 9.6 (see kCudnnZeroesDqAccum)
+    USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
+                                       static_cast<std::size_t>(dq_accum_view(a).numel()) * sizeof(float), stream));
   impl_->execute(*plan, by_uid, stream);
   return true;
 }
 
 std::size_t CudnnAttention::workspace_bytes() const { return impl_->workspace_size; }
-
-const std::string& CudnnAttention::last_refusal() const { return impl_->last_refusal; }
 
 }  // namespace ustrain::cuda

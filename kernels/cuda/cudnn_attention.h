@@ -4,10 +4,14 @@
 // query head h reads kv head h / (H / Hkv), lse the natural-log statistic of the scaled
 // scores), reading and writing the fused buffers in place (kernels/cuda/attention_layout.h).
 //
-// forward and backward return false, doing nothing, when the shape is outside
-// cudnn_supports(), a buffer is not 16-byte aligned, or cuDNN has no engine for the shape
-// (remembered, so later calls return at once): the caller then runs its own kernel. Any
-// other cuDNN failure throws, naming the call and cuDNN's status.
+// forward and backward return false, doing nothing, when the caller's own kernel should run:
+//   - the shape is outside cudnn_supports() (cuDNN must refuse it): our kernel runs it, even
+//     under `require_cudnn`; logged once per shape (info; debug for fp32, which never asks);
+//   - cuDNN refused a shape inside it (no engine; remembered, so later calls return at once)
+//     or a buffer is not 16-byte aligned: a warning once per shape with the reason, and with
+//     `require_cudnn` (USTRAIN_REQUIRE_CUDNN=1) an error instead of the fallback.
+// Before cuDNN 9.6 the backward's fp32 dQ accumulator is zeroed here (a memset per call).
+// Any other cuDNN failure throws, naming the call and cuDNN's status.
 //
 // A shape's first call builds and caches its execution plan (cuDNN may compile kernels
 // then: seconds, once). One device workspace serves every plan; it is reallocated only when
@@ -19,7 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "kernels/tensor.h"
 
@@ -28,7 +31,7 @@ namespace ustrain::cuda {
 class CudnnAttention {
  public:
   // Creates the cuDNN handle: needs a GPU, with the device the calls will use current.
-  CudnnAttention();
+  explicit CudnnAttention(bool require_cudnn);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -42,9 +45,6 @@ class CudnnAttention {
 
   // Device workspace held now, in bytes (for the memory report).
   std::size_t workspace_bytes() const;
-  // Why cuDNN refused the most recently refused shape ("" if none): worth one log line,
-  // since that shape then always runs the fallback kernel.
-  const std::string& last_refusal() const;
 
  private:
   struct Impl;

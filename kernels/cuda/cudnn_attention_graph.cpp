@@ -91,12 +91,12 @@ class GraphBuilder {
     add_op(std::move(op));
   }
 
-  void finish(cudnnHandle_t handle) {
+  void finish(const PlanTarget& target) {
     CudnnDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     graph.set_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS), ops_);
-    // Optional since cuDNN 9.8 (and deprecated); without it the graph still builds, which
-    // lets the graphs be checked on machines without a GPU.
-    if (handle != nullptr) graph.set_handle(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE), handle);
+    // Optional since cuDNN 9.8 (and deprecated), required before: a described device has none.
+    if (target.handle != nullptr)
+      graph.set_handle(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE), target.handle);
     graph.finalize();
     out_.graph = std::move(graph);
   }
@@ -164,7 +164,7 @@ void matmul_summed_over_groups(GraphBuilder& g, const std::string& name, const A
 
 }  // namespace
 
-AttentionGraph attention_forward_graph(cudnnHandle_t handle, const AttentionDims& a, cudnnDataType_t io) {
+AttentionGraph attention_forward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
   AttentionGraph graph;
   GraphBuilder g(graph);
   const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
@@ -203,11 +203,11 @@ AttentionGraph attention_forward_graph(cudnnHandle_t handle, const AttentionDims
   g.binary("P = exp / sum", CUDNN_POINTWISE_DIV, e, row_sum, p);
 
   g.matmul("O = P V", p, v, o);
-  g.finish(handle);
+  g.finish(target);
   return graph;
 }
 
-AttentionGraph attention_backward_graph(cudnnHandle_t handle, const AttentionDims& a, cudnnDataType_t io) {
+AttentionGraph attention_backward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
   AttentionGraph graph;
   GraphBuilder g(graph);
   const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
@@ -273,16 +273,38 @@ AttentionGraph attention_backward_graph(cudnnHandle_t handle, const AttentionDim
   g.matmul("dQ = dS K", ds, k, dq_accum);
   g.unary("dQ = cast(dQ accumulator)", CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
 
-  g.finish(handle);
+  g.finish(target);
   return graph;
 }
 
-ExecutionPlan make_execution_plan(const AttentionGraph& graph) {
+CudnnDescriptor described_device(const std::string& json) {
+  CudnnDescriptor device(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "described device");
+  device.set_chars(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION), json).finalize();
+  return device;
+}
+
+bool failed_only_at_module_load(const PlanRefusal& refusal) {
+  // cuDNN reports the driver's error by number: "cuLibraryLoadData returned error (34)".
+  return refusal.status == CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER &&
+         (refusal.text.find("(34)") != std::string::npos ||
+          refusal.text.find("CUDA_ERROR_STUB_LIBRARY") != std::string::npos);
+}
+
+std::string PlanSearch::summary() const {
+  std::string text = "heuristics proposed " + std::to_string(proposed) + " engine configurations";
+  for (const PlanRefusal& r : refusals) text += "; config " + std::to_string(r.config) + ": " + r.text;
+  return text;
+}
+
+PlanSearch search_execution_plans(const AttentionGraph& graph, const PlanTarget& target) {
   CudnnDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics (mode A)");
   heuristics.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), graph.graph.get())
-      .set_heur_mode(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_HEUR_MODE_A)
-      .finalize();
+      .set_heur_mode(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_HEUR_MODE_A);
+  if (target.device != nullptr)
+    heuristics.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP), target.device);
+  heuristics.finalize();
 
+  PlanSearch search;
   const std::int64_t proposed = heuristics.descriptor_count(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS));
   std::vector<CudnnDescriptor> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
@@ -290,28 +312,43 @@ ExecutionPlan make_execution_plan(const AttentionGraph& graph) {
     configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config " + std::to_string(i));
     raw.push_back(configs.back().get());
   }
-  const std::int64_t filled =
-      proposed > 0 ? heuristics.get_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS), raw) : 0;
+  // Heuristics drop the configurations that fail cuDNN's own support checks (the graph
+  // pattern, the shape) before answering; CUDNN_LOGLEVEL_DBG=2 prints why.
+  if (proposed > 0)
+    search.proposed = heuristics.get_descriptors(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_ENGINEHEUR_RESULTS), raw);
 
   // Heuristics rank configurations without checking them all; the first that finalizes wins.
-  std::string refusals;
-  for (std::int64_t i = 0; i < filled; ++i) {
+  for (std::int64_t i = 0; i < search.proposed; ++i) {
     const auto at = static_cast<std::size_t>(i);
     ExecutionPlan chosen;
     chosen.plan = CudnnDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan " + std::to_string(i));
     chosen.plan.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), raw[at]);
+    // The handle the plan will execute with (deprecated since 9.8, where execution names it
+    // anyway; set for the versions before).
+    if (target.handle != nullptr)
+      chosen.plan.set_handle(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE), target.handle);
+    if (target.device != nullptr)
+      chosen.plan.set_descriptor(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP), target.device);
     const cudnnStatus_t status = chosen.plan.try_finalize();
     if (status == CUDNN_STATUS_SUCCESS) {
       chosen.workspace_bytes = chosen.plan.get_int64(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE));
       chosen.engine_config = std::move(configs[at]);
-      return chosen;
+      search.plan = std::move(chosen);
+      return search;
     }
-    refusals += "; config " + std::to_string(i) + ": " + cudnn_status_text(status);
+    search.refusals.push_back({i, status, cudnn_status_text(status)});
+    if (target.device != nullptr && failed_only_at_module_load(search.refusals.back())) {
+      search.loadable_without_gpu = true;
+      return search;
+    }
   }
-  // Heuristics drop the configurations that fail cuDNN's own support checks (the graph
-  // pattern, the shape) before answering; CUDNN_LOGLEVEL_DBG=2 prints why.
-  throw CudnnNotSupported("no execution plan: heuristics proposed " + std::to_string(filled) +
-                          " engine configurations" + refusals);
+  return search;
+}
+
+ExecutionPlan make_execution_plan(const AttentionGraph& graph, const PlanTarget& target) {
+  PlanSearch search = search_execution_plans(graph, target);
+  if (!search.plan.has_value()) throw CudnnNotSupported("no execution plan: " + search.summary());
+  return std::move(*search.plan);
 }
 
 }  // namespace ustrain::cuda

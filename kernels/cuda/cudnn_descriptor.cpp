@@ -89,6 +89,10 @@ CudnnDescriptor& CudnnDescriptor::set_pointers(CudnnAttr attr, const std::vector
   return set(attr, CUDNN_TYPE_VOID_PTR, static_cast<std::int64_t>(values.size()), values.data());
 }
 
+CudnnDescriptor& CudnnDescriptor::set_chars(CudnnAttr attr, const std::string& text) {
+  return set(attr, CUDNN_TYPE_CHAR, static_cast<std::int64_t>(text.size()), text.data());
+}
+
 std::int64_t CudnnDescriptor::get_int64(CudnnAttr attr) const {
   std::int64_t value = 0, count = 0;
   check_cudnn(cudnnBackendGetAttribute(desc_, attr.id, CUDNN_TYPE_INT64, 1, &count, &value),

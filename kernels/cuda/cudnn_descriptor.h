@@ -62,6 +62,7 @@ class CudnnDescriptor {
   CudnnDescriptor& set_descriptors(CudnnAttr attr, const std::vector<cudnnBackendDescriptor_t>& values);
   CudnnDescriptor& set_pointer(CudnnAttr attr, void* value);
   CudnnDescriptor& set_pointers(CudnnAttr attr, const std::vector<void*>& values);
+  CudnnDescriptor& set_chars(CudnnAttr attr, const std::string& text);
 
   std::int64_t get_int64(CudnnAttr attr) const;
   // How many descriptors the attribute holds (a get with no room).

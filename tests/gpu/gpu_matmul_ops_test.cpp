@@ -75,9 +75,11 @@ struct AttentionCase {
   }
 };
 // GQA at the benchmark's head size (cuDNN's path in bf16), a long sequence, an odd head size
-// and length, full multi-head at Dh 128, and multi-query with a tiny head.
-const AttentionCase kAttentionCases[] = {
-    {2, 128, 8, 2, 64}, {1, 1024, 8, 2, 64}, {1, 77, 4, 2, 40}, {2, 200, 4, 4, 128}, {3, 9, 6, 1, 16}};
+// and length, full multi-head at Dh 128, and multi-query with a tiny head; last, Dh 12, which
+// cuDNN must refuse (not a multiple of 8): our kernel in every dtype, under
+// USTRAIN_REQUIRE_CUDNN=1 too.
+const AttentionCase kAttentionCases[] = {{2, 128, 8, 2, 64}, {1, 1024, 8, 2, 64}, {1, 77, 4, 2, 40},
+                                         {2, 200, 4, 4, 128}, {3, 9, 6, 1, 16},   {2, 33, 4, 2, 12}};
 
 // The q, k and v parts of every row of a (B, S, W) tensor, so that each gradient is checked
 // on its own (a wrong dK hides easily in the norm of all three).

@@ -139,5 +139,22 @@ TEST(AttentionLayout, CudnnSupportsHalfPrecisionGroupedShapesOnly) {
   EXPECT_FALSE(with([](AttentionDims& a) { a.batch = 0; }));
 }
 
+TEST(AttentionLayout, CudnnUnsupportedReasonSaysWhy) {
+  const AttentionDims ok{2, 16, 8, 2, 64};
+  EXPECT_EQ(cudnn_unsupported_reason(ok, DType::bf16), "");
+  EXPECT_EQ(cudnn_unsupported_reason(ok, DType::f32), "fused attention is bf16/f16 only");
+  AttentionDims odd = ok;
+  odd.head_dim = 60;
+  EXPECT_EQ(cudnn_unsupported_reason(odd, DType::f16), "head_dim is not a multiple of 8");
+  odd.head_dim = 256;
+  EXPECT_EQ(cudnn_unsupported_reason(odd, DType::bf16), "head_dim is above 128");
+  odd = ok;
+  odd.kv_heads = 3;
+  EXPECT_EQ(cudnn_unsupported_reason(odd, DType::bf16), "query heads are not a whole multiple of the kv heads");
+  odd = ok;
+  odd.seq = 1;
+  EXPECT_EQ(cudnn_unsupported_reason(odd, DType::bf16), "needs at least one sequence of two or more tokens");
+}
+
 }  // namespace
 }  // namespace ustrain::cuda
