@@ -76,9 +76,9 @@ std::unique_ptr<HostCopy> stage(Backend& backend, const Tensor& t, bool fill) {
 }
 
 // The host view of `part`, which lies inside the staged tensor `whole`.
-Tensor host_view(const HostCopy& whole, const Tensor& part) {
+Tensor host_view(HostCopy& whole, const Tensor& part) {
   const auto offset = static_cast<std::byte*>(part.data) - static_cast<std::byte*>(whole.device.data);
-  return Tensor(const_cast<std::byte*>(whole.bytes.data()) + offset, part.shape, part.dtype);
+  return Tensor(whole.bytes.data() + offset, part.shape, part.dtype);
 }
 
 // Finishes an operation: its inputs are on the host once the copies above completed.
