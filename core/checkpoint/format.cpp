@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/model/rng.h"
@@ -18,6 +20,37 @@ namespace ustrain {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// A JSON integer as T. Anything else (a float such as 1e28, a string, an integer outside T)
+// is a malformed manifest: nlohmann's get<T>() would convert it with undefined behaviour.
+struct MalformedValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class T>
+T integer(const Json& v) {
+  using Limits = std::numeric_limits<T>;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(Limits::max())) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (i >= static_cast<std::int64_t>(Limits::min()) &&
+        (i < 0 || static_cast<std::uint64_t>(i) <= static_cast<std::uint64_t>(Limits::max())))
+      return static_cast<T>(i);
+  }
+  std::string shown = v.dump();
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  throw MalformedValue(fmt::format("{} where an integer in [{}, {}] belongs", shown, Limits::min(), Limits::max()));
+}
+
+template <class T>
+std::vector<T> integers(const Json& v) {
+  if (!v.is_array()) throw MalformedValue("a list of integers expected, found " + std::string(v.type_name()));
+  std::vector<T> out;
+  for (const Json& e : v) out.push_back(integer<T>(e));
+  return out;
+}
 
 // The manifest's own checksum is its last field: the CRC-32 of the whole file as written with
 // these eight zeros in place of the digits.
@@ -107,8 +140,8 @@ void check_manifest_values(const CheckpointManifest& m, const std::string& path)
 Json mesh_json(const MeshShape& m) { return {{"pp", m.pp}, {"dp", m.dp}, {"cp", m.cp}, {"ep", m.ep}, {"tp", m.tp}}; }
 
 MeshShape mesh_from(const Json& j) {
-  return MeshShape{.pp = j.at("pp").get<int>(), .dp = j.at("dp").get<int>(), .cp = j.at("cp").get<int>(),
-                   .tp = j.at("tp").get<int>(), .ep = j.at("ep").get<int>()};
+  return MeshShape{.pp = integer<int>(j.at("pp")), .dp = integer<int>(j.at("dp")), .cp = integer<int>(j.at("cp")),
+                   .tp = integer<int>(j.at("tp")), .ep = integer<int>(j.at("ep"))};
 }
 
 Json file_json(const CheckpointFile& f) {
@@ -117,7 +150,7 @@ Json file_json(const CheckpointFile& f) {
 }
 
 CheckpointFile file_from(const Json& f) {
-  return {f.at("name").get<std::string>(), f.at("rank").get<int>(), f.at("bytes").get<std::uint64_t>(),
+  return {f.at("name").get<std::string>(), integer<int>(f.at("rank")), integer<std::uint64_t>(f.at("bytes")),
           f.at("checksums").get<std::map<std::string, std::string>>(), f.at("data_state").get<std::string>()};
 }
 
@@ -134,8 +167,8 @@ TokenizerIdentity tokenizer_from(const Json& j, const std::string& path) {
   TokenizerIdentity t;
   t.kind = j.at("kind").get<std::string>();
   t.name = j.at("name").get<std::string>();
-  t.vocab_size = j.at("vocab_size").get<std::int64_t>();
-  t.eos_id = j.at("eos_id").get<std::int32_t>();
+  t.vocab_size = integer<std::int64_t>(j.at("vocab_size"));
+  t.eos_id = integer<std::int32_t>(j.at("eos_id"));
   const bool known_kind =
       std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) != std::end(kTokenizerKinds);
   if (t.kind == "sentencepiece") {
@@ -214,15 +247,15 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
   try {
     if (j.at("format").get<std::string>() != "ustrain-checkpoint")
       throw UserError(fmt::format("{} is not a ustrain checkpoint manifest", path));
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = integer<int>(j.at("format_version"));
     m.ustrain_version = j.at("ustrain_version").get<std::string>();
     if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
       throw UserError(fmt::format("{}: checkpoint format version {} (written by ustrain {}); this ustrain reads "
                                   "version {}: use a newer ustrain",
                                   path, m.format_version, m.ustrain_version, kCheckpointFormatVersion));
     check_manifest_checksum(j, text, path, m.format_version, m.checksummed);
-    m.step = j.at("step").get<std::int64_t>();
-    m.tokens_seen = j.at("tokens_seen").get<std::int64_t>();
+    m.step = integer<std::int64_t>(j.at("step"));
+    m.tokens_seen = integer<std::int64_t>(j.at("tokens_seen"));
     m.lr = j.at("lr").get<double>();
     m.loss = j.at("loss").is_null() ? std::nan("") : j.at("loss").get<double>();
     m.loss_scale = j.at("loss_scale").get<double>();
@@ -230,13 +263,15 @@ CheckpointManifest manifest_from_json(const std::string& text, const std::string
     m.backend = j.at("backend").get<std::string>();
     m.mesh = mesh_from(j.at("mesh"));
     for (const Json& t : j.at("tensors"))
-      m.tensors.push_back({t.at("name").get<std::string>(), t.at("shape").get<std::vector<std::int64_t>>(),
+      m.tensors.push_back({t.at("name").get<std::string>(), integers<std::int64_t>(t.at("shape")),
                            t.at("states").get<std::vector<std::string>>()});
     for (const Json& f : j.at("files")) m.files.push_back(file_from(f));
     m.recipe_hash = j.at("recipe_hash").get<std::string>();
     m.recipe = j.at("recipe").get<std::string>();
     if (j.contains("tokenizer")) m.tokenizer = tokenizer_from(j.at("tokenizer"), path);
   } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("{}: malformed checkpoint manifest ({}); the checkpoint is damaged", path, e.what()));
+  } catch (const MalformedValue& e) {
     throw UserError(fmt::format("{}: malformed checkpoint manifest ({}); the checkpoint is damaged", path, e.what()));
   }
   check_manifest_values(m, path);
