@@ -11,13 +11,16 @@ plot() { "$PYTHON" "$SOURCE_DIR/scripts/plot-run.py" "$@"; }
 mkdir -p no-mpl/matplotlib
 echo 'raise ImportError("No module named matplotlib")' >no-mpl/matplotlib/__init__.py
 mkdir -p fake/r && echo '{"kind":"train","step":1,"loss":1}' >fake/r/metrics.jsonl
-expect_exit 2 "plot without matplotlib" -- env PYTHONPATH="$PWD/no-mpl" "$PYTHON" "$SOURCE_DIR/scripts/plot-run.py" fake/r
-expect_output "^plot-run: matplotlib is not installed for /usr/bin/python3; install it with 'apt-get install python3-matplotlib'" \
-  "one line says how to install matplotlib"
-[[ $(wc -l <"$WORK/out.txt") -eq 1 ]] && pass "and nothing else (no traceback)" || fail "more than one line: $(cat "$WORK/out.txt")"
+expect_exit 2 "plot without matplotlib" -- \
+  env PYTHONPATH="$PWD/no-mpl" "$PYTHON" "$SOURCE_DIR/scripts/plot-run.py" fake/r
+expect_output "^plot-run: matplotlib is not installed for /usr/bin/python3; install it with \
+'apt-get install python3-matplotlib'" "one line says how to install matplotlib"
+[[ $(wc -l <"$WORK/out.txt") -eq 1 ]] && pass "and nothing else (no traceback)" \
+  || fail "more than one line: $(cat "$WORK/out.txt")"
 if ! "$PYTHON" -c "import matplotlib" 2>/dev/null; then
   echo "note: matplotlib is not installed for $PYTHON; the plots themselves are not tested"
   finish
+  exit $?
 fi
 # is_png FILE WIDTH HEIGHT: FILE has the PNG signature and the given size in its IHDR chunk.
 is_png() {
@@ -77,7 +80,8 @@ robust=$(ylimit spike/b | sed -n 's/^loss ymax //p')
 full=$(ylimit spike/b --full-y | sed -n 's/^loss ymax //p')
 awk -v r="$robust" 'BEGIN { exit !(r > 0 && r < 100) }' && pass "the spike is left out of the loss axis (top $robust)" \
   || fail "loss axis top $robust with a spike of 1000"
-awk -v f="$full" 'BEGIN { exit !(f >= 1000) }' && pass "--full-y keeps it (top $full)" || fail "--full-y loss axis top $full"
+awk -v f="$full" 'BEGIN { exit !(f >= 1000) }' && pass "--full-y keeps it (top $full)" \
+  || fail "--full-y loss axis top $full"
 
 # A resumed run is marked where the resumed session began: after the checkpoint it took up.
 expect_exit 0 "resume run a for 4 more steps" -- "$USTRAIN" train tiny.toml --set run.name=a --set train.steps=16 \

@@ -27,7 +27,8 @@ ok = (len(peaks) == 30 and all(isinstance(p, int) and p > 0 for p in peaks)
 print("ok" if ok else f"peaks {peaks[:3]}...{peaks[-1:]}, summary {summary:.0f} B")
 PY
 )
-[[ $peaks == ok ]] && pass "peak_memory_bytes in every train row, rising to the summary's peak" || fail "peak_memory_bytes: $peaks"
+[[ $peaks == ok ]] && pass "peak_memory_bytes in every train row, rising to the summary's peak" \
+  || fail "peak_memory_bytes: $peaks"
 
 mapfile -t l < <(losses runs/tiny/metrics.jsonl)
 if (( ${#l[@]} == 30 )) && awk -v a="${l[0]}" -v b="${l[29]}" 'BEGIN { exit !(b < a - 1.0) }'; then
