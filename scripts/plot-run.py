@@ -1,30 +1,46 @@
 #!/usr/bin/python3
 """Plots one or more ustrain runs into one PNG, without a server.
 
-Usage: scripts/plot-run.py RUN_DIR... [--output FILE.png]
+Usage: scripts/plot-run.py RUN_DIR... [--output FILE.png] [--x step|tokens|time] [--smooth W]
+                                      [--log-y] [--full-y]
 
-Reads each run directory's metrics.jsonl (log.jsonl = true, the default) and recipe.toml, and
-draws against tokens seen (step x train.global_batch x train.seq_len of the run's recipe):
-training and validation loss, learning rate, gradient norm, tokens/s, MFU and, when the
-metrics hold one (a field whose name contains "memory" or "resident", in bytes), memory.
-Several runs are overlaid, one colour per run, named in the legend by their directory.
-A torn last line (a run still writing, or killed mid-write) is skipped.
+Reads each run directory's metrics.jsonl (log.jsonl = true, the default), recipe.toml and
+run.json, and draws training and validation loss, learning rate, gradient norm, tokens/s, MFU
+and, when the metrics hold it (peak_memory_bytes), peak memory, against tokens seen (step x
+train.global_batch x train.seq_len of the run's recipe), the step, or the wall time since the
+run's first row. Several runs are overlaid, one colour per run, named in the legend by their
+directory. Validation losses are drawn on top of the training loss as dashed lines with
+markers. Noisy training curves (loss, gradient norm, tokens/s, MFU) are smoothed by an
+exponential moving average (--smooth), the raw curve drawn faintly behind, and their y limits
+leave out outliers (values more than three interquartile ranges outside the middle half), so
+a spike at the start does not flatten the rest; --full-y shows every value. A dotted vertical line marks where a
+session resumed the run from a checkpoint. A torn last line (a run still writing, or killed
+mid-write) is skipped.
 """
 import argparse
+import datetime
 import json
 import math
 import os
+import re
 import sys
 import tomllib
-
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display needed
-import matplotlib.pyplot as plt  # noqa: E402
 
 
 class UserError(Exception):
     pass
+
+
+def import_pyplot():
+    """matplotlib.pyplot, drawing to files only; a UserError saying how to install it if missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError(f"matplotlib is not installed for {sys.executable}; install it with "
+                        "'apt-get install python3-matplotlib' (scripts/setup.sh does)")
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def read_metrics(path):
@@ -62,75 +78,233 @@ def tokens_per_step(run_dir):
         raise UserError(f"{path}: no train.global_batch and train.seq_len ({e})")
 
 
+def unix_seconds(utc_text):
+    """run.json's "2026-11-25T20:48:53Z" as unix seconds; None when it is not such a time."""
+    try:
+        return datetime.datetime.fromisoformat(utc_text.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, ValueError):
+        return None
+
+
+def restart_steps(run_dir, train_rows):
+    """Steps at which a later session took the run up again: the first step after the checkpoint
+    each resumed session of run.json started from (the step in its step-N directory name, else
+    the first row written after the session started), and any step that goes back in the file."""
+    steps = set()
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            sessions = json.load(f).get("sessions", [])
+    except (OSError, ValueError, AttributeError):
+        sessions = []  # an older run, or one trained elsewhere: no sessions to mark
+    for session in sessions if isinstance(sessions, list) else []:
+        resumed_from = session.get("resumed_from") if isinstance(session, dict) else None
+        if not isinstance(resumed_from, str):
+            continue
+        named = re.search(r"step-(\d+)/*$", resumed_from)
+        if named:
+            steps.add(int(named.group(1)) + 1)
+            continue
+        start = unix_seconds(session.get("start_time"))
+        later = [r["step"] for r in train_rows if start is not None and isinstance(r.get("time"), (int, float))
+                 and r["time"] >= start]
+        if later:
+            steps.add(later[0])
+    steps.update(b["step"] for a, b in zip(train_rows, train_rows[1:]) if b["step"] <= a["step"])
+    first = train_rows[0]["step"] if train_rows else None
+    return sorted(s for s in steps if s != first and any(r["step"] == s for r in train_rows))
+
+
 class Run:
-    def __init__(self, run_dir, label):
+    def __init__(self, run_dir, label, x_axis):
         self.label = label
         rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
         per_step = tokens_per_step(run_dir)
         self.train = [r for r in rows if r["kind"] == "train"]
         self.eval = [r for r in rows if r["kind"] == "eval"]
-        self.train_tokens = [r["step"] * per_step for r in self.train]
-        self.eval_tokens = [r["step"] * per_step for r in self.eval]
-        self.memory_fields = sorted({k for r in self.train for k in r if "memory" in k or "resident" in k})
+        start = next((r["time"] for r in rows if isinstance(r.get("time"), (int, float))), 0.0)
+
+        def x_of(row):
+            if x_axis == "step":
+                return row["step"]
+            if x_axis == "tokens":
+                return row["step"] * per_step
+            return row["time"] - start if isinstance(row.get("time"), (int, float)) else math.nan
+
+        self.train_x = [x_of(r) for r in self.train]
+        self.eval_x = [x_of(r) for r in self.eval]
+        self.restarts = restart_steps(run_dir, self.train)
+        # The x of each restart: its step's last row (the one the resumed session wrote).
+        x_by_step = {r["step"]: x for r, x in zip(self.train, self.train_x)}
+        self.restart_x = [x_by_step[s] for s in self.restarts]
+        self.has_memory = any(isinstance(r.get("peak_memory_bytes"), (int, float)) for r in self.train)
 
     def series(self, rows, name, scale=1.0):
         """Values of a field; a missing or null value (non-finite when written) is a gap."""
         return [r[name] * scale if isinstance(r.get(name), (int, float)) else math.nan for r in rows]
 
 
-def plot_loss(ax, run, color):
-    ax.plot(run.train_tokens, run.series(run.train, "loss"), color=color, label=f"{run.label} train")
-    if run.eval:
-        ax.plot(run.eval_tokens, run.series(run.eval, "val_loss"), color=color, linestyle="--", marker="o",
-                markersize=3, label=f"{run.label} validation")
+def ema(values, weight):
+    """TensorBoard's smoothing: an exponential moving average with the start's bias divided out;
+    gaps (nan) stay gaps and do not reset it."""
+    if weight <= 0:
+        return list(values)
+    out, average, seen = [], 0.0, 0
+    for v in values:
+        if math.isnan(v):
+            out.append(math.nan)
+            continue
+        average = weight * average + (1 - weight) * v
+        seen += 1
+        out.append(average / (1 - weight ** seen))
+    return out
 
 
-def train_panel(field, scale=1.0):
-    def plot(ax, run, color):
-        ax.plot(run.train_tokens, run.series(run.train, field, scale), color=color, label=run.label)
-    return plot
+class Panel:
+    """One plot: its title, y unit, what it draws per run, whether --log-y applies, whether its
+    y limits leave outliers out (noisy measurements, not the learning rate or memory)."""
+
+    def __init__(self, title, unit, draw, log_y=False, robust=False):
+        self.title, self.unit, self.draw, self.log_y, self.robust = title, unit, draw, log_y, robust
 
 
-def plot_memory(ax, run, color):
-    for field, style in zip(run.memory_fields, ["-", "--", ":", "-."] * 8):
-        ax.plot(run.train_tokens, run.series(run.train, field, 1 / 2**30), color=color, linestyle=style,
-                label=f"{run.label} {field}")
+def smoothed_line(ax, x, y, color, label, weight):
+    """The raw curve faint and the smoothed one over it, or the raw curve alone without smoothing."""
+    if weight > 0:
+        ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
+    ax.plot(x, ema(y, weight), color=color, label=label)
+    return y
+
+
+def loss_panel(weight):
+    def draw(ax, run, color):
+        values = smoothed_line(ax, run.train_x, run.series(run.train, "loss"), color, f"{run.label} train", weight)
+        if run.eval:
+            val = run.series(run.eval, "val_loss")
+            ax.plot(run.eval_x, val, color=color, linestyle="--", marker="o", markersize=4,
+                    markeredgecolor="black", markeredgewidth=0.6, zorder=5, label=f"{run.label} validation")
+            values = values + val
+        return values
+    return Panel("loss", "nats per token", draw, log_y=True, robust=True)
+
+
+def train_panel(title, unit, field, scale=1.0, weight=0.0, log_y=False):
+    """A field of the train rows; smoothed (weight > 0) panels are noisy, so their limits are robust."""
+    def draw(ax, run, color):
+        return smoothed_line(ax, run.train_x, run.series(run.train, field, scale), color, run.label, weight)
+    return Panel(title, unit, draw, log_y, robust=weight > 0)
+
+
+def robust_limits(values, log_y):
+    """Limits that hold the finite values (the positive ones on a log axis) but those more than
+    three interquartile ranges outside the middle half (Tukey's far-out fences), widened by a
+    margin; None when there is nothing to bound."""
+    finite = sorted(v for v in values if math.isfinite(v) and (v > 0 or not log_y))
+    if not finite:
+        return None
+    if log_y:
+        finite = [math.log10(v) for v in finite]
+
+    def percentile(q):
+        at = q * (len(finite) - 1)
+        low = math.floor(at)
+        high = min(low + 1, len(finite) - 1)
+        return finite[low] + (finite[high] - finite[low]) * (at - low)
+
+    q1, q3 = percentile(0.25), percentile(0.75)
+    kept = [v for v in finite if q1 - 3 * (q3 - q1) <= v <= q3 + 3 * (q3 - q1)]
+    low, high = kept[0], kept[-1]
+    margin = 0.08 * (high - low) if high > low else (0.05 * abs(high) or 0.5)
+    low, high = low - margin, high + margin
+    return (10 ** low, 10 ** high) if log_y else (low, high)
+
+
+def x_label(x_axis):
+    return {"step": "step", "tokens": "tokens seen", "time": "wall time since the run's first row"}[x_axis]
+
+
+def time_unit(runs):
+    """Seconds, minutes or hours, whichever reads best for the longest run."""
+    longest = max((x for run in runs for x in run.train_x if math.isfinite(x)), default=0.0)
+    if longest >= 2 * 3600:
+        return "h", 3600.0
+    if longest >= 120:
+        return "min", 60.0
+    return "s", 1.0
 
 
 def main():
     parser = argparse.ArgumentParser(
-        description="Plot ustrain runs (loss, learning rate, gradient norm, tokens/s, MFU, memory) into one PNG.")
+        description="Plot ustrain runs (loss, learning rate, gradient norm, tokens/s, MFU, peak memory) into one PNG.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory (runs/NAME)")
     parser.add_argument("--output", default="plot.png", metavar="FILE.png", help="image to write (default plot.png)")
+    parser.add_argument("--x", choices=["step", "tokens", "time"], default="tokens",
+                        help="x axis: optimizer step, tokens seen (default), or wall time since the run's first row")
+    parser.add_argument("--smooth", type=float, default=0.9, metavar="W",
+                        help="weight of the exponential moving average over loss, gradient norm, tokens/s and MFU, "
+                             "0 <= W < 1 (default 0.9; 0: raw curves only)")
+    parser.add_argument("--log-y", action="store_true",
+                        help="logarithmic y axis for loss, learning rate and gradient norm")
+    parser.add_argument("--full-y", action="store_true",
+                        help="y limits that hold every value (default: loss, gradient norm, tokens/s and MFU leave "
+                             "out values more than 3 interquartile ranges outside the middle half)")
     args = parser.parse_args()
+    if not 0 <= args.smooth < 1:
+        raise UserError(f"--smooth {args.smooth} is out of range; give a weight from 0 (no smoothing) up to, "
+                        "but not including, 1")
+    plt = import_pyplot()
 
     dirs = [os.path.normpath(d) for d in args.run_dirs]
     names = [os.path.basename(d) for d in dirs]
     # The directory name is the run name; runs of the same name from different places keep their path.
     labels = [d if names.count(n) > 1 else n for d, n in zip(dirs, names)]
-    runs = [Run(d, label) for d, label in zip(dirs, labels)]
+    runs = [Run(d, label, args.x) for d, label in zip(dirs, labels)]
     if not any(run.train for run in runs):
         raise UserError("no training steps in " + ", ".join(os.path.join(d, "metrics.jsonl") for d in dirs))
+    x_title = x_label(args.x)
+    if args.x == "time":
+        unit, seconds = time_unit(runs)
+        for run in runs:
+            run.train_x = [x / seconds for x in run.train_x]
+            run.eval_x = [x / seconds for x in run.eval_x]
+            run.restart_x = [x / seconds for x in run.restart_x]
+        x_title += f" ({unit})"
 
-    panels = [("loss", "nats per token", plot_loss),
-              ("learning rate", "", train_panel("lr")),
-              ("gradient norm", "before clipping", train_panel("grad_norm")),
-              ("tokens/s", "all ranks", train_panel("tokens_per_s")),
-              ("MFU", "%", train_panel("mfu", 100.0))]
-    if any(run.memory_fields for run in runs):
-        panels.append(("memory", "GiB", plot_memory))
+    w = args.smooth
+    panels = [loss_panel(w),
+              train_panel("learning rate", "", "lr", log_y=True),
+              train_panel("gradient norm", "before clipping", "grad_norm", weight=w, log_y=True),
+              train_panel("tokens/s", "all ranks", "tokens_per_s", weight=w),
+              train_panel("MFU", "%", "mfu", 100.0, weight=w)]
+    if any(run.has_memory for run in runs):
+        panels.append(train_panel("peak memory", "GiB (rank 0)", "peak_memory_bytes", 1 / 2**30))
+
+    for run in runs:
+        if run.restarts:
+            print(f"{run.label}: resumed at step " + ", ".join(str(s) for s in run.restarts))
 
     columns = 3
     rows = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, (title, unit, plot) in zip(axes.flat, panels):
+    for ax, panel in zip(axes.flat, panels):
+        log_y = args.log_y and panel.log_y
+        values = []
         for i, run in enumerate(runs):
-            if run.train:
-                plot(ax, run, colors[i % len(colors)])
-        ax.set_title(title)
-        ax.set_xlabel("tokens seen")
-        ax.set_ylabel(unit)
+            if not run.train:
+                continue
+            color = colors[i % len(colors)]
+            values += panel.draw(ax, run, color)
+            for n, x in enumerate(run.restart_x):
+                ax.axvline(x, color=color, linestyle=":", linewidth=1.2,
+                           label=f"{run.label} resumed" if n == 0 else None)
+        if log_y:
+            ax.set_yscale("log")
+        limits = robust_limits(values, log_y) if panel.robust and not args.full_y else None
+        if limits:
+            ax.set_ylim(*limits)
+        ax.set_title(panel.title)
+        ax.set_xlabel(x_title)
+        ax.set_ylabel(panel.unit)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(panels):]:
@@ -141,7 +315,7 @@ def main():
     except OSError as e:
         raise UserError(f"cannot write {args.output}: {e.strerror}")
     print(f"wrote {args.output}: {len(runs)} run(s) ({', '.join(labels)}); panels: "
-          + ", ".join(title for title, _, _ in panels))
+          + ", ".join(panel.title for panel in panels))
 
 
 if __name__ == "__main__":

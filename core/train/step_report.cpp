@@ -136,7 +136,8 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                    {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
                    {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
                    {"nonfinite_steps", double(run.bad_steps.total())},
-                   {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())}});
+                   {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
+                   {"peak_memory_bytes", double(peak_memory_bytes())}});
 }
 
 void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) const {
@@ -201,6 +202,12 @@ TrainSummary StepReport::finish() {
   spdlog::info("checkpoint: {}{}", summary_.checkpoint.empty() ? "none written" : summary_.checkpoint,
                metrics_ && !metrics_->files().empty() ? " | metrics: " + metrics_->files() : std::string());
   return summary_;
+}
+
+std::size_t StepReport::peak_memory_bytes() const {
+  if (!metrics_) return 0;  // only the leading rank writes metrics: no need to read /proc elsewhere
+  const std::size_t device = run_.backend.peak_device_bytes();
+  return device > 0 ? device : peak_resident_bytes();
 }
 
 void StepReport::record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers) {

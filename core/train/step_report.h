@@ -1,9 +1,10 @@
 // What a run reports as it trains: the lines that open it, each step's metrics record and log
-// line (loss, learning rate, gradient norm, throughput, MFU, phase times, communication), the
+// line (loss, learning rate, gradient norm, throughput, MFU, phase times, communication, peak memory), the
 // traffic of the first step, validation losses, the checkpoints saved, and the summary at the
 // end. Every rank measures; the leading rank alone logs and writes the metrics.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -63,6 +64,9 @@ class StepReport {
     double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0;
   };
   void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);
+  // The most memory held so far, as the end-of-run summary measures it: the backend's device
+  // bytes on a GPU, the process's peak resident set on the CPU (where the backend tracks none).
+  std::size_t peak_memory_bytes() const;
 
   const Recipe& recipe_;
   ProcessLayout& layout_;

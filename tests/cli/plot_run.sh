@@ -1,8 +1,27 @@
-# scripts/plot-run.py: one PNG from two tiny runs overlaid, a memory panel when the metrics
-# have memory, a torn last line skipped, and one clear message for what is not a run.
+# scripts/plot-run.py: one PNG from two tiny runs overlaid, the peak-memory panel when the
+# metrics have it, a torn last line skipped, the x axes, log scale, smoothing and percentile
+# limits, the mark where a run resumed, and one clear message for what is not a run and for a
+# missing matplotlib.
 source "$(dirname "$0")/lib/common.bash"
 
 plot() { "$PYTHON" "$SOURCE_DIR/scripts/plot-run.py" "$@"; }
+
+# Without matplotlib: one line saying how to install it, exit 2. A package named matplotlib
+# that fails to import stands in for a missing one, so this runs whether it is installed or not.
+mkdir -p no-mpl/matplotlib
+echo 'raise ImportError("No module named matplotlib")' >no-mpl/matplotlib/__init__.py
+mkdir -p fake/r && echo '{"kind":"train","step":1,"loss":1}' >fake/r/metrics.jsonl
+expect_exit 2 "plot without matplotlib" -- \
+  env PYTHONPATH="$PWD/no-mpl" "$PYTHON" "$SOURCE_DIR/scripts/plot-run.py" fake/r
+expect_output "^plot-run: matplotlib is not installed for /usr/bin/python3; install it with \
+'apt-get install python3-matplotlib'" "one line says how to install matplotlib"
+[[ $(wc -l <"$WORK/out.txt") -eq 1 ]] && pass "and nothing else (no traceback)" \
+  || fail "more than one line: $(cat "$WORK/out.txt")"
+if ! "$PYTHON" -c "import matplotlib" 2>/dev/null; then
+  echo "note: matplotlib is not installed for $PYTHON; the plots themselves are not tested"
+  finish
+  exit $?
+fi
 # is_png FILE WIDTH HEIGHT: FILE has the PNG signature and the given size in its IHDR chunk.
 is_png() {
   [[ $(od -An -tx1 -N8 "$1" | tr -d ' \n') == 89504e470d0a1a0a ]] &&
@@ -16,19 +35,63 @@ expect_exit 0 "train run a" -- "$USTRAIN" train tiny.toml --set run.name=a --set
 expect_exit 0 "train run b" -- "$USTRAIN" train tiny.toml --set run.name=b --set train.steps=12 --set optim.lr=1e-3
 
 expect_exit 0 "plot two runs" -- plot runs/a runs/b --output two.png
-expect_output "wrote two.png: 2 run\(s\) \(a, b\); panels: loss, learning rate, gradient norm, tokens/s, MFU$" \
-  "it names the runs and the five panels (no memory in these metrics)"
+expect_output "wrote two.png: 2 run\(s\) \(a, b\); panels: loss, learning rate, gradient norm, tokens/s, MFU, peak memory$" \
+  "it names the runs and the six panels (the trainer writes peak_memory_bytes)"
 is_png two.png 1800 800 && pass "two.png is a 1800 x 800 PNG" || fail "two.png is not the expected PNG"
 
-# A field about memory adds a panel; a last line cut mid-write is skipped with a note.
+# Metrics without peak memory (an older run) have no memory panel; a last line cut mid-write
+# is skipped with a note.
 mkdir -p more && cp -r runs/a more/a
-sed -i 's/"kind":"train",/&"peak_memory_bytes":1073741824,/' more/a/metrics.jsonl
+sed -i 's/,"peak_memory_bytes":[0-9]*//' more/a/metrics.jsonl
 printf '{"kind":"train","step":13,"lo' >>more/a/metrics.jsonl
-(cd more && expect_exit 0 "plot a run with memory and a torn last line" -- plot a)
+(cd more && expect_exit 0 "plot a run without memory and with a torn last line" -- plot a)
 expect_output "skipped the torn last line 16 of a/metrics.jsonl" "the torn line is reported"
-expect_output "wrote plot.png: 1 run\(s\) \(a\); panels: loss, learning rate, gradient norm, tokens/s, MFU, memory$" \
-  "--output defaults to plot.png; memory gets a panel"
+expect_output "wrote plot.png: 1 run\(s\) \(a\); panels: loss, learning rate, gradient norm, tokens/s, MFU$" \
+  "--output defaults to plot.png; no memory, no memory panel"
 is_png more/plot.png 1800 800 && pass "plot.png written" || fail "plot.png is not the expected PNG"
+
+# Every x axis, log scale, no smoothing and full limits draw; a bad option is refused.
+for x in step tokens time; do
+  expect_exit 0 "--x $x --log-y" -- plot runs/a runs/b --x $x --log-y --output x-$x.png
+  is_png x-$x.png 1800 800 && pass "x-$x.png written" || fail "x-$x.png is not the expected PNG"
+done
+expect_exit 0 "--smooth 0 --full-y" -- plot runs/a --smooth 0 --full-y --output raw.png
+expect_exit 2 "--smooth 1 is refused" -- plot runs/a --smooth 1
+expect_output "^plot-run: --smooth 1.0 is out of range" "the message names the option"
+expect_exit 2 "--x epoch is refused" -- plot runs/a --x epoch
+expect_output "invalid choice: 'epoch'" "argparse names the choices"
+
+# Robust limits: a loss spike of 1000 at step 1 does not set the loss axis, --full-y shows it.
+# The y limits are read back from the figure matplotlib drew.
+mkdir -p spike && cp -r runs/b spike/b
+sed -i '0,/"loss":[-0-9.e]*/s//"loss":1000/' spike/b/metrics.jsonl
+ylimit() {  # ylimit RUN [OPTIONS]: the loss panel's upper y limit
+  "$PYTHON" - "$SOURCE_DIR/scripts/plot-run.py" "$@" <<'PY'
+import runpy, sys
+import matplotlib.pyplot as plt
+script, *args = sys.argv[1:]
+sys.argv = [script, *args, "--output", "ylimit.png"]
+saved = plt.Figure.savefig
+plt.Figure.savefig = lambda fig, *a, **k: print("loss ymax", fig.axes[0].get_ylim()[1]) or saved(fig, *a, **k)
+runpy.run_path(script, run_name="__main__")
+PY
+}
+robust=$(ylimit spike/b | sed -n 's/^loss ymax //p')
+full=$(ylimit spike/b --full-y | sed -n 's/^loss ymax //p')
+awk -v r="$robust" 'BEGIN { exit !(r > 0 && r < 100) }' && pass "the spike is left out of the loss axis (top $robust)" \
+  || fail "loss axis top $robust with a spike of 1000"
+awk -v f="$full" 'BEGIN { exit !(f >= 1000) }' && pass "--full-y keeps it (top $full)" \
+  || fail "--full-y loss axis top $full"
+
+# A resumed run is marked where the resumed session began: after the checkpoint it took up.
+expect_exit 0 "resume run a for 4 more steps" -- "$USTRAIN" train tiny.toml --set run.name=a --set train.steps=16 \
+  --set train.eval_interval=4 --resume auto
+expect_exit 0 "plot the resumed run" -- plot runs/a --output resumed.png
+expect_output "^a: resumed at step 13$" "the restart is found at step 13 (the checkpoint of step 12, from run.json)"
+cp -r runs/a moved-a && rm moved-a/run.json
+printf '%s\n' "$(sed -n '/"kind":"train","step":3,/p' moved-a/metrics.jsonl)" >>moved-a/metrics.jsonl
+expect_exit 0 "plot a run whose steps go back, without run.json" -- plot moved-a --output back.png
+expect_output "^moved-a: resumed at step 3$" "a step that goes back is marked too"
 expect_exit 0 "runs of one name from two places" -- plot runs/a more/a --output same.png
 expect_output "\(runs/a, more/a\)" "they keep their paths in the legend"
 

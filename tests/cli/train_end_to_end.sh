@@ -13,6 +13,22 @@ expect_output "memory plan" "train prints the memory plan"
 expect_output "peak resident" "train reports peak resident memory"
 [[ -f runs/tiny/checkpoints/latest/manifest.json && -f runs/tiny/recipe.toml && -f runs/tiny/metrics.jsonl ]] \
   && pass "run directory holds a checkpoint, recipe and metrics" || fail "run directory incomplete"
+# Every step records the peak memory so far (on the CPU the peak resident set): positive, never
+# falling, and at most the peak the closing summary reports.
+summary_peak=$(sed -n 's/.*peak resident \([0-9.]*\) \([MG]\)iB.*/\1 \2/p' out.txt)
+peaks=$("$PYTHON" - runs/tiny/metrics.jsonl "$summary_peak" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if '"kind":"train"' in line]
+peaks = [r.get("peak_memory_bytes") for r in rows]
+value, unit = sys.argv[2].split()
+summary = float(value) * {"M": 2**20, "G": 2**30}[unit]
+ok = (len(peaks) == 30 and all(isinstance(p, int) and p > 0 for p in peaks)
+      and peaks == sorted(peaks) and peaks[-1] <= summary * 1.001)
+print("ok" if ok else f"peaks {peaks[:3]}...{peaks[-1:]}, summary {summary:.0f} B")
+PY
+)
+[[ $peaks == ok ]] && pass "peak_memory_bytes in every train row, rising to the summary's peak" \
+  || fail "peak_memory_bytes: $peaks"
 
 mapfile -t l < <(losses runs/tiny/metrics.jsonl)
 if (( ${#l[@]} == 30 )) && awk -v a="${l[0]}" -v b="${l[29]}" 'BEGIN { exit !(b < a - 1.0) }'; then
