@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "data/crc32.h"
 #include "data/dataset_builder.h"
 #include "data/dataset_documents.h"
@@ -134,16 +135,27 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
   return plan;
 }
 
+// Token files are read in place (seeks, memory maps), so they cannot be read compressed.
+void refuse_compressed_ids(const ConvertOptions& o, const std::vector<InputFile>& files) {
+  for (const InputFile& file : files)
+    if (without_compression_suffix(file.path) != file.path)
+      throw UserError(fmt::format("input {} is compressed, but --format {} reads token files only uncompressed (text "
+                                  "and JSONL are read compressed): decompress it first",
+                                  file.path, o.format));
+}
+
 NameFilter name_filter(const ConvertOptions& o) { return {o.include, o.exclude}; }
 
-// Files of the inputs; from directories only those with `extension` (empty: all). Entries that
-// are no regular file go to `skipped`.
+// Files of the inputs; from directories only those with `extension` (empty: all; for text
+// formats also compressed, e.g. .jsonl.gz). Entries that are no regular file go to `skipped`.
 std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension,
                                    std::vector<SkippedEntry>& skipped) {
   std::vector<InputFile> files;
   for (const std::string& input : o.inputs) {
     for (InputFile& file : list_input_files({input}, name_filter(o), &skipped))
-      if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
+      if (extension.empty() || !fs::is_directory(input) ||
+          (is_text_format(o.format) ? without_compression_suffix(file.path) : file.path).ends_with(extension))
+        files.push_back(std::move(file));
   }
   return files;
 }
@@ -201,6 +213,8 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "", not_files);
     if (o.format == "text") files = keep_text_files(files, skipped);
+    // A name that promises compression must hold it: told now, before anything is written.
+    for (const InputFile& file : files) compression_of(file.path);
   } else if (o.format == "megatron") {
     plan = plan_for_ids(o);
     prefixes = megatron_prefixes(o.inputs, name_filter(o));
@@ -208,6 +222,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   } else if (is_id_format(o.format)) {
     plan = plan_for_ids(o);
     files = list_inputs(o, o.format == "llmc" ? ".bin" : ".npy", not_files);
+    refuse_compressed_ids(o, files);
   } else {
     for (const std::string& dir : o.inputs) datasets.push_back(TokenDataset::open(dir));
     for (const TokenDataset& dataset : datasets)

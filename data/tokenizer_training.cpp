@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "data/document_splitter.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
@@ -134,9 +135,12 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   std::vector<InputFile> files = list_input_files(o.inputs, filter, &not_files);
   SkippedFiles skipped;
   if (format == "text") files = keep_text_files(files, skipped);
-  // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files.
+  // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files
+  // (compressed or not).
   if (format == "jsonl")
-    std::erase_if(files, [](const InputFile& file) { return file.in_directory && !file.path.ends_with(".jsonl"); });
+    std::erase_if(files, [](const InputFile& file) {
+      return file.in_directory && !without_compression_suffix(file.path).ends_with(".jsonl");
+    });
   if (files.empty())
     throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}{}", fmt::join(o.inputs, ", "),
                                 filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : "",
