@@ -13,6 +13,7 @@
 #include "data/dataset_builder.h"
 #include "data/dataset_documents.h"
 #include "data/document_splitter.h"
+#include "data/duplicate_inputs.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
 #include "data/input_format.h"
@@ -230,6 +231,8 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
         for (const ShardInfo& shard : dataset.shards(split)) total_bytes += static_cast<std::int64_t>(shard.bytes);
     plan = plan_for_datasets(o, datasets);
   }
+  std::vector<DuplicateInput> duplicates;
+  files = drop_duplicate_inputs(files, duplicates);
   for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
   const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
   if (input_count == 0)
@@ -238,6 +241,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
                                 not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
   if (!not_files.empty()) say(describe_skipped(not_files));
+  if (!duplicates.empty()) say(describe_duplicates(duplicates));
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",
