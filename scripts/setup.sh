@@ -16,7 +16,7 @@ packages=(cmake ninja-build g++ pkg-config
           libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libsentencepiece-dev
           nlohmann-json3-dev zlib1g-dev libzstd-dev libprotobuf-dev protobuf-compiler python3-protobuf python3-crcmod python3-matplotlib
           python3-sentencepiece
-          fortunes fortunes-min slurm-wlm munge)
+          gzip zstd fortunes fortunes-min slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
