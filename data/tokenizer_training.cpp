@@ -14,6 +14,7 @@
 
 #include "data/compressed_input.h"
 #include "data/document_splitter.h"
+#include "data/duplicate_inputs.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
 #include "data/input_format.h"
@@ -147,6 +148,9 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
                                 not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
   if (!not_files.empty()) say(describe_skipped(not_files));
+  std::vector<DuplicateInput> duplicates;  // links and copies would weigh their lines twice
+  files = drop_duplicate_inputs(files, duplicates);
+  if (!duplicates.empty()) say(describe_duplicates(duplicates));
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
   if (format == "text") read_text_files(files, o.split, sample);
   else read_jsonl_files(files, o.text_field, sample);
