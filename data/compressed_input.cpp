@@ -40,13 +40,12 @@ Compression decide(const std::string& path, const unsigned char* head, std::size
   const Compression by_name = name.ends_with(".gz")    ? Compression::gzip
                               : name.ends_with(".zst") ? Compression::zstd
                                                        : Compression::none;
-  if (by_name != Compression::none && by_bytes != by_name)
-    throw UserError(fmt::format("input file {} is named as {} data but does not start with the {} magic bytes ({}): "
-                                "rename it to what it holds, or recompress it",
-                                path, compression_name(by_name), compression_name(by_name),
-                                by_bytes == Compression::none ? "it is not compressed, or is damaged"
-                                                              : fmt::format("it holds {} data", compression_name(by_bytes))));
-  return by_bytes;
+  if (by_name == Compression::none || by_bytes == by_name) return by_bytes;
+  const std::string held = by_bytes == Compression::none ? "it is not compressed, or is damaged"
+                                                         : fmt::format("it holds {} data", compression_name(by_bytes));
+  throw UserError(fmt::format("input file {} is named as {} data but does not start with the {} magic bytes ({}): "
+                              "rename it to what it holds, or recompress it",
+                              path, compression_name(by_name), compression_name(by_name), held));
 }
 
 [[noreturn]] void fail_corrupt(const std::string& path, Compression compression, const std::string& why) {

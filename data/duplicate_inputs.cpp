@@ -60,7 +60,8 @@ bool same_bytes(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files, std::vector<DuplicateInput>& dropped) {
+std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files,
+                                             std::vector<DuplicateInput>& dropped) {
   std::vector<InputFile> kept;
   std::map<FileId, std::string> seen;  // the file -> the path it was kept under
   for (const InputFile& file : files) {

@@ -20,7 +20,8 @@ struct DuplicateInput {
 // `files` without the repeats, in their order; the first of each kept. The same file is told
 // by device and inode (following links); the same content by size, then CRC-32 (data/crc32.h)
 // of files of equal size, then their bytes compared. Empty files are never repeats.
-std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files, std::vector<DuplicateInput>& dropped);
+std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files,
+                                             std::vector<DuplicateInput>& dropped);
 
 // "note: read once 2 files reached twice: a/x.u8 (a symbolic link to a/x), ...", naming at
 // most `shown`; empty when none was dropped.

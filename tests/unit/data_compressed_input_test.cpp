@@ -55,7 +55,8 @@ std::string corpus_text() {
 std::string corpus_jsonl() {
   std::string jsonl;
   for (int d = 0; jsonl.size() < (3u << 19); ++d)
-    jsonl += "{\"text\": \"document " + std::to_string(d) + std::string(static_cast<std::size_t>(d % 40), 'x') + "\"}\n";
+    jsonl += "{\"text\": \"document " + std::to_string(d) + std::string(static_cast<std::size_t>(d % 40), 'x') +
+             "\"}\n";
   return jsonl;
 }
 
@@ -103,12 +104,13 @@ TEST(DataCompressedInput, GzipAndZstdGiveTheDatasetOfTheUncompressedFile) {
     const std::size_t half = content.size() / 2;
     test::write_file(scratch / (name + ".gz"), gzip_member(content));
     // Several members (`cat a.gz b.gz`) and several frames are one stream.
-    test::write_file(scratch / ("two-" + name + ".gz"), gzip_member(content.substr(0, half)) + gzip_member(content.substr(half)));
+    test::write_file(scratch / ("two-" + name + ".gz"),
+                     gzip_member(content.substr(0, half)) + gzip_member(content.substr(half)));
     test::write_file(scratch / (name + ".zst"), zstd_frame(content.substr(0, half)) + zstd_frame(content.substr(half)));
     const Converted plain = convert(scratch / name, scratch / ("out-" + name));
     EXPECT_GT(plain.report.documents, 1000);
     EXPECT_GT(plain.val.size(), 0u);
-    for (const std::string compressed : {name + ".gz", "two-" + name + ".gz", name + ".zst"}) {
+    for (const std::string& compressed : {name + ".gz", "two-" + name + ".gz", name + ".zst"}) {
       const Converted other = convert(scratch / compressed, scratch / ("out-" + compressed));
       expect_same_dataset(plain, other, compressed);
       // Progress and the throughput count the bytes as stored: the compressed ones.
@@ -123,8 +125,8 @@ TEST(DataCompressedInput, ReadsCompressedFilesFromADirectory) {
   test::write_file(scratch / "plain/a.jsonl", jsonl);
   test::write_file(scratch / "packed/a.jsonl.zst", zstd_frame(jsonl));
   test::write_file(scratch / "packed/README", "not read: a directory read as JSONL gives its .jsonl files");
-  expect_same_dataset(convert(scratch / "plain", scratch / "out-plain"), convert(scratch / "packed", scratch / "out-packed"),
-                      "a directory of .jsonl.zst");
+  expect_same_dataset(convert(scratch / "plain", scratch / "out-plain"),
+                      convert(scratch / "packed", scratch / "out-packed"), "a directory of .jsonl.zst");
 }
 
 TEST(DataCompressedInput, CompressedBytesUnderAnotherNameAreReadDecompressed) {
@@ -143,8 +145,8 @@ TEST(DataCompressedInput, ANameThatPromisesCompressionMustHoldIt) {
   test::ScratchDir scratch;
   test::write_file(scratch / "plain.txt.gz", corpus_text());
   test::write_file(scratch / "swapped.txt.zst", gzip_member(corpus_text()));
-  for (const std::string name : {"plain.txt.gz", "swapped.txt.zst"}) {
-    for (const std::string format : {"", "text"}) {
+  for (const char* name : {"plain.txt.gz", "swapped.txt.zst"}) {
+    for (const char* format : {"", "text"}) {
       ConvertOptions options = detected(scratch / name, scratch / "out");
       options.format = format;
       test::expect_user_error([&] { convert_dataset(options); }, {scratch / name, "does not start with the"});

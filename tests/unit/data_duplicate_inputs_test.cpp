@@ -81,7 +81,8 @@ TEST(DataDuplicateInputs, AConversionReadsEachDocumentOnceAndSaysWhichFilesItSki
                                scratch / "fortunes/art.u8" + " (a symbolic link to " + scratch / "fortunes/art" +
                                "), " + scratch / "fortunes/off/art" + " (the same content as " +
                                scratch / "fortunes/art" + ")";
-  EXPECT_NE(std::find(messages.begin(), messages.end(), expected), messages.end()) << fmt::format("{}", fmt::join(messages, "\n"));
+  EXPECT_NE(std::find(messages.begin(), messages.end(), expected), messages.end())
+      << fmt::format("{}", fmt::join(messages, "\n"));
 }
 
 }  // namespace
