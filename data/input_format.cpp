@@ -28,6 +28,7 @@ namespace {
 struct Verdict {
   std::string format;
   std::string reason;
+  bool format_helps = true;  // whether naming the format with --format could read the input
 };
 
 constexpr char kMegatronMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
@@ -93,9 +94,11 @@ Verdict detect_compressed(const fs::path& path, Compression compression) {
   const std::string shown = path.string();
   const fs::path named = without_compression_suffix(shown);
   if (is_one_of(extension_of(named), {".npy", ".bin", ".idx"}))
-    return {"", fmt::format("{} is {}-compressed token data, which ustrain does not read compressed (only text and "
-                            "JSONL); decompress it first",
-                            shown, compression_name(compression))};
+    return {"",
+            fmt::format("{} is {}-compressed token data, which ustrain does not read compressed (only text and "
+                        "JSONL); decompress it first",
+                        shown, compression_name(compression)),
+            false};
   return {};
 }
 
@@ -135,6 +138,13 @@ Verdict detect_file(const fs::path& path) {
                             shown, prefix.string())};
   if (extension == ".idx") return {"", fmt::format("{} does not start with the Megatron index magic MMIDIDX", shown)};
   const TextVerdict text = check_text_file(shown);
+  if (compression != Compression::none && text != TextVerdict::text)
+    return {"",
+            fmt::format("{} is {}-compressed, and what it holds is not text ({}): ustrain reads text and JSONL "
+                        "compressed, not archives or token files; unpack it and convert what is inside",
+                        shown, compression_name(compression),
+                        text == TextVerdict::nul_byte ? "a NUL byte" : "not valid UTF-8"),
+            false};
   if (text == TextVerdict::nul_byte)
     return {"", fmt::format("{} has no extension ustrain knows and is not text (a NUL byte in its first {} KiB)", shown,
                             kTextCheckBytes / 1024)};
@@ -215,7 +225,8 @@ DetectedFormat detect_input_format(const std::vector<std::string>& inputs, const
     if (fs::is_regular_file(input) && !filter.accepts(input)) continue;
     Verdict verdict = detect_input(input, filter);
     if (verdict.format.empty())
-      throw UserError(fmt::format("cannot tell the format of {}: {}; pass --format to name it", input, verdict.reason));
+      throw UserError(fmt::format("cannot tell the format of {}: {}{}", input, verdict.reason,
+                                  verdict.format_helps ? "; pass --format to name it" : ""));
     verdicts.emplace_back(input, std::move(verdict));
   }
   if (verdicts.empty())

@@ -60,6 +60,10 @@ for input in bad.txt.gz bad.txt.zst; do
   expect_output "$input holds corrupt (gzip|zstd) data" "names the file and says corrupt"
   no_leftovers "out-$input" "damaged $input"
 done
+tar czf corpus.tar.gz corpus/a.txt
+expect_exit 2 "a compressed archive" -- "$USTRAIN" data convert -i corpus.tar.gz -o archive
+expect_output "corpus.tar.gz is gzip-compressed, and what it holds is not text .*unpack it" "says to unpack it"
+if grep -q -- "--format" "$WORK/out.txt"; then fail "suggests --format, which cannot read an archive"; else pass "does not suggest --format"; fi
 expect_exit 2 "token files are not read compressed" -- "$USTRAIN" data convert -f npy --tokenizer byte -i docs.jsonl.gz -o npygz
 expect_output "reads token files only uncompressed" "says why"
 
