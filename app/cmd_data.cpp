@@ -31,7 +31,10 @@ void add_data_convert_command(CLI::App& data) {
   CLI::App* convert = data.add_subcommand(
       "convert", "Convert text, JSONL, Megatron, llm.c or NumPy token files, or datasets, into HDF5 shards with a "
                  "train/val split");
-  convert->add_option("--input,-i", o->inputs, "Files or directories (read recursively, in sorted order)")->required();
+  convert->add_option("--input,-i", o->inputs,
+                      "Files or directories (read recursively, in sorted order); text and JSONL may be .gz or "
+                      ".zst; a file reached twice (a link, a copy) is read once")
+      ->required();
   convert->add_option("--output,-o", o->output_dir, "Dataset directory to create (must not exist or be empty)")
       ->required();
   convert->add_option("--format,-f", o->format,

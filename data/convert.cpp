@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "data/crc32.h"
 #include "data/dataset_builder.h"
 #include "data/dataset_documents.h"
 #include "data/document_splitter.h"
+#include "data/duplicate_inputs.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
 #include "data/input_format.h"
@@ -134,16 +136,27 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
   return plan;
 }
 
+// Token files are read in place (seeks, memory maps), so they cannot be read compressed.
+void refuse_compressed_ids(const ConvertOptions& o, const std::vector<InputFile>& files) {
+  for (const InputFile& file : files)
+    if (without_compression_suffix(file.path) != file.path)
+      throw UserError(fmt::format("input {} is compressed, but --format {} reads token files only uncompressed (text "
+                                  "and JSONL are read compressed): decompress it first",
+                                  file.path, o.format));
+}
+
 NameFilter name_filter(const ConvertOptions& o) { return {o.include, o.exclude}; }
 
-// Files of the inputs; from directories only those with `extension` (empty: all). Entries that
-// are no regular file go to `skipped`.
+// Files of the inputs; from directories only those with `extension` (empty: all; for text
+// formats also compressed, e.g. .jsonl.gz). Entries that are no regular file go to `skipped`.
 std::vector<InputFile> list_inputs(const ConvertOptions& o, const std::string& extension,
                                    std::vector<SkippedEntry>& skipped) {
   std::vector<InputFile> files;
   for (const std::string& input : o.inputs) {
     for (InputFile& file : list_input_files({input}, name_filter(o), &skipped))
-      if (extension.empty() || !fs::is_directory(input) || file.path.ends_with(extension)) files.push_back(std::move(file));
+      if (extension.empty() || !fs::is_directory(input) ||
+          (is_text_format(o.format) ? without_compression_suffix(file.path) : file.path).ends_with(extension))
+        files.push_back(std::move(file));
   }
   return files;
 }
@@ -201,6 +214,8 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "", not_files);
     if (o.format == "text") files = keep_text_files(files, skipped);
+    // A name that promises compression must hold it: told now, before anything is written.
+    for (const InputFile& file : files) compression_of(file.path);
   } else if (o.format == "megatron") {
     plan = plan_for_ids(o);
     prefixes = megatron_prefixes(o.inputs, name_filter(o));
@@ -208,6 +223,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   } else if (is_id_format(o.format)) {
     plan = plan_for_ids(o);
     files = list_inputs(o, o.format == "llmc" ? ".bin" : ".npy", not_files);
+    refuse_compressed_ids(o, files);
   } else {
     for (const std::string& dir : o.inputs) datasets.push_back(TokenDataset::open(dir));
     for (const TokenDataset& dataset : datasets)
@@ -215,6 +231,8 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
         for (const ShardInfo& shard : dataset.shards(split)) total_bytes += static_cast<std::int64_t>(shard.bytes);
     plan = plan_for_datasets(o, datasets);
   }
+  std::vector<DuplicateInput> duplicates;
+  files = drop_duplicate_inputs(files, duplicates);
   for (const InputFile& file : files) total_bytes += static_cast<std::int64_t>(file.bytes);
   const std::size_t input_count = files.size() + prefixes.size() + datasets.size();
   if (input_count == 0)
@@ -223,6 +241,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
                                 not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
   if (!not_files.empty()) say(describe_skipped(not_files));
+  if (!duplicates.empty()) say(describe_duplicates(duplicates));
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "data/compressed_input.h"
 #include "data/manifest.h"
 #include "data/path_status.h"
 #include "data/text_check.h"
@@ -27,6 +28,7 @@ namespace {
 struct Verdict {
   std::string format;
   std::string reason;
+  bool format_helps = true;  // whether naming the format with --format could read the input
 };
 
 constexpr char kMegatronMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
@@ -75,7 +77,7 @@ bool is_megatron_pair(const fs::path& prefix) {
 
 // Text whose first non-blank line is a whole JSON object.
 bool first_line_is_json_object(const std::string& path) {
-  const std::string block = head_of(path, kTextCheckBytes);
+  const std::string block = read_content_head(path, kTextCheckBytes);
   const std::size_t start = block.find_first_not_of(" \t\r\n");
   if (start == std::string::npos || block[start] != '{') return false;
   const std::size_t end = block.find('\n', start);
@@ -87,45 +89,77 @@ bool first_line_is_json_object(const std::string& path) {
   }
 }
 
+// Token files are read in place (memory maps, seeks), so only text formats are read compressed.
+Verdict detect_compressed(const fs::path& path, Compression compression) {
+  const std::string shown = path.string();
+  const fs::path named = without_compression_suffix(shown);
+  if (is_one_of(extension_of(named), {".npy", ".bin", ".idx"}))
+    return {"",
+            fmt::format("{} is {}-compressed token data, which ustrain does not read compressed (only text and "
+                        "JSONL); decompress it first",
+                        shown, compression_name(compression)),
+            false};
+  return {};
+}
+
 Verdict detect_file(const fs::path& path) {
   const std::string shown = path.string();
-  const std::string extension = extension_of(path);
   const fs::path prefix = fs::path(path).replace_extension();
-  if (is_one_of(extension, {".idx", ".bin"}) && is_megatron_pair(prefix))
+  if (is_one_of(extension_of(path), {".idx", ".bin"}) && is_megatron_pair(prefix))  // raw tokens may start like gzip
     return {"megatron", fmt::format("{}.idx and {}.bin form a Megatron indexed dataset", prefix.string(),
                                     prefix.string())};
-  const std::string head = head_of(path, kMagicBytes);
-  if (starts_with(head, kMegatronMagic, sizeof kMegatronMagic))
-    return {"megatron", fmt::format("{} starts with the Megatron index magic MMIDIDX", shown)};
-  if (starts_with(head, kNpyMagic, sizeof kNpyMagic))
-    return {"npy", fmt::format("{} starts with the NumPy magic \\x93NUMPY", shown)};
-  if (const auto magic = llmc_magic(head))
-    return {"llmc", fmt::format("{} starts with the llm.c shard magic {}", shown, *magic)};
+  const Compression compression = compression_of(shown);
+  // The format inside is told by the name without .gz / .zst, or by the content once decompressed.
+  const fs::path named = without_compression_suffix(shown);
+  const std::string extension = extension_of(named);
+  const std::string compressed =
+      compression == Compression::none ? ""
+      : named == path ? fmt::format(", and it is {}-compressed (by its first bytes)", compression_name(compression))
+                      : fmt::format(", {}-compressed", compression_name(compression));
+  if (compression != Compression::none) {
+    if (Verdict refused = detect_compressed(path, compression); !refused.reason.empty()) return refused;
+  } else {
+    const std::string head = head_of(path, kMagicBytes);
+    if (starts_with(head, kMegatronMagic, sizeof kMegatronMagic))
+      return {"megatron", fmt::format("{} starts with the Megatron index magic MMIDIDX", shown)};
+    if (starts_with(head, kNpyMagic, sizeof kNpyMagic))
+      return {"npy", fmt::format("{} starts with the NumPy magic \\x93NUMPY", shown)};
+    if (const auto magic = llmc_magic(head))
+      return {"llmc", fmt::format("{} starts with the llm.c shard magic {}", shown, *magic)};
+  }
   if (is_one_of(extension, {".jsonl", ".json", ".ndjson"}))
-    return {"jsonl", fmt::format("{} ends in {}", shown, extension)};
+    return {"jsonl", fmt::format("{} ends in {}{}", named.string(), extension, compressed)};
   if (extension == ".npy") return {"npy", fmt::format("{} ends in .npy", shown)};
   if (is_one_of(extension, {".txt", ".text", ".md", ".markdown", ".rst", ".tex", ".org", ".adoc"}))
-    return {"text", fmt::format("{} ends in {}", shown, extension)};
+    return {"text", fmt::format("{} ends in {}{}", named.string(), extension, compressed)};
   if (extension == ".bin")
     return {"", fmt::format("{} is neither an llm.c shard (its header lacks the magic 20240520 or 20240801) nor "
                             "the .bin of a Megatron dataset (no {}.idx beside it)",
                             shown, prefix.string())};
   if (extension == ".idx") return {"", fmt::format("{} does not start with the Megatron index magic MMIDIDX", shown)};
   const TextVerdict text = check_text_file(shown);
+  if (compression != Compression::none && text != TextVerdict::text)
+    return {"",
+            fmt::format("{} is {}-compressed, and what it holds is not text ({}): ustrain reads text and JSONL "
+                        "compressed, not archives or token files; unpack it and convert what is inside",
+                        shown, compression_name(compression),
+                        text == TextVerdict::nul_byte ? "a NUL byte" : "not valid UTF-8"),
+            false};
   if (text == TextVerdict::nul_byte)
     return {"", fmt::format("{} has no extension ustrain knows and is not text (a NUL byte in its first {} KiB)", shown,
                             kTextCheckBytes / 1024)};
   if (text == TextVerdict::invalid_utf8)
     return {"", fmt::format("{} has no extension ustrain knows and is not UTF-8 text", shown)};
-  if (first_line_is_json_object(shown)) return {"jsonl", fmt::format("the first line of {} is a JSON object", shown)};
-  return {"text", fmt::format("{} has no extension ustrain knows and is UTF-8 text", shown)};
+  if (first_line_is_json_object(shown))
+    return {"jsonl", fmt::format("the first line of {} is a JSON object{}", shown, compressed)};
+  return {"text", fmt::format("{} has no extension ustrain knows and is UTF-8 text{}", shown, compressed)};
 }
 
 // The format a file lends the directory it is in: only the files the format readers take
 // from directories count; everything else is "" (read as text when nothing else is there).
 std::string format_in_directory(const fs::path& path) {
   const std::string extension = extension_of(path);
-  if (extension == ".jsonl") return "jsonl";
+  if (extension_of(without_compression_suffix(path.string())) == ".jsonl") return "jsonl";  // also .jsonl.gz, .zst
   if (extension == ".npy") return "npy";
   if (extension == ".idx")
     return starts_with(head_of(path, kMagicBytes), kMegatronMagic, sizeof kMegatronMagic) ? "megatron" : "";
@@ -191,7 +225,8 @@ DetectedFormat detect_input_format(const std::vector<std::string>& inputs, const
     if (fs::is_regular_file(input) && !filter.accepts(input)) continue;
     Verdict verdict = detect_input(input, filter);
     if (verdict.format.empty())
-      throw UserError(fmt::format("cannot tell the format of {}: {}; pass --format to name it", input, verdict.reason));
+      throw UserError(fmt::format("cannot tell the format of {}: {}{}", input, verdict.reason,
+                                  verdict.format_helps ? "; pass --format to name it" : ""));
     verdicts.emplace_back(input, std::move(verdict));
   }
   if (verdicts.empty())

@@ -1,13 +1,11 @@
 #include "data/text_check.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -58,14 +56,18 @@ TextVerdict check_text(std::string_view block, bool whole) {
 }
 
 TextVerdict check_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read input file {}: {}", path, std::strerror(errno)));
-  std::string block(kTextCheckBytes + 1, '\0');  // one byte more tells whether the file goes on
-  in.read(block.data(), static_cast<std::streamsize>(block.size()));
-  if (in.bad()) throw UserError(fmt::format("error while reading input file {}", path));
-  const auto got = static_cast<std::size_t>(in.gcount());
-  const bool whole = got <= kTextCheckBytes;
-  block.resize(std::min(got, kTextCheckBytes));
+  std::string block;
+  try {
+    block = read_content_head(path, kTextCheckBytes + 1);  // one byte more tells whether the file goes on
+  } catch (const UserError&) {
+    // Bytes that start like gzip or zstd but do not decompress, in a file not named so: binary
+    // data that happens to begin with the magic.
+    if (without_compression_suffix(path) == path && compression_of(path) != Compression::none)
+      return TextVerdict::nul_byte;
+    throw;
+  }
+  const bool whole = block.size() <= kTextCheckBytes;
+  block.resize(std::min(block.size(), kTextCheckBytes));
   return check_text(block, whole);
 }
 

@@ -21,7 +21,8 @@ constexpr std::size_t kTextCheckBytes = 64 * 1024;
 // character may be cut at its end, which is not held against it.
 TextVerdict check_text(std::string_view block, bool whole);
 
-// Reads the first kTextCheckBytes of `path`; UserError naming it if it cannot be read.
+// Reads the first kTextCheckBytes of `path`'s content, decompressed for a gzip or zstd file
+// (data/compressed_input.h); UserError naming it if it cannot be read.
 TextVerdict check_text_file(const std::string& path);
 
 // Files left out because they are not text, counted per reason with a few names as examples.

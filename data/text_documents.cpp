@@ -1,14 +1,11 @@
 #include "data/text_documents.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/compressed_input.h"
 #include "data/document_splitter.h"
 #include "kernels/error.h"
 
@@ -17,20 +14,11 @@ namespace {
 
 constexpr std::size_t kReadChunk = 1 << 20;
 
-using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
-
-File open_input(const InputFile& input) {
-  File file(std::fopen(input.path.c_str(), "rb"), &std::fclose);
-  if (!file)
-    throw UserError(fmt::format("cannot read input file {}: {} (was it moved or changed during "
-                                "the conversion?)",
-                                input.path, std::strerror(errno)));
-  return file;
-}
-
-void check_read(std::FILE* file, const InputFile& input) {
-  if (std::ferror(file))
-    throw UserError(fmt::format("error while reading input file {}: {}", input.path, std::strerror(errno)));
+// Progress counts the bytes of the files (compressed bytes for compressed files), whose total
+// is known before reading starts.
+void advance_to(std::int64_t file_bytes, std::int64_t& reported, DocumentSink& sink) {
+  if (file_bytes > reported) sink.advance(file_bytes - reported);
+  reported = file_bytes;
 }
 
 bool only_whitespace(const std::string& text) {
@@ -42,11 +30,12 @@ bool only_whitespace(const std::string& text) {
 // Calls `on_line(line, number)` for each line of the file (without its '\n').
 template <class OnLine>
 void for_each_line(const InputFile& input, DocumentSink& sink, OnLine on_line) {
-  File file = open_input(input);
+  InputReader reader(input.path);
   std::vector<char> buffer(kReadChunk);
   std::string line;
   std::int64_t number = 0;
-  while (std::size_t got = std::fread(buffer.data(), 1, buffer.size(), file.get())) {
+  std::int64_t reported = 0;
+  while (std::size_t got = reader.read(buffer.data(), buffer.size())) {
     std::string_view bytes(buffer.data(), got);
     for (std::size_t newline; (newline = bytes.find('\n')) != std::string_view::npos;) {
       line.append(bytes.substr(0, newline));
@@ -55,9 +44,9 @@ void for_each_line(const InputFile& input, DocumentSink& sink, OnLine on_line) {
       line.clear();
     }
     line.append(bytes);
-    sink.advance(static_cast<std::int64_t>(got));
+    advance_to(reader.file_bytes_read(), reported, sink);
   }
-  check_read(file.get(), input);
+  advance_to(reader.file_bytes_read(), reported, sink);
   if (!line.empty()) on_line(line, ++number);
 }
 
@@ -68,12 +57,13 @@ void read_text_files(const std::vector<InputFile>& files, const std::string& spl
   const DocumentSplitter::Sink on_document = [&](std::string_view document) { sink.add_text(std::string(document)); };
   std::vector<char> buffer(kReadChunk);
   for (const InputFile& input : files) {
-    File file = open_input(input);
-    while (std::size_t got = std::fread(buffer.data(), 1, buffer.size(), file.get())) {
+    InputReader reader(input.path);
+    std::int64_t reported = 0;
+    while (std::size_t got = reader.read(buffer.data(), buffer.size())) {
       splitter.feed(std::string_view(buffer.data(), got), on_document);
-      sink.advance(static_cast<std::int64_t>(got));
+      advance_to(reader.file_bytes_read(), reported, sink);
     }
-    check_read(file.get(), input);
+    advance_to(reader.file_bytes_read(), reported, sink);
     splitter.end_file(on_document);
   }
 }

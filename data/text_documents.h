@@ -1,5 +1,6 @@
 // Text inputs: plain text files cut into documents (data/document_splitter.h), and JSONL files
-// with one JSON object per line whose `text_field` holds a document.
+// with one JSON object per line whose `text_field` holds a document. Either may be gzip- or
+// zstd-compressed (data/compressed_input.h); progress counts the files' bytes as stored.
 #pragma once
 
 #include <string>

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "data/document_splitter.h"
+#include "data/duplicate_inputs.h"
 #include "data/durable_output.h"
 #include "data/input_files.h"
 #include "data/input_format.h"
@@ -134,15 +136,21 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   std::vector<InputFile> files = list_input_files(o.inputs, filter, &not_files);
   SkippedFiles skipped;
   if (format == "text") files = keep_text_files(files, skipped);
-  // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files.
+  // Like `data convert`, a directory read as JSONL contributes only its *.jsonl files
+  // (compressed or not).
   if (format == "jsonl")
-    std::erase_if(files, [](const InputFile& file) { return file.in_directory && !file.path.ends_with(".jsonl"); });
+    std::erase_if(files, [](const InputFile& file) {
+      return file.in_directory && !without_compression_suffix(file.path).ends_with(".jsonl");
+    });
   if (files.empty())
     throw UserError(fmt::format("no input files found for tokenizer training in {}{}{}{}", fmt::join(o.inputs, ", "),
                                 filter.describe(), skipped.count() > 0 ? "; " + skipped.describe() : "",
                                 not_files.empty() ? "" : "; " + describe_skipped(not_files)));
   if (skipped.count() > 0) say(skipped.describe());
   if (!not_files.empty()) say(describe_skipped(not_files));
+  std::vector<DuplicateInput> duplicates;  // links and copies would weigh their lines twice
+  files = drop_duplicate_inputs(files, duplicates);
+  if (!duplicates.empty()) say(describe_duplicates(duplicates));
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
   if (format == "text") read_text_files(files, o.split, sample);
   else read_jsonl_files(files, o.text_field, sample);

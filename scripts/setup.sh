@@ -14,9 +14,9 @@ fi
 packages=(cmake ninja-build g++ pkg-config
           libtomlplusplus-dev libcli11-dev libhdf5-dev hdf5-tools libspdlog-dev libfmt-dev
           libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libsentencepiece-dev
-          nlohmann-json3-dev libprotobuf-dev protobuf-compiler python3-protobuf python3-crcmod python3-matplotlib
+          nlohmann-json3-dev zlib1g-dev libzstd-dev libprotobuf-dev protobuf-compiler python3-protobuf python3-crcmod python3-matplotlib
           python3-sentencepiece
-          fortunes fortunes-min slurm-wlm munge)
+          gzip zstd fortunes fortunes-min slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

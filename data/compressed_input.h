@@ -1,0 +1,47 @@
+// Input files that may be gzip- or zstd-compressed, read as a stream of their content: text
+// and JSONL conversions read `corpus.jsonl.gz` or `books.txt.zst` without unpacking them first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ustrain {
+
+enum class Compression { none, gzip, zstd };
+
+const char* compression_name(Compression compression);  // "none", "gzip", "zstd"
+
+// Told by the first bytes: gzip (1f 8b) and zstd (28 b5 2f fd) data are read decompressed
+// whatever the file is called. A name ending in .gz or .zst whose bytes lack that magic is a
+// UserError naming the file. UserError if the file cannot be read.
+Compression compression_of(const std::string& path);
+
+// `path` without a trailing .gz or .zst (any case): the name that tells the format inside.
+std::string without_compression_suffix(const std::string& path);
+
+// A file's content, decompressed when compressed, in chunks: never the whole file in memory.
+class InputReader {
+ public:
+  explicit InputReader(const std::string& path);  // UserError naming the file if it cannot be read
+  ~InputReader();
+  InputReader(const InputReader&) = delete;
+  InputReader& operator=(const InputReader&) = delete;
+
+  // Up to `size` bytes of content; 0 at the end. UserError naming the file for a read error,
+  // corrupt compressed data, or a compressed stream cut short (a truncated file).
+  std::size_t read(char* buffer, std::size_t size);
+  // Bytes of the file itself consumed so far (the compressed bytes for a compressed file).
+  std::int64_t file_bytes_read() const;
+  Compression compression() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The first `bytes` bytes of the file's content (fewer for a shorter one), decompressed.
+std::string read_content_head(const std::string& path, std::size_t bytes);
+
+}  // namespace ustrain
