@@ -32,18 +32,20 @@ double unix_seconds_now() {
   return std::chrono::duration<double>(since_epoch).count();
 }
 
+// The cause as the failed write(2) left it in errno (ENOSPC: "No space left on device").
+UserError write_failed(const std::string& path, int error) {
+  return UserError("cannot write to metrics file '" + path + "': " +
+                   (error != 0 ? std::string(std::strerror(error)) : std::string("write failed")) +
+                   (error == ENOSPC ? "; free space on that filesystem, then resume the run with --resume auto"
+                                    : " (is the disk full?)"));
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& run_dir, const LogSection& log,
                        std::optional<std::int64_t> resumed_step) {
   if (!resumed_step) remove_event_files(run_dir);
-  if (log.jsonl) {
-    jsonl_path_ = run_dir + "/metrics.jsonl";
-    jsonl_.open(jsonl_path_, std::ios::out | std::ios::app);
-    if (!jsonl_)
-      throw UserError("cannot open metrics file '" + jsonl_path_ + "' for writing: " + std::strerror(errno) +
-                      "; check that its directory exists and is writable");
-  }
+  if (log.jsonl) jsonl_path_ = run_dir + "/metrics.jsonl";
   if (log.tensorboard) {
     events_ = std::make_unique<EventFile>(run_dir, resumed_step.value_or(0) + 1);
     spdlog::info("TensorBoard events: {} (view with: tensorboard --logdir {})", events_->path(), run_dir);
@@ -70,18 +72,30 @@ void MetricsLog::write(const std::string& kind,
   }
   USTRAIN_ASSERT(step.has_value(), "a metrics row of kind '" + kind + "' has no step");
   line["time"] = now;
-  if (jsonl_.is_open()) {
+  if (!jsonl_path_.empty()) {
+    if (!jsonl_.is_open()) open_jsonl();
+    errno = 0;
     jsonl_ << line.dump() << '\n';
     jsonl_.flush();
-    if (!jsonl_) throw UserError("cannot write to metrics file '" + jsonl_path_ + "' (is the disk full?)");
+    if (!jsonl_) throw write_failed(jsonl_path_, errno);
   }
   if (events_) events_->write_scalars(static_cast<std::int64_t>(*step), now, scalars);
 }
 
+// Opened at the first row, not before: a run that fails before its first step leaves no
+// metrics.jsonl, which would make the next start refuse the directory as holding a run.
+void MetricsLog::open_jsonl() {
+  jsonl_.open(jsonl_path_, std::ios::out | std::ios::app);
+  if (!jsonl_)
+    throw UserError("cannot open metrics file '" + jsonl_path_ + "' for writing: " + std::strerror(errno) +
+                    "; check that its directory exists and is writable");
+}
+
 void MetricsLog::sync() {
   if (!jsonl_.is_open()) return;
+  errno = 0;
   jsonl_.flush();
-  if (!jsonl_) throw UserError("cannot write to metrics file '" + jsonl_path_ + "' (is the disk full?)");
+  if (!jsonl_) throw write_failed(jsonl_path_, errno);
   fsync_path(jsonl_path_);
 }
 

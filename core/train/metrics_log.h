@@ -19,7 +19,8 @@ class EventFile;
 class MetricsLog {
  public:
   // Opens in the existing directory `run_dir` the outputs `log` asks for: metrics.jsonl,
-  // appended to (a resumed run continues it), and a new event file. `resumed_step` is the
+  // appended to (a resumed run continues it) and created only with the first row, so that a
+  // run that fails before its first step leaves none; and a new event file. `resumed_step` is the
   // checkpoint step a resumed run continues from; a new start (nullopt) first removes the
   // event files of an earlier run in `run_dir`, whatever `log` says, as the trainer removes its
   // metrics.jsonl. Throws UserError naming a file that cannot be opened.
@@ -42,6 +43,8 @@ class MetricsLog {
   std::string files() const;
 
  private:
+  void open_jsonl();
+
   std::string jsonl_path_;  // empty: no metrics.jsonl
   std::ofstream jsonl_;
   std::unique_ptr<EventFile> events_;

@@ -1,7 +1,8 @@
 # The run directory's train.log (the console log, appended across resumes) and run.json (one
 # entry per session: version, git commit, command line, hosts and ranks, start and end, how it
-# ended), on a first start, a resume, a stop by signal, an error and --overwrite; and the log line
-# of a resume whose longer train.steps stretches the learning-rate schedule.
+# ended), on a first start, a resume, a stop by signal, an error, a start that fails before its
+# first step and --overwrite; and the log line of a resume whose longer train.steps stretches
+# the learning-rate schedule.
 source "$(dirname "$0")/lib/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1
@@ -71,6 +72,19 @@ cmp -s before.json "$run/run.json" && pass "a refused start does not touch run.j
 expect_exit 0 "--overwrite" -- "$USTRAIN" train tiny.toml "${short[@]}" --overwrite
 check "$(json $run/run.json 'len(j["sessions"])')" 1 "--overwrite begins run.json again"
 grep -q "goes back up" "$run/train.log" && fail "train.log kept the old run" || pass "--overwrite begins train.log again"
+
+# A start that fails before its first step (here: its checkpoint directory is a file) records
+# the error and leaves nothing that a next start would have to --overwrite or --resume; the
+# file that was there before it stays.
+mkdir -p runs/early && echo "not a directory" >runs/early/checkpoints
+expect_exit 2 "a start that fails before the first step" -- "$USTRAIN" train tiny.toml "${short[@]}" \
+  --set run.name=early --set checkpoint.interval=2
+expect_output "checkpoints is not a directory" "  ... naming the cause"
+check "$(json runs/early/run.json 'j["sessions"][0]["status"]')" error "run.json records the failed start"
+[[ -f runs/early/checkpoints ]] && pass "the file it found stays" || fail "the failed start removed a file"
+rm runs/early/checkpoints
+expect_exit 0 "the next start needs neither --overwrite nor --resume" -- "$USTRAIN" train tiny.toml "${short[@]}" \
+  --set run.name=early --set checkpoint.interval=2
 
 # Under mpirun every rank is listed, and only rank 0 writes the log.
 expect_exit 0 "two ranks" -- timeout 300 mpiexec -n 2 --oversubscribe --allow-run-as-root "$USTRAIN" train tiny.toml \

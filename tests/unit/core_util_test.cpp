@@ -478,11 +478,29 @@ TEST(MetricsLog, LinesParseBackInOrderWithExactValues) {
   std::filesystem::remove_all(dir);
 }
 
+// A run that fails before its first step must leave no metrics.jsonl: the next start would
+// take the directory for one that holds a run.
+TEST(MetricsLog, NoFileBeforeTheFirstRow) {
+  const std::string dir = ::testing::TempDir() + "ustrain_metrics_first_row";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/metrics.jsonl";
+  std::filesystem::remove(path);
+  {
+    MetricsLog log(dir, jsonl_only(), std::nullopt);
+    log.sync();
+    EXPECT_FALSE(std::filesystem::exists(path));
+    log.write("train", {{"step", 1}});
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(MetricsLog, UnopenablePathIsAUserErrorNamingIt) {
   const std::string dir = ::testing::TempDir() + "no_such_dir_for_ustrain";
   const std::string path = dir + "/metrics.jsonl";
+  MetricsLog log(dir, jsonl_only(), std::nullopt);  // the file opens with the first row
   try {
-    MetricsLog log(dir, jsonl_only(), std::nullopt);
+    log.write("train", {{"step", 1}});
     FAIL() << "expected UserError";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
