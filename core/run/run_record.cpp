@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t kHostBytes = 64;  // a host name as gathered (longer ones are cut)
 constexpr const char* kLogPattern = "%Y-%m-%d %H:%M:%S %l %v";
+constexpr const char* kRoomName = ".run.json.room";
+constexpr std::size_t kRoomSlackBytes = 64 * 1024;
 
 std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(
@@ -108,6 +111,7 @@ void RunRecord::start(const SessionStart& session, Communicator& world, bool lea
 
   record_ = earlier_record(dir_ + "/run.json");
   record_["run"] = fs::path(dir_).filename().string();
+  fs::remove(dir_ + "/" + kRoomName, ec);  // left by a session killed outright
   record_["sessions"].push_back({
       {"ustrain_version", build_version()},
       {"build", {{"git_commit", build_git_commit()}, {"build_type", build_type()}, {"cuda", build_has_cuda()}}},
@@ -123,12 +127,14 @@ void RunRecord::start(const SessionStart& session, Communicator& world, bool lea
       {"status", "running"},
   });
   write_json();
+  keep_room(record_.dump(2).size());
 }
 
 void RunRecord::finish(const std::string& status, std::int64_t last_step, const std::string& error) {
   if (dir_.empty()) return;
+  std::error_code ec;
+  fs::remove(dir_ + "/" + kRoomName, ec);  // the room to write run.json on a full disk
   try {
-    if (!error.empty()) log_only_->error("{}", error);
     nlohmann::json& session = record_["sessions"].back();
     session["end_time"] = utc_now();
     session["status"] = status;
@@ -138,7 +144,23 @@ void RunRecord::finish(const std::string& status, std::int64_t last_step, const 
   } catch (const std::exception& e) {
     spdlog::warn("could not record the end of the session in {}/run.json: {}", dir_, e.what());
   }
+  // After run.json: on a full disk this line may not fit.
+  if (!error.empty()) log_only_->error("{}", error);
   dir_.clear();
+}
+
+// A file of twice run.json's size and more, taken at the start and given back just before the
+// session's end is written, so that a run that stops because its disk filled can still record
+// why. Best effort: a filesystem without room for it at the start goes without.
+void RunRecord::keep_room(std::size_t json_bytes) {
+  const std::string path = dir_ + "/" + kRoomName;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const auto bytes = static_cast<off_t>(2 * json_bytes + kRoomSlackBytes);
+  const bool kept = ::posix_fallocate(fd, 0, bytes) == 0;
+  ::close(fd);
+  std::error_code ec;
+  if (!kept) fs::remove(path, ec);
 }
 
 void RunRecord::write_json() {

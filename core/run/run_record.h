@@ -5,7 +5,9 @@
 //              launcher, every rank's host, process id and local rank, the checkpoint it resumed
 //              from, start and end times (UTC) and how it ended ("running" until it does:
 //              "completed", "stopped by SIGTERM", ..., or "error" with the message)
-// A session killed outright (SIGKILL, a node failure) keeps "running" and no end time.
+// A session killed outright (SIGKILL, a node failure) keeps "running" and no end time. While a
+// session runs, a hidden file (.run.json.room) holds back room to write its end even when the
+// disk has filled.
 #pragma once
 
 #include <memory>
@@ -51,6 +53,7 @@ class RunRecord {
 
  private:
   void write_json();
+  void keep_room(std::size_t json_bytes);
 
   std::string dir_;
   nlohmann::json record_;  // the whole of run.json

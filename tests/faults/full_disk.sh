@@ -1,7 +1,8 @@
 # A full disk, on a small tmpfs (mounted where this user may mount one; otherwise skipped with
 # the reason): a checkpoint directory without room for one checkpoint is refused before the
 # first step, room for one but not two is warned about, and a disk that fills while training
-# ends the run with a clear error, after which a resume (with room again) continues cleanly:
+# ends the run with a clear error (its last line names the cause and the path, and run.json records
+# it), after which a resume (with room again) continues cleanly:
 # the torn metrics line is dropped and every checkpoint written before is intact.
 source "$(dirname "$0")/lib/faults.bash"
 
@@ -47,6 +48,16 @@ cp filling.log "$WORK/out.txt"
 [[ $rc -eq 2 ]] && grep -Eq "^error: .*(disk full|No space left)" filling.log \
   && ! grep -Eq "internal error|Segmentation|terminate called" filling.log
 check "the disk fills during training: a clear error" "$rc" $? filling.log
+# The last line names the cause and the file that met it; run.json records the error too.
+tail -1 filling.log | grep -Eq "^error: .*$disk/tiny/[^ ]+.*No space left on device"
+check "  ... its last line names the cause and the path" "$rc" $? filling.log "No space left"
+$PYTHON - "$disk/tiny/run.json" >record.log 2>&1 <<'PY'
+import json, sys
+session = json.load(open(sys.argv[1]))["sessions"][-1]
+print(session.get("status"), session.get("error"))
+assert session["status"] == "error" and "No space left on device" in session["error"]
+PY
+check "  ... and run.json records the error" - $? record.log
 rm -f "$disk/filler"
 # When the run stops depends on which write meets the full disk first: resume for 20 steps
 # past the newest checkpoint it left.
