@@ -5,28 +5,44 @@
 
 #include "app/commands.h"
 #include "app/number_checks.h"
+#include "core/checkpoint/locate.h"
 #include "core/tools/eval.h"
 #include "core/recipe/recipe.h"
+#include "kernels/error.h"
 
 namespace ustrain::app {
 
 void add_eval_command(CLI::App& root) {
   struct Options {
     std::string recipe;
+    std::string run_dir;
     std::vector<std::string> overrides;
     EvalOptions eval;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand(
       "eval", "Validation loss and perplexity of a checkpoint's weights on the recipe's dataset");
-  cmd->add_option("recipe", opt->recipe, "Recipe file (TOML): dataset, model shape, batch and sequence sizes")
-      ->required();
-  cmd->add_option("--checkpoint", opt->eval.checkpoint, "Checkpoint directory, or a run directory (its newest)")
-      ->required();
+  cmd->add_option("recipe", opt->recipe,
+                  "Recipe file (TOML): dataset, model shape, batch and sequence sizes (default with --run: the "
+                  "run's recipe.toml)");
+  CLI::Option* checkpoint = cmd->add_option("--checkpoint", opt->eval.checkpoint,
+                                            "Checkpoint directory, or a run directory (its newest)");
+  CLI::Option* run = cmd->add_option("--run", opt->run_dir,
+                                     "Run directory written by `ustrain train`: evaluates its newest checkpoint");
+  checkpoint->excludes(run);
+  run->excludes(checkpoint);
   cmd->add_option("--batches", opt->eval.batches, "Validation batches of train.global_batch sequences to evaluate (default: train.eval_batches)")
       ->check(positive());
   add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {
+    if (opt->eval.checkpoint.empty() && opt->run_dir.empty())
+      throw UserError("eval needs --checkpoint PATH or --run DIR");
+    if (opt->recipe.empty() && opt->run_dir.empty())
+      throw UserError("eval needs a RECIPE with --checkpoint (or --run DIR, whose recipe.toml it takes)");
+    if (!opt->run_dir.empty()) {
+      opt->eval.checkpoint = locate_run_checkpoint(opt->run_dir);
+      if (opt->recipe.empty()) opt->recipe = opt->run_dir + "/recipe.toml";
+    }
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     setup_logging(recipe.log.level.c_str());
     const EvalResult r = evaluate_checkpoint(recipe, opt->eval);

@@ -32,6 +32,7 @@ void add_generate_command(CLI::App& root) {
   cmd->callback([opt, samples] {
     if (opt->checkpoint.empty() && opt->run_dir.empty())
       throw UserError("generate needs --checkpoint PATH or --run DIR");
+    bool warned = false;  // about the context, once
     for (int i = 0; i < *samples; ++i) {
       GenerateOptions o = *opt;
       o.seed = opt->seed + static_cast<std::uint64_t>(i);
@@ -44,13 +45,23 @@ void add_generate_command(CLI::App& root) {
         if (*samples > 1) fmt::print("--- sample {} ---\n", i + 1);
         fmt::print("{}", o.prompt);
       };
-      generate_text(o, [&](const std::string& piece) {
+      const GeneratedText out = generate_text(o, [&](const std::string& piece) {
         start();
         fmt::print("{}", piece);
         std::fflush(stdout);
       });
       start();
       fmt::print("\n");
+      std::fflush(stdout);
+      if (out.past_context > 0 && !warned) {
+        warned = true;
+        fmt::print(stderr,
+                   "warning: the prompt and the text passed model.max_seq_len = {} tokens: the last {} new "
+                   "token{} saw only the {} tokens before {}, the longest context this model was trained on; "
+                   "ask for fewer --tokens or a shorter --prompt to stay within it\n",
+                   out.context, out.past_context, out.past_context == 1 ? "" : "s", out.context,
+                   out.past_context == 1 ? "it" : "them");
+      }
     }
   });
 }

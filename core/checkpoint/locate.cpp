@@ -26,6 +26,22 @@ std::string locate_checkpoint(const std::string& path) {
   return path;
 }
 
+std::string locate_run_checkpoint(const std::string& run_dir) {
+  std::error_code ec;
+  if (const PathStatus status = path_status(run_dir); status.access != PathAccess::exists)
+    throw UserError(fmt::format("run directory {} {}", run_dir, describe_unusable(status)));
+  const bool has_checkpoints = fs::is_directory(fs::path(run_dir) / "checkpoints", ec);
+  if (!has_checkpoints && !fs::exists(fs::path(run_dir) / "recipe.toml", ec))
+    throw UserError(fmt::format("{} is not a run directory (it has neither checkpoints/ nor recipe.toml); pass the "
+                                "run directory that `ustrain train` wrote, e.g. runs/quickstart, or --checkpoint PATH",
+                                run_dir));
+  if (const auto newest = CheckpointDirectory(run_dir + "/checkpoints").newest()) return *newest;
+  throw UserError(fmt::format("run directory {} has no checkpoint yet: training saves one every "
+                              "checkpoint.interval steps and at its end; let the run get that far (continue it "
+                              "with `ustrain train {}/recipe.toml --resume auto`), or pass --checkpoint PATH",
+                              run_dir, run_dir));
+}
+
 std::optional<std::string> find_resume_checkpoint(const std::string& resume, const std::string& run_dir) {
   if (resume == "auto") return CheckpointDirectory(run_dir + "/checkpoints").newest();
   return locate_checkpoint(resume);

@@ -17,12 +17,9 @@
 
 namespace ustrain {
 
-std::string generate_text(const GenerateOptions& o, const std::function<void(const std::string&)>& on_text) {
-  if (!o.run_dir.empty() && !std::filesystem::is_directory(o.run_dir + "/checkpoints"))
-    throw UserError(fmt::format("{} is not a run directory (it has no checkpoints/); pass the run directory that "
-                                "`ustrain train` wrote, e.g. runs/quickstart",
-                                o.run_dir));
-  const CheckpointReader checkpoint(locate_checkpoint(o.run_dir.empty() ? o.checkpoint : o.run_dir));
+GeneratedText generate_text(const GenerateOptions& o, const std::function<void(const std::string&)>& on_text) {
+  const CheckpointReader checkpoint(o.run_dir.empty() ? locate_checkpoint(o.checkpoint)
+                                                     : locate_run_checkpoint(o.run_dir));
   const Recipe recipe =
       parse_recipe(checkpoint.manifest().recipe, checkpoint.dir() + "/" + kManifestName, {}, RecipeUse::model);
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
@@ -48,7 +45,8 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   std::vector<std::uint16_t> narrow;  // bf16/fp16 logits on their way to the host
   CpuBackend widen(1);
   std::vector<std::int32_t> window, no_targets, generated;
-  std::string text;  // what has been handed to on_text so far
+  GeneratedText result{.context = context};
+  std::string& text = result.text;  // what has been handed to on_text so far
   const auto emit = [&](bool final) {
     const std::string all = tokenizer->decode(generated);
     std::size_t complete = all.size();
@@ -71,6 +69,7 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
   };
   for (std::int64_t i = 0; i < o.tokens; ++i) {
     const std::size_t start = ids.size() > static_cast<std::size_t>(context) ? ids.size() - static_cast<std::size_t>(context) : 0;
+    if (start > 0) ++result.past_context;  // the window slides: the oldest tokens drop out
     window.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
     const auto s = static_cast<std::int64_t>(window.size());
     no_targets.assign(window.size(), -1);
@@ -92,7 +91,7 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(con
     emit(false);
   }
   emit(true);
-  return text;
+  return result;
 }
 
 }  // namespace ustrain

@@ -21,8 +21,16 @@ struct GenerateOptions {
   bool stop_at_eos = true;
 };
 
+struct GeneratedText {
+  std::string text;                // the continuation, without the prompt
+  std::int64_t context = 0;        // the model's model.max_seq_len
+  // New tokens sampled once the prompt and the text had passed `context` tokens: each saw only
+  // the last `context` tokens before it.
+  std::int64_t past_context = 0;
+};
+
 // Samples a continuation of the prompt; `on_text` receives each decoded piece as it is made.
-// Returns the continuation (without the prompt).
-std::string generate_text(const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
+GeneratedText generate_text(const GenerateOptions& options,
+                            const std::function<void(const std::string&)>& on_text = {});
 
 }  // namespace ustrain
