@@ -80,14 +80,26 @@ std::string section_list() {
        section_list());
 }
 
+// How to write `spec` where `where` says the value came from: `KEY = VALUE` in a recipe file;
+// `--set 'KEY=VALUE'` on a command line, where the shell's quotes keep a TOML string's own
+// (`--set log.trace_steps="10"` reaches ustrain as the integer 10). A number or boolean given
+// for a string is shown quoted; otherwise the key's default shows the form.
+std::string example_assignment(const KeySpec& spec, const std::optional<Scalar>& given, const std::string& where) {
+  const bool quote_given = spec.type == ValueType::string && given && type_of(*given) != ValueType::string;
+  const std::string literal = quote_given ? toml_literal(Scalar{toml_literal(*given)})
+                                          : toml_literal(read_field(spec, Recipe{}));
+  if (!where.starts_with("--set ")) return fmt::format("{} = {}", spec.key, literal);
+  if (literal.find_first_of("\"' ") == std::string::npos) return fmt::format("--set {}={}", spec.key, literal);
+  return fmt::format("--set '{}={}'", spec.key, literal);
+}
+
 // Type-checks and range-checks one value, then stores it.
 void assign(const KeySpec& spec, const toml::node& node, const std::string& where, Recipe& r) {
   const std::optional<Scalar> given = scalar_of(node);
   const std::optional<Scalar> value = given ? coerce(spec, *given) : std::nullopt;
   if (!value) {
-    fail("{}: {}: expected {}, found {}; write it like {} = {}", where, spec.key,
-         value_type_name(spec.type), describe_found(node), spec.key,
-         toml_literal(read_field(spec, Recipe{})));
+    fail("{}: {}: expected {}, found {}; write it like {}", where, spec.key, value_type_name(spec.type),
+         describe_found(node), example_assignment(spec, given, where));
   }
   if (std::optional<std::string> problem = violation(spec, *value)) {
     fail("{}: {} = {} is not allowed: it {}", where, spec.key, abbreviate(toml_literal(*value)), *problem);

@@ -184,6 +184,15 @@ TEST(RecipeOverride, TypeErrorNamesTheOverride) {
                   {"--set train.steps=1.5", "expected integer", "found float 1.5"});
 }
 
+// The shell strips `--set log.trace_steps="10"` to the integer 10: the hint shows the quoting
+// that reaches ustrain as a string; a recipe file's hint is TOML.
+TEST(RecipeOverride, TypeErrorHintQuotesForTheShell) {
+  expect_mentions(error_of(kMinimal, {"log.trace_steps=10"}),
+                  {"expected string, found integer 10", "write it like --set 'log.trace_steps=\"10\"'"});
+  expect_mentions(error_of(kMinimal, {"train.steps=abc"}), {"write it like --set train.steps="});
+  expect_mentions(error_of(kMinimal + "[log]\ntrace_steps = 10\n"), {"write it like log.trace_steps = \"10\""});
+}
+
 TEST(RecipeOverride, RangeErrorNamesTheOverride) {
   expect_mentions(error_of(kMinimal, {"optim.beta1=1.5"}),
                   {"--set optim.beta1=1.5", "optim.beta1 = 1.5", "[0, 1)"});
