@@ -9,6 +9,7 @@
 #include "core/checkpoint/inspect.h"
 #include "core/interop/interop.h"
 #include "core/recipe/recipe.h"
+#include "kernels/byte_text.h"
 
 namespace ustrain::app {
 namespace {
@@ -46,7 +47,8 @@ void add_export(CLI::App& ckpt) {
     const double bytes = opt->max_shard_gb * 1e9;
     e.max_shard_bytes = bytes < 0x1p64 ? static_cast<std::uint64_t>(bytes) : std::numeric_limits<std::uint64_t>::max();
     const InteropReport r = export_checkpoint(e);
-    fmt::print("exported {} tensors ({:.3f} GB, {}) in {} file(s) to {}\n", r.tensors, static_cast<double>(r.bytes) / 1e9,
+    fmt::print("exported {} tensors ({}, {}) in {} file(s) to {}\n", r.tensors,
+               format_gigabytes(static_cast<double>(r.bytes), 3),
                e.dtype, r.files, r.output_dir);
     fmt::print("tokenizer: {}{}\n", r.tokenizer,
                r.tokenizer_files.empty() ? std::string(" (no Hugging Face tokenizer files; see the README)")
@@ -79,9 +81,9 @@ void add_import(CLI::App& ckpt) {
     const InteropReport r = import_hf_model({opt->source, opt->output,
                                              load_recipe(opt->recipe, opt->overrides, RecipeUse::model),
                                              USTRAIN_VERSION, opt->tokenizer});
-    fmt::print("imported {} tensors ({:.3f} GB as fp32) into {}; start a run from it with checkpoint.init_from = "
+    fmt::print("imported {} tensors ({} as fp32) into {}; start a run from it with checkpoint.init_from = "
                "\"{}\"\ntokenizer: {}\n",
-               r.tensors, static_cast<double>(r.bytes) / 1e9, r.output_dir, r.output_dir, r.tokenizer);
+               r.tensors, format_gigabytes(static_cast<double>(r.bytes), 3), r.output_dir, r.output_dir, r.tokenizer);
   });
 }
 

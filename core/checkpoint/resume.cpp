@@ -13,6 +13,7 @@
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
 #include "core/run/run_schedule.h"
+#include "kernels/byte_text.h"
 
 namespace ustrain {
 namespace fs = std::filesystem;
@@ -46,8 +47,8 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::uint64_t bytes = 0;
   for (const CheckpointFile& f : m.files) bytes += f.bytes;
-  spdlog::info("loaded {:.2f} GB of model and optimizer state in {:.2f} s ({:.2f} GB/s)", static_cast<double>(bytes) / 1e9,
-               seconds, static_cast<double>(bytes) / 1e9 / std::max(seconds, 1e-9));
+  spdlog::info("loaded {} of model and optimizer state in {:.2f} s ({}/s)", format_gigabytes(static_cast<double>(bytes)),
+               seconds, format_gigabytes(static_cast<double>(bytes) / std::max(seconds, 1e-9)));
 
   // Checkpoints ahead of the one resumed from, and (when it comes from elsewhere) one at the
   // same step, belong to another continuation.

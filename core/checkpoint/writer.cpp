@@ -14,6 +14,7 @@
 #include "core/checkpoint/slices.h"
 #include "core/interop/safetensors_file.h"
 #include "data/crc32.h"
+#include "kernels/byte_text.h"
 
 namespace ustrain {
 namespace {
@@ -219,9 +220,9 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
         what);
   // Past the last agreement every rank sees the published checkpoint.
   const double seconds = seconds_since(start);
-  spdlog::info("checkpoint step {} saved: {} ({:.2f} GB from this rank in {:.2f} s, {:.2f} GB/s){}", progress.step,
-               dir_.path_of(progress.step), static_cast<double>(file.bytes) / 1e9, seconds,
-               static_cast<double>(file.bytes) / 1e9 / std::max(seconds, 1e-9),
+  spdlog::info("checkpoint step {} saved: {} ({} from this rank in {:.2f} s, {}/s){}", progress.step,
+               dir_.path_of(progress.step), format_gigabytes(static_cast<double>(file.bytes)), seconds,
+               format_gigabytes(static_cast<double>(file.bytes) / std::max(seconds, 1e-9)),
                removed.empty() ? "" : fmt::format("; deleted step(s) {}", fmt::join(removed, ", ")));
 }
 

@@ -22,6 +22,7 @@
 #include "core/run/resource_usage.h"
 #include "core/model/rng.h"
 #include "core/tools/sampler.h"
+#include "kernels/byte_text.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -476,6 +477,16 @@ TEST(MetricsLog, LinesParseBackInOrderWithExactValues) {
   const auto third = nlohmann::ordered_json::parse(lines[2]);
   EXPECT_EQ(third["step"].get<std::int64_t>(), 21);
   std::filesystem::remove_all(dir);
+}
+
+// GB where it reads as more than zeros; below 0.01 GB the binary units of format_bytes.
+TEST(FormatGigabytes, SmallSizesInMibKibOrBytes) {
+  EXPECT_EQ(format_gigabytes(2.5e9), "2.50 GB");
+  EXPECT_EQ(format_gigabytes(1.0e7), "0.01 GB");
+  EXPECT_EQ(format_gigabytes(1.5e9, 3), "1.500 GB");
+  EXPECT_EQ(format_gigabytes(5.0 * 1024 * 1024), "5.00 MiB");
+  EXPECT_EQ(format_gigabytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_gigabytes(0), "0 B");
 }
 
 // A run that fails before its first step must leave no metrics.jsonl: the next start would
