@@ -26,8 +26,9 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see the README's recipe reference")->required();
   add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
-                "Check that the data exists and matches the recipe and (CPU) that the model fits this host, print "
-                "the resolved recipe, parameter count and memory plan, then exit without training or writing");
+                "Make the checks training makes first (data, device.threads, (CPU) memory), print the resolved "
+                "recipe, parameter count and memory plan (and, without a launcher, how to start a layout of "
+                "several ranks), then exit without training or writing");
   cmd->add_flag("--overwrite", opt->overwrite,
                 "Replace the run (metrics and checkpoints) in the same run directory");
   cmd->add_option("--resume", opt->resume,
@@ -40,7 +41,7 @@ void add_train_command(CLI::App& root) {
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     if (opt->dry_run) {
-      fmt::print("{}", describe_run(recipe));
+      fmt::print("{}", describe_run(recipe, TrainCommand{opt->recipe, opt->overrides}));
       return;
     }
     if (opt->force_resume && opt->resume.empty()) throw UserError("--force-resume needs --resume");
