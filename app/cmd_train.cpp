@@ -20,6 +20,7 @@ void add_train_command(CLI::App& root) {
     bool overwrite = false;
     std::string resume;
     bool force_resume = false;
+    bool measure_peak = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand("train", "Train a model from a TOML recipe");
@@ -38,6 +39,10 @@ void add_train_command(CLI::App& root) {
   cmd->add_flag("--force-resume", opt->force_resume,
                 "Resume although the recipe changed in ways that break exact continuation (seed, data, "
                 "batch, optimizer, ...)");
+  cmd->add_flag("--measure-peak", opt->measure_peak,
+                "On a CPU, measure the peak FLOP/s that MFU divides by again and keep the new value (it is "
+                "measured once per CPU model and thread count and kept in $XDG_CACHE_HOME/ustrain, else "
+                "~/.cache/ustrain)");
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     if (opt->dry_run) {
@@ -50,6 +55,7 @@ void add_train_command(CLI::App& root) {
     TrainOptions options(opt->overwrite);
     options.resume = opt->resume;
     options.force_resume = opt->force_resume;
+    options.measure_peak = opt->measure_peak;
     options.ustrain_version = USTRAIN_VERSION;
     if (train(recipe, options).stop_signal != 0) throw ExitStatus{kExitStopped};
   });
