@@ -20,14 +20,16 @@ void add_train_command(CLI::App& root) {
     bool overwrite = false;
     std::string resume;
     bool force_resume = false;
+    bool measure_peak = false;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand("train", "Train a model from a TOML recipe");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see the README's recipe reference")->required();
   add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
-                "Check that the data exists and matches the recipe and (CPU) that the model fits this host, print "
-                "the resolved recipe, parameter count and memory plan, then exit without training or writing");
+                "Make the checks training makes first (data, device.threads, (CPU) memory), print the resolved "
+                "recipe, parameter count and memory plan (and, without a launcher, how to start a layout of "
+                "several ranks), then exit without training or writing");
   cmd->add_flag("--overwrite", opt->overwrite,
                 "Replace the run (metrics and checkpoints) in the same run directory");
   cmd->add_option("--resume", opt->resume,
@@ -37,10 +39,14 @@ void add_train_command(CLI::App& root) {
   cmd->add_flag("--force-resume", opt->force_resume,
                 "Resume although the recipe changed in ways that break exact continuation (seed, data, "
                 "batch, optimizer, ...)");
+  cmd->add_flag("--measure-peak", opt->measure_peak,
+                "On a CPU, measure the peak FLOP/s that MFU divides by again and keep the new value (it is "
+                "measured once per CPU model and thread count and kept in $XDG_CACHE_HOME/ustrain, else "
+                "~/.cache/ustrain)");
   cmd->callback([opt] {
     const Recipe recipe = load_recipe(opt->recipe, opt->overrides);
     if (opt->dry_run) {
-      fmt::print("{}", describe_run(recipe));
+      fmt::print("{}", describe_run(recipe, TrainCommand{opt->recipe, opt->overrides}));
       return;
     }
     if (opt->force_resume && opt->resume.empty()) throw UserError("--force-resume needs --resume");
@@ -49,6 +55,7 @@ void add_train_command(CLI::App& root) {
     TrainOptions options(opt->overwrite);
     options.resume = opt->resume;
     options.force_resume = opt->force_resume;
+    options.measure_peak = opt->measure_peak;
     options.ustrain_version = USTRAIN_VERSION;
     if (train(recipe, options).stop_signal != 0) throw ExitStatus{kExitStopped};
   });

@@ -17,6 +17,7 @@ std::string draw_pipeline_timeline(const PipelineProgram& program, int width) {
   const int cell = label + 1;
   const auto units = static_cast<int>(sim.makespan + 0.5);
   std::string out;
+  std::size_t cut = 0;  // columns left out of the longest row cut at `width`
   for (int r = 0; r < s.ranks; ++r) {
     std::vector<std::string> cells(static_cast<std::size_t>(units), std::string(static_cast<std::size_t>(label), '.'));
     std::size_t k = 0;
@@ -30,19 +31,25 @@ std::string draw_pipeline_timeline(const PipelineProgram& program, int width) {
       for (int t = static_cast<int>(start + 0.5); t < static_cast<int>(end + 0.5); ++t) cells[static_cast<std::size_t>(t)] = text;
     }
     std::string row = fmt::format("rank {:<2} |", r);
-    for (const std::string& c : cells) {
+    for (std::size_t t = 0; t < cells.size(); ++t) {
       if (static_cast<int>(row.size()) + cell > width) {
-        row += " ...";
+        cut = cells.size() - t;
+        row += fmt::format(" \u2026 +{}", cut);
         break;
       }
-      row += " " + c;
+      row += " " + cells[t];
     }
     out += row + "\n";
   }
-  out += fmt::format("{} schedule, {} rank(s) x {} chunk(s), {} micro-batches; F forward, {} backward; one column per "
-                     "unit of time with equal costs; bubble {:.3f} of the compute time\n",
+  const std::string cell_text = s.chunks > 1 ? fmt::format("F3/1 is micro-batch 3 on the rank's chunk 1 (its stage "
+                                                           "chunk * {} + rank)",
+                                                           s.ranks)
+                                             : std::string("F3 is micro-batch 3");
+  out += fmt::format("{} schedule, {} rank(s) x {} chunk(s), {} micro-batches; F forward, {} backward; {}; dots idle; "
+                     "one column per unit of time with equal costs{}; bubble {:.3f} of the compute time\n",
                      pipeline_schedule_name(program.schedule), s.ranks, s.chunks, s.micro_batches,
-                     program.split_backward ? "B input and W weight" : "B (two units: input and weight)", sim.bubble);
+                     program.split_backward ? "B input and W weight" : "B (two units: input and weight)", cell_text,
+                     cut > 0 ? "; \u2026 +N: the row goes on for N more columns past the width" : "", sim.bubble);
   return out;
 }
 

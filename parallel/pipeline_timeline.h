@@ -10,7 +10,8 @@ namespace ustrain {
 
 // The program as text, one row per rank, one column per time unit of the simulation with
 // unit costs: F, B or W and the micro-batch (and /chunk with several chunks) under each
-// compute, '.' idle. Above `width` columns the rows are cut. For `--dry-run`.
+// compute, '.' idle. Above `width` columns a row is cut and ends with "… +N", N the columns
+// left out. A legend line explains the notation. For `--dry-run`.
 std::string draw_pipeline_timeline(const PipelineProgram& program, int width = 160);
 
 }  // namespace ustrain

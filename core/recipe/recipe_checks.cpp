@@ -65,6 +65,9 @@ void check_pipeline_rules(const Recipe& r, const Origins& at) {
   const int micro_batches = p.dp == 0 ? static_cast<int>(p.pp) : static_cast<int>(r.grad_accum_steps());
   const std::string refusal = schedule_refusal(
       schedule, PipelineShape{static_cast<int>(p.pp), static_cast<int>(p.virtual_stages), micro_batches});
+  // The micro-batch count is shown only when it was asked about: with dp unset it is not known.
+  if (!refusal.empty() && p.dp == 0)
+    fail("{}: {}", at.of({"parallel.pp_schedule", "parallel.pp", "parallel.virtual_stages"}), refusal);
   if (!refusal.empty())
     fail("{}: {} (micro-batches per step = train.global_batch / (train.micro_batch * parallel.dp) = {} / ({} * {}))",
          at.of({"parallel.pp_schedule", "parallel.pp", "parallel.virtual_stages", "train.global_batch",

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -138,10 +139,12 @@ Recipe resolve_recipe(const Recipe& recipe, const ProcessInfo& launch) {
 }
 
 ProcessInfo dry_run_launch(const Recipe& r, const ProcessInfo& launch) {
-  if (r.parallel.dp != 0 || launch.launcher != "none") return launch;
-  const std::optional<std::int64_t> others = other_dimensions(r.parallel, std::numeric_limits<int>::max());
+  if (launch.launcher != "none") return launch;
+  constexpr std::int64_t limit = std::numeric_limits<int>::max();
+  const std::int64_t others = other_dimensions(r.parallel, limit).value_or(1);
+  const std::int64_t dp = std::max<std::int64_t>(r.parallel.dp, 1);  // unset: the smallest launch
   ProcessInfo planned = launch;
-  planned.world_size = planned.local_world_size = static_cast<int>(others.value_or(1));
+  planned.world_size = planned.local_world_size = static_cast<int>(dp <= limit / others ? dp * others : others);
   return planned;
 }
 

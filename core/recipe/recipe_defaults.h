@@ -43,8 +43,9 @@ Recipe with_launch_defaults(const Recipe& recipe, const ProcessInfo& launch);
 // Both: the recipe a run of this launch trains with.
 Recipe resolve_recipe(const Recipe& recipe, const ProcessInfo& launch);
 
-// For `--dry-run` of a recipe that leaves parallel.dp unset, run without a launcher: the launch
-// of tp * pp * cp processes (dp = 1), so that the plan can be shown. Otherwise `launch`.
+// For `--dry-run` without a launcher: the launch of dp * tp * pp * cp processes on this host
+// (dp = 1 where the recipe leaves it unset), so that the plan and the checks are those of the
+// run the layout needs. Under a launcher, `launch`.
 ProcessInfo dry_run_launch(const Recipe& recipe, const ProcessInfo& launch);
 
 // One line per key the run filled in, with its value and where it came from.

@@ -14,11 +14,14 @@
 #include "core/memory/memory_plan.h"
 #include "core/recipe/recipe_defaults.h"
 #include "core/run/build_info.h"
+#include "core/run/cpu_threads.h"
 #include "core/run/run_schedule.h"
 #include "core/trace/trace_memory.h"
 #include "core/train/model_instance.h"
+#include "core/train/training_data.h"
 #include "core/train/training_step.h"
 #include "kernels/cpu/host_memory.h"
+#include "kernels/error.h"
 #include "parallel/launch.h"
 #include "parallel/pipeline_timeline.h"
 
@@ -60,24 +63,50 @@ std::string describe_rank_plan(const Recipe& recipe, int r) {
   return s + plan.summary();
 }
 
+// The checks `ustrain train` makes before its first step, in its order, that need no other
+// rank, no GPU and no run directory: the host's memory for this host's ranks (`ustrain train`
+// saves at least its last step), device.threads, and the data as data-parallel reader 0 opens
+// it (every shard mapped, data.verify's checksums). Returns the warnings training would log.
+std::vector<std::string> check_as_training_does(const Recipe& recipe, const ProcessInfo& launch) {
+  std::vector<std::string> warnings;
+  check_host_fits(recipe, host_available_bytes(), launch.local_world_size, /*saves_checkpoints=*/true);
+  if (recipe.device.type == "cpu") {
+    const ThreadCheck threads = check_threads(recipe.device.threads, usable_cores());
+    if (!threads.error.empty()) throw UserError(threads.error);
+    if (!threads.warning.empty()) warnings.push_back(threads.warning);
+  }
+  const TrainingData data(recipe, 0, static_cast<int>(recipe.parallel.dp));
+  return warnings;
+}
+
+// Without a launcher, a layout of several ranks: how many, and the lines that start them.
+std::string describe_launch(const Recipe& recipe, const TrainCommand& command) {
+  const ParallelSection& p = recipe.parallel;
+  const std::int64_t ranks = p.dp * p.tp * p.pp * p.cp;
+  return fmt::format("\nthis layout needs {} processes (dp x tp x pp x cp = {} x {} x {} x {}; the plan above is for "
+                     "them on this host); `ustrain train` started alone refuses it. Start it with one of:\n{}",
+                     ranks, p.dp, p.tp, p.pp, p.cp, launch_lines(command, ranks));
+}
+
 }  // namespace
 
-std::string describe_run(const Recipe& given) {
+std::string describe_run(const Recipe& given, const TrainCommand& command) {
   DatasetFacts data;
-  const ProcessInfo launch = dry_run_launch(given, discover_process());
+  const ProcessInfo started = discover_process();
+  const ProcessInfo launch = dry_run_launch(given, started);
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
   // Under a launcher the ranks check first that they agree, --dry-run included: one dry rank
   // beside training ones would otherwise leave them waiting for it.
   std::optional<ProcessLayout> agreed;
   if (launch.launcher != "none")
     agreed.emplace(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
-  // As training checks it: `ustrain train` saves at least its last step.
-  check_host_fits(recipe, host_available_bytes(), launch.local_world_size, /*saves_checkpoints=*/true);
+  const std::vector<std::string> warnings = check_as_training_does(recipe, launch);
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
   const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
   std::string s = "# resolved recipe\n" + to_toml(recipe) + "\n";
   for (const std::string& filled : filled_defaults(given, recipe)) s += "# " + filled + "\n";
   if (const std::optional<std::string> note = shortened_warmup_note(recipe)) s += "# warning: " + *note + "\n";
+  for (const std::string& warning : warnings) s += "# warning: " + warning + "\n";
   s += fmt::format("# data: {} dataset{} tokenized with {}: {} training and {} validation tokens\n", data.datasets,
                    data.datasets == 1 ? "" : "s", data.tokenizer.describe(), data.train_tokens, data.validation_tokens);
   s += fmt::format("parameters: {} ({:.2f} M); in matrix multiplies: {}\n", model.params().count(),
@@ -105,6 +134,7 @@ std::string describe_run(const Recipe& given) {
                      first.train.shape.micro_batches, first.train_simulation.bubble);
   for (int r = 0; r < pp; ++r) s += describe_rank_plan(recipe, r);
   if (pp > 1) s += "\n" + draw_pipeline_timeline(first.train);
+  if (started.launcher == "none" && launch.world_size > 1) s += describe_launch(recipe, command);
   return s;
 }
 

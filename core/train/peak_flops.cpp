@@ -1,10 +1,15 @@
 #include "core/train/peak_flops.h"
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "core/model/rng.h"
+#include "core/train/kept_peak.h"
 
 namespace ustrain {
 
@@ -48,13 +53,24 @@ double measure_gemm_flops(Backend& backend, std::int64_t m, std::int64_t n, std:
   return best;
 }
 
-PeakFlops device_peak_flops(Backend& backend, DType compute) {
+PeakFlops device_peak_flops(Backend& backend, DType compute, const PeakCache& cache) {
   if (backend.device() == Device::cuda) {
     if (compute == DType::f32) return {67e12, "H100/H200 SXM fp32 peak without tensor cores (67 TFLOP/s)"};
     return {989e12, "H100/H200 SXM dense bf16/fp16 peak (989 TFLOP/s)"};
   }
+  const std::string what = "this CPU's sgemm rate (1024^3)";
+  const std::string key = peak_key(backend.name());
+  if (!cache.remeasure)
+    if (const std::optional<KeptPeak> kept = read_kept_peak(cache.path, key))
+      return {kept->flops_per_second,
+              fmt::format("{} measured {} and kept in {} (train --measure-peak measures it again)", what,
+                          kept->measured_at, cache.path)};
   const double f = measure_gemm_flops(backend, 1024, 1024, 1024, 5);
-  return {f, "this CPU's measured sgemm rate (1024^3)"};
+  const std::string now = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(
+                                                                     std::chrono::system_clock::now())));
+  const std::string not_kept = keep_peak(cache.path, key, {f, now});
+  if (!not_kept.empty()) return {f, fmt::format("{} measured now (not kept: {})", what, not_kept)};
+  return {f, fmt::format("{} measured now and kept in {}", what, cache.path)};
 }
 
 }  // namespace ustrain

@@ -2,7 +2,9 @@
 //
 // GPUs have a published peak (H100/H200 SXM: 989 TFLOP/s bf16). A CPU has no trustworthy
 // published number (clocks, SIMD width and VM limits vary), so on CPU we measure the
-// machine's single-precision GEMM rate once at start and report MFU against that.
+// machine's single-precision GEMM rate and report MFU against that. The rate is measured once
+// per machine and thread count and kept (core/train/kept_peak.h): runs and resumes on one
+// machine then divide by the same peak, and their MFU compares.
 #pragma once
 
 #include <string>
@@ -13,11 +15,20 @@ namespace ustrain {
 
 struct PeakFlops {
   double flops_per_second = 0;
-  std::string source;  // how it was obtained, printed next to MFU
+  std::string source;  // how it was obtained (and on a CPU, when), printed next to MFU
 };
 
-// `compute`: the dtype the model's GEMMs run in (a GPU's peak depends on it).
-PeakFlops device_peak_flops(Backend& backend, DType compute = DType::f32);
+// Where a CPU's measured peak is kept, and whether to measure it again.
+struct PeakCache {
+  std::string path;        // empty: measure every time, keep nothing
+  bool remeasure = false;  // measure, and replace what is kept
+};
+
+// `compute`: the dtype the model's GEMMs run in (a GPU's peak depends on it). On a CPU, the
+// rate kept in `cache` for this CPU model and thread count, else (or with `remeasure`) the
+// rate measured now, which is then kept; a file that cannot be written is said in `source`,
+// and the measured rate is used all the same.
+PeakFlops device_peak_flops(Backend& backend, DType compute = DType::f32, const PeakCache& cache = {});
 
 // GEMM FLOP/s of out (m, n) = x (m, k) @ w (n, k)^T through the backend, operands in
 // `dtype` (random values: some GPUs run faster on zeros), best of `repeats`.

@@ -48,7 +48,7 @@ void log_summary(TrainSummary& summary, double total_seconds, std::int64_t token
 }  // namespace
 
 StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank& run, const TrainingData& data,
-                       const RunPaths& paths, std::int64_t start_step)
+                       const RunPaths& paths, std::int64_t start_step, const PeakCache& peak_cache)
     : recipe_(recipe), layout_(layout), run_(run), start_step_(start_step) {
   const auto& t = recipe.train;
   Backend& be = run.backend;
@@ -56,7 +56,7 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
   if (layout.leads())
     metrics_ = std::make_unique<MetricsLog>(paths.run_dir, recipe.log,
                                             paths.resume_from ? std::optional(start_step) : std::nullopt);
-  peak_ = device_peak_flops(be, run.model.compute_dtype());
+  peak_ = device_peak_flops(be, run.model.compute_dtype(), peak_cache);
   tokens_per_step_ = t.global_batch * t.seq_len;
   flops_per_step_ = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step_);
   psi_bytes_ = 4.0 * static_cast<double>(params.flat_size());

@@ -27,8 +27,9 @@ class StepReport {
   // Opens the metrics log on the leading rank (a resumed run's continues after `start_step`)
   // and logs what the run trains on what: the model, its memory plan, the data, the peak MFU
   // is measured against, the validation split's unigram baseline.
+  // `peak_cache`: where a CPU's peak FLOP/s is kept (core/train/peak_flops.h).
   StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank& run, const TrainingData& data, const RunPaths& paths,
-             std::int64_t start_step);
+             std::int64_t start_step, const PeakCache& peak_cache);
 
   // The layout's data and tensor parallelism, and what each rank holds of the model.
   void log_parallelism() const;

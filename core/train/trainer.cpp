@@ -14,6 +14,7 @@
 #include "core/run/run_record.h"
 #include "core/run/run_schedule.h"
 #include "core/run/signals.h"
+#include "core/train/kept_peak.h"
 #include "core/train/run_setup.h"
 #include "core/train/step_report.h"
 #include "core/train/train_step.h"
@@ -58,7 +59,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   TrainingData& data = setup.data;
   StepTrace& trace = setup.trace;
   const ResumedRun& start = setup.start;
-  StepReport report(recipe, layout, run, data, paths, start.step);
+  StepReport report(recipe, layout, run, data, paths, start.step, PeakCache{kept_peak_path(), options.measure_peak});
   std::unique_ptr<CheckpointWriter> writer = open_checkpoint_writer(recipe, options, layout, paths, run);
   report.log_parallelism();
   TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};

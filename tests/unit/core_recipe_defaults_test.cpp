@@ -119,12 +119,13 @@ TEST(LaunchDefaults, ALaunchThatDoesNotDivideSaysWhatToLaunch) {
                    "values the recipe leaves unset: parallel.dp = 3 from the 3 processes launched"});
 }
 
-TEST(LaunchDefaults, ADryRunWithoutALauncherPlansTheSmallestLaunch) {
+TEST(LaunchDefaults, ADryRunWithoutALauncherPlansTheLaunchTheLayoutNeeds) {
   const ProcessInfo one = launched(1, "none");
   EXPECT_EQ(dry_run_launch(parse({"parallel.tp=2"}), one).world_size, 2);
   EXPECT_EQ(with_launch_defaults(parse({"parallel.tp=2"}), dry_run_launch(parse({"parallel.tp=2"}), one)).parallel.dp,
             1);
-  EXPECT_EQ(dry_run_launch(parse({"parallel.dp=2"}), one).world_size, 1);  // set: as it is
+  EXPECT_EQ(dry_run_launch(parse({"parallel.dp=2"}), one).world_size, 2);  // set: the launch it needs
+  EXPECT_EQ(dry_run_launch(parse({"parallel.dp=2", "parallel.tp=2"}), one).local_world_size, 4);  // on this host
   EXPECT_EQ(dry_run_launch(parse({}), launched(4)).world_size, 4);         // launched: as it is
 }
 

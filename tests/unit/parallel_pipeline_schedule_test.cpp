@@ -167,5 +167,19 @@ TEST(PipelineSchedule, TimelineHasOneRowPerRank) {
   EXPECT_NE(interleaved.find("F0/0"), std::string::npos) << interleaved;
 }
 
+TEST(PipelineSchedule, TimelineLegendExplainsItsNotation) {
+  const std::string one_chunk = draw_pipeline_timeline(make_pipeline_program(PipelineSchedule::one_f_one_b, {4, 1, 8}));
+  EXPECT_NE(one_chunk.find("F3 is micro-batch 3"), std::string::npos) << one_chunk;
+  EXPECT_NE(one_chunk.find("dots idle"), std::string::npos) << one_chunk;
+  EXPECT_EQ(one_chunk.find("\u2026"), std::string::npos) << one_chunk;  // nothing cut: no cut in the legend
+  const std::string chunks = draw_pipeline_timeline(make_pipeline_program(PipelineSchedule::interleaved, {2, 2, 4}));
+  EXPECT_NE(chunks.find("F3/1 is micro-batch 3 on the rank's chunk 1 (its stage chunk * 2 + rank)"), std::string::npos)
+      << chunks;
+  // 1f1b over 4 ranks and 8 micro-batches takes 33 columns of 3 characters; 10 fit in 40.
+  const std::string cut = draw_pipeline_timeline(make_pipeline_program(PipelineSchedule::one_f_one_b, {4, 1, 8}), 40);
+  EXPECT_NE(cut.find("rank 0  | F0 F1 F2 F3 .. .. .. .. .. .. \u2026 +23\n"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("\u2026 +N: the row goes on for N more columns past the width"), std::string::npos) << cut;
+}
+
 }  // namespace
 }  // namespace ustrain

@@ -7,6 +7,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
+# The CPU's peak FLOP/s for MFU is kept in the user's cache directory: here, a fresh one.
+export XDG_CACHE_HOME="$WORK/cache"
 failures=0
 # Debian's interpreter: the Python packages scripts/setup.sh installs (protobuf, crcmod,
 # matplotlib, sentencepiece) are importable only by it, whatever python3 comes first on PATH.
