@@ -45,7 +45,8 @@ GeneratedText generate_text(const GenerateOptions& o, const std::function<void(c
   std::vector<std::uint16_t> narrow;  // bf16/fp16 logits on their way to the host
   CpuBackend widen(1);
   std::vector<std::int32_t> window, no_targets, generated;
-  GeneratedText result{.context = context};
+  GeneratedText result;
+  result.context = context;
   std::string& text = result.text;  // what has been handed to on_text so far
   const auto emit = [&](bool final) {
     const std::string all = tokenizer->decode(generated);

@@ -11,7 +11,7 @@ expect_exit 2 "mistyped data subcommand" -- "$USTRAIN" data convrt -i x -o y
 expect_output "'convrt' is not a command of ustrain data; did you mean 'convert'\?" "suggests the nearest data command"
 expect_exit 0 "--help" -- "$USTRAIN" --help
 expect_output "train" "help lists train"
-expect_output "data parallelism with ZeRO" "help describes the parallelism this build runs"
+expect_output "data \(ZeRO 0-3\), tensor \(with sequence\)" "help describes the parallelism this build runs"
 grep -q "many GPUs" "$WORK/out.txt" && fail "help claims many GPUs, which recipes refuse" || pass "help claims no more than recipes accept"
 expect_exit 0 "help" -- "$USTRAIN" help
 expect_output "Usage: .*ustrain" "ustrain help prints the help"
