@@ -133,7 +133,10 @@ std::string describe_run(const Recipe& given, const TrainCommand& command) {
                      pp, recipe.parallel.virtual_stages, recipe.parallel.pp_schedule,
                      first.train.shape.micro_batches, first.train_simulation.bubble);
   for (int r = 0; r < pp; ++r) s += describe_rank_plan(recipe, r);
-  if (pp > 1) s += "\n" + draw_pipeline_timeline(first.train);
+  if (pp > 1) {
+    s += '\n';
+    s += draw_pipeline_timeline(first.train);
+  }
   if (started.launcher == "none" && launch.world_size > 1) s += describe_launch(recipe, command);
   return s;
 }
