@@ -52,5 +52,5 @@ fi
 expect_exit 0 "generate" -- "$USTRAIN" generate --run runs/tiny --prompt "the quick" --tokens 40 --temperature 0
 expect_output "^the quick" "generate echoes the prompt and continues it"
 expect_exit 2 "generate without a run directory" -- "$USTRAIN" generate --run nowhere
-expect_output "not a run directory" "generate names the problem"
+expect_output "run directory nowhere does not exist" "generate names the problem"
 finish
