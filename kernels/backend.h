@@ -40,6 +40,18 @@ struct VocabShard {
   std::int64_t valid = 0;
 };
 
+// Rows [begin, begin + count) along a sequence dimension: the block ops' way of naming part
+// of a tensor that has no strides.
+struct SeqRange {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+};
+
+// Which keys of a block a query sees. causal: query row r of a block of nq queries against
+// nk keys sees key rows 0 .. r + nk - nq (the ranges end at the same position); none: every
+// key. A value, not a built-in assumption, so that other masks (documents) can join.
+enum class AttentionMask : std::uint8_t { none, causal };
+
 // One contiguous range AdamW updates; its weight decay overrides AdamWParams::weight_decay.
 struct AdamWTensors {
   Tensor param, grad, m, v;
@@ -105,10 +117,12 @@ class Backend {
   void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight);
 
   // ---- rotary position embedding, rotate-half layout (as Hugging Face Llama) ----
-  // cos, sin (S, head_dim / 2): tables for positions 0..S-1, filled by rope_tables from the
-  // inverse frequency of each rotated pair, inv_freq (head_dim / 2), float64 on the host:
-  // angle = pos * inv_freq[i], its cos and sin computed in float64.
-  virtual void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) = 0;
+  // cos, sin (S, head_dim / 2): tables for positions first_position .. first_position + S - 1,
+  // filled by rope_tables from the inverse frequency of each rotated pair, inv_freq
+  // (head_dim / 2), float64 on the host: angle = pos * inv_freq[i], its cos and sin computed
+  // in float64. (A rank that holds parts of a sequence fills one table per part.)
+  virtual void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq,
+                           std::int64_t first_position) = 0;
   // In place on the first `rotated_heads` heads of each row of qkv (B, S, W).
   virtual void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) = 0;
   // The inverse rotation, in place on the gradient dqkv (B, S, W).
@@ -120,6 +134,32 @@ class Backend {
   // dqkv (B, S, (H + 2 * Hkv) * Dh) overwritten.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                   int n_heads, int n_kv_heads) = 0;
+
+  // ---- attention over blocks of the sequence (context parallelism) ----
+  // A rank that holds part of every sequence meets the key/value blocks of the other parts one
+  // at a time (parallel/ring_attention.h) and merges the partial results by their
+  // log-sum-exp. Queries come as rows of qkv (B, Sq, W), keys and values packed as kv
+  // (B, Skv, 2 Hkv Dh) = [k heads | v heads]; a block is a range of rows of each. Results and
+  // gradient sums are fp32 whatever the activations' dtype.
+  //
+  // kv (B, S, 2 Hkv Dh) = the k and v columns of every row of qkv (B, S, W).
+  virtual void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) = 0;
+  // out (B, q.count, H Dh) fp32 and lse (B, H, q.count) fp32: the attention of query rows q
+  // against key rows k under `mask`. A query row that sees no key gets out 0, lse -inf.
+  virtual void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                       AttentionMask mask, int n_heads, int n_kv_heads) = 0;
+  // Merges a block's result into rows q of the running result acc (B, S, H Dh) fp32 with its
+  // lse (B, H, S): acc = (acc e^lse + out e^block_lse) / e^lse', lse' = log(e^lse + e^block_lse).
+  // block_out (B, q.count, H Dh), block_lse (B, H, q.count).
+  virtual void attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) = 0;
+  // The backward of one block from the merged result of all of qkv's queries: out and dout
+  // (B, Sq, H Dh), lse (B, H, Sq). dq (B, Sq, H Dh) fp32 += at rows q; dkv (B, Skv, 2 Hkv Dh)
+  // fp32 += at rows k.
+  virtual void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
+                                        SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
+                                        int n_kv_heads) = 0;
+  // dqkv (B, S, W) = [dq | dkv] row by row, fp32 converted to dqkv's dtype.
+  virtual void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) = 0;
 
   // ---- SwiGLU on the fused gate/up projection ----
   // gate_up (N, 2F) = [gate | up];  out (N, F) = silu(gate) * up

@@ -43,22 +43,6 @@ AttentionShape attention_shape(const Tensor& qkv, int n_heads, int n_kv_heads) {
   return a;
 }
 
-// x[j] = exp(x[j] - shift) for j < n; returns their sum (in double).
-double exp_in_place(float* x, std::int64_t n, float shift) {
-  double acc[cpu::kLanes] = {};
-  std::int64_t j = 0;
-  for (; j + cpu::kLanes <= n; j += cpu::kLanes)
-    for (int l = 0; l < cpu::kLanes; ++l) {
-      x[j + l] = cpu::fast_exp(x[j + l] - shift);
-      acc[l] += x[j + l];
-    }
-  for (int l = 0; j < n; ++j, ++l) {
-    x[j] = cpu::fast_exp(x[j] - shift);
-    acc[l] += x[j];
-  }
-  return cpu::combine_lanes(acc);
-}
-
 }  // namespace
 
 void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
@@ -100,7 +84,7 @@ void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_hea
       float* pr = p + static_cast<std::int64_t>(r) * keys;
       const std::int64_t visible = i0 + r + 1;  // keys 0..i
       const float m = cpu::max_of(pr, visible);
-      const double sum = exp_in_place(pr, visible, m);
+      const double sum = cpu::exp_in_place(pr, visible, m);
       row_lse[i0 + r] = static_cast<float>(m + std::log(sum));
       const float inv = static_cast<float>(1.0 / sum);
       for (std::int64_t j = 0; j < visible; ++j) pr[j] *= inv;

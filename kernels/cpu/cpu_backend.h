@@ -63,13 +63,20 @@ class CpuBackend : public Backend {
   void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
 
-  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) override;
+  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
 
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
                           int n_kv_heads) override;
+  void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                               AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) override;
+  void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
 
   void swiglu_forward(Tensor out, Tensor gate_up) override;
   void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;

@@ -96,4 +96,20 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
   return combine_lanes(acc);
 }
 
+// x[i] = exp(x[i] - shift) for i < n; returns their sum (in double).
+inline double exp_in_place(float* x, std::int64_t n, float shift) {
+  double acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      x[i + l] = fast_exp(x[i + l] - shift);
+      acc[l] += x[i + l];
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    x[i] = fast_exp(x[i] - shift);
+    acc[l] += x[i];
+  }
+  return combine_lanes(acc);
+}
+
 }  // namespace ustrain::cpu

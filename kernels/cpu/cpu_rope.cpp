@@ -8,7 +8,7 @@
 
 namespace ustrain {
 
-void CpuBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) {
+void CpuBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) {
   USTRAIN_ASSERT(cos.shape.rank() == 2 && sin.shape == cos.shape,
                  "rope tables must be (S, Dh/2), got " + cos.shape.str() + " and " + sin.shape.str());
   const std::int64_t positions = cos.shape[0];
@@ -19,7 +19,7 @@ void CpuBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv
   float* s = sin.f32();  // (S, Dh/2)
   for (std::int64_t pos = 0; pos < positions; ++pos) {
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(pos) * inv_freq[static_cast<std::size_t>(i)];
+      const double angle = static_cast<double>(first_position + pos) * inv_freq[static_cast<std::size_t>(i)];
       c[pos * half + i] = static_cast<float>(std::cos(angle));
       s[pos * half + i] = static_cast<float>(std::sin(angle));
     }

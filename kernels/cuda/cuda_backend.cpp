@@ -251,13 +251,13 @@ void CudaBackend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) 
 
 // ---- RoPE ----
 
-void CudaBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) {
+void CudaBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) {
   expect_f32(cos, "rope cos");
   expect_f32(sin, "rope sin");
   // Computed once per run on the host, by the reference itself: the tables match it bit for bit.
   std::vector<float> host_cos(static_cast<std::size_t>(cos.numel())), host_sin(host_cos.size());
   CpuBackend host(1);
-  host.rope_tables(Tensor(host_cos.data(), cos.shape), Tensor(host_sin.data(), sin.shape), inv_freq);
+  host.rope_tables(Tensor(host_cos.data(), cos.shape), Tensor(host_sin.data(), sin.shape), inv_freq, first_position);
   copy(cos, Tensor(host_cos.data(), cos.shape));
   copy(sin, Tensor(host_sin.data(), sin.shape));
 }

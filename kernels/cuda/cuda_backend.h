@@ -65,7 +65,7 @@ class CudaBackend final : public Backend {
   void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
 
-  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) override;
+  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
 

@@ -60,6 +60,20 @@ std::int64_t causal_product_flops(const Tensor& qkv, int n_heads, int n_kv_heads
   return B * n_heads * S * S * head_dim;
 }
 
+// A block of nq queries against nk keys: B H nq nk Dh for one product, counted as above
+// (halved by a causal mask).
+std::int64_t block_product_flops(const Tensor& qkv, SeqRange q, SeqRange k, AttentionMask mask, int n_heads,
+                                 int n_kv_heads) {
+  const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
+  const std::int64_t product = qkv.shape[0] * n_heads * q.count * k.count * head_dim;
+  return mask == AttentionMask::causal ? product : 2 * product;
+}
+
+// The bytes of `count` of a tensor's `rows` rows (dimension 1 of (B, S, C)).
+std::int64_t range_bytes(const Tensor& t, SeqRange r) {
+  return t.shape[1] == 0 ? 0 : bytes_of(t) / t.shape[1] * r.count;
+}
+
 }  // namespace
 
 RecordingBackend::~RecordingBackend() {
@@ -163,7 +177,7 @@ void RecordingBackend::linear_backward_weight(Tensor dweight, Tensor dout, Tenso
 }
 
 // ---- RoPE: the rotated heads of each row, read and written, and the tables ----
-void RecordingBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double>) {
+void RecordingBackend::rope_tables(Tensor cos, Tensor sin, std::span<const double>, std::int64_t) {
   record("rope_tables", OpClass::elementwise, {&cos, &sin}, 0, bytes_of({&cos, &sin}));
 }
 
@@ -191,6 +205,36 @@ void RecordingBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, 
                                           int n_kv_heads) {
   record("attention_backward", OpClass::attention, {&dqkv, &dout, &qkv, &out, &lse},
          4 * causal_product_flops(qkv, n_heads, n_kv_heads), bytes_of({&dqkv, &dout, &qkv, &out, &lse}));
+}
+
+// ---- attention over blocks: every block reads its query and key rows, writes its result ----
+void RecordingBackend::attention_kv_pack(Tensor kv, Tensor qkv, int, int) {
+  record("attention_kv_pack", OpClass::copy, {&kv, &qkv}, 0, 2 * bytes_of(kv));
+}
+
+void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                               AttentionMask mask, int n_heads, int n_kv_heads) {
+  record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
+         2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
+         bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k));
+}
+
+void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) {
+  record("attention_merge", OpClass::elementwise, {&acc, &lse, &block_out, &block_lse}, 0,
+         3 * (bytes_of(block_out) + bytes_of(block_lse)));
+}
+
+void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
+                                                SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
+                                                int n_kv_heads) {
+  record("attention_block_backward", OpClass::attention, {&dq, &dkv, &dout, &qkv, &kv, &out, &lse},
+         4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
+         2 * (range_bytes(dq, q) + range_bytes(dkv, k)) + range_bytes(dout, q) + range_bytes(qkv, q) +
+             range_bytes(kv, k) + range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count);
+}
+
+void RecordingBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
+  record("attention_grad_pack", OpClass::copy, {&dqkv, &dq, &dkv}, 0, bytes_of({&dqkv, &dq, &dkv}));
 }
 
 // ---- SwiGLU, add ----

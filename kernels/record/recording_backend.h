@@ -8,6 +8,8 @@
 //   attention_forward    2 B H S^2 Dh: Q K^T and P V, each B H S^2 Dh multiply-adds (2 FLOPs
 //                        each) halved by the causal mask (S^2 / 2, not S (S + 1) / 2)
 //   attention_backward   twice the forward: 4 B H S^2 Dh
+//   attention_block_forward / _backward   the same for nq queries against nk keys:
+//                        4 B H nq nk Dh (2 B H nq nk Dh under a causal mask), backward twice
 // with H this rank's query heads. Every other op (norms, RoPE, SwiGLU, adds, embeddings,
 // cross-entropy, the optimizer, copies) counts 0 FLOPs and is priced by its bytes.
 //
@@ -41,7 +43,7 @@ namespace ustrain {
 // What an op is, for the summary.
 enum class OpClass : std::uint8_t {
   gemm,         // linear_forward / _backward_input / _backward_weight
-  attention,    // attention_forward / _backward
+  attention,    // attention_forward / _backward, the block ops
   elementwise,  // norms, RoPE, SwiGLU, adds, embeddings, cross-entropy
   optimizer,    // AdamW, sum of squares, scale (clipping, loss scaling)
   copy,         // copy, convert, fill
@@ -106,12 +108,19 @@ class RecordingBackend final : public Backend {
   void linear_forward(Tensor out, Tensor x, Tensor weight) override;
   void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
-  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq) override;
+  void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
                           int n_kv_heads) override;
+  void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                               AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) override;
+  void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
   void swiglu_forward(Tensor out, Tensor gate_up) override;
   void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
   void add(Tensor out, Tensor a, Tensor b) override;

@@ -271,9 +271,9 @@ TEST_F(GpuTest, RopeTablesMatchCpu) {
     const Shape s{positions, half};
     const std::vector<double> inv_freq = rope_frequencies(half, theta);
     std::vector<float> cos_table(static_cast<std::size_t>(positions * half)), sin_table(cos_table.size());
-    cpu().rope_tables(host(cos_table, s), host(sin_table, s), inv_freq);
+    cpu().rope_tables(host(cos_table, s), host(sin_table, s), inv_freq, 0);
     DeviceTensor gcos(gpu(), s, DType::f32), gsin(gpu(), s, DType::f32);
-    gpu().rope_tables(gcos, gsin, inv_freq);
+    gpu().rope_tables(gcos, gsin, inv_freq, 0);
     const std::string at = " S=" + std::to_string(positions) + " Dh/2=" + std::to_string(half);
     expect_close(gcos.download(), cos_table, fp32_tolerance(Measure::max_rel), "rope cos" + at);
     expect_close(gsin.download(), sin_table, fp32_tolerance(Measure::max_rel), "rope sin" + at);
@@ -291,7 +291,7 @@ TEST_P(GpuActTest, RopeForwardAndBackwardMatchCpuAndLeaveValuesAlone) {
     const int rotated = static_cast<int>(c.heads + c.kv_heads), dh = static_cast<int>(c.head_dim);
     const Shape qs{c.batch, c.seq, c.width()}, ts{c.positions, c.head_dim / 2};
     std::vector<float> cos_table(static_cast<std::size_t>(ts.numel())), sin_table(cos_table.size());
-    cpu().rope_tables(host(cos_table, ts), host(sin_table, ts), rope_frequencies(c.head_dim / 2, 10000.0));
+    cpu().rope_tables(host(cos_table, ts), host(sin_table, ts), rope_frequencies(c.head_dim / 2, 10000.0), 0);
     auto gcos = on_device(gpu(), cos_table, ts, DType::f32), gsin = on_device(gpu(), sin_table, ts, DType::f32);
 
     for (bool backward : {false, true}) {

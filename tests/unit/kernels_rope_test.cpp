@@ -55,7 +55,7 @@ Tables make_tables(CpuBackend& cpu, int rows, int head_dim, const std::vector<do
   const int half = head_dim / 2;
   Tables t{std::vector<float>(static_cast<std::size_t>(rows * half)),
            std::vector<float>(static_cast<std::size_t>(rows * half)), rows, half};
-  cpu.rope_tables(t.c(), t.s(), inv_freq);
+  cpu.rope_tables(t.c(), t.s(), inv_freq, 0);
   return t;
 }
 Tables make_tables(CpuBackend& cpu, int rows, int head_dim) {
