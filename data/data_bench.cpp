@@ -99,7 +99,7 @@ LoaderRate measure_loader(const std::string& dataset_dir, const DataBenchOptions
   const TokenDataset dataset = TokenDataset::open(dataset_dir);
   auto loader = std::make_shared<const Loader>(
       std::vector<LoaderSource>{{dataset.open_tokens(Split::train), 1.0, dataset_dir}},
-      LoaderOptions{o.seq_len, 1234, true, 0, 1});
+      LoaderOptions{o.seq_len, 1234, true, 0, 1, {}});
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(o.seq_len)), targets(inputs.size());
   std::uint64_t samples = 0;
   double wait = 0;

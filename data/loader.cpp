@@ -21,6 +21,9 @@ std::vector<double> weights_of(const std::vector<LoaderSource>& sources) {
 Loader::Loader(std::vector<LoaderSource> sources, LoaderOptions options)
     : sources_(std::move(sources)), options_(options), blend_(weights_of(sources_)) {
   USTRAIN_ASSERT(options_.seq_len > 0, "seq_len must be positive");
+  for (const TokenRun& run : options_.runs)
+    USTRAIN_ASSERT(run.begin >= 0 && run.count >= 0 && run.begin + run.count <= options_.seq_len,
+                   "a run of a window lies outside the window");
   USTRAIN_ASSERT(options_.num_readers > 0 && options_.reader >= 0 && options_.reader < options_.num_readers,
                  "reader out of range");
   for (std::size_t d = 0; d < sources_.size(); ++d) {
@@ -47,15 +50,31 @@ Loader::Origin Loader::origin(std::uint64_t sample) const {
   return origin;
 }
 
+std::int64_t LoaderOptions::sample_tokens() const {
+  if (runs.empty()) return seq_len;
+  std::int64_t n = 0;
+  for (const TokenRun& r : runs) n += r.count;
+  return n;
+}
+
 void Loader::read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets) const {
   const Origin at = origin(sample);
   const std::int64_t seq = options_.seq_len;
   const TokenSource& tokens = *sources_[at.source].tokens;
   const auto start = static_cast<std::int64_t>(at.window) * seq;
-  // Targets are the inputs moved by one: read S tokens, then only the one after them.
-  tokens.read(start, seq, inputs);
-  std::copy(inputs + 1, inputs + seq, targets);
-  tokens.read(start + seq, 1, targets + seq - 1);
+  if (options_.runs.empty()) {
+    // Targets are the inputs moved by one: read S tokens, then only the one after them.
+    tokens.read(start, seq, inputs);
+    std::copy(inputs + 1, inputs + seq, targets);
+    tokens.read(start + seq, 1, targets + seq - 1);
+    return;
+  }
+  for (const TokenRun& run : options_.runs) {
+    tokens.read(start + run.begin, run.count, inputs);
+    tokens.read(start + run.begin + 1, run.count, targets);
+    inputs += run.count;
+    targets += run.count;
+  }
 }
 
 std::vector<LoaderSource> memory_source(std::shared_ptr<const std::vector<std::int32_t>> tokens) {

@@ -32,12 +32,24 @@ struct LoaderSource {
   std::string name;  // for messages, e.g. the dataset directory
 };
 
+// Positions [begin, begin + count) of a window.
+struct TokenRun {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+};
+
 struct LoaderOptions {
   std::int64_t seq_len = 0;
   std::uint64_t seed = 0;
   bool shuffle = true;
   int reader = 0;
   int num_readers = 1;
+  // The parts of every window this process takes, one after the other (context parallelism
+  // gives each rank two runs of every sequence, parallel/ring_attention.h); empty: all of it.
+  // Readers, samples and positions are those of whole windows either way.
+  std::vector<TokenRun> runs;
+  // Tokens of one sample as this process holds it: the runs' total, or seq_len.
+  std::int64_t sample_tokens() const;
 };
 
 class Loader {
@@ -52,7 +64,8 @@ class Loader {
   };
   // Where this reader's sample j comes from.
   Origin origin(std::uint64_t sample) const;
-  // Fills one sample: inputs[0, S) and targets[0, S). Safe to call from several threads.
+  // Fills one sample: inputs[0, S) and targets[0, S) (S = options().sample_tokens(): this
+  // process's runs of the window). Safe to call from several threads.
   void read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets) const;
 
   std::size_t sources() const { return sources_.size(); }

@@ -10,7 +10,7 @@ BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const Loader> loader, std::int6
                                  std::uint64_t start)
     : loader_(std::move(loader)), batch_(batch), depth_(depth), position_(start) {
   USTRAIN_ASSERT(loader_ != nullptr && batch_ > 0 && depth_ >= 0, "bad prefetcher arguments");
-  const auto size = static_cast<std::size_t>(batch_ * loader_->options().seq_len);
+  const auto size = static_cast<std::size_t>(batch_ * loader_->options().sample_tokens());
   // depth batches made ahead plus the one the caller holds.
   for (int i = 0; i <= depth_; ++i) {
     auto buffer = std::make_unique<SampleBatch>();
@@ -26,7 +26,7 @@ BatchPrefetcher::~BatchPrefetcher() { stop_thread(); }
 
 void BatchPrefetcher::fill(SampleBatch& batch, std::uint64_t first) {
   batch.first_sample = first;
-  const std::int64_t seq = loader_->options().seq_len;
+  const std::int64_t seq = loader_->options().sample_tokens();
   for (std::int64_t b = 0; b < batch_; ++b)
     loader_->read_sample(first + static_cast<std::uint64_t>(b), batch.inputs.data() + b * seq,
                          batch.targets.data() + b * seq);

@@ -20,9 +20,9 @@ constexpr std::string_view kHarmlessKeys[] = {
     "parallel.comm_timeout_s", "parallel.startup_timeout_s", "device.memory_check"};
 // Logging, tracing (log.trace_steps) and checkpoint policy change no number a step computes.
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
-constexpr std::string_view kReassociatingKeys[] = {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp",
-                                                   "parallel.pp_schedule", "parallel.virtual_stages", "parallel.zero",
-                                                   "train.micro_batch"};
+constexpr std::string_view kReassociatingKeys[] = {
+    "parallel.dp",           "parallel.tp",   "parallel.sp",      "parallel.pp", "parallel.cp", "parallel.pp_schedule",
+    "parallel.virtual_stages", "parallel.zero", "train.micro_batch"};
 
 std::string literal_of(const toml::node& value) {
   if (const auto* s = value.as_string()) return fmt::format("\"{}\"", s->get());

@@ -11,6 +11,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
+#include "parallel/context_split.h"
 #include "parallel/world.h"
 
 namespace ustrain {
@@ -34,10 +35,12 @@ class ProcessLayout {
   ProcessGroups& groups() { return *groups_; }
   // The deadlines of the training groups (parallel.comm_timeout_s).
   const CommOptions& comm_options() const { return world_.defaults(); }
-  // This rank's data reader and the number of readers: ranks that see the same tokens (the
-  // members of one tensor-parallel group) read the same data.
+  // This rank's data reader and the number of readers: ranks that see the same sequences (the
+  // members of one tensor-, context- and pipeline-parallel group) read the same data.
   int data_reader() const { return mesh_.coord(MeshDim::dp); }
   int data_readers() const { return mesh_.shape().dp; }
+  // The part of every sequence this rank holds: its context-parallel rank and their number.
+  ContextSplit context() const { return {mesh_.shape().cp, mesh_.coord(MeshDim::cp)}; }
   // Every rank, reserved for the checkpoint writer (which may use it from its own thread);
   // null for a single process.
   Communicator* checkpoint_group() { return checkpoints_.get(); }

@@ -134,7 +134,8 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
   const ParallelSection& p = recipe.parallel;
   const ModelGeometry geometry = ModelGeometry::of(
       recipe.model,
-      ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0, static_cast<int>(p.virtual_stages)},
+      ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0, static_cast<int>(p.virtual_stages),
+                 static_cast<int>(p.cp), 0},
       recipe.train.seq_len);
   LlamaModel model(recipe.model, geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));

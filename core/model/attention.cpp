@@ -12,6 +12,7 @@ struct Attention::Views {
   Tensor d_att;     // (B, S, H Dh)
   Tensor d_qkv;     // (B, S, W): deferred (kept for the weight pass) or workspace
   Tensor d_o;       // (N, D) deferred only: the gradient of the o_proj output (every row)
+  RingBuffers ring;  // context parallelism's (parallel/ring_attention.h); empty at cp = 1
   bool deferred = false;
 };
 
@@ -55,8 +56,21 @@ std::vector<ActivationSpec> Attention::deferred(std::int64_t max_batch, DType c)
 }
 
 std::vector<ActivationSpec> Attention::workspace(std::int64_t max_batch, DType c) const {
-  const std::int64_t n = geo_.tokens(max_batch);
-  return {{"grad.attention_out", Shape{n, geo_.heads * geo_.head_dim}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
+  const std::int64_t n = geo_.tokens(max_batch), hd = geo_.heads * geo_.head_dim;
+  const std::int64_t kv = 2 * geo_.kv_heads * geo_.head_dim;
+  std::vector<ActivationSpec> specs{{"grad.attention_out", Shape{n, hd}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
+  if (geo_.context.size > 1) {  // the ring's blocks in flight and its fp32 sums
+    const DType f = DType::f32;
+    specs.insert(specs.end(), {{"ring.kv", Shape{n, kv}, c},
+                               {"ring.kv_next", Shape{n, kv}, c},
+                               {"ring.block_out", Shape{n, hd}, f},
+                               {"ring.block_lse", Shape{n * geo_.heads}, f},
+                               {"ring.grad_q", Shape{n, hd}, f},
+                               {"ring.grad_kv", Shape{n, kv}, f},
+                               {"ring.grad_kv_next", Shape{n, kv}, f}});
+    if (c != f) specs.push_back({"ring.out_sum", Shape{n, hd}, f});  // fp32 activations sum in place
+  }
+  return specs;
 }
 
 Attention::Views Attention::views(const SubLayerMemory& m) const {
@@ -69,6 +83,11 @@ Attention::Views Attention::views(const SubLayerMemory& m) const {
   v.att = bsw(m.activations.at(3));
   v.lse = first_rows(m.activations.at(4), n * geo_.heads).view(Shape{B, geo_.heads, S});
   v.d_att = bsw(m.workspace.at(0));
+  if (m.workspace.size() > 2) {
+    const auto& w = m.workspace;
+    v.ring = RingBuffers{{w.at(2), w.at(3)}, w.at(4), w.at(5), w.size() > 9 ? w.at(9) : Tensor(), w.at(6),
+                         {w.at(7), w.at(8)}};
+  }
   v.deferred = !m.deferred.empty();
   if (v.deferred) {
     v.d_o = first_rows(m.deferred.at(0), n);
@@ -88,7 +107,7 @@ Tensor Attention::forward(Backend& be, const LayerParallel& par, Tensor x, Tenso
   const Tensor ln1 = par.tp.gather(a.ln1_out, s.gathered);                 // (N, D)
   be.linear_forward(a.qkv.view(qkv2d), ln1, params_.packed_value(q_, v_));  // (N, W)
   be.rope_forward(a.qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
-  be.attention_forward(a.att, a.lse, a.qkv, n_heads_, n_kv_heads_);  // (B, S, H Dh)
+  par.cp.forward(be, a.att, a.lse, a.qkv, n_heads_, n_kv_heads_, a.ring);  // (B, S, H Dh)
   be.linear_forward(s.branch, a.att.view(att2d), params_[o_].value);  // (N, D), partial over tp
   return par.tp.reduce(s.branch, out);                                // (R, D)
 }
@@ -103,7 +122,7 @@ void Attention::backward(Backend& be, const LayerParallel& par, Tensor x, const 
   be.linear_backward_input(a.d_att.view(att2d), d_out, params_[o_].value);
   if (a.deferred) be.copy(a.d_o, d_out);
   else be.linear_backward_weight(params_[o_].grad, d_out, a.att.view(att2d));
-  be.attention_backward(a.d_qkv, a.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_);
+  par.cp.backward(be, a.d_qkv, a.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_, a.ring);
   be.rope_backward(a.d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
   const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);
   be.linear_backward_input(d_part, a.d_qkv.view(qkv2d), params_.packed_value(q_, v_));

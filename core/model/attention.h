@@ -4,7 +4,8 @@
 //   attention(x) = o_proj(attention(rope(qkv_proj(rmsnorm(x)))))
 //
 // whose sum with x the block takes. Under tensor parallelism q/k/v are column-parallel over
-// this rank's heads (whole GQA groups) and o_proj row-parallel.
+// this rank's heads (whole GQA groups) and o_proj row-parallel. Under context parallelism
+// the rank holds part of every sequence and the attention is a ring (parallel/ring_attention.h).
 //
 // Sizes are this rank's (core/model/geometry.h): H and Hkv its heads and kv heads, Dh the head
 // width, W = (H + 2 Hkv) Dh, and N, R, D as in core/model/sublayer.h.

@@ -12,6 +12,9 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   const bool sp = split.sp;
   USTRAIN_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "bad tensor-parallel rank");
   USTRAIN_ASSERT(seq_len >= 0, "bad sequence length");
+  USTRAIN_ASSERT(split.cp >= 1 && split.cp_rank >= 0 && split.cp_rank < split.cp, "bad context-parallel rank");
+  USTRAIN_ASSERT(split.cp == 1 || seq_len % (2 * split.cp) == 0,
+                 "seq_len must split into 2 cp chunks (the recipe check refuses other layouts)");
   USTRAIN_ASSERT(split.pp >= 1 && split.pp_rank >= 0 && split.pp_rank < split.pp && split.virtual_stages >= 1,
                  "bad pipeline rank");
   const std::int64_t stages = static_cast<std::int64_t>(split.pp) * split.virtual_stages;
@@ -39,7 +42,8 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   g.vocab_local = g.vocab_padded / tp;
   g.vocab_begin = g.vocab_local * tp_rank;
   g.vocab_valid = std::clamp<std::int64_t>(m.vocab_size - g.vocab_begin, 0, g.vocab_local);
-  g.seq = seq_len;
+  g.seq = seq_len / split.cp;
+  g.context = ContextSplit{split.cp, split.cp_rank};
   g.pp = split.pp;
   g.pp_rank = split.pp_rank;
   g.virtual_stages = split.virtual_stages;

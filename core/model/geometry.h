@@ -10,7 +10,9 @@
 // stream, norms and residual adds hold 1/tp of the token rows.
 //
 // Activations are planned for sequences of `seq` tokens on this rank: the recipe's
-// train.seq_len (a share of it once context parallelism splits sequences).
+// train.seq_len, divided by cp under context parallelism, whose zig-zag split
+// (parallel/ring_attention.h) gives each rank two runs of every sequence: `positions` says
+// which, for the RoPE tables.
 //
 // Pipeline parallelism cuts the layers into pp * V virtual stages of equal size; this rank
 // holds the stages pp_rank, pp_rank + pp, ... (its chunks, parallel/pipeline_schedule.h). The
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "core/recipe/recipe.h"
+#include "parallel/context_split.h"
 
 namespace ustrain {
 
@@ -30,6 +33,7 @@ struct ModelSplit {
   int tp = 1, tp_rank = 0;
   bool sp = false;
   int pp = 1, pp_rank = 0, virtual_stages = 1;
+  int cp = 1, cp_rank = 0;
 };
 
 // The part of the model one chunk runs: layers [first_layer, end_layer) of stage `stage`.
@@ -57,6 +61,10 @@ struct ModelGeometry {
   std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
   std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
   std::int64_t seq = 0;                  // tokens of each sequence, at most (0: sizes only)
+
+  // Context parallelism: this rank's share of every sequence (global positions).
+  ContextSplit context{};
+  std::array<SeqRange, 2> positions() const { return context.runs(seq * context.size); }
 
   // Pipeline parallelism.
   int pp = 1, pp_rank = 0, virtual_stages = 1;

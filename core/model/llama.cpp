@@ -12,13 +12,21 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     : LlamaModel(cfg, ModelGeometry::of(cfg, {}, max_seq), max_batch, policy, compute) {}
 
 LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch,
-                       Recompute policy, DType compute, TensorParallel* tp)
-    : cfg_(cfg), geo_(geometry), tp_(tp ? tp : &no_tp_), max_batch_(max_batch), policy_(policy), compute_(compute) {
+                       Recompute policy, DType compute, TensorParallel* tp, RingAttention* cp)
+    : cfg_(cfg),
+      geo_(geometry),
+      tp_(tp ? tp : &no_tp_),
+      cp_(cp ? cp : &no_cp_),
+      max_batch_(max_batch),
+      policy_(policy),
+      compute_(compute) {
   // A model planned for a tensor-parallel rank but given no group can be planned (--dry-run),
   // not run: forward checks.
   USTRAIN_ASSERT(tp == nullptr || (tp_->size() == geo_.tp && tp_->rank() == geo_.tp_rank &&
                                    tp_->sequence_parallel() == geo_.sequence_parallel()),
                  "the tensor-parallel group does not match the model's geometry");
+  USTRAIN_ASSERT(cp == nullptr || (cp_->size() == geo_.context.size && cp_->rank() == geo_.context.rank),
+                 "the context-parallel group does not match the model's geometry");
   const std::int64_t v = geo_.vocab, d = geo_.d_model;
   bool holds_first = false, holds_last = false;
   int layers = 0;
@@ -52,7 +60,7 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
   if (!holds_first || !holds_last) params_.registry().set_whole_model(declaration(cfg));
   for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
     chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_.registry(),
-                                                   LayerParallel{*tp_}, policy_, compute_, hooks_));
+                                                   LayerParallel{*tp_, *cp_}, policy_, compute_, hooks_));
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
@@ -99,7 +107,15 @@ void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const Sl
 void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   params_.bind(mem);
   const RopeTables rope{mem.tensor(rope_cos_), mem.tensor(rope_sin_)};
-  backend.rope_tables(rope.cos, rope.sin, rope_inverse_frequencies(cfg_, geo_.head_dim));
+  // One table per run of the sequence this rank holds, at the run's true positions.
+  const std::vector<double> inv_freq = rope_inverse_frequencies(cfg_, geo_.head_dim);
+  std::int64_t row = 0;
+  for (const SeqRange& run : geo_.positions()) {
+    if (run.count == 0) continue;
+    backend.rope_tables(rope.cos.slice(row, row + run.count), rope.sin.slice(row, row + run.count), inv_freq,
+                        run.begin);
+    row += run.count;
+  }
   const auto at = [&](int handle) { return handle >= 0 ? mem.tensor(handle) : Tensor(); };
   const auto all = [&](const std::vector<int>& handles) {
     std::vector<Tensor> t;

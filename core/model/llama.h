@@ -43,10 +43,10 @@ class LlamaModel {
   // This rank's part of the model, `geometry` (copied, with its sequence length), for
   // micro-batches of at most `max_batch` sequences. `compute`: the dtype of activations and of
   // the weights' compute copy (f32, bf16, f16); statistics, gradients, master weights and
-  // optimizer state stay fp32. `tp` (not owned) carries tensor and sequence parallelism, null
-  // for one rank.
+  // optimizer state stay fp32. `tp` (not owned) carries tensor and sequence parallelism, `cp`
+  // (not owned) context parallelism; null for one rank.
   LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch, Recompute policy,
-             DType compute = DType::f32, TensorParallel* tp = nullptr);
+             DType compute = DType::f32, TensorParallel* tp = nullptr, RingAttention* cp = nullptr);
   // The whole model on one rank, for micro-batches of at most (max_batch, max_seq) tokens.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
              DType compute = DType::f32);
@@ -101,8 +101,10 @@ class LlamaModel {
  private:
   ModelSection cfg_;
   ModelGeometry geo_;
-  TensorParallel no_tp_;  // the one-rank default
+  TensorParallel no_tp_;  // the one-rank defaults
+  RingAttention no_cp_;
   TensorParallel* tp_;
+  RingAttention* cp_;
   std::int64_t max_batch_;
   Recompute policy_;
   DType compute_;

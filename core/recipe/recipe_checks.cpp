@@ -28,11 +28,29 @@ void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
       fail("{}: {} = {} is not divisible by parallel.tp = {}; tensor parallelism gives every rank the same number "
            "of attention heads, key/value heads and MLP units, so choose a tp that divides {} (or change the model)",
            at.of({key, "parallel.tp"}), key, value, tp, key);
-  if (r.parallel.sp && r.train.seq_len % tp != 0)
+  const std::int64_t cp = r.parallel.cp, local = r.train.seq_len / cp;
+  if (r.parallel.sp && cp == 1 && local % tp != 0)
     fail("{}: train.seq_len = {} is not divisible by parallel.tp = {}; sequence parallelism splits every "
          "micro-batch's tokens evenly over the tensor-parallel ranks, so make seq_len a multiple of tp, or set "
          "parallel.sp = false",
          at.of({"train.seq_len", "parallel.tp", "parallel.sp"}), r.train.seq_len, tp);
+  if (r.parallel.sp && cp > 1 && local % tp != 0)
+    fail("{}: train.seq_len / parallel.cp = {} / {} = {} tokens per context-parallel rank is not divisible by "
+         "parallel.tp = {}; sequence parallelism splits each rank's tokens evenly over the tensor-parallel ranks, so "
+         "make seq_len a multiple of cp * tp = {}, or set parallel.sp = false",
+         at.of({"train.seq_len", "parallel.cp", "parallel.tp", "parallel.sp"}), r.train.seq_len, cp, local, tp,
+         cp * tp);
+}
+
+// What context parallelism needs: every sequence cut into 2 cp equal chunks, two per rank
+// (parallel/ring_attention.h), so seq_len divides by 2 cp.
+void check_context_parallel_rules(const Recipe& r, const Origins& at) {
+  const std::int64_t cp = r.parallel.cp;
+  if (cp == 1 || r.train.seq_len % (2 * cp) == 0) return;
+  fail("{}: train.seq_len = {} is not divisible by 2 * parallel.cp = {}; context parallelism cuts every sequence "
+       "into 2 cp equal chunks (two per rank, so that every rank does the same share of the causal attention), so "
+       "make seq_len a multiple of {} or choose another cp",
+       at.of({"train.seq_len", "parallel.cp"}), r.train.seq_len, 2 * cp, 2 * cp);
 }
 
 // What expert parallelism needs: its groups are blocks of the dp x cp ranks (parallel/mesh.h),
@@ -208,6 +226,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
   check_model_rules(r, at);
   if (use == RecipeUse::model) return;  // the rest is about the data and the training run
   check_training_rules(r, at);
+  check_context_parallel_rules(r, at);
   check_tensor_parallel_rules(r, at);
   check_expert_parallel_rules(r, at);
   check_pipeline_rules(r, at);
@@ -223,7 +242,6 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   const std::tuple<std::string_view, std::int64_t, std::string_view> dimensions[] = {
-      {"parallel.cp", p.cp, "context parallelism"},
       {"parallel.ep", p.ep, "expert parallelism"},
   };
   for (const auto& [key, value, what] : dimensions) {

@@ -52,7 +52,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
                              Recompute policy, ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
-            placement.tp) {
+            placement.tp, placement.cp) {
   plan_model(model, plan, placement.sharding, placement.slots);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_trace(recipe, plan);

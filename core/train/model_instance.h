@@ -18,11 +18,12 @@ DType compute_dtype(const Recipe& recipe);
 // The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
 
-// How one rank holds the part of the model its geometry names: the tensor-parallel group (none
-// by default), its share of the training state under ZeRO per sync group (sharding), and the
+// How one rank holds the part of the model its geometry names: the tensor- and
+// context-parallel groups (none by default), its share of the training state under ZeRO per sync group (sharding), and the
 // micro-batches its pipeline schedule keeps in flight (slots).
 struct ModelPlacement {
   TensorParallel* tp = nullptr;  // not owned; must outlive the instance
+  RingAttention* cp = nullptr;   // the context-parallel group (none by default); the same
   ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)

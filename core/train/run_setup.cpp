@@ -25,7 +25,7 @@ namespace {
 TrainingData open_training_data(const Recipe& recipe, const TrainOptions& options, ProcessLayout& layout,
                                 const TrainStart& ts) {
   check_host_fits(recipe, ts.host_memory, ts.launch.local_world_size, saves_checkpoints(recipe, options));
-  return TrainingData(recipe, layout.data_reader(), layout.data_readers());
+  return TrainingData(recipe, layout.data_reader(), layout.data_readers(), layout.context());
 }
 
 // This rank's backend and the groups' device communicators: NCCL when every rank has a GPU

@@ -40,7 +40,7 @@ double validation_pass(TrainingRank& run, TrainingData& data) {
   data.reset_validation();
   MicroBatches micro(micro_batches);
   for (std::size_t m = 0; m < micro_batches; ++m) micro.add(data.next_validation());
-  const PipelineLoss local = run.eval_executor.run(run.backend, micro.tokens, t.micro_batch, t.seq_len, 0.0f);
+  const PipelineLoss local = run.eval_executor.run(run.backend, micro.tokens, t.micro_batch, run.geometry.seq, 0.0f);
   return run.groups.loss().sum(local.sum) / run.groups.loss().sum(local.tokens);
 }
 

@@ -86,7 +86,19 @@ std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
   return {BlendEntry{data.path, 1.0}};
 }
 
-TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
+namespace {
+
+// The runs of every window a context-parallel rank takes (none: the whole window).
+std::vector<TokenRun> context_runs(const ContextSplit& context, std::int64_t seq_len) {
+  if (context.size == 1) return {};
+  std::vector<TokenRun> runs;
+  for (const SeqRange& r : context.runs(seq_len)) runs.push_back({r.begin, r.count});
+  return runs;
+}
+
+}  // namespace
+
+TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, ContextSplit context)
     : seq_len_(r.train.seq_len), seed_(r.run.seed), num_readers_(num_readers) {
   const std::vector<Source> sources = open_sources(r);
   check_tokenizers(r, sources);
@@ -98,7 +110,8 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
   for (const LoaderSource& source : train) train_tokens_ += source.tokens->size();
   for (const LoaderSource& source : val) validation_tokens_ += source.tokens->size();
 
-  const LoaderOptions train_options{seq_len_, seed_, /*shuffle=*/true, reader, num_readers};
+  const std::vector<TokenRun> runs = context_runs(context, seq_len_);
+  const LoaderOptions train_options{seq_len_, seed_, /*shuffle=*/true, reader, num_readers, runs};
   auto train_loader = std::make_shared<const Loader>(std::move(train), train_options);
   json described = json::array();
   for (std::size_t d = 0; d < train_loader->sources(); ++d)
@@ -107,7 +120,7 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers)
   const int depth = static_cast<int>(r.data.prefetch);
   if (!val.empty()) {
     // Validation always reads the same windows from the start of each split, in order.
-    const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers};
+    const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers, runs};
     auto val_loader = std::make_shared<const Loader>(std::move(val), val_options);
     for (std::size_t d = 0; d < val_loader->sources(); ++d)
       validation_windows_ += static_cast<std::int64_t>(val_loader->windows(d));

@@ -11,6 +11,7 @@
 #include "core/recipe/recipe.h"
 #include "data/blend.h"
 #include "data/prefetcher.h"
+#include "parallel/context_split.h"
 
 namespace ustrain {
 
@@ -23,8 +24,9 @@ class TrainingData {
   // the recipe before anything is read: tokenizer kind and identity (all blended datasets
   // share one), vocabulary size, checksums (data.verify), enough tokens for one sequence, a
   // validation split when validation is on. This process is data-parallel reader `reader`
-  // of `num_readers` (data/loader.h).
-  explicit TrainingData(const Recipe& recipe, int reader = 0, int num_readers = 1);
+  // of `num_readers` (data/loader.h) and holds the `context` part of every sequence (its two
+  // runs under context parallelism; micro-batches are then (micro_batch, seq_len / cp)).
+  explicit TrainingData(const Recipe& recipe, int reader = 0, int num_readers = 1, ContextSplit context = {});
 
   // The next micro-batch; valid until the next call.
   const MicroBatch& next_train();

@@ -9,11 +9,11 @@
 
 namespace ustrain {
 
-ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank) {
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank) {
   const auto& p = r.parallel;
   return ModelGeometry::of(r.model,
                            ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                      static_cast<int>(p.virtual_stages)},
+                                      static_cast<int>(p.virtual_stages), static_cast<int>(p.cp), cp_rank},
                            r.train.seq_len);
 }
 
@@ -28,11 +28,12 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
                            MemoryShare memory, bool saves_checkpoints)
     : recipe(r),
       groups(g),
-      geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank())),
+      geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank(), groups.cp().rank())),
       tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
+      cp(groups.cp().for_tensors(be->device())),
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
-               ModelPlacement{&tp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
+               ModelPlacement{&tp, &cp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
                               pipeline.slots, memory, saves_checkpoints},
                std::move(be)),
       model(instance.model),
@@ -60,7 +61,7 @@ StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro
   engine.begin_step(static_cast<int>(micro.size()));
   const double loss_scale = run.scaler.scale();
   // The pipeline schedule runs every forward and backward of the step (one stage at pp = 1).
-  const PipelineLoss local = run.train_executor.run(be, micro, t.micro_batch, t.seq_len,
+  const PipelineLoss local = run.train_executor.run(be, micro, t.micro_batch, run.geometry.seq,
                                                     static_cast<float>(loss_scale / static_cast<double>(tokens_per_step)),
                                                     &timer);
   std::optional<TraceScope> sync_span(std::in_place, trace, 0, "gradient sync", "gradient sync");

@@ -25,9 +25,9 @@
 
 namespace ustrain {
 
-// The model's sizes on tensor-parallel rank `tp_rank` and pipeline rank `pp_rank` of the
-// recipe's layout, for its sequences.
-ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank);
+// The model's sizes on tensor-parallel rank `tp_rank`, pipeline rank `pp_rank` and
+// context-parallel rank `cp_rank` of the recipe's layout, for its sequences.
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank = 0);
 
 // How a rank of the recipe's layout holds the training state: ZeRO shards each store over the
 // ranks whose gradients add up, dense parameters over dp x cp (`rank` among them), expert
@@ -48,6 +48,7 @@ struct TrainingRank {
   ProcessGroups& groups;
   ModelGeometry geometry;
   TensorParallel tp;
+  RingAttention cp;
   PipelinePlan pipeline;
   ModelInstance instance;
   LlamaModel& model;

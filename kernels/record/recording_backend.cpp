@@ -219,7 +219,7 @@ void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qk
          bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k));
 }
 
-void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) {
+void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange) {
   record("attention_merge", OpClass::elementwise, {&acc, &lse, &block_out, &block_lse}, 0,
          3 * (bytes_of(block_out) + bytes_of(block_lse)));
 }

@@ -121,7 +121,7 @@ def layout_args(row):
             f"parallel.cp={row['cp']}", f"parallel.ep={row['ep']}", f"parallel.zero={row['zero']}",
             f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}",
             f"parallel.pp_schedule={row['schedule']}", f"parallel.virtual_stages={row['vs']}",
-            f"parallel.device_comm={row['comm']}"]
+            f"parallel.device_comm={row['comm']}", f"train.recompute={row['recompute']}"]
     return [a for arg in args for a in ("--set", arg)]
 
 

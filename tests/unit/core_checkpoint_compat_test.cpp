@@ -69,11 +69,11 @@ TEST(RecipeChanges, Classification) {
                         "checkpoint.interval", "checkpoint.keep_last", "run.name", "parallel.comm_timeout_s",
                         "parallel.startup_timeout_s", "log.trace_steps"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::harmless) << k;
-  for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.pp_schedule",
-                        "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})
+  for (const char* k : {"parallel.dp", "parallel.tp", "parallel.sp", "parallel.pp", "parallel.cp",
+                        "parallel.pp_schedule", "parallel.virtual_stages", "parallel.zero", "train.micro_batch"})
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::reassociates) << k;
   // RoPE scaling changes the numbers, not the shapes.
-  for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len", "parallel.cp",
+  for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len",
                         "schedule.decay", "optim.weight_decay", "device.threads", "train.grad_clip",
                         "model.rope_scaling", "model.rope_scaling_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_max_seq_len"})

@@ -14,7 +14,7 @@ namespace {
 std::shared_ptr<const Loader> counting_loader(std::int32_t length, std::int64_t seq_len, int reader = 0, int readers = 1) {
   auto tokens = std::make_shared<std::vector<std::int32_t>>(length);
   std::iota(tokens->begin(), tokens->end(), 0);
-  return std::make_shared<const Loader>(memory_source(std::move(tokens)), LoaderOptions{seq_len, 42, true, reader, readers});
+  return std::make_shared<const Loader>(memory_source(std::move(tokens)), LoaderOptions{seq_len, 42, true, reader, readers, {}});
 }
 
 // A stream whose reads fail from position `bad` on, like a damaged shard.
@@ -76,7 +76,7 @@ TEST(DataPrefetcher, SeekingToASavedPositionResumesWithExactlyTheNextBatch) {
 TEST(DataPrefetcher, AnErrorOnTheThreadReachesTheCaller) {
   for (int depth : {0, 3}) {
     auto loader = std::make_shared<const Loader>(
-        std::vector<LoaderSource>{{std::make_shared<FailingTokens>(500), 1.0, "broken"}}, LoaderOptions{10, 1, false, 0, 1});
+        std::vector<LoaderSource>{{std::make_shared<FailingTokens>(500), 1.0, "broken"}}, LoaderOptions{10, 1, false, 0, 1, {}});
     BatchPrefetcher prefetcher(loader, 5, depth);
     // Sample j needs tokens 10j..10j+10: samples 0..48 lie below token 500, and batch 9
     // (samples 45..49) is the first to need it.

@@ -1,0 +1,86 @@
+// Context parallelism's attention: every sequence is split over the cp ranks, each rank keeps
+// its queries, and the key/value blocks (2 Hkv Dh values per token) travel around the ring of
+// cp ranks, so that a C S-token context needs the activation memory of S tokens per rank.
+//
+// Load balance under the causal mask (zig-zag): a sequence is cut into 2C chunks and rank i
+// holds chunks i and 2C - 1 - i, in that order (parallel/context_split.h). Against the kv of rank j:
+//   j == i   both chunks, causal: the local order is the global order;
+//   j <  i   every query row against the front chunk of the kv, no mask (the back chunk of
+//            the kv comes after every query of rank i);
+//   j >  i   the back chunk of the queries against all of the kv, no mask (the front chunk of
+//            the queries comes before all of it);
+// so every rank computes c (2c + 1) + (C - 1) 2c^2 score entries for chunks of c tokens.
+//
+// Forward: step t computes the block of rank (i - t) while the next block arrives from the
+// previous rank (one batched send/receive), and merges the partial results by log-sum-exp.
+// Backward: the kv blocks go around again, each with the fp32 partial sum of its dk/dv, which
+// every rank adds its share to before passing it on; after C steps each sum is back home.
+// At cp = 1 the whole-sequence op runs, nothing is copied.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "parallel/context_split.h"
+#include "parallel/communicator.h"
+
+namespace ustrain {
+
+// One step of the ring: the kv of rank `source`, which of this rank's query rows meet which of
+// that rank's kv rows (local rows of each), under which mask.
+struct RingBlock {
+  int source = 0;
+  SeqRange q, k;
+  AttentionMask mask = AttentionMask::none;
+};
+// Rank `rank`'s blocks in ring order (step t meets the kv of rank - t) for local sequences of
+// `local_seq` tokens (two chunks).
+std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq);
+// Score entries (query, key) pairs one rank computes over a schedule, per sequence and head.
+std::int64_t score_entries(const std::vector<RingBlock>& schedule);
+
+// The ring's buffers, from the memory plan; each at least the shape given, for micro-batches
+// of (B, S) local tokens. Empty at cp = 1.
+struct RingBuffers {
+  std::array<Tensor, 2> kv;   // (B S, 2 Hkv Dh) activations' dtype: the block computed, the one arriving
+  Tensor block_out;           // (B S, H Dh) fp32: one block's result
+  Tensor block_lse;           // (B H S) fp32
+  Tensor acc;                 // (B S, H Dh) fp32: the running result when activations are not fp32
+  Tensor dq;                  // (B S, H Dh) fp32
+  std::array<Tensor, 2> dkv;  // (B S, 2 Hkv Dh) fp32: the sum passed on, the one arriving
+};
+
+class RingAttention {
+ public:
+  RingAttention() = default;  // cp = 1: the local op, no communication
+  // `cp` is the context-parallel group's communicator for the model's tensors.
+  explicit RingAttention(Communicator& cp) : cp_(&cp) {}
+
+  int size() const { return cp_ ? cp_->size() : 1; }
+  int rank() const { return cp_ ? cp_->rank() : 0; }
+  ContextSplit split() const { return {size(), rank()}; }
+
+  // The causal attention of this rank's queries in qkv (B, S, W) against the whole sequence:
+  // out (B, S, H Dh), lse (B, H, S) fp32 (as Backend::attention_forward at cp = 1).
+  void forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads, const RingBuffers& buf);
+  // dqkv (B, S, W) overwritten (as Backend::attention_backward at cp = 1).
+  void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads, int n_kv_heads,
+                const RingBuffers& buf);
+
+  // Host seconds spent waiting for ring transfers since the last reset (the part of the ring
+  // the compute did not hide).
+  double wait_seconds() const { return wait_seconds_; }
+  void reset_wait_seconds() { wait_seconds_ = 0; }
+
+ private:
+  // Sends `send` to the next rank and receives `recv` from the previous one.
+  std::vector<Work> pass_on(Tensor send, Tensor recv, int tag);
+  void wait(std::vector<Work>& works);
+
+  Communicator* cp_ = nullptr;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace ustrain
