@@ -42,8 +42,8 @@ expect_exit 2 "heads not divisible by kv heads" -- "$USTRAIN" train tiny.toml --
 expect_output "n_kv_heads" "names the kv heads"
 expect_exit 2 "tensor parallelism over heads it cannot split" -- "$USTRAIN" train tiny.toml --set parallel.tp=3 --dry-run
 expect_output "model.n_heads = 4 is not divisible by parallel.tp = 3" "names the heads and tp"
-expect_exit 2 "context parallelism not yet supported" -- "$USTRAIN" train tiny.toml --set parallel.cp=2 --dry-run
-expect_output "not supported" "says it is not supported yet"
+expect_exit 2 "context parallelism over sequences it cannot split" -- "$USTRAIN" train tiny.toml --set parallel.cp=3 --set train.seq_len=32 --dry-run
+expect_output "train.seq_len = 32 is not divisible by 2 \* parallel.cp = 6" "names seq_len and 2 cp"
 expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
 expect_output "data" "names the dataset"
 [[ ! -d runs ]] && pass "failed runs write nothing" || fail "a failed run created a run directory"

@@ -482,7 +482,7 @@ TEST(Recipe, AModelDescriptionNeedsNoData) {
   EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
   // The model's own rules still hold, and so does what this build supports.
   EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
-  EXPECT_THROW(parse_recipe("[parallel]\ncp = 2\n", kSource, {}, RecipeUse::model), UserError);
+  EXPECT_THROW(parse_recipe("[parallel]\ndp = 2\nep = 2\n", kSource, {}, RecipeUse::model), UserError);
 }
 
 TEST(Recipe, RopeScalingKeys) {
@@ -513,7 +513,6 @@ TEST(Recipe, EveryZeroStageIsAccepted) {
 
 TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
-      {"[parallel]\ncp = 2\n", {"parallel.cp = 2", "context parallelism", "set parallel.cp = 1"}},
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[parallel]\ndp = 4\nep = 4\n[train]\nmicro_batch = 2\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[train]\nprecision = \"bf16\"\n",
@@ -548,7 +547,7 @@ TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
       {"[parallel]\ndp = 3\ncp = 2\nep = 4\n", {"parallel.ep = 4 does not divide parallel.dp * parallel.cp = 3 * 2 = 6"}},
       // Divisible: then the build's refusal.
       {"[parallel]\ndp = 4\nep = 2\n", {"parallel.ep = 2", "expert parallelism is not supported by this build yet"}},
-      {"[parallel]\ndp = 3\ncp = 2\nep = 6\n", {"parallel.cp = 2", "context parallelism is not supported"}},
+      {"[parallel]\ndp = 3\ncp = 2\nep = 6\n", {"parallel.ep = 6", "expert parallelism is not supported"}},
       // With dp unset the rule waits for the launch (core/recipe/recipe_defaults.h).
       {"[parallel]\nep = 3\n", {"parallel.ep = 3", "expert parallelism is not supported by this build yet"}},
   };
@@ -559,6 +558,24 @@ TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
   const std::string huge = "[parallel]\ndp = 4611686018427387904\ncp = 4\nep = 3\n";  // dp * cp overflows
   expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 1\nglobal_batch = 4611686018427387904\n" + huge),
                   {"parallel.ep = 3 does not divide parallel.dp * parallel.cp = 4611686018427387904 * 4;"});
+}
+
+TEST(RecipeError, ContextParallelismSplitsSequencesIntoTwoChunksPerRank) {
+  const std::vector<CrossFieldCase> cases = {
+      {"[parallel]\ncp = 3\n[train]\nseq_len = 64\n",
+       {"train.seq_len = 64 is not divisible by 2 * parallel.cp = 6", "make seq_len a multiple of 6"}},
+      {"[parallel]\ncp = 4\ntp = 2\nsp = true\n[train]\nseq_len = 20\n",
+       {"train.seq_len = 20 is not divisible by 2 * parallel.cp = 8"}},
+      {"[parallel]\ncp = 2\ntp = 4\nsp = true\n[train]\nseq_len = 12\n",
+       {"train.seq_len / parallel.cp = 12 / 2 = 6 tokens per context-parallel rank is not divisible by parallel.tp = 4",
+        "a multiple of cp * tp = 8"}},
+  };
+  for (const CrossFieldCase& c : cases) {
+    SCOPED_TRACE(c.text);
+    expect_mentions(error_of(kMinimal + c.text), c.mentions);
+  }
+  const Recipe r = parse(kMinimal + "[parallel]\ncp = 4\ntp = 2\nsp = true\n[train]\nseq_len = 32\n");
+  EXPECT_EQ(r.parallel.cp, 4);
 }
 
 TEST(RecipeError, CrossFieldRulesComeBeforeSupportChecks) {
