@@ -46,10 +46,10 @@ std::vector<Work> RingAttention::pass_on(Tensor send, Tensor recv, int tag) {
   return cp_->exchange(transfers);
 }
 
-void RingAttention::wait(std::vector<Work>& works) {
+void RingAttention::wait(std::vector<Work>& works, double& seconds) {
   const auto start = std::chrono::steady_clock::now();
   for (Work& w : works) w.join_compute();
-  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads,
@@ -76,7 +76,7 @@ void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int
       be.attention_block_forward(o, l, qkv, b.q, here, b.k, b.mask, n_heads, n_kv_heads);
       be.attention_merge(acc, lse, o, l, b.q);
     }
-    wait(arriving);
+    wait(arriving, block_wait_);
   }
   if (acc.data != out.data) be.convert(out, acc);
 }
@@ -101,11 +101,11 @@ void RingAttention::backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, 
     if (t + 1 < blocks.size()) arriving = pass_on(here, kv[(t + 1) % 2], kKvTag);
     const RingBlock& b = blocks[t];
     be.attention_block_backward(dq, sum, dout, qkv, b.q, here, b.k, out, lse, b.mask, n_heads, n_kv_heads);
-    wait(arriving);
+    wait(arriving, block_wait_);
     // The sum goes on to the next rank, which adds its share; after the last step each rank
     // receives its own block's complete sum.
     std::vector<Work> sums = pass_on(sum, dkv[(t + 1) % 2], kGradTag);
-    wait(sums);
+    wait(sums, sum_wait_);
   }
   be.attention_grad_pack(dqkv, dq, dkv[blocks.size() % 2]);
 }

@@ -69,18 +69,21 @@ class RingAttention {
   void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads, int n_kv_heads,
                 const RingBuffers& buf);
 
-  // Host seconds spent waiting for ring transfers since the last reset (the part of the ring
-  // the compute did not hide).
-  double wait_seconds() const { return wait_seconds_; }
-  void reset_wait_seconds() { wait_seconds_ = 0; }
+  // Host seconds spent waiting for ring transfers since the last reset: for the key/value
+  // blocks, which travel while a block computes (the part the compute did not hide), and for
+  // the gradient sums, which travel after it (never hidden: their whole transfer time).
+  double block_wait_seconds() const { return block_wait_; }
+  double sum_wait_seconds() const { return sum_wait_; }
+  void reset_wait_seconds() { block_wait_ = sum_wait_ = 0; }
 
  private:
   // Sends `send` to the next rank and receives `recv` from the previous one.
   std::vector<Work> pass_on(Tensor send, Tensor recv, int tag);
-  void wait(std::vector<Work>& works);
+  // Waits for `works`, adding the time to `seconds`.
+  static void wait(std::vector<Work>& works, double& seconds);
 
   Communicator* cp_ = nullptr;
-  double wait_seconds_ = 0;
+  double block_wait_ = 0, sum_wait_ = 0;
 };
 
 }  // namespace ustrain

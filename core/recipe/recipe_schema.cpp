@@ -192,7 +192,9 @@ std::vector<KeySpec> parallel_keys() {
           "Sequence parallelism with tensor parallelism: norms and residual adds run on 1/tp of the tokens, "
           "all-gather before and reduce-scatter after the split GEMMs; no effect at tp = 1"),
       key(USTRAIN_RECIPE_FIELD(parallel.pp), at_least(1), "Pipeline-parallel stages"),
-      key(USTRAIN_RECIPE_FIELD(parallel.cp), at_least(1), "Context-parallel ranks"),
+      key(USTRAIN_RECIPE_FIELD(parallel.cp), at_least(1),
+          "Context-parallel ranks: every sequence is split over them and attention runs as a ring; train.seq_len "
+          "must divide by 2 * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1),
           "Expert-parallel ranks, borrowed from the dp * cp ranks (no extra processes); divides dp * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),

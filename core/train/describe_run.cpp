@@ -45,6 +45,25 @@ std::string describe_chunks(const ModelGeometry& g, const PipelinePlan& pipeline
                      r, fmt::join(chunks, "; "), pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
 }
 
+// How context parallelism splits the sequences and what its ring sends.
+std::string describe_context_parallelism(const Recipe& recipe, const ModelGeometry& g) {
+  const std::int64_t cp = recipe.parallel.cp, chunk = g.seq / 2;
+  const auto runs = g.positions();
+  // One key/value block: 2 Hkv Dh values per token of a micro-batch, in the activations' dtype;
+  // the gradient sums that travel with them backward are fp32.
+  const std::int64_t tokens = recipe.train.micro_batch * g.seq, kv = 2 * g.kv_heads * g.head_dim;
+  const auto block = static_cast<std::size_t>(tokens * kv) * dtype_size(compute_dtype(recipe));
+  const auto sums = static_cast<std::size_t>(tokens * kv) * sizeof(float);
+  return fmt::format(
+      "context parallelism: {} ranks; each holds {} of the {} tokens of every sequence, as two chunks of {} (rank 0: "
+      "positions [{}, {}) and [{}, {})), so activations are planned for {}-token sequences; ring attention sends, "
+      "per layer and micro-batch, {} forward ({} key/value blocks of {}) and {} backward (as many blocks and {} fp32 "
+      "gradient sums of {})\n",
+      cp, g.seq, recipe.train.seq_len, chunk, runs[0].begin, runs[0].begin + chunk, runs[1].begin,
+      runs[1].begin + chunk, g.seq, format_bytes((cp - 1) * block), cp - 1, format_bytes(block),
+      format_bytes((cp - 1) * block + cp * sums), cp, format_bytes(sums));
+}
+
 // The memory plan of pipeline rank `r` (tensor- and data-parallel rank 0), after its chunks
 // when there are several pipeline ranks.
 std::string describe_rank_plan(const Recipe& recipe, int r) {
@@ -58,8 +77,14 @@ std::string describe_rank_plan(const Recipe& recipe, int r) {
   plan_trace(recipe, plan);
   std::string s;
   if (recipe.parallel.pp > 1) s += describe_chunks(g, pipeline, r);
-  if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp > 1)
-    s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data- and tensor-parallel rank 0)\n", r);
+  if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp * recipe.parallel.cp > 1)
+    s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data-, context- and tensor-parallel rank "
+                     "0)\n",
+                     r);
+  std::size_t ring = 0;
+  for (const PlanEntry& e : plan.entries())
+    if (e.name.starts_with("ring.")) ring += e.bytes;
+  if (ring > 0) s += fmt::format("ring attention's buffers: {} of the workspace\n", format_bytes(ring));
   return s + plan.summary();
 }
 
@@ -122,6 +147,7 @@ std::string describe_run(const Recipe& given, const TrainCommand& command) {
                      recipe.parallel.tp, geometry.sequence_parallel() ? " with sequence parallelism" : "",
                      geometry.heads, geometry.n_heads, geometry.kv_heads, geometry.n_kv_heads, geometry.ffn_local,
                      geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
+  if (recipe.parallel.cp > 1) s += describe_context_parallelism(recipe, geometry);
   if (recipe.parallel.dp > 1)
     s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);
   // One memory plan per pipeline rank (tensor- and data-parallel rank 0 of each).

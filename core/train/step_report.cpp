@@ -106,7 +106,9 @@ void StepReport::begin_step() {
   run.gradient_comm().reset_volume();
   run.tp_comm().reset_volume();
   run.pp_comm().reset_volume();
+  run.cp_comm().reset_volume();
   run.tp.reset_comm_seconds();
+  run.cp.reset_wait_seconds();
 }
 
 void StepReport::record_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) {
@@ -119,6 +121,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   n.dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes());
   n.tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
   n.pp_bytes = static_cast<double>(run.pp_comm().volume().playbook_bytes());
+  n.cp_bytes = static_cast<double>(run.cp_comm().volume().playbook_bytes());
   n.elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started_).count();
   n.step_s = step_timer.total();
   n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
@@ -134,6 +137,8 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                    {"dp_comm_bytes", n.dp_bytes}, {"dp_comm_psi", n.dp_bytes / psi_bytes_},
                    {"tp_comm_bytes", n.tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
                    {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
+                   {"cp_comm_bytes", n.cp_bytes}, {"cp_wait_s", run.cp.block_wait_seconds()},
+                   {"cp_sum_wait_s", run.cp.sum_wait_seconds()},
                    {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
                    {"nonfinite_steps", double(run.bad_steps.total())},
                    {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
@@ -153,6 +158,11 @@ void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTim
   if (step == summary_.first_step && recipe.parallel.tp > 1)
     spdlog::info("tensor-parallel traffic per step: {} (this rank's tp group, counted by the communicator)",
                  format_bytes(static_cast<std::size_t>(n.tp_bytes)));
+  if (step == summary_.first_step && recipe.parallel.cp > 1)
+    spdlog::info("context-parallel ring: sent {} in the step; waited {:.1f} ms ({:.1f}% of the step) for key/value "
+                 "blocks the attention did not hide and {:.1f} ms for gradient sums",
+                 format_bytes(static_cast<std::size_t>(n.cp_bytes)), 1e3 * run.cp.block_wait_seconds(),
+                 100.0 * run.cp.block_wait_seconds() / n.step_s, 1e3 * run.cp.sum_wait_seconds());
   if (step == summary_.first_step && recipe.parallel.pp > 1)
     spdlog::info("pipeline rank 0: waited {:.1f} ms ({:.1f}% of the step) for activations and gradients, sent {}; "
                  "activation slots per chunk at most {} (planned {})",

@@ -61,7 +61,7 @@ class StepReport {
  private:
   // What the metrics record and the log line of the last step share.
   struct StepNumbers {
-    double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0;  // counted by the communicators
+    double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0;  // counted by the communicators
     double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0;
   };
   void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);

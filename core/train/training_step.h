@@ -69,6 +69,7 @@ struct TrainingRank {
   Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
   Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
   Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
+  Communicator& cp_comm() { return groups.cp().for_tensors(backend.device()); }
 };
 
 struct StepResult {
