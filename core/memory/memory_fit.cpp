@@ -99,8 +99,8 @@ void check_plan_fits(const MemoryPlan& plan, std::size_t available, int sharers,
   too_small(check, fmt::format(
       "the memory plan needs {} per process ({}){}, but {} has {} available; lower train.micro_batch or "
       "train.seq_len, set train.recompute = \"selective\" or \"full\", spread the model over more ranks "
-      "(parallel.tp, parallel.pp, or parallel.zero with parallel.dp > 1) or use a smaller model (`ustrain train "
-      "--dry-run` prints the plan)",
+      "(parallel.tp, parallel.pp, or parallel.zero with parallel.dp > 1), long sequences over more ranks "
+      "(parallel.cp) or use a smaller model (`ustrain train --dry-run` prints the plan)",
       format_bytes(total), parts, shared_by(sharers, static_cast<long double>(total), memory_name), memory_name,
       format_bytes(available)));
 }

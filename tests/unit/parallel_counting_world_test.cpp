@@ -68,6 +68,19 @@ TEST(CountingWorld, BuildsTheNamedGroupsOfAnyRank) {
   EXPECT_EQ(groups->world().host().volume().all_reduce.calls, 1);
 }
 
+TEST(CountingWorld, ContextParallelRanksShareGradientsAndLosses) {
+  // dp = 2, cp = 2, tp = 2: rank 5 is dp 1, cp 0, tp 1. Its gradients are reduced (and ZeRO
+  // shards) over dp x cp, its losses and token counts summed over pp x dp x cp.
+  const Mesh mesh(MeshShape{.dp = 2, .cp = 2, .tp = 2}, 5, 8);
+  const auto groups = counting_process_groups(mesh);
+  EXPECT_EQ(groups->cp().host().ranks(), (std::vector<int>{5, 7}));
+  EXPECT_EQ(groups->cp().rank(), 0);
+  EXPECT_EQ(groups->dp().host().ranks(), (std::vector<int>{1, 5}));
+  EXPECT_EQ(groups->gradients().host().ranks(), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(groups->loss().host().ranks(), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(groups->tp().host().ranks(), (std::vector<int>{4, 5}));
+}
+
 TEST(CountingWorld, GivesDeviceGroupsCountingDeviceCommunicators) {
   const Mesh mesh(MeshShape{.tp = 2}, 0, 2);
   const auto groups = counting_process_groups(mesh, Device::cuda);
