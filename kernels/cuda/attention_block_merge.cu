@@ -1,5 +1,6 @@
 // The light ops around block attention: the log-sum-exp merge of a block's result into the
-// running one, the packing of k and v out of qkv, and of the fp32 gradient sums into dqkv.
+// running one, the packing of k and v out of qkv, and of the fp32 gradient sums into dqkv, and
+// the adding of a block's gradients (cuDNN's, in act) into those sums.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -61,6 +62,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dst rows += src rows; grid-stride over the elements of src (B, rows, width).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    add_rows_kernel(float* dst, std::int64_t dst_seq, const T* src, std::int64_t batch, std::int64_t rows,
+                    std::int64_t width) {
+  const std::int64_t per_batch = rows * width, total = batch * per_batch;
+  for (std::int64_t idx = std::int64_t{blockIdx.x} * kThreads + threadIdx.x; idx < total;
+       idx += std::int64_t{gridDim.x} * kThreads) {
+    const std::int64_t b = idx / per_batch, within = idx - b * per_batch;
+    dst[b * dst_seq * width + within] += to_float(src[idx]);
+  }
+}
+
 unsigned grid_for(std::int64_t items, std::int64_t per_block) {
   const std::int64_t blocks = (items + per_block - 1) / per_block;
   return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
@@ -94,6 +108,23 @@ void attention_merge(float* acc, float* lse, const float* block_out, const float
   const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   merge_kernel<<<blocks, kThreads, 0, stream>>>(acc, lse, block_out, block_lse, m, rows);
   USTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void attention_add_rows(float* dst, std::int64_t dst_seq, const void* src, DType src_type, std::int64_t batch,
+                        std::int64_t rows, std::int64_t width, cudaStream_t stream) {
+  USTRAIN_ASSERT(rows <= dst_seq, "attention_add_rows: " + std::to_string(rows) + " rows into " +
+                                      std::to_string(dst_seq));
+  const std::int64_t total = batch * rows * width;
+  if (total == 0) return;
+  with_float_type(
+      src_type,
+      [&](auto t) {
+        using T = decltype(t);
+        add_rows_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(dst, dst_seq, static_cast<const T*>(src),
+                                                                               batch, rows, width);
+        USTRAIN_CUDA_CHECK_LAUNCH();
+      },
+      [src_type] { return std::string("attention_add_rows: unsupported dtype ") + dtype_name(src_type); });
 }
 
 void attention_grad_pack(void* dqkv, const float* dq, const float* dkv, std::int64_t rows, std::int64_t q_width,

@@ -1,6 +1,7 @@
 // Attention over blocks of the sequence (context parallelism) with plain CUDA-core kernels:
 // the ops of kernels/backend.h's "attention over blocks" section, with the semantics of the
-// CPU reference (kernels/cpu/cpu_attention_blocks.cpp). Softmax scale 1/sqrt(Dh), query head
+// CPU reference (kernels/cpu/cpu_attention_blocks.cpp), for every block cuDNN does not take
+// (kernels/cuda/cudnn_attention.h) and the light ops around them. Softmax scale 1/sqrt(Dh), query head
 // h reads kv head h / (H / Hkv); memory O(S), never O(S^2); head_dim up to 256. Every
 // gradient element is summed by one thread in a fixed order (no atomics): deterministic.
 #pragma once
@@ -52,6 +53,12 @@ std::size_t attention_block_backward_workspace_bytes(const AttentionBlock& a);
 void attention_block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv,
                               const void* out, DType out_type, const float* lse, const AttentionBlock& a, DType act,
                               void* workspace, cudaStream_t stream);
+
+// dst (B, dst_seq, width) fp32 rows [0, rows) += src (B, rows, width) in `src_type` (f32, bf16
+// or f16): a block's gradients in the activation dtype into the fp32 sums (dst points at the
+// block's first row of batch row 0).
+void attention_add_rows(float* dst, std::int64_t dst_seq, const void* src, DType src_type, std::int64_t batch,
+                        std::int64_t rows, std::int64_t width, cudaStream_t stream);
 
 // dqkv (rows, q_width + kv_width) = [dq (rows, q_width) | dkv (rows, kv_width)] row by row,
 // fp32 rounded to `act` (nearest even).

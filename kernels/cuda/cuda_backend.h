@@ -6,8 +6,8 @@
 // moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
 // accumulate), attention through cuDNN's fused flash attention where cuDNN supports the shape
 // and through our own kernel elsewhere (kernels/cuda/attention_fallback.h; which shapes, and
-// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h); attention over blocks of the
-// sequence always through our own kernels (kernels/cuda/attention_blocks.h). Starting, it logs
+// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h), attention over blocks of the
+// sequence the same way (our kernels: kernels/cuda/attention_blocks.h). Starting, it logs
 // the CUDA driver, runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step); ops
@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
                           int n_kv_heads) override;
 
-  // Block attention (kernels/cuda/attention_blocks.h; defined in cuda_backend_blocks.cpp).
+  // Attention over blocks of the sequence (defined in cuda_backend_blocks.cpp).
   void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                AttentionMask mask, int n_heads, int n_kv_heads) override;

@@ -1,13 +1,16 @@
 // CudaBackend's attention over blocks of the sequence: checks shapes and dtypes (as the CPU
-// reference does), then hands raw pointers to kernels/cuda/attention_blocks.h. qkv, kv, dout
-// and dqkv are in the activation dtype; block results, the running result, lse and the
-// gradient sums fp32; the merged out the backward reads in either.
+// reference does), then hands raw pointers to cuDNN (kernels/cuda/cudnn_attention.h) for the
+// blocks it takes, and to our kernels (kernels/cuda/attention_blocks.h) for the rest and the
+// light ops. qkv, kv, dout and dqkv are in the activation dtype; block results, the running
+// result, lse and the gradient sums fp32; the merged out the backward reads in either (cuDNN
+// only in the activation dtype).
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_checks.h"
+#include "kernels/cuda/cudnn_attention.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -47,6 +50,11 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
   return a;
 }
 
+// The same block as cuDNN's graphs see it.
+BlockAttentionDims cudnn_dims(const AttentionBlock& a) {
+  return {a.batch, a.q_seq, a.kv_seq, a.q_count, a.k_count, a.heads, a.kv_heads, a.head_dim, a.causal};
+}
+
 }  // namespace
 
 void CudaBackend::attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) {
@@ -69,6 +77,9 @@ void CudaBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, Se
   USTRAIN_ASSERT(out.numel() == a.batch * q.count * n_heads * a.head_dim && lse.numel() == a.batch * n_heads * q.count,
                  "block out " + out.shape.str() + ", lse " + lse.shape.str() + " for " + std::to_string(q.count) +
                      " queries");
+  if (attention_->block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a.q_begin, a.k_begin, cudnn_dims(a), act,
+                                stream_.get()))
+    return;
   cuda::attention_block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a, act, stream_.get());
 }
 
@@ -105,6 +116,10 @@ void CudaBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, T
                      lse.numel() == a.batch * n_heads * a.q_seq && dkv.shape == kv.shape,
                  "block backward: out " + out.shape.str() + ", dout " + dout.shape.str() + ", dq " + dq.shape.str() +
                      ", dkv " + dkv.shape.str() + ", lse " + lse.shape.str() + " for qkv " + qkv.shape.str());
+  if (out.dtype == act && attention_->block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data,
+                                                    lse.f32(), a.q_begin, a.k_begin, cudnn_dims(a), act,
+                                                    stream_.get()))
+    return;
   void* ws = scratch(attention_block_backward_workspace_bytes(a));
   cuda::attention_block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data, out.dtype, lse.f32(), a,
                                  act, ws, stream_.get());
