@@ -160,6 +160,8 @@ std::vector<BlockCase> block_cases() {
       {"split_gqa_off_diagonal", {2, 96, 96, 56, 40, 8, 2, 64, false}, ""},
       {"split_gqa_diagonal", {2, 96, 96, 56, 56, 8, 2, 64, true}, ""},
       {"split_mha_odd", {1, 77, 77, 27, 30, 4, 4, 40, false}, ""},
+      {"split_mha_odd_diagonal", {1, 77, 77, 30, 30, 4, 4, 40, true}, ""},
+      {"split_mqa_diagonal", {3, 33, 33, 16, 16, 6, 1, 16, true}, ""},
       {"split_gqa128_off_diagonal", {2, 130, 130, 66, 64, 4, 2, 128, false}, ""},
       recipe_block("quickstart_cp2_own", "recipes/quickstart.toml", true),
       recipe_block("quickstart_cp2_other", "recipes/quickstart.toml", false),
