@@ -1,12 +1,6 @@
 // Causal grouped-query attention on CUDA cores, flash-attention style: tiles of kTile
 // query rows meet tiles of kTile key rows in shared memory (fp32), so nothing of size S^2
-// is ever stored.
-//
-// Thread layout, shared by all kernels: 256 threads = kTile rows x kLanesPerRow lanes.
-// A thread owns one row of its tile; for a score tile it computes the kTile / kLanesPerRow
-// columns lane, lane + 8, ...; for a (row, head_dim) accumulator the columns
-// lane, lane + 8, ... < head_dim. The lanes of a row are adjacent in one warp, so row-wise
-// max and sum are three shuffles.
+// is ever stored. Thread layout and tile helpers: attention_tiles.cuh.
 //
 // Backward: delta_i = dout_i . out_i first; then dq by one block per (query tile, head),
 // and dk, dv by one block per (key tile, kv head) that loops over the heads of its group
@@ -22,17 +16,13 @@
 
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/attention_fallback.h"
+#include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.h"
 
 namespace ustrain::cuda {
 namespace {
 
-constexpr int kTile = 32;  // query and key rows per tile
-constexpr int kLanesPerRow = 8;
-constexpr int kThreads = kTile * kLanesPerRow;
-constexpr int kColsPerLane = kTile / kLanesPerRow;  // score columns per thread
-constexpr int kScoreLd = kTile + 1;                 // row stride of a score tile: no bank conflicts
-constexpr int kMaxHeadDim = 256;
+using namespace tiles;
 
 struct Geometry {
   std::int64_t seq;
@@ -46,39 +36,6 @@ struct Geometry {
     return std::int64_t{heads + kv_heads + kv} * head_dim;
   }
 };
-
-// tile (kTile, ld) = rows [row0, row0 + kTile) of src, head_dim wide, row stride `stride`
-// elements; rows at or past seq read as zero.
-template <class T>
-__device__ void load_tile(float* tile, const T* src, std::int64_t stride, std::int64_t row0, const Geometry& g) {
-  for (int idx = static_cast<int>(threadIdx.x); idx < kTile * g.head_dim; idx += kThreads) {
-    const int r = idx / g.head_dim;
-    const int d = idx - r * g.head_dim;
-    const std::int64_t row = row0 + r;
-    tile[r * g.ld + d] = row < g.seq ? to_float(src[row * stride + d]) : 0.0f;
-  }
-}
-
-// values (kTile) = src[row0 + r] for the tile's rows, zero past seq.
-__device__ void load_row_values(float* values, const float* src, std::int64_t row0, std::int64_t seq) {
-  if (threadIdx.x < kTile) {
-    const std::int64_t row = row0 + threadIdx.x;
-    values[threadIdx.x] = row < seq ? src[row] : 0.0f;
-  }
-}
-
-// Reductions over the kLanesPerRow lanes of one row (adjacent lanes of one warp).
-__device__ __forceinline__ float row_max(float x) {
-#pragma unroll
-  for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2)
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-__device__ __forceinline__ float row_sum(float x) {
-#pragma unroll
-  for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 
 // A thread of a block over one (query tile, head) of batch row b: grid (query tiles, H, B),
 // the tiles with the most keys first. The thread owns query row i = i0 + r and lane `lane`.
@@ -104,34 +61,9 @@ template <class T>
 __device__ __forceinline__ void load_key_tiles(float* k_tile, float* v_tile, const T* rows, std::int64_t j0, int kv,
                                                const Geometry& g) {
   __syncthreads();
-  load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g);
-  load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g);
+  load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g.seq, g);
+  load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g.seq, g);
   __syncthreads();
-}
-
-// acc (this lane's columns of one row) += sum_c weights[c] * tile[c, :], over the kTile rows
-// of tile (kTile, ld); weights: that row of a score tile.
-template <int kAcc>
-__device__ __forceinline__ void add_weighted_rows(float (&acc)[kAcc], const float* weights, const float* tile,
-                                                  int lane, const Geometry& g) {
-  for (int c = 0; c < kTile; ++c) {
-    const float w = weights[c];
-#pragma unroll
-    for (int a = 0; a < kAcc; ++a) {
-      const int d = lane + a * kLanesPerRow;
-      if (d < g.head_dim) acc[a] += w * tile[c * g.ld + d];
-    }
-  }
-}
-
-// dst[d] = f(acc[a]) rounded to T, for this lane's columns d = lane + a * kLanesPerRow < head_dim.
-template <class T, int kAcc, class F>
-__device__ __forceinline__ void store_row(T* dst, const float (&acc)[kAcc], int lane, const Geometry& g, F f) {
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
-    const int d = lane + a * kLanesPerRow;
-    if (d < g.head_dim) dst[d] = from_float<T>(f(acc[a]));
-  }
 }
 
 // ---- forward ----
@@ -149,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(T* out, float* lse, c
   const auto [i0, b, i, h, kv, r, lane] = query_tile_thread(g);
   const T* rows = qkv + b * g.seq * g.width;  // (S, W)
 
-  load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g);
+  load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g.seq, g);
   float acc[kAcc] = {};  // (Dh) of row i: sum_j exp(s_ij - max) v_j
   float running_max = -INFINITY, running_sum = 0.0f;
   for (std::int64_t j0 = 0; j0 <= i0; j0 += kTile) {  // key tiles up to the diagonal one
@@ -236,8 +168,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(T* dqkv, const T* dout, co
   const T* rows = qkv + b * g.seq * g.width;  // (S, W)
   const std::int64_t bh = b * g.heads + h;
 
-  load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g);
-  load_tile(do_tile, dout + b * g.seq * g.out_width + std::int64_t{h} * g.head_dim, g.out_width, i0, g);
+  load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g.seq, g);
+  load_tile(do_tile, dout + b * g.seq * g.out_width + std::int64_t{h} * g.head_dim, g.out_width, i0, g.seq, g);
   load_row_values(tile_lse, lse + bh * g.seq, i0, g.seq);
   load_row_values(tile_delta, delta + bh * g.seq, i0, g.seq);
 
@@ -299,16 +231,16 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(T* dqkv, const T* dout, c
   const T* rows = qkv + b * g.seq * g.width;  // (S, W)
   const T* dout_rows = dout + b * g.seq * g.out_width;  // (S, H * Dh)
 
-  load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g);
-  load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g);
+  load_tile(k_tile, rows + g.k_offset(kv), g.width, j0, g.seq, g);
+  load_tile(v_tile, rows + g.v_offset(kv), g.width, j0, g.seq, g);
 
   float dk[kAcc] = {}, dv[kAcc] = {};
   for (int h = kv * g.group; h < (kv + 1) * g.group; ++h) {
     const std::int64_t bh = b * g.heads + h;
     for (std::int64_t i0 = j0; i0 < g.seq; i0 += kTile) {  // query tiles at or after the diagonal
       __syncthreads();  // the previous query tile is no longer read
-      load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g);
-      load_tile(do_tile, dout_rows + std::int64_t{h} * g.head_dim, g.out_width, i0, g);
+      load_tile(q_tile, rows + std::int64_t{h} * g.head_dim, g.width, i0, g.seq, g);
+      load_tile(do_tile, dout_rows + std::int64_t{h} * g.head_dim, g.out_width, i0, g.seq, g);
       load_row_values(tile_lse, lse + bh * g.seq, i0, g.seq);
       load_row_values(tile_delta, delta + bh * g.seq, i0, g.seq);
       __syncthreads();
@@ -363,15 +295,9 @@ __global__ void __launch_bounds__(kThreads) dkv_kernel(T* dqkv, const T* dout, c
 
 // ---- launchers ----
 
-std::size_t forward_smem(const Geometry& g) {
-  return sizeof(float) * (3 * std::size_t{kTile} * g.ld + std::size_t{kTile} * kScoreLd);
-}
-std::size_t dq_smem(const Geometry& g) {
-  return sizeof(float) * (4 * std::size_t{kTile} * g.ld + std::size_t{kTile} * kScoreLd + 2 * kTile);
-}
-std::size_t dkv_smem(const Geometry& g) {
-  return sizeof(float) * (4 * std::size_t{kTile} * g.ld + 2 * std::size_t{kTile} * kScoreLd + 2 * kTile);
-}
+std::size_t forward_smem(const Geometry& g) { return forward_smem_bytes(g.ld); }
+std::size_t dq_smem(const Geometry& g) { return dq_smem_bytes(g.ld); }
+std::size_t dkv_smem(const Geometry& g) { return dkv_smem_bytes(g.ld); }
 
 std::string describe(const char* op, DType act, std::int64_t batch, std::int64_t seq, int heads, int kv_heads,
                      int head_dim) {
@@ -398,48 +324,9 @@ Geometry geometry(const char* op, DType act, std::int64_t batch, std::int64_t se
   g.head_dim = head_dim;
   g.width = std::int64_t{heads + 2 * kv_heads} * head_dim;
   g.out_width = std::int64_t{heads} * head_dim;
-  g.ld = head_dim % 2 == 0 ? head_dim + 1 : head_dim;
+  g.ld = tile_ld(head_dim);
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   return g;
-}
-
-// Kernels above 48 KiB of dynamic shared memory must opt in, up to the device's limit.
-template <class Kernel>
-void allow_shared_memory(Kernel kernel, std::size_t bytes, const Geometry& g, const char* op) {
-  int device = 0;
-  int limit = 0;
-  USTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  USTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  USTRAIN_ASSERT(bytes <= static_cast<std::size_t>(limit),
-                 std::string(op) + ": head_dim " + std::to_string(g.head_dim) + " needs " + std::to_string(bytes) +
-                     " bytes of shared memory per block, the device allows " + std::to_string(limit));
-  const int requested = static_cast<int>(bytes);
-  USTRAIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, requested));
-}
-
-unsigned tile_count(std::int64_t seq) { return static_cast<unsigned>((seq + kTile - 1) / kTile); }
-
-template <class T, int kDh>
-struct Kind {
-  using type = T;
-  static constexpr int head_dim_bound = kDh;
-};
-
-// Calls f(Kind<T, kDh>{}) for the element type T of `act` and the smallest bound kDh >= head_dim.
-template <class F>
-void with_kind(DType act, int head_dim, F&& f) {
-  with_float_type(
-      act,
-      [&](auto t) {
-        using T = decltype(t);
-        if (head_dim <= 64)
-          f(Kind<T, 64>{});
-        else if (head_dim <= 128)
-          f(Kind<T, 128>{});
-        else
-          f(Kind<T, kMaxHeadDim>{});
-      },
-      [act] { return std::string("attention_fallback: unsupported dtype ") + dtype_name(act); });
 }
 
 }  // namespace
@@ -449,11 +336,11 @@ void attention_fallback_forward(void* out, float* lse, const void* qkv, std::int
   const char* op = "attention_fallback_forward";
   const Geometry g = geometry(op, act, batch, seq, n_heads, n_kv_heads, head_dim);
   if (batch == 0 || seq == 0) return;
-  with_kind(act, head_dim, [&](auto kind) {
+  with_kind(act, head_dim, op, [&](auto kind) {
     using T = typename decltype(kind)::type;
     constexpr int kDh = decltype(kind)::head_dim_bound;
     const std::size_t smem = forward_smem(g);
-    allow_shared_memory(forward_kernel<T, kDh>, smem, g, op);
+    allow_shared_memory(forward_kernel<T, kDh>, smem, g.head_dim, op);
     const dim3 grid(tile_count(seq), static_cast<unsigned>(n_heads), static_cast<unsigned>(batch));
     forward_kernel<T, kDh><<<grid, kThreads, smem, stream>>>(static_cast<T*>(out), lse, static_cast<const T*>(qkv), g);
     USTRAIN_CUDA_CHECK_LAUNCH();
@@ -480,7 +367,7 @@ void attention_fallback_backward(void* dqkv, const void* dout, const void* qkv, 
   USTRAIN_ASSERT(delta_blocks <= 0x7fffffff,
                  describe(op, act, batch, seq, n_heads, n_kv_heads, head_dim) + ": too many rows for one grid");
 
-  with_kind(act, head_dim, [&](auto kind) {
+  with_kind(act, head_dim, op, [&](auto kind) {
     using T = typename decltype(kind)::type;
     constexpr int kDh = decltype(kind)::head_dim_bound;
     T* dx = static_cast<T*>(dqkv);
@@ -492,13 +379,13 @@ void attention_fallback_backward(void* dqkv, const void* dout, const void* qkv, 
     USTRAIN_CUDA_CHECK_LAUNCH();
 
     const std::size_t dq_bytes = dq_smem(g);
-    allow_shared_memory(dq_kernel<T, kDh>, dq_bytes, g, op);
+    allow_shared_memory(dq_kernel<T, kDh>, dq_bytes, g.head_dim, op);
     const dim3 dq_grid(tile_count(seq), static_cast<unsigned>(n_heads), static_cast<unsigned>(batch));
     dq_kernel<T, kDh><<<dq_grid, kThreads, dq_bytes, stream>>>(dx, dy, x, lse, delta, g);
     USTRAIN_CUDA_CHECK_LAUNCH();
 
     const std::size_t dkv_bytes = dkv_smem(g);
-    allow_shared_memory(dkv_kernel<T, kDh>, dkv_bytes, g, op);
+    allow_shared_memory(dkv_kernel<T, kDh>, dkv_bytes, g.head_dim, op);
     const dim3 dkv_grid(tile_count(seq), static_cast<unsigned>(n_kv_heads), static_cast<unsigned>(batch));
     dkv_kernel<T, kDh><<<dkv_grid, kThreads, dkv_bytes, stream>>>(dx, dy, x, lse, delta, g);
     USTRAIN_CUDA_CHECK_LAUNCH();

@@ -1,5 +1,6 @@
-// Where causal GQA attention finds its operands when cuDNN runs it: 4-D (b, h, s, d) views
-// with explicit strides straight into the fused buffers, so nothing is copied or transposed.
+// Where causal GQA attention (and attention over blocks of the sequence, below) finds its
+// operands when cuDNN runs it: 4-D (b, h, s, d) views with explicit strides straight into the
+// fused buffers, so nothing is copied or transposed.
 //
 //   qkv, dqkv (B, S, W), W = (H + 2 Hkv) Dh: each token row is [q heads | k heads | v heads]
 //   out, dout (B, S, H Dh)
@@ -137,5 +138,123 @@ inline std::string cudnn_unsupported_reason(const AttentionDims& a, DType act) {
 }
 
 inline bool cudnn_supports(const AttentionDims& a, DType act) { return cudnn_unsupported_reason(a, act).empty(); }
+
+// ---- one block of attention over blocks of the sequence (kernels/cuda/attention_blocks.h) ----
+//
+//   qkv (B, Sq, W): the block's query rows [q_begin, q_begin + q_rows)
+//   kv  (B, Skv, 2 Hkv Dh) = [k heads | v heads]: its key rows [k_begin, k_begin + kv_rows)
+//   out (B, q_rows, H Dh), lse (B, H, q_rows): the block's result (forward)
+//   out, dout (B, Sq, H Dh), lse (B, H, Sq): the merged result, read at the block's rows (backward)
+//
+// The views below start at the block's first row: the caller advances each buffer's pointer
+// by begin * (its row width) elements, which keeps it 16-byte aligned when head_dim is a
+// multiple of 8.
+struct BlockAttentionDims {
+  std::int64_t batch = 0;
+  std::int64_t q_seq = 0, kv_seq = 0;    // rows per batch row of qkv (out, dout) and of kv
+  std::int64_t q_rows = 0, kv_rows = 0;  // the block's query and key rows
+  std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = false;  // query r sees keys 0 .. r + kv_rows - q_rows (end-aligned)
+
+  std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  std::int64_t kv_width() const { return 2 * kv_heads * head_dim; }
+  std::int64_t out_width() const { return heads * head_dim; }
+};
+
+// Q in qkv: (B, H, q_rows, Dh).
+inline StridedView block_query_view(const BlockAttentionDims& a) {
+  const std::int64_t W = a.qkv_width();
+  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_seq * W, a.head_dim, W, 1}, 0};
+}
+// K in kv: (B, Hkv, kv_rows, Dh).
+inline StridedView block_key_view(const BlockAttentionDims& a) {
+  const std::int64_t KW = a.kv_width();
+  return {{a.batch, a.kv_heads, a.kv_rows, a.head_dim}, {a.kv_seq * KW, a.head_dim, KW, 1}, 0};
+}
+// V in kv: (B, Hkv, kv_rows, Dh), after the Hkv key heads.
+inline StridedView block_value_view(const BlockAttentionDims& a) {
+  StridedView v = block_key_view(a);
+  v.offset = a.kv_heads * a.head_dim;
+  return v;
+}
+// The merged O and dO in out, dout (B, Sq, H Dh): (B, H, q_rows, Dh).
+inline StridedView block_merged_output_view(const BlockAttentionDims& a) {
+  const std::int64_t OW = a.out_width();
+  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_seq * OW, a.head_dim, OW, 1}, 0};
+}
+// The block's own rows (B, q_rows, H Dh) as (B, H, q_rows, Dh): its O, and dQ.
+inline StridedView block_output_view(const BlockAttentionDims& a) {
+  const std::int64_t OW = a.out_width();
+  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_rows * OW, a.head_dim, OW, 1}, 0};
+}
+// dK and dV of the block's own rows (B, kv_rows, 2 Hkv Dh): (B, Hkv, kv_rows, Dh).
+inline StridedView block_key_grad_view(const BlockAttentionDims& a) {
+  const std::int64_t KW = a.kv_width();
+  return {{a.batch, a.kv_heads, a.kv_rows, a.head_dim}, {a.kv_rows * KW, a.head_dim, KW, 1}, 0};
+}
+inline StridedView block_value_grad_view(const BlockAttentionDims& a) {
+  StridedView v = block_key_grad_view(a);
+  v.offset = a.kv_heads * a.head_dim;
+  return v;
+}
+// lse (B, H, q_rows), packed: the block's own (forward) and the merged one's rows (backward).
+inline StridedView block_stats_view(const BlockAttentionDims& a) { return packed_view(a.batch, a.heads, a.q_rows, 1); }
+
+// cuDNN reads and writes the activation dtype where our block ops hold fp32, so the block ops
+// stage through scratch ahead of the plan's own workspace:
+//   forward   O (B, q_rows, H Dh) in act, then widened into the fp32 block out;
+//   backward  the dQ accumulator and row_dot (as backward_scratch), the merged lse's rows
+//             (B, H, q_rows) packed, and dQ (B, q_rows, H Dh), dK|dV (B, kv_rows, 2 Hkv Dh) in
+//             act, then added into the fp32 sums.
+struct BlockScratch {
+  std::size_t out_offset = 0;       // forward
+  std::size_t dq_accum_offset = 0;  // backward, from here on
+  std::size_t row_dot_offset = 0;
+  std::size_t lse_offset = 0;
+  std::size_t dq_offset = 0;
+  std::size_t dkv_offset = 0;
+  std::size_t bytes = 0;
+};
+
+inline BlockScratch block_forward_scratch(const BlockAttentionDims& a, std::size_t act_bytes) {
+  BlockScratch s;
+  s.bytes = align_scratch(static_cast<std::size_t>(a.batch * a.q_rows * a.out_width()) * act_bytes);
+  return s;
+}
+
+inline BlockScratch block_backward_scratch(const BlockAttentionDims& a, std::size_t act_bytes) {
+  const auto rows = static_cast<std::size_t>(a.batch * a.heads * a.q_rows);
+  BlockScratch s;
+  s.row_dot_offset = align_scratch(rows * static_cast<std::size_t>(a.head_dim) * sizeof(float));
+  s.lse_offset = s.row_dot_offset + align_scratch(rows * sizeof(float));
+  s.dq_offset = s.lse_offset + align_scratch(rows * sizeof(float));
+  s.dkv_offset = s.dq_offset + align_scratch(static_cast<std::size_t>(a.batch * a.q_rows * a.out_width()) * act_bytes);
+  s.bytes = s.dkv_offset + align_scratch(static_cast<std::size_t>(a.batch * a.kv_rows * a.kv_width()) * act_bytes);
+  return s;
+}
+
+inline StridedView block_dq_accum_view(const BlockAttentionDims& a) {
+  return packed_view(a.batch, a.heads, a.q_rows, a.head_dim);
+}
+inline StridedView block_row_dot_view(const BlockAttentionDims& a) { return packed_view(a.batch, a.heads, a.q_rows, 1); }
+
+// Which blocks cuDNN's fused attention should take: "" when it should, else why not. The
+// whole-sequence conditions (dtype, head_dim, group) apply to the block, and
+//   - at least two query rows and two key rows (the whole-sequence bound, for both);
+//   - the causal mask only for blocks of equal length, where ours (end-aligned) and cuDNN's
+//     (top-left, the one our whole-sequence graphs use) agree; a causal block of unequal
+//     lengths runs our kernel (cuDNN 9.19 aligns the diagonal at the bottom right only through
+//     a pattern of index arithmetic we have not verified on a GPU).
+// The backward also needs the merged out in the activation dtype (the caller checks that).
+inline std::string cudnn_block_unsupported_reason(const BlockAttentionDims& a, DType act) {
+  if (a.batch < 1 || a.q_rows < 2 || a.kv_rows < 2) return "needs two or more query rows and key rows";
+  if (a.causal && a.q_rows != a.kv_rows) return "a causal block of unequal query and key lengths";
+  const AttentionDims whole{a.batch, a.q_rows, a.heads, a.kv_heads, a.head_dim};
+  return cudnn_unsupported_reason(whole, act);
+}
+
+inline bool cudnn_block_supports(const BlockAttentionDims& a, DType act) {
+  return cudnn_block_unsupported_reason(a, act).empty();
+}
 
 }  // namespace ustrain::cuda

@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention_fallback.h"
+#include "kernels/cuda/cuda_backend_checks.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
@@ -29,36 +30,6 @@
 
 namespace ustrain::cuda {
 namespace {
-
-bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-void expect_device(const Tensor& t, const char* what) {
-  USTRAIN_ASSERT(t.device == Device::cuda && t.data != nullptr,
-                 std::string(what) + " must be a cuda tensor, got " + device_name(t.device));
-}
-
-void expect_f32(const Tensor& t, const char* what) {
-  expect_device(t, what);
-  USTRAIN_ASSERT(t.dtype == DType::f32, std::string(what) + " must be f32, got " + dtype_name(t.dtype));
-}
-
-void expect_i32(const Tensor& t, const char* what) {
-  expect_device(t, what);
-  USTRAIN_ASSERT(t.dtype == DType::i32, std::string(what) + " must be i32, got " + dtype_name(t.dtype));
-}
-
-// The activation dtype of a call: `lead` decides it, `others` must share it.
-DType act_of(const char* op, std::initializer_list<const Tensor*> tensors) {
-  const Tensor& lead = **tensors.begin();
-  USTRAIN_ASSERT(is_act(lead.dtype), std::string(op) + ": activations must be f32, bf16 or f16, got " +
-                                         dtype_name(lead.dtype));
-  for (const Tensor* t : tensors) {
-    expect_device(*t, op);
-    USTRAIN_ASSERT(t->dtype == lead.dtype, std::string(op) + ": mixes " + dtype_name(lead.dtype) + " and " +
-                                               dtype_name(t->dtype) + " activations");
-  }
-  return lead.dtype;
-}
 
 // Makes `index` the calling thread's device, before any member allocates on it.
 int select_device(int index) {

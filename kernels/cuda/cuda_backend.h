@@ -6,8 +6,9 @@
 // moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
 // accumulate), attention through cuDNN's fused flash attention where cuDNN supports the shape
 // and through our own kernel elsewhere (kernels/cuda/attention_fallback.h; which shapes, and
-// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h). Starting, it logs the CUDA driver,
-// runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
+// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h), attention over blocks of the
+// sequence the same way (our kernels: kernels/cuda/attention_blocks.h). Starting, it logs
+// the CUDA driver, runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step); ops
 // that need scratch use one grow-only buffer sized at their first call, and the library
@@ -72,6 +73,15 @@ class CudaBackend final : public Backend {
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
                           int n_kv_heads) override;
+
+  // Attention over blocks of the sequence (defined in cuda_backend_blocks.cpp).
+  void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                               AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) override;
+  void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
 
   void swiglu_forward(Tensor out, Tensor gate_up) override;
   void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;

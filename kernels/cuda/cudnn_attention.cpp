@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <compare>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -13,9 +14,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_attention_graph.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -29,18 +32,49 @@ constexpr std::size_t kCudnnZeroesDqAccum = 90600;
 
 enum class Pass : std::uint8_t { forward, backward };
 
+// A shape: the whole causal sequence (q_rows = kv_rows = q_seq = kv_seq), or one block of it.
 struct PlanKey {
-  std::int64_t batch, seq, heads, kv_heads, head_dim;
+  bool block;
+  std::int64_t batch, q_seq, kv_seq, q_rows, kv_rows, heads, kv_heads, head_dim;
+  bool causal;
   DType act;
   Pass pass;
   auto operator<=>(const PlanKey&) const = default;
 };
 
-std::string describe(const PlanKey& k) {
-  return std::string("attention ") + (k.pass == Pass::forward ? "forward" : "backward") + " (B=" +
-         std::to_string(k.batch) + ", S=" + std::to_string(k.seq) + ", H=" + std::to_string(k.heads) +
-         ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim) + ", " + dtype_name(k.act) + ")";
+PlanKey whole_key(const AttentionDims& a, DType act, Pass pass) {
+  return {false, a.batch, a.seq, a.seq, a.seq, a.seq, a.heads, a.kv_heads, a.head_dim, true, act, pass};
 }
+
+PlanKey block_key(const BlockAttentionDims& a, DType act, Pass pass) {
+  return {true, a.batch, a.q_seq, a.kv_seq, a.q_rows, a.kv_rows, a.heads, a.kv_heads, a.head_dim, a.causal, act, pass};
+}
+
+std::string describe(const PlanKey& k) {
+  std::string text = k.block ? "block attention " : "attention ";
+  text += k.pass == Pass::forward ? "forward (B=" : "backward (B=";
+  text += std::to_string(k.batch);
+  if (k.block) {
+    text += ", " + std::to_string(k.q_rows) + " of " + std::to_string(k.q_seq) + " query rows against ";
+    text += std::to_string(k.kv_rows) + " of " + std::to_string(k.kv_seq) + " key rows, ";
+    text += k.causal ? "causal" : "no mask";
+  } else {
+    text += ", S=" + std::to_string(k.q_seq);
+  }
+  text += ", H=" + std::to_string(k.heads) + ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim);
+  text += ", ";
+  text += dtype_name(k.act);
+  return text + ")";
+}
+
+// What a shape's first call decides from: why cuDNN should not take it ("" when it should), the
+// graph that runs it, and the scratch its calls stage through ahead of the plan's workspace.
+struct ShapeSpec {
+  std::string gap;
+  std::function<AttentionGraph(const PlanTarget&, cudnnDataType_t)> graph;
+  std::size_t scratch_bytes = 0;
+  std::int64_t head_dim = 0;
+};
 
 // A shape's plan, the graph it runs, and the host scalars it passes by value (cuDNN reads
 // them through the pointers in each variant pack, so they live as long as the plan).
@@ -98,9 +132,11 @@ struct CudnnAttention::Impl {
   }
 
   // The plan to run the shape with, or null when the caller's kernel runs it (see the header).
-  CachedPlan* plan_for(const PlanKey& key, const AttentionDims& a, bool buffers_aligned) {
+  // `spec()` gives the ShapeSpec; it is asked only at the shape's first call.
+  template <class Spec>
+  CachedPlan* plan_for(const PlanKey& key, const Spec& spec, bool buffers_aligned) {
     auto found = shapes.find(key);
-    if (found == shapes.end()) found = shapes.emplace(key, first_call(key, a)).first;
+    if (found == shapes.end()) found = shapes.emplace(key, first_call(key, spec())).first;
     ShapeEntry& entry = found->second;
     if (!entry.offered) return nullptr;
     if (entry.plan == nullptr) return refused(key, entry.refusal);
@@ -114,17 +150,16 @@ struct CudnnAttention::Impl {
   }
 
   // Decides a shape at its first call, logging the outcome unless cuDNN takes it.
-  ShapeEntry first_call(const PlanKey& key, const AttentionDims& a) {
+  ShapeEntry first_call(const PlanKey& key, const ShapeSpec& spec) {
     ShapeEntry entry;
-    const std::string gap = cudnn_unsupported_reason(a, key.act);
-    if (!gap.empty()) {
+    if (!spec.gap.empty()) {
       spdlog::log(key.act == DType::f32 ? spdlog::level::debug : spdlog::level::info,
-                  "{} is outside cuDNN's fused attention ({}): our kernel runs it", describe(key), gap);
+                  "{} is outside cuDNN's fused attention ({}): our kernel runs it", describe(key), spec.gap);
       return entry;
     }
     entry.offered = true;
     try {
-      entry.plan = build(key, a);
+      entry.plan = build(key, spec);
     } catch (const CudnnNotSupported& refusal) {
       entry.refusal = refusal.what();
       spdlog::warn("cuDNN refused {}: {}{}", describe(key), entry.refusal, fallback_note());
@@ -144,15 +179,15 @@ struct CudnnAttention::Impl {
     return nullptr;
   }
 
-  std::unique_ptr<CachedPlan> build(const PlanKey& key, const AttentionDims& a) {
+  std::unique_ptr<CachedPlan> build(const PlanKey& key, const ShapeSpec& spec) {
     auto p = std::make_unique<CachedPlan>();
     p->name = describe(key);
     const cudnnDataType_t io = key.act == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     const PlanTarget gpu{handle, nullptr};
-    p->graph = key.pass == Pass::forward ? attention_forward_graph(gpu, a, io) : attention_backward_graph(gpu, a, io);
+    p->graph = spec.graph(gpu, io);
     p->plan = make_execution_plan(p->graph, gpu);
-    p->scratch_bytes = key.pass == Pass::backward ? backward_scratch(a).bytes : 0;
-    p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));  // as the CPU reference
+    p->scratch_bytes = spec.scratch_bytes;
+    p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim)));  // as the CPU reference
     return p;
   }
 
@@ -203,7 +238,12 @@ CudnnAttention::~CudnnAttention() = default;
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv,
                              int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
-  CachedPlan* plan = impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::forward}, a, all_aligned16({out, lse, qkv}));
+  const auto spec = [&] {
+    return ShapeSpec{cudnn_unsupported_reason(a, act),
+                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_forward_graph(t, a, io); }, 0,
+                     a.head_dim};
+  };
+  CachedPlan* plan = impl_->plan_for(whole_key(a, act, Pass::forward), spec, all_aligned16({out, lse, qkv}));
   if (plan == nullptr) return false;
 
   std::array<void*, kUidCount> by_uid{};
@@ -219,8 +259,13 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                               std::int64_t B, std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
+  const auto spec = [&] {
+    return ShapeSpec{cudnn_unsupported_reason(a, act),
+                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_backward_graph(t, a, io); },
+                     backward_scratch(a).bytes, a.head_dim};
+  };
   CachedPlan* plan =
-      impl_->plan_for({B, S, H, Hkv, Dh, act, Pass::backward}, a, all_aligned16({dqkv, dout, qkv, out, lse}));
+      impl_->plan_for(whole_key(a, act, Pass::backward), spec, all_aligned16({dqkv, dout, qkv, out, lse}));
   if (plan == nullptr) return false;
 
   const BackwardScratch scratch = backward_scratch(a);
@@ -240,6 +285,81 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
     USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
                                        static_cast<std::size_t>(dq_accum_view(a).numel()) * sizeof(float), stream));
   impl_->execute(*plan, by_uid, stream);
+  return true;
+}
+
+bool CudnnAttention::block_forward(float* out, float* lse, const void* qkv, const void* kv, std::int64_t q_begin,
+                                   std::int64_t k_begin, const BlockAttentionDims& a, DType act, cudaStream_t stream) {
+  const void* q_rows = at(qkv, {{}, {}, q_begin * a.qkv_width()});  // the block's first query row
+  const void* k_rows = at(kv, {{}, {}, k_begin * a.kv_width()});    // and key row
+  const auto spec = [&] {
+    return ShapeSpec{cudnn_block_unsupported_reason(a, act),
+                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_forward_graph(t, a, io); },
+                     block_forward_scratch(a, kHalfBytes).bytes, a.head_dim};
+  };
+  CachedPlan* plan =
+      impl_->plan_for(block_key(a, act, Pass::forward), spec, all_aligned16({out, lse, q_rows, k_rows}));
+  if (plan == nullptr) return false;
+
+  void* o = impl_->scratch() + block_forward_scratch(a, kHalfBytes).out_offset;  // (B, q_rows, H Dh) in act
+  std::array<void*, kUidCount> by_uid{};
+  by_uid[kUidQ] = at(q_rows, block_query_view(a));
+  by_uid[kUidK] = at(k_rows, block_key_view(a));
+  by_uid[kUidV] = at(k_rows, block_value_view(a));
+  by_uid[kUidO] = o;
+  by_uid[kUidStats] = lse;
+  impl_->execute(*plan, by_uid, stream);
+  convert(out, DType::f32, o, act, a.batch * a.q_rows * a.out_width(), stream);
+  return true;
+}
+
+bool CudnnAttention::block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv,
+                                    const void* out, const float* lse, std::int64_t q_begin, std::int64_t k_begin,
+                                    const BlockAttentionDims& a, DType act, cudaStream_t stream) {
+  const std::int64_t OW = a.out_width(), KW = a.kv_width();
+  const void* q_rows = at(qkv, {{}, {}, q_begin * a.qkv_width()});
+  const void* k_rows = at(kv, {{}, {}, k_begin * KW});
+  const void* o_rows = at(out, {{}, {}, q_begin * OW});
+  const void* do_rows = at(dout, {{}, {}, q_begin * OW});
+  const auto spec = [&] {
+    return ShapeSpec{cudnn_block_unsupported_reason(a, act),
+                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_backward_graph(t, a, io); },
+                     block_backward_scratch(a, kHalfBytes).bytes, a.head_dim};
+  };
+  CachedPlan* plan = impl_->plan_for(block_key(a, act, Pass::backward), spec,
+                                     all_aligned16({q_rows, k_rows, o_rows, do_rows}));
+  if (plan == nullptr) return false;
+
+  const BlockScratch scratch = block_backward_scratch(a, kHalfBytes);
+  char* base = impl_->scratch();
+  // The merged lse's rows of the block, packed (B, H, q_rows): cuDNN reads them 16-byte aligned.
+  float* block_lse = reinterpret_cast<float*>(base + scratch.lse_offset);
+  const std::size_t row_bytes = static_cast<std::size_t>(a.q_rows) * sizeof(float);
+  USTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(block_lse, row_bytes, lse + q_begin,
+                                       static_cast<std::size_t>(a.q_seq) * sizeof(float), row_bytes,
+                                       static_cast<std::size_t>(a.batch * a.heads), cudaMemcpyDeviceToDevice, stream));
+  void* block_dq = base + scratch.dq_offset;    // (B, q_rows, H Dh) in act
+  void* block_dkv = base + scratch.dkv_offset;  // (B, kv_rows, 2 Hkv Dh) in act
+  std::array<void*, kUidCount> by_uid{};
+  by_uid[kUidQ] = at(q_rows, block_query_view(a));
+  by_uid[kUidK] = at(k_rows, block_key_view(a));
+  by_uid[kUidV] = at(k_rows, block_value_view(a));
+  by_uid[kUidO] = const_cast<void*>(o_rows);
+  by_uid[kUidDO] = const_cast<void*>(do_rows);
+  by_uid[kUidStats] = block_lse;
+  by_uid[kUidDQ] = block_dq;
+  by_uid[kUidDK] = at(block_dkv, block_key_grad_view(a));
+  by_uid[kUidDV] = at(block_dkv, block_value_grad_view(a));
+  by_uid[kUidDqAccum] = base + scratch.dq_accum_offset;
+  by_uid[kUidRowDot] = base + scratch.row_dot_offset;
+  if (impl_->zero_dq_accum)  // cuDNN before 9.6 (see kCudnnZeroesDqAccum)
+    USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
+                                       static_cast<std::size_t>(block_dq_accum_view(a).numel()) * sizeof(float),
+                                       stream));
+  impl_->execute(*plan, by_uid, stream);
+  // The block's gradients, in act, into the fp32 sums at its rows.
+  attention_add_rows(dq + q_begin * OW, a.q_seq, block_dq, act, a.batch, a.q_rows, OW, stream);
+  attention_add_rows(dkv + k_begin * KW, a.kv_seq, block_dkv, act, a.batch, a.kv_rows, KW, stream);
   return true;
 }
 

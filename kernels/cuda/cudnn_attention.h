@@ -1,4 +1,5 @@
-// Causal grouped-query flash attention through cuDNN's fused kernels, for bf16 and f16.
+// Grouped-query flash attention through cuDNN's fused kernels, for bf16 and f16: over the whole
+// causal sequence, and over one block of it (attention over blocks of the sequence).
 //
 // Computes exactly what kernels/cpu/cpu_attention.cpp computes (softmax scale 1/sqrt(Dh),
 // query head h reads kv head h / (H / Hkv), lse the natural-log statistic of the scaled
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/attention_layout.h"
 #include "kernels/tensor.h"
 
 namespace ustrain::cuda {
@@ -42,6 +44,20 @@ class CudnnAttention {
   // dqkv (B, S, (H + 2 Hkv) Dh) overwritten from dout (B, S, H Dh), qkv, out and lse.
   bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, std::int64_t B,
                 std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream);
+
+  // One block of attention over blocks of the sequence (kernels/cuda/attention_layout.h's
+  // BlockAttentionDims; cudnn_block_supports() says which), query rows from q_begin of qkv and
+  // key rows from k_begin of kv: out (B, q_rows, H Dh) fp32 and lse (B, H, q_rows) fp32. cuDNN
+  // writes O in act (scratch) and it is widened into out, so out carries act's rounding.
+  bool block_forward(float* out, float* lse, const void* qkv, const void* kv, std::int64_t q_begin,
+                     std::int64_t k_begin, const BlockAttentionDims& a, DType act, cudaStream_t stream);
+  // The block's backward from the merged out and dout (B, Sq, H Dh) in act and lse (B, H, Sq):
+  // dq (B, Sq, H Dh) and dkv (B, Skv, 2 Hkv Dh) fp32 += at the block's rows. cuDNN writes the
+  // block's dQ, dK, dV in act (scratch), then they are added in. Not deterministic run to run
+  // in general (cuDNN's dQ accumulation), unlike our kernel.
+  bool block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv, const void* out,
+                      const float* lse, std::int64_t q_begin, std::int64_t k_begin, const BlockAttentionDims& a,
+                      DType act, cudaStream_t stream);
 
   // Device workspace held now, in bytes (for the memory report).
   std::size_t workspace_bytes() const;

@@ -148,43 +148,92 @@ class GraphBuilder {
   std::int64_t next_virtual_uid_ = kFirstVirtualUid;
 };
 
-// out (b, hkv, s, d) = x y summed over the query heads of each group: a plain matmul when
+// What one graph computes, and where its operands lie: views into the buffers an execution
+// passes (their offsets are applied to the pointers, not in the graph). Causal is top-left:
+// query i sees keys j <= i.
+enum class SdpaPass { forward, backward };
+struct SdpaShape {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0, q_rows = 0, kv_rows = 0;
+  bool causal = false;
+  StridedView q, k, v, o, stats;                  // o: the forward's output, the backward's input
+  StridedView d_o, dq, dk, dv, dq_accum, row_dot;  // backward
+};
+
+// out (b, hkv, s_kv, d) = x y summed over the query heads of each group: a plain matmul when
 // every query head has its own kv head, else a per-query-head matmul reduced over the group.
-void matmul_summed_over_groups(GraphBuilder& g, const std::string& name, const AttentionDims& a, cudnnDataType_t io,
+void matmul_summed_over_groups(GraphBuilder& g, const std::string& name, const SdpaShape& s, cudnnDataType_t io,
                                TensorDesc x, TensorDesc y, TensorDesc out) {
-  if (a.heads == a.kv_heads) {
+  if (s.heads == s.kv_heads) {
     g.matmul(name, x, y, out);
     return;
   }
   const TensorDesc per_head =
-      g.virtual_tensor(name + " per query head", io, packed_view(a.batch, a.heads, a.seq, a.head_dim));
+      g.virtual_tensor(name + " per query head", io, packed_view(s.batch, s.heads, s.kv_rows, s.head_dim));
   g.matmul(name, x, y, per_head);
   g.reduction(name + " summed over the group", CUDNN_REDUCE_TENSOR_ADD, per_head, out);
 }
 
-}  // namespace
+SdpaShape whole_sequence_shape(const AttentionDims& a) {
+  SdpaShape s;
+  s.batch = a.batch;
+  s.heads = a.heads;
+  s.kv_heads = a.kv_heads;
+  s.head_dim = a.head_dim;
+  s.q_rows = s.kv_rows = a.seq;
+  s.causal = true;
+  s.q = s.dq = query_view(a);
+  s.k = s.dk = key_view(a);
+  s.v = s.dv = value_view(a);
+  s.o = s.d_o = output_view(a);
+  s.stats = stats_view(a);
+  s.dq_accum = dq_accum_view(a);
+  s.row_dot = row_dot_view(a);
+  return s;
+}
 
-AttentionGraph attention_forward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
+SdpaShape block_shape(const BlockAttentionDims& a, SdpaPass pass) {
+  SdpaShape s;
+  s.batch = a.batch;
+  s.heads = a.heads;
+  s.kv_heads = a.kv_heads;
+  s.head_dim = a.head_dim;
+  s.q_rows = a.q_rows;
+  s.kv_rows = a.kv_rows;
+  s.causal = a.causal;
+  s.q = block_query_view(a);
+  s.k = block_key_view(a);
+  s.v = block_value_view(a);
+  s.o = s.d_o = pass == SdpaPass::forward ? block_output_view(a) : block_merged_output_view(a);
+  s.stats = block_stats_view(a);
+  s.dq = block_output_view(a);
+  s.dk = block_key_grad_view(a);
+  s.dv = block_value_grad_view(a);
+  s.dq_accum = block_dq_accum_view(a);
+  s.row_dot = block_row_dot_view(a);
+  return s;
+}
+
+AttentionGraph sdpa_forward_graph(const PlanTarget& target, const SdpaShape& s, cudnnDataType_t io) {
   AttentionGraph graph;
   GraphBuilder g(graph);
-  const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
-  const StridedView rows = packed_view(a.batch, a.heads, a.seq, 1);
+  const StridedView scores = packed_view(s.batch, s.heads, s.q_rows, s.kv_rows);  // (b, h, s_q, s_kv)
+  const StridedView rows = packed_view(s.batch, s.heads, s.q_rows, 1);
   constexpr cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
 
-  const TensorDesc q = g.io_tensor("Q", kUidQ, io, query_view(a));
-  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(key_view(a)));
-  const TensorDesc v = g.io_tensor("V", kUidV, io, value_view(a));
-  const TensorDesc o = g.io_tensor("O", kUidO, io, output_view(a));
-  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, stats_view(a));
+  const TensorDesc q = g.io_tensor("Q", kUidQ, io, s.q);
+  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(s.k));
+  const TensorDesc v = g.io_tensor("V", kUidV, io, s.v);
+  const TensorDesc o = g.io_tensor("O", kUidO, io, s.o);
+  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, s.stats);
   const TensorDesc scale = g.scalar("scale", kUidScale);
   const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
 
-  // Scores: scale * Q K^T, causal.
+  // Scores: scale * Q K^T, causal or not.
   const TensorDesc qk = g.virtual_tensor("Q K^T", f32, scores);
   g.matmul("Q K^T", q, kt, qk);
   const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  const TensorDesc masked = g.causal_mask("causal", scaled, neg_inf, scores);
+  const TensorDesc masked = s.causal ? g.causal_mask("causal", scaled, neg_inf, scores) : scaled;
 
   // Softmax, saving lse = max + log(sum(exp(scores - max))): natural log of the scaled scores,
   // the statistic the backward pass and our CPU reference use.
@@ -207,50 +256,50 @@ AttentionGraph attention_forward_graph(const PlanTarget& target, const Attention
   return graph;
 }
 
-AttentionGraph attention_backward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
+AttentionGraph sdpa_backward_graph(const PlanTarget& target, const SdpaShape& s, cudnnDataType_t io) {
   AttentionGraph graph;
   GraphBuilder g(graph);
-  const StridedView scores = packed_view(a.batch, a.heads, a.seq, a.seq);  // (b, h, s_q, s_kv)
-  const StridedView rows = packed_view(a.batch, a.heads, a.seq, 1);
+  const StridedView scores = packed_view(s.batch, s.heads, s.q_rows, s.kv_rows);  // (b, h, s_q, s_kv)
+  const StridedView rows = packed_view(s.batch, s.heads, s.q_rows, 1);
   constexpr cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
 
-  const TensorDesc q = g.io_tensor("Q", kUidQ, io, query_view(a));
-  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(key_view(a)));
-  const TensorDesc vt = g.io_tensor("V^T", kUidV, io, transposed(value_view(a)));
-  const TensorDesc o = g.io_tensor("O", kUidO, io, output_view(a));
-  const TensorDesc d_o = g.io_tensor("dO", kUidDO, io, output_view(a));
-  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, stats_view(a));
-  const TensorDesc dq = g.io_tensor("dQ", kUidDQ, io, query_view(a));
-  const TensorDesc dk = g.io_tensor("dK", kUidDK, io, key_view(a));
-  const TensorDesc dv = g.io_tensor("dV", kUidDV, io, value_view(a));
-  const TensorDesc dq_accum = g.io_tensor("dQ accumulator", kUidDqAccum, f32, dq_accum_view(a));
-  const TensorDesc row_dot = g.io_tensor("rowsum(dO * O)", kUidRowDot, f32, row_dot_view(a));
+  const TensorDesc q = g.io_tensor("Q", kUidQ, io, s.q);
+  const TensorDesc kt = g.io_tensor("K^T", kUidK, io, transposed(s.k));
+  const TensorDesc vt = g.io_tensor("V^T", kUidV, io, transposed(s.v));
+  const TensorDesc o = g.io_tensor("O", kUidO, io, s.o);
+  const TensorDesc d_o = g.io_tensor("dO", kUidDO, io, s.d_o);
+  const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, s.stats);
+  const TensorDesc dq = g.io_tensor("dQ", kUidDQ, io, s.dq);
+  const TensorDesc dk = g.io_tensor("dK", kUidDK, io, s.dk);
+  const TensorDesc dv = g.io_tensor("dV", kUidDV, io, s.dv);
+  const TensorDesc dq_accum = g.io_tensor("dQ accumulator", kUidDqAccum, f32, s.dq_accum);
+  const TensorDesc row_dot = g.io_tensor("rowsum(dO * O)", kUidRowDot, f32, s.row_dot);
   const TensorDesc scale = g.scalar("scale", kUidScale);
   const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
   const TensorDesc one = g.scalar("1", kUidOne);
 
   // row_dot = rowsum(dO * O), the softmax-gradient correction, materialised (times 1) in scratch.
-  const TensorDesc do_o = g.virtual_tensor("dO * O", f32, packed_view(a.batch, a.heads, a.seq, a.head_dim));
+  const TensorDesc do_o = g.virtual_tensor("dO * O", f32, packed_view(s.batch, s.heads, s.q_rows, s.head_dim));
   g.binary("dO * O", CUDNN_POINTWISE_MUL, d_o, o, do_o);
   const TensorDesc do_o_sum = g.virtual_tensor("rowsum(dO * O)", f32, rows);
   g.reduction("rowsum(dO * O)", CUDNN_REDUCE_TENSOR_ADD, do_o, do_o_sum);
   g.binary("rowsum(dO * O) * 1", CUDNN_POINTWISE_MUL, do_o_sum, one, row_dot);
 
-  // P = exp(scale * Q K^T - lse), causal: the forward's probabilities, recomputed.
+  // P = exp(scale * Q K^T - lse), causal or not: the forward's probabilities, recomputed.
   const TensorDesc qk = g.virtual_tensor("Q K^T", f32, scores);
   g.matmul("Q K^T", q, kt, qk);
   const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
   const TensorDesc centered = g.virtual_tensor("scores - lse", f32, scores);
   g.binary("scores - lse", CUDNN_POINTWISE_SUB, scaled, lse, centered);
-  const TensorDesc masked = g.causal_mask("causal", centered, neg_inf, scores);
+  const TensorDesc masked = s.causal ? g.causal_mask("causal", centered, neg_inf, scores) : centered;
   const TensorDesc p = g.virtual_tensor("P", f32, scores);
   g.unary("P = exp(scores - lse)", CUDNN_POINTWISE_EXP, masked, p);
 
   // dV = P^T dO
   const TensorDesc pt = g.virtual_tensor("P^T", io, transposed(scores));
   g.reshape("P^T", p, pt);
-  matmul_summed_over_groups(g, "dV = P^T dO", a, io, pt, d_o, dv);
+  matmul_summed_over_groups(g, "dV = P^T dO", s, io, pt, d_o, dv);
 
   // dS = scale * P * (dO V^T - row_dot)
   const TensorDesc dp = g.virtual_tensor("dP = dO V^T", f32, scores);
@@ -265,16 +314,33 @@ AttentionGraph attention_backward_graph(const PlanTarget& target, const Attentio
   // dK = dS^T Q
   const TensorDesc dst = g.virtual_tensor("dS^T", io, transposed(scores));
   g.reshape("dS^T", ds, dst);
-  matmul_summed_over_groups(g, "dK = dS^T Q", a, io, dst, q, dk);
+  matmul_summed_over_groups(g, "dK = dS^T Q", s, io, dst, q, dk);
 
   // dQ = dS K, accumulated in fp32 scratch, then cast into dqkv.
-  const TensorDesc k = g.virtual_tensor("K", io, key_view(a));
+  const TensorDesc k = g.virtual_tensor("K", io, s.k);
   g.reshape("K = (K^T)^T", kt, k);
   g.matmul("dQ = dS K", ds, k, dq_accum);
   g.unary("dQ = cast(dQ accumulator)", CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
 
   g.finish(target);
   return graph;
+}
+
+}  // namespace
+
+AttentionGraph attention_forward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
+  return sdpa_forward_graph(target, whole_sequence_shape(a), io);
+}
+AttentionGraph attention_backward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io) {
+  return sdpa_backward_graph(target, whole_sequence_shape(a), io);
+}
+AttentionGraph attention_block_forward_graph(const PlanTarget& target, const BlockAttentionDims& a,
+                                             cudnnDataType_t io) {
+  return sdpa_forward_graph(target, block_shape(a, SdpaPass::forward), io);
+}
+AttentionGraph attention_block_backward_graph(const PlanTarget& target, const BlockAttentionDims& a,
+                                              cudnnDataType_t io) {
+  return sdpa_backward_graph(target, block_shape(a, SdpaPass::backward), io);
 }
 
 CudnnDescriptor described_device(const std::string& json) {

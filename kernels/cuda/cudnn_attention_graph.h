@@ -1,5 +1,5 @@
-// cuDNN operation graphs for causal GQA flash attention, forward and backward, and the choice
-// of an execution plan for them.
+// cuDNN operation graphs for GQA flash attention, forward and backward, over the whole causal
+// sequence or one block of it, and the choice of an execution plan for them.
 //
 // cuDNN has no single "attention" operation for this (9.19); its fused flash-attention
 // engines instead recognise a fixed pattern of matmul / pointwise / reduction / reshape
@@ -64,6 +64,16 @@ AttentionGraph attention_forward_graph(const PlanTarget& target, const Attention
 // dQ, dK, dV (into dqkv) from Q, K, V, O, dO, lse, with the two fp32 scratch tensors of
 // backward_scratch(). dK and dV are summed over the query heads of each group by cuDNN.
 AttentionGraph attention_backward_graph(const PlanTarget& target, const AttentionDims& a, cudnnDataType_t io);
+
+// One block of attention over blocks of the sequence (attention_layout.h's block views), the
+// same graphs with q_rows queries against kv_rows keys, causal (top-left, so only for blocks of
+// equal length: cudnn_block_supports) or not. Forward: Q from qkv's rows, K and V from kv's,
+// O (in `io`) and lse the block's own. Backward: O, dO and lse the merged result's rows; dQ,
+// dK, dV (in `io`) the block's alone, with the fp32 scratch of block_backward_scratch().
+AttentionGraph attention_block_forward_graph(const PlanTarget& target, const BlockAttentionDims& a,
+                                             cudnnDataType_t io);
+AttentionGraph attention_block_backward_graph(const PlanTarget& target, const BlockAttentionDims& a,
+                                              cudnnDataType_t io);
 
 struct ExecutionPlan {
   CudnnDescriptor engine_config;  // referenced by the plan

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -132,6 +133,108 @@ std::string case_name(const ::testing::TestParamInfo<GraphCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Trained, CudnnAttentionPlan, ::testing::ValuesIn(graph_cases()), case_name);
 
+// ---- blocks of the sequence (context parallelism) ----
+
+struct BlockCase {
+  std::string name;
+  BlockAttentionDims dims;
+  std::string error;
+};
+
+// The rank-local blocks of a recipe's sequence split over two ranks: S/2 queries against S/2
+// keys, causal (the rank's own part) or not (the other's).
+BlockCase recipe_block(const std::string& name, const std::string& recipe, bool causal) {
+  const Shape whole = recipe_shape(name, recipe);
+  const AttentionDims& a = whole.dims;
+  const std::int64_t half = a.seq / 2;
+  return {name, {a.batch, half, half, half, half, a.heads, a.kv_heads, a.head_dim, causal}, whole.error};
+}
+
+std::vector<BlockCase> block_cases() {
+  // (B, Sq, Skv, q rows, kv rows, H, Hkv, Dh, causal): tests/gpu/gpu_attention_blocks_test.cpp's
+  // blocks that cuDNN should take, and those of its split sequences.
+  return {
+      {"gpu_test_gqa_unequal", {2, 70, 45, 40, 37, 8, 2, 64, false}, ""},
+      {"gpu_test_mqa_unequal", {3, 9, 20, 9, 16, 6, 1, 16, false}, ""},
+      {"gpu_test_mha128_causal", {2, 64, 64, 64, 64, 4, 2, 128, true}, ""},
+      {"split_gqa_off_diagonal", {2, 96, 96, 56, 40, 8, 2, 64, false}, ""},
+      {"split_gqa_diagonal", {2, 96, 96, 56, 56, 8, 2, 64, true}, ""},
+      {"split_mha_odd", {1, 77, 77, 27, 30, 4, 4, 40, false}, ""},
+      {"split_mha_odd_diagonal", {1, 77, 77, 30, 30, 4, 4, 40, true}, ""},
+      {"split_mqa_diagonal", {3, 33, 33, 16, 16, 6, 1, 16, true}, ""},
+      {"split_gqa128_off_diagonal", {2, 130, 130, 66, 64, 4, 2, 128, false}, ""},
+      recipe_block("quickstart_cp2_own", "recipes/quickstart.toml", true),
+      recipe_block("quickstart_cp2_other", "recipes/quickstart.toml", false),
+      recipe_block("bench_1b_cp2_own", "recipes/bench-1b.toml", true),
+      recipe_block("bench_1b_cp2_other", "recipes/bench-1b.toml", false),
+  };
+}
+
+struct BlockGraphCase {
+  BlockCase block;
+  DType act;
+  Pass pass;
+};
+
+void PrintTo(const BlockGraphCase& c, std::ostream* os) {
+  *os << c.block.name << " " << dtype_name(c.act) << (c.pass == Pass::forward ? " forward" : " backward");
+}
+
+AttentionGraph build_block(const PlanTarget& target, const BlockAttentionDims& a, DType act, Pass pass) {
+  return pass == Pass::forward ? attention_block_forward_graph(target, a, cudnn_type(act))
+                               : attention_block_backward_graph(target, a, cudnn_type(act));
+}
+
+std::string block_text(const BlockAttentionDims& a) {
+  std::string t = "B=";  // appended piece by piece: GCC 12 misreads chains of temporaries (-Wrestrict)
+  for (const auto& [label, value] :
+       {std::pair<const char*, std::int64_t>{"", a.batch}, {" Sq=", a.q_seq}, {" Skv=", a.kv_seq}, {" q=", a.q_rows},
+        {" kv=", a.kv_rows}, {" H=", a.heads}, {" Hkv=", a.kv_heads}, {" Dh=", a.head_dim}}) {
+    t += label;
+    t += std::to_string(value);
+  }
+  t += a.causal ? " causal" : " no mask";
+  return t;
+}
+
+class CudnnBlockAttentionPlan : public ::testing::TestWithParam<BlockGraphCase> {
+ protected:
+  CudnnDescriptor device_ = described_device(kH100);
+  PlanTarget h100_{nullptr, device_.get()};
+};
+
+TEST_P(CudnnBlockAttentionPlan, ReachesAPlanForAnH100) {
+  const BlockGraphCase& c = GetParam();
+  ASSERT_TRUE(c.block.error.empty()) << c.block.error;
+  const std::string what = c.block.name + " " + block_text(c.block.dims) + " " + dtype_name(c.act);
+  ASSERT_EQ(cudnn_block_unsupported_reason(c.block.dims, c.act), "") << what;
+  const PlanSearch search = search_execution_plans(build_block(h100_, c.block.dims, c.act, c.pass), h100_);
+  EXPECT_TRUE(search.accepted()) << what << ": " << search.summary();
+}
+
+std::vector<BlockGraphCase> block_graph_cases() {
+  std::vector<BlockGraphCase> cases;
+  for (const BlockCase& b : block_cases())
+    for (const DType act : {DType::bf16, DType::f16})
+      for (const Pass pass : {Pass::forward, Pass::backward}) cases.push_back({b, act, pass});
+  return cases;
+}
+
+std::string block_case_name(const ::testing::TestParamInfo<BlockGraphCase>& info) {
+  const BlockGraphCase& c = info.param;
+  return c.block.name + "_" + dtype_name(c.act) + (c.pass == Pass::forward ? "_forward" : "_backward");
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, CudnnBlockAttentionPlan, ::testing::ValuesIn(block_graph_cases()), block_case_name);
+
+TEST(CudnnBlockAttentionSupport, CausalBlocksOfUnequalLengthRunOurKernel) {
+  // End-aligned causal with 33 queries against 130 keys: cuDNN's top-left mask would differ.
+  EXPECT_NE(cudnn_block_unsupported_reason({1, 100, 130, 33, 130, 4, 4, 40, true}, DType::bf16), "");
+  EXPECT_EQ(cudnn_block_unsupported_reason({1, 100, 130, 33, 130, 4, 4, 40, false}, DType::bf16), "");
+  EXPECT_NE(cudnn_block_unsupported_reason({1, 100, 130, 1, 130, 4, 4, 40, false}, DType::bf16), "");  // one query
+  EXPECT_NE(cudnn_block_unsupported_reason({1, 100, 130, 64, 64, 4, 4, 40, false}, DType::f32), "");
+}
+
 // Graphs cuDNN must refuse, built by the same code: the check above can fail.
 class CudnnAttentionRefusal : public CudnnAttentionPlan {};
 
@@ -141,6 +244,15 @@ TEST_F(CudnnAttentionRefusal, HeadDimNotAMultipleOf8FindsNoPlan) {
   EXPECT_FALSE(cudnn_supports(a, DType::bf16));
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     const PlanSearch search = search_execution_plans(build(h100_, a, DType::bf16, pass), h100_);
+    EXPECT_FALSE(search.accepted()) << (pass == Pass::forward ? "forward" : "backward") << ": " << search.summary();
+  }
+}
+
+TEST_F(CudnnAttentionRefusal, BlockWithHeadDimNotAMultipleOf8FindsNoPlan) {
+  const BlockAttentionDims a{2, 96, 96, 56, 40, 8, 2, 60, false};
+  EXPECT_FALSE(cudnn_block_supports(a, DType::bf16));
+  for (const Pass pass : {Pass::forward, Pass::backward}) {
+    const PlanSearch search = search_execution_plans(build_block(h100_, a, DType::bf16, pass), h100_);
     EXPECT_FALSE(search.accepted()) << (pass == Pass::forward ? "forward" : "backward") << ": " << search.summary();
   }
 }

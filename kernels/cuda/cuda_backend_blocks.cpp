@@ -1,0 +1,138 @@
+// CudaBackend's attention over blocks of the sequence: checks shapes and dtypes (as the CPU
+// reference does), then hands raw pointers to cuDNN (kernels/cuda/cudnn_attention.h) for the
+// blocks it takes, and to our kernels (kernels/cuda/attention_blocks.h) for the rest and the
+// light ops. qkv, kv, dout and dqkv are in the activation dtype; block results, the running
+// result, lse and the gradient sums fp32; the merged out the backward reads in either (cuDNN
+// only in the activation dtype).
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/attention_blocks.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_backend_checks.h"
+#include "kernels/cuda/cudnn_attention.h"
+
+namespace ustrain::cuda {
+namespace {
+
+void check_range(const SeqRange& r, std::int64_t seq, const char* what) {
+  USTRAIN_ASSERT(r.begin >= 0 && r.count >= 0 && r.begin + r.count <= seq,
+                 std::string(what) + " rows [" + std::to_string(r.begin) + ", " + std::to_string(r.begin + r.count) +
+                     ") outside a sequence of " + std::to_string(seq));
+}
+
+// The block of query rows q of qkv (B, Sq, W) and key rows k of kv (B, Skv, 2 Hkv Dh).
+AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
+                        int n_kv_heads) {
+  USTRAIN_ASSERT(qkv.shape.rank() == 3 && kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0],
+                 "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh), got " + qkv.shape.str() + " and " +
+                     kv.shape.str());
+  USTRAIN_ASSERT(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+                 std::to_string(n_heads) + " query heads do not split into groups of " + std::to_string(n_kv_heads));
+  const std::int64_t width = qkv.shape[2], slots = n_heads + 2 * n_kv_heads;
+  USTRAIN_ASSERT(width % slots == 0, "qkv width " + std::to_string(width) + " is not a multiple of H + 2 Hkv");
+  const std::int64_t head_dim = width / slots;
+  USTRAIN_ASSERT(kv.shape[2] == 2 * n_kv_heads * head_dim, "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
+  check_range(q, qkv.shape[1], "query");
+  check_range(k, kv.shape[1], "key");
+  AttentionBlock a;
+  a.batch = qkv.shape[0];
+  a.q_seq = qkv.shape[1];
+  a.kv_seq = kv.shape[1];
+  a.q_begin = q.begin;
+  a.q_count = q.count;
+  a.k_begin = k.begin;
+  a.k_count = k.count;
+  a.heads = n_heads;
+  a.kv_heads = n_kv_heads;
+  a.head_dim = static_cast<int>(head_dim);
+  a.causal = mask == AttentionMask::causal;
+  return a;
+}
+
+// The same block as cuDNN's graphs see it.
+BlockAttentionDims cudnn_dims(const AttentionBlock& a) {
+  return {a.batch, a.q_seq, a.kv_seq, a.q_count, a.k_count, a.heads, a.kv_heads, a.head_dim, a.causal};
+}
+
+}  // namespace
+
+void CudaBackend::attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) {
+  const DType act = act_of("attention_kv_pack", {&qkv, &kv});
+  USTRAIN_ASSERT(n_heads > 0 && n_kv_heads > 0, "attention_kv_pack: " + std::to_string(n_heads) + "/" +
+                                                    std::to_string(n_kv_heads) + " heads");
+  const std::int64_t rows = qkv.shape.rows(), width = qkv.shape.last(), kv_width = kv.shape.last();
+  const std::int64_t head_dim = width / (n_heads + 2 * n_kv_heads), skip = n_heads * head_dim;
+  USTRAIN_ASSERT(kv.shape.rows() == rows && kv_width == 2 * n_kv_heads * head_dim && skip + kv_width == width,
+                 "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
+  cuda::attention_kv_pack(kv.data, qkv.data, rows, width, kv_width, dtype_size(act), stream_.get());
+}
+
+void CudaBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                          AttentionMask mask, int n_heads, int n_kv_heads) {
+  const DType act = act_of("attention_block_forward", {&qkv, &kv});
+  expect_f32(out, "block attention out");
+  expect_f32(lse, "block attention lse");
+  const AttentionBlock a = block_of(qkv, q, kv, k, mask, n_heads, n_kv_heads);
+  USTRAIN_ASSERT(out.numel() == a.batch * q.count * n_heads * a.head_dim && lse.numel() == a.batch * n_heads * q.count,
+                 "block out " + out.shape.str() + ", lse " + lse.shape.str() + " for " + std::to_string(q.count) +
+                     " queries");
+  if (attention_->block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a.q_begin, a.k_begin, cudnn_dims(a), act,
+                                stream_.get()))
+    return;
+  cuda::attention_block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a, act, stream_.get());
+}
+
+void CudaBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) {
+  expect_f32(acc, "merged attention acc");
+  expect_f32(lse, "merged attention lse");
+  expect_f32(block_out, "block attention out");
+  expect_f32(block_lse, "block attention lse");
+  USTRAIN_ASSERT(acc.shape.rank() == 3 && lse.shape.rank() == 3, "merge needs acc (B, S, H Dh) and lse (B, H, S)");
+  const std::int64_t B = acc.shape[0], S = acc.shape[1], OW = acc.shape[2], H = lse.shape[1];
+  USTRAIN_ASSERT(H > 0 && OW % H == 0, "merge: acc " + acc.shape.str() + " for lse " + lse.shape.str());
+  check_range(q, S, "merged");
+  USTRAIN_ASSERT(lse.shape[0] == B && lse.shape[2] == S && block_out.numel() == B * q.count * OW &&
+                     block_lse.numel() == B * H * q.count,
+                 "merge of block " + block_out.shape.str() + ", " + block_lse.shape.str() + " into " + acc.shape.str());
+  cuda::attention_merge(acc.f32(), lse.f32(), block_out.f32(), block_lse.f32(), B, S, static_cast<int>(H),
+                        static_cast<int>(OW / H), q.begin, q.count, stream_.get());
+}
+
+void CudaBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
+                                           SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
+                                           int n_kv_heads) {
+  const DType act = act_of("attention_block_backward", {&qkv, &kv, &dout});
+  expect_device(out, "attention_block_backward out");
+  USTRAIN_ASSERT(out.dtype == act || out.dtype == DType::f32, std::string("attention_block_backward: out must be ") +
+                                                                  dtype_name(act) + " or f32, got " +
+                                                                  dtype_name(out.dtype));
+  expect_f32(dq, "block attention dq");
+  expect_f32(dkv, "block attention dkv");
+  expect_f32(lse, "block attention lse");
+  const AttentionBlock a = block_of(qkv, q, kv, k, mask, n_heads, n_kv_heads);
+  const std::int64_t out_numel = a.batch * a.q_seq * n_heads * a.head_dim;
+  USTRAIN_ASSERT(out.numel() == out_numel && dout.numel() == out_numel && dq.numel() == out_numel &&
+                     lse.numel() == a.batch * n_heads * a.q_seq && dkv.shape == kv.shape,
+                 "block backward: out " + out.shape.str() + ", dout " + dout.shape.str() + ", dq " + dq.shape.str() +
+                     ", dkv " + dkv.shape.str() + ", lse " + lse.shape.str() + " for qkv " + qkv.shape.str());
+  if (out.dtype == act && attention_->block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data,
+                                                    lse.f32(), a.q_begin, a.k_begin, cudnn_dims(a), act,
+                                                    stream_.get()))
+    return;
+  void* ws = scratch(attention_block_backward_workspace_bytes(a));
+  cuda::attention_block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data, out.dtype, lse.f32(), a,
+                                 act, ws, stream_.get());
+}
+
+void CudaBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
+  const DType act = act_of("attention_grad_pack", {&dqkv});
+  expect_f32(dq, "attention_grad_pack dq");
+  expect_f32(dkv, "attention_grad_pack dkv");
+  const std::int64_t rows = dqkv.shape.rows(), q_width = dq.shape.last(), kv_width = dkv.shape.last();
+  USTRAIN_ASSERT(dq.shape.rows() == rows && dkv.shape.rows() == rows && q_width + kv_width == dqkv.shape.last(),
+                 "dqkv " + dqkv.shape.str() + " from dq " + dq.shape.str() + " and dkv " + dkv.shape.str());
+  cuda::attention_grad_pack(dqkv.data, dq.f32(), dkv.f32(), rows, q_width, kv_width, act, stream_.get());
+}
+
+}  // namespace ustrain::cuda

@@ -1,0 +1,43 @@
+// The argument checks every CudaBackend op starts with: device, dtype and the one activation
+// dtype of a call. Internal to kernels/cuda/cuda_backend*.cpp.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "kernels/error.h"
+#include "kernels/tensor.h"
+
+namespace ustrain::cuda {
+
+inline bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+inline void expect_device(const Tensor& t, const char* what) {
+  USTRAIN_ASSERT(t.device == Device::cuda && t.data != nullptr,
+                 std::string(what) + " must be a cuda tensor, got " + device_name(t.device));
+}
+
+inline void expect_f32(const Tensor& t, const char* what) {
+  expect_device(t, what);
+  USTRAIN_ASSERT(t.dtype == DType::f32, std::string(what) + " must be f32, got " + dtype_name(t.dtype));
+}
+
+inline void expect_i32(const Tensor& t, const char* what) {
+  expect_device(t, what);
+  USTRAIN_ASSERT(t.dtype == DType::i32, std::string(what) + " must be i32, got " + dtype_name(t.dtype));
+}
+
+// The activation dtype of a call: `lead` decides it, `others` must share it.
+inline DType act_of(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& lead = **tensors.begin();
+  USTRAIN_ASSERT(is_act(lead.dtype), std::string(op) + ": activations must be f32, bf16 or f16, got " +
+                                         dtype_name(lead.dtype));
+  for (const Tensor* t : tensors) {
+    expect_device(*t, op);
+    USTRAIN_ASSERT(t->dtype == lead.dtype, std::string(op) + ": mixes " + dtype_name(lead.dtype) + " and " +
+                                               dtype_name(t->dtype) + " activations");
+  }
+  return lead.dtype;
+}
+
+}  // namespace ustrain::cuda
