@@ -52,6 +52,13 @@ struct SeqRange {
 // key. A value, not a built-in assumption, so that other masks (documents) can join.
 enum class AttentionMask : std::uint8_t { none, causal };
 
+// How a mixture-of-experts router picks experts (core/model/moe_mlp.h).
+struct MoeRouting {
+  int top_k = 1;
+  bool sigmoid = false;     // scores: sigmoid of each logit; else softmax over the experts
+  bool renormalize = true;  // gate weights: the chosen scores divided by their sum
+};
+
 // One contiguous range AdamW updates; its weight decay overrides AdamWParams::weight_decay.
 struct AdamWTensors {
   Tensor param, grad, m, v;
@@ -160,6 +167,27 @@ class Backend {
                                         int n_kv_heads) = 0;
   // dqkv (B, S, W) = [dq | dkv] row by row, fp32 converted to dqkv's dtype.
   virtual void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) = 0;
+
+  // ---- mixture of experts: routing and the weighted combine ----
+  // The experts' own GEMMs are linear ops on each expert's rows, and tokens move to and from
+  // expert order as row gathers (embedding_forward / embedding_backward with row indices).
+  //
+  // From router logits (N, E): probs (N, E) fp32 = softmax or sigmoid of the logits computed
+  // in fp32; experts (N, k) i32 = the k highest probs of each row, highest first, a tie going
+  // to the lower expert index; gates (N, k) fp32 = their probs, divided by their sum when
+  // renormalising; lse (N) fp32 = the log-sum-exp of each row's logits (the router z-loss).
+  virtual void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
+                         const MoeRouting& routing) = 0;
+  // dlogits (N, E) overwritten: dgates (N, k) fp32 back through the renormalisation and the
+  // score function, plus z_grad * 2 lse softmax(logits) per row (the gradient of z_grad * lse^2).
+  virtual void moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
+                                  Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad) = 0;
+  // out (N, D) = sum_j gates[t, j] * rows[t k + j] for the experts' outputs rows (N k, D) in
+  // token order; the products and sum in fp32.
+  virtual void moe_combine(Tensor out, Tensor rows, Tensor gates) = 0;
+  // drows (N k, D) = gates[t, j] * dout[t] and dgates (N, k) fp32 = dout[t] . rows[t k + j],
+  // both overwritten.
+  virtual void moe_combine_backward(Tensor drows, Tensor dgates, Tensor dout, Tensor rows, Tensor gates) = 0;
 
   // ---- SwiGLU on the fused gate/up projection ----
   // gate_up (N, 2F) = [gate | up];  out (N, F) = silu(gate) * up

@@ -237,6 +237,28 @@ void RecordingBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
   record("attention_grad_pack", OpClass::copy, {&dqkv, &dq, &dkv}, 0, bytes_of({&dqkv, &dq, &dkv}));
 }
 
+// ---- mixture of experts: routing and the combine, priced by their bytes ----
+void RecordingBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
+                                 const MoeRouting&) {
+  record("moe_route", OpClass::elementwise, {&experts, &gates, &probs, &lse, &logits}, 0,
+         bytes_of({&experts, &gates, &probs, &lse, &logits}));
+}
+
+void RecordingBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
+                                          Tensor experts, Tensor gates, const MoeRouting&, float) {
+  record("moe_route_backward", OpClass::elementwise, {&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates}, 0,
+         bytes_of({&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates}));
+}
+
+void RecordingBackend::moe_combine(Tensor out, Tensor rows, Tensor gates) {
+  record("moe_combine", OpClass::elementwise, {&out, &rows, &gates}, 0, bytes_of({&out, &rows, &gates}));
+}
+
+void RecordingBackend::moe_combine_backward(Tensor drows, Tensor dgates, Tensor dout, Tensor rows, Tensor gates) {
+  record("moe_combine_backward", OpClass::elementwise, {&drows, &dgates, &dout, &rows, &gates}, 0,
+         bytes_of({&drows, &dgates, &dout, &rows, &gates}));
+}
+
 // ---- SwiGLU, add ----
 void RecordingBackend::swiglu_forward(Tensor out, Tensor gate_up) {
   record("swiglu_forward", OpClass::elementwise, {&out, &gate_up}, 0, bytes_of({&out, &gate_up}));
