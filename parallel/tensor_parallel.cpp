@@ -63,6 +63,12 @@ Tensor TensorParallel::reduce(Tensor partial, Tensor local) {
   return local;
 }
 
+void TensorParallel::sum(Tensor t) {
+  if (!tp_ || tp_->size() == 1) return;
+  const CommTimer timer(comm_seconds_);
+  tp_->all_reduce(t).join_compute();
+}
+
 void TensorParallel::embed(Backend& be, Tensor out, Tensor ids, Tensor table, Tensor scratch) {
   if (!tp_) {
     be.embedding_forward(out, ids, table);

@@ -51,6 +51,10 @@ class TensorParallel {
   // place without sp, else reduce-scattered into `local`.
   Tensor reduce(Tensor partial, Tensor local);
 
+  // `t` summed over the ranks in place, whatever sp: small per-token quantities whose every
+  // rank holds a partial sum (an MoE layer's gate gradients).
+  void sum(Tensor t);
+
   // The embedding of `ids` (N) into this rank's rows `out` of the residual stream; `scratch`
   // holds N full rows under sp.
   void embed(Backend& be, Tensor out, Tensor ids, Tensor table, Tensor scratch);

@@ -13,7 +13,10 @@ namespace {
 
 constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model",    "model.n_layers",
                                            "model.n_heads",    "model.n_kv_heads", "model.ffn_hidden",
-                                           "model.tied_embeddings"};
+                                           "model.tied_embeddings", "model.n_experts",
+                                           "model.expert_ffn_hidden", "model.n_shared_experts",
+                                           "model.shared_expert_ffn_hidden", "model.moe_layer_interval",
+                                           "model.first_dense_layers"};
 constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.max_bad_steps", "train.recompute", "run.name",
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",

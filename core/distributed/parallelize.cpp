@@ -6,6 +6,8 @@
 namespace ustrain {
 namespace {
 
+constexpr std::string_view kRouterSuffix = ".mlp.gate.weight";
+
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -20,6 +22,7 @@ TpLayout tensor_parallel_layout(const std::string& name) {
     if (ends_with(name, row)) return TpLayout::row_parallel;
   if (name == kEmbeddingName || name == "lm_head.weight") return TpLayout::vocab_parallel;
   if (ends_with(name, "norm.weight")) return TpLayout::replicated;  // input_layernorm, model.norm, ...
+  if (ends_with(name, kRouterSuffix)) return TpLayout::replicated;  // an MoE layer's router
   USTRAIN_ASSERT(false, "no tensor-parallel placement for parameter " + name);
 }
 
@@ -49,8 +52,10 @@ void parallelize(ParamRegistry& params, const ModelGeometry& g) {
                      s.name != kEmbeddingName || first_stage);
         break;
       case TpLayout::replicated:
+        // Norm gains see this rank's rows under sp (partial gradients); a router sees every row
+        // on every rank (whole gradients).
         params.place(handle, TpLayout::replicated, s.shape, std::vector<std::int64_t>(s.shape.rank(), 0), s.shape,
-                     g.sequence_parallel(), r == 0);
+                     g.sequence_parallel() && !ends_with(s.name, kRouterSuffix), r == 0);
         break;
     }
   }

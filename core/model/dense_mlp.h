@@ -19,6 +19,7 @@ class DenseMlp final : public Mlp {
   // Declares gate/up/down (global shapes) in `unit` of `params`.
   DenseMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geometry, ParamRegistry& params);
   void declare_norm(ParamRegistry& params) override;
+  const char* kind() const override { return "dense"; }
 
   std::vector<ActivationSpec> activations(std::int64_t max_batch, DType compute) const override;
   std::vector<ActivationSpec> deferred(std::int64_t max_batch, DType compute) const override;

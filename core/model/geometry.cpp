@@ -42,6 +42,18 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   g.vocab_local = g.vocab_padded / tp;
   g.vocab_begin = g.vocab_local * tp_rank;
   g.vocab_valid = std::clamp<std::int64_t>(m.vocab_size - g.vocab_begin, 0, g.vocab_local);
+  if (m.n_experts > 0) {
+    g.n_experts = m.n_experts;
+    g.top_k = m.experts_per_token;
+    g.expert_ffn = m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden;
+    g.shared_ffn = m.n_shared_experts * (m.shared_expert_ffn_hidden > 0 ? m.shared_expert_ffn_hidden : g.expert_ffn);
+    USTRAIN_ASSERT(g.expert_ffn % tp == 0 && g.shared_ffn % tp == 0,
+                   "expert widths must divide by tp (the recipe check refuses other layouts)");
+    g.expert_ffn_local = g.expert_ffn / tp;
+    g.shared_ffn_local = g.shared_ffn / tp;
+    g.first_dense_layers = static_cast<int>(m.first_dense_layers);
+    g.moe_interval = static_cast<int>(m.moe_layer_interval);
+  }
   g.seq = seq_len / split.cp;
   g.context = ContextSplit{split.cp, split.cp_rank};
   g.pp = split.pp;
@@ -57,53 +69,63 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
 
 namespace {
 
-// q and o (d x attention width each), k and v (d x kv width each), gate, up and down (d x ffn
-// each) of one block.
+// q and o (d x attention width each), k and v (d x kv width each), and the MLP of block
+// `layer`: gate, up and down (d x ffn each), or of an MoE layer the router (experts x d), the
+// experts' gate, up and down (d x expert_ffn each; all of them, or the top-k a token uses
+// when `active`) and the shared experts' (d x shared_ffn each).
 template <class N>
-N block_matmul_params(const ModelGeometry& g) {
+N block_matmul_params(const ModelGeometry& g, int layer, bool active) {
   const N d = static_cast<N>(g.d_model), head_dim = static_cast<N>(g.head_dim);
   const N attention = static_cast<N>(g.n_heads) * head_dim, kv = static_cast<N>(g.n_kv_heads) * head_dim;
-  return 2 * d * attention + 2 * kv * d + 3 * static_cast<N>(g.ffn) * d;
+  const N attn = 2 * d * attention + 2 * kv * d;
+  if (!g.moe_layer(layer)) return attn + 3 * static_cast<N>(g.ffn) * d;
+  const N experts = static_cast<N>(active ? g.top_k : g.n_experts);
+  return attn + static_cast<N>(g.n_experts) * d + experts * 3 * static_cast<N>(g.expert_ffn) * d +
+         3 * static_cast<N>(g.shared_ffn) * d;
 }
 
 }  // namespace
 
 template <class N>
-N ModelGeometry::block_params() const {
-  return block_matmul_params<N>(*this) + 2 * static_cast<N>(d_model);
+N ModelGeometry::block_params(int layer) const {
+  return block_matmul_params<N>(*this, layer, false) + 2 * static_cast<N>(d_model);
 }
 
 template <class N>
 N ModelGeometry::matmul_params() const {
-  return static_cast<N>(n_layers) * block_matmul_params<N>(*this) + static_cast<N>(vocab) * static_cast<N>(d_model);
+  N blocks = 0;
+  for (int l = 0; l < n_layers; ++l) blocks += block_matmul_params<N>(*this, l, true);
+  return blocks + static_cast<N>(vocab) * static_cast<N>(d_model);
 }
 
 template <class N>
 N ModelGeometry::total_params() const {
   const N d = static_cast<N>(d_model);
-  return static_cast<N>(vocab) * d * (tied_embeddings ? 1 : 2) + d + static_cast<N>(n_layers) * block_params<N>();
+  N blocks = 0;
+  for (int l = 0; l < n_layers; ++l) blocks += block_params<N>(l);
+  return static_cast<N>(vocab) * d * (tied_embeddings ? 1 : 2) + d + blocks;
 }
 
 template <class N>
 N ModelGeometry::held_params() const {
   bool first = false, last = false;
-  std::int64_t layers = 0;
+  N blocks = 0;
   for (const ChunkSpan& c : chunks) {
     first |= c.embedding;
     last |= c.head;
-    layers += c.end_layer - c.first_layer;
+    for (int l = c.first_layer; l < c.end_layer; ++l) blocks += block_params<N>(l);
   }
   // The embedding on the first stage; on the last an untied head or a tied embedding's copy.
   const int matrices = (first ? 1 : 0) + (last && !(tied_embeddings && first) ? 1 : 0);
   const N d = static_cast<N>(d_model);
-  return static_cast<N>(vocab) * d * matrices + (last ? d : 0) + static_cast<N>(layers) * block_params<N>();
+  return static_cast<N>(vocab) * d * matrices + (last ? d : 0) + blocks;
 }
 
-template std::int64_t ModelGeometry::block_params<std::int64_t>() const;
+template std::int64_t ModelGeometry::block_params<std::int64_t>(int) const;
 template std::int64_t ModelGeometry::matmul_params<std::int64_t>() const;
 template std::int64_t ModelGeometry::total_params<std::int64_t>() const;
 template std::int64_t ModelGeometry::held_params<std::int64_t>() const;
-template long double ModelGeometry::block_params<long double>() const;
+template long double ModelGeometry::block_params<long double>(int) const;
 template long double ModelGeometry::matmul_params<long double>() const;
 template long double ModelGeometry::total_params<long double>() const;
 template long double ModelGeometry::held_params<long double>() const;

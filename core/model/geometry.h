@@ -66,6 +66,16 @@ struct ModelGeometry {
   ContextSplit context{};
   std::array<SeqRange, 2> positions() const { return context.runs(seq * context.size); }
 
+  // Mixture of experts (0 experts: every MLP dense). Widths of the whole model: expert_ffn of
+  // one routed expert, shared_ffn of all shared experts together; *_local this rank's share.
+  std::int64_t n_experts = 0, top_k = 0, expert_ffn = 0, shared_ffn = 0;
+  std::int64_t expert_ffn_local = 0, shared_ffn_local = 0;
+  int first_dense_layers = 0, moe_interval = 1;
+  // Whether layer `layer`'s MLP is a mixture of experts.
+  bool moe_layer(int layer) const {
+    return n_experts > 0 && layer >= first_dense_layers && (layer - first_dense_layers) % moe_interval == 0;
+  }
+
   // Pipeline parallelism.
   int pp = 1, pp_rank = 0, virtual_stages = 1;
   std::vector<ChunkSpan> chunks;  // this rank's, in chunk order
@@ -86,11 +96,13 @@ struct ModelGeometry {
   // or long double for a recipe's numbers before they are known to fit
   // (core/memory/model_size.h).
   //
-  // Of one transformer block: q, k, v and o, gate, up and down, and the two norms.
+  // Of transformer block `layer`: q, k, v and o, the MLP's matrices (gate, up and down; of an
+  // MoE layer the router's and every expert's), and the two norms.
   template <class N = std::int64_t>
-  N block_params() const;
-  // Parameters that take part in a matrix multiply (the output head included, tied or not;
-  // the embedding lookup not): the N of DESIGN.md's FLOPs convention.
+  N block_params(int layer) const;
+  // Parameters that take part in a token's matrix multiplies (the output head included, tied or
+  // not; the embedding lookup not; of an MoE layer the router, the top-k experts and the
+  // shared ones: the active parameters): the N of DESIGN.md's FLOPs convention.
   template <class N = std::int64_t>
   N matmul_params() const;
   // Every parameter: the embedding, the blocks, the final norm and an untied output head.

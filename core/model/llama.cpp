@@ -88,7 +88,10 @@ void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const Sl
     return handles;
   };
   attention_workspace_ = workspace(blocks_.front().attention().workspace(max_batch_, c));
-  mlp_workspace_ = workspace(blocks_.front().mlp().workspace(max_batch_, c));
+  mlp_workspace_.clear();  // one list per kind of MLP among the rank's blocks
+  for (const TransformerBlock& b : blocks_)
+    if (!mlp_workspace_.contains(b.mlp().kind()))
+      mlp_workspace_[b.mlp().kind()] = workspace(b.mlp().workspace(max_batch_, c));
   sp_gathered_ = sp_d_full_ = -1;
   if (geo_.sequence_parallel()) {
     sp_gathered_ = plan.add("sequence_parallel.gathered", work, Shape{n, d}, c);
@@ -122,9 +125,10 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
     for (int h : handles) t.push_back(mem.tensor(h));
     return t;
   };
-  const SharedScratch scratch{
+  SharedScratch scratch{
       BlockScratch{at(d_resid_), at(d_branch_), at(d_norm_), at(branch_), at(sp_gathered_), at(sp_d_full_)},
-      all(attention_workspace_), all(mlp_workspace_)};
+      all(attention_workspace_), {}};
+  for (const auto& [kind, handles] : mlp_workspace_) scratch.mlp[kind] = all(handles);
   for (auto& c : chunks_) c->bind(mem, scratch, rope);
   kept_losses_view_ = at(kept_losses_);
 }
@@ -151,6 +155,17 @@ void LlamaModel::backward(Backend& be, float dloss) {
 }
 
 Tensor LlamaModel::logits() const { return chunks_.back()->logits(); }
+
+std::vector<const MoeLoad*> LlamaModel::moe_loads() const {
+  std::vector<const MoeLoad*> loads;
+  for (const TransformerBlock& b : blocks_)
+    if (const MoeLoad* load = b.mlp().load()) loads.push_back(load);
+  return loads;
+}
+
+void LlamaModel::reset_moe_loads() const {
+  for (const TransformerBlock& b : blocks_) b.mlp().reset_load();
+}
 
 double LlamaModel::flops_per_token(std::int64_t S) const {
   return 6.0 * static_cast<double>(matmul_params()) +

@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/model/geometry.h"
@@ -82,6 +84,11 @@ class LlamaModel {
   // micro-batch write a row and reads the rows together.
   Tensor kept_losses() const { return kept_losses_view_; }
 
+  // The routing statistics of this rank's mixture-of-experts layers since the last reset, in
+  // layer order (none for a dense model).
+  std::vector<const MoeLoad*> moe_loads() const;
+  void reset_moe_loads() const;
+
   // Told of every use of a unit of parameters (core/model/param_hooks.h), e.g. by a
   // data-parallel engine; null (the default) for none. Not owned.
   void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
@@ -114,7 +121,8 @@ class LlamaModel {
   ParamUseHooks* hooks_ = nullptr;
   int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;
   int d_resid_ = -1, d_branch_ = -1, d_norm_ = -1;
-  std::vector<int> attention_workspace_, mlp_workspace_;  // what the sub-layers list
+  std::vector<int> attention_workspace_;  // what the sub-layers list
+  std::map<std::string, std::vector<int>> mlp_workspace_;  // per kind of MLP
   int sp_gathered_ = -1, sp_d_full_ = -1;  // sequence parallelism's full-row scratch
   int kept_losses_ = -1;
   Tensor kept_losses_view_;

@@ -1,5 +1,5 @@
 // The MLP sub-layer of a block, whatever its kind: the dense SwiGLU MLP (core/model/
-// dense_mlp.h) today, a mixture of experts as another kind. Each kind declares its parameters,
+// dense_mlp.h) or a mixture of experts (core/model/moe_mlp.h). Each kind declares its parameters,
 // lists the tensors it needs planned (core/model/sublayer.h) and runs its passes on them:
 //
 //   x_out = x_mid + mlp(x_mid)
@@ -16,9 +16,20 @@
 
 namespace ustrain {
 
+// What a mixture-of-experts layer's router did in the backward passes since its last reset, on
+// this rank (every choice is computed: nothing is dropped).
+struct MoeLoad {
+  int layer = 0;
+  std::vector<std::int64_t> tokens;  // per expert: the token choices routed to it
+  std::int64_t rows = 0;             // tokens routed
+  double z_sum = 0;                  // the sum over those tokens of the squared router log-sum-exp
+};
+
 class Mlp {
  public:
   virtual ~Mlp() = default;
+  // "dense", "moe": layers of one kind share their workspace.
+  virtual const char* kind() const = 0;
 
   // A kind declares its matrices when made; its norm gain here, once every sub-layer of the
   // block has declared its matrices (the order checkpoints list them in).
@@ -39,6 +50,10 @@ class Mlp {
                         const BlockScratch& s, Recompute policy) const = 0;
   virtual void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
                                const BlockScratch& s) const = 0;
+
+  // A mixture of experts' routing statistics (null for other kinds), and starting them again.
+  virtual const MoeLoad* load() const { return nullptr; }
+  virtual void reset_load() const {}
 };
 
 }  // namespace ustrain

@@ -106,7 +106,8 @@ BlockMemory ModelChunk::layer_memory(const Slot& s, int layer, bool deferred) co
   BlockMemory m;
   m.attention = {s.batch, s.seq, tensors(h.attention), deferred ? tensors(h.attention_deferred) : std::vector<Tensor>{},
                  scratch_.attention};
-  m.mlp = {s.batch, s.seq, tensors(h.mlp), deferred ? tensors(h.mlp_deferred) : std::vector<Tensor>{}, scratch_.mlp};
+  m.mlp = {s.batch, s.seq, tensors(h.mlp), deferred ? tensors(h.mlp_deferred) : std::vector<Tensor>{},
+           scratch_.mlp.at(blocks_[static_cast<std::size_t>(layer - span_.first_layer)]->mlp().kind())};
   m.x_mid = rows(h.x_mid, geo_.rows(s.batch * s.seq));
   return m;
 }
@@ -209,7 +210,8 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
   Slot& s = slots_.at(static_cast<std::size_t>(slot));
   USTRAIN_ASSERT(s.batch > 0, "backward of a slot without a forward");
   const std::int64_t n = s.batch * s.seq, r = geo_.rows(n);
-  const BlockScratch g = scratch_rows(s.batch, s.seq);
+  BlockScratch g = scratch_rows(s.batch, s.seq);
+  g.loss_grad = dloss;
   if (span_.head) head_backward(be, slot, dloss, g);
   else be.copy(g.d_resid, grad);
 

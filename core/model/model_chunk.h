@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/memory/memory_plan.h"
@@ -38,7 +40,8 @@ struct ChunkParams {
 // micro-batch (rows first; chunks take the rows a micro-batch needs).
 struct SharedScratch {
   BlockScratch block;                  // (R, D) and (N, D) rows, core/model/sublayer.h
-  std::vector<Tensor> attention, mlp;  // the sub-layers' workspace lists
+  std::vector<Tensor> attention;                     // the attention's workspace list
+  std::map<std::string, std::vector<Tensor>> mlp;   // each MLP kind's (Mlp::kind())
 };
 
 class ModelChunk {

@@ -56,6 +56,9 @@ struct BlockScratch {
   // Sequence parallelism only (empty otherwise): full rows (N, D) of gathered activations,
   // and of gathered gradients or partial input gradients.
   Tensor gathered, d_full;
+  // In backward: dL/d(each token's loss), by which per-token auxiliary losses (an MoE
+  // router's z-loss) scale their gradients as the cross-entropy's are scaled.
+  float loss_grad = 0;
 };
 
 // The Hugging Face name prefix of layer `layer`'s parameters.

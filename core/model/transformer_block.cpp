@@ -1,13 +1,16 @@
 #include "core/model/transformer_block.h"
 
 #include "core/model/dense_mlp.h"
+#include "core/model/moe_mlp.h"
 
 namespace ustrain {
 
 TransformerBlock::TransformerBlock(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo,
                                    ParamRegistry& params)
     : unit_(unit), geo_(geo), attention_(layer, unit, cfg, geo, params) {
-  auto mlp = std::make_unique<DenseMlp>(layer, unit, cfg, geo, params);
+  std::unique_ptr<Mlp> mlp;
+  if (geo.moe_layer(layer)) mlp = std::make_unique<MoeMlp>(layer, unit, cfg, geo, params);
+  else mlp = std::make_unique<DenseMlp>(layer, unit, cfg, geo, params);
   attention_.declare_norm(params);
   mlp->declare_norm(params);
   mlp_ = std::move(mlp);

@@ -1,7 +1,7 @@
 // One Llama decoder block: an attention and an MLP sub-layer, each around a residual add.
 //
 //   x_mid = x_in  + attention(x_in)    (core/model/attention.h)
-//   x_out = x_mid + mlp(x_mid)         (core/model/mlp.h: the dense SwiGLU MLP today)
+//   x_out = x_mid + mlp(x_mid)         (core/model/mlp.h: dense, or a mixture of experts)
 //
 // The block owns no memory: the model plans what its sub-layers list (core/model/sublayer.h)
 // and x_mid, and hands them in as views; the recompute policy decides which persist per layer

@@ -38,6 +38,17 @@ struct ModelSection {
   bool tied_embeddings = false;
   std::int64_t max_seq_len = 256;
   double init_std = 0.02;
+  // Mixture of experts (core/model/moe_mlp.h); 0 experts: every MLP is dense.
+  std::int64_t n_experts = 0;
+  std::int64_t experts_per_token = 2;        // top-k
+  std::int64_t expert_ffn_hidden = 0;        // 0: ffn_hidden
+  std::int64_t n_shared_experts = 0;
+  std::int64_t shared_expert_ffn_hidden = 0;  // 0: expert_ffn_hidden
+  std::int64_t moe_layer_interval = 1;       // every n-th layer after the first dense ones
+  std::int64_t first_dense_layers = 0;
+  std::string router_score = "softmax";      // softmax | sigmoid
+  bool router_renormalize = true;            // top-k gate weights divided by their sum
+  double router_z_loss = 0.0;                // coefficient of the router z-loss
 
   bool operator==(const ModelSection&) const = default;
 };

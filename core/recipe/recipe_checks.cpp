@@ -21,8 +21,15 @@ void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
   const std::int64_t tp = r.parallel.tp;
   if (tp == 1) return;
   const ModelSection& m = r.model;
-  const std::pair<std::string_view, std::int64_t> divisible[] = {
+  std::vector<std::pair<std::string_view, std::int64_t>> divisible = {
       {"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads}, {"model.ffn_hidden", m.ffn_hidden}};
+  if (m.n_experts > 0) {  // the experts split their hidden units as the dense MLP does
+    const std::int64_t expert = m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden;
+    divisible.emplace_back(m.expert_ffn_hidden > 0 ? "model.expert_ffn_hidden" : "model.ffn_hidden", expert);
+    if (m.n_shared_experts > 0)
+      divisible.emplace_back("model.shared_expert_ffn_hidden",
+                             m.shared_expert_ffn_hidden > 0 ? m.shared_expert_ffn_hidden : expert);
+  }
   for (const auto& [key, value] : divisible)
     if (value % tp != 0)
       fail("{}: {} = {} is not divisible by parallel.tp = {}; tensor parallelism gives every rank the same number "
@@ -160,6 +167,20 @@ void check_model_rules(const Recipe& r, const Origins& at) {
   }
 }
 
+// A mixture of experts' rules: top-k within the experts, at least one MoE layer.
+void check_moe_rules(const Recipe& r, const Origins& at) {
+  const ModelSection& m = r.model;
+  if (m.n_experts == 0) return;
+  if (m.experts_per_token > m.n_experts)
+    fail("{}: model.experts_per_token = {} exceeds model.n_experts = {}; a token is routed to that many distinct "
+         "experts, so set experts_per_token <= n_experts",
+         at.of({"model.experts_per_token", "model.n_experts"}), m.experts_per_token, m.n_experts);
+  if (m.first_dense_layers >= m.n_layers)
+    fail("{}: model.first_dense_layers = {} leaves none of the model.n_layers = {} layers to the experts; lower "
+         "first_dense_layers, or set model.n_experts = 0 for a dense model",
+         at.of({"model.first_dense_layers", "model.n_layers", "model.n_experts"}), m.first_dense_layers, m.n_layers);
+}
+
 // The training run's rules: vocabulary, sequence length, batch sizes, validation and the
 // learning-rate floor.
 void check_training_rules(const Recipe& r, const Origins& at) {
@@ -224,6 +245,7 @@ void check_data_rules(const Recipe& r, const Origins& at) {
 // Each message names every key involved with its value.
 void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) {
   check_model_rules(r, at);
+  check_moe_rules(r, at);
   if (use == RecipeUse::model) return;  // the rest is about the data and the training run
   check_training_rules(r, at);
   check_context_parallel_rules(r, at);

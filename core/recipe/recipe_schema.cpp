@@ -105,6 +105,29 @@ std::vector<KeySpec> model_keys() {
           "Longest sequence the model handles: length of the RoPE table"),
       key(USTRAIN_RECIPE_FIELD(model.init_std), above(0),
           "Standard deviation of the normal weight initialisation"),
+      key(USTRAIN_RECIPE_FIELD(model.n_experts), at_least(0),
+          "Routed experts of each mixture-of-experts layer; 0 keeps every MLP dense"),
+      key(USTRAIN_RECIPE_FIELD(model.experts_per_token), at_least(1),
+          "Experts each token is routed to (top-k), at most n_experts; every token is routed (no capacity limit, "
+          "nothing dropped)"),
+      key(USTRAIN_RECIPE_FIELD(model.expert_ffn_hidden), at_least(0),
+          "Hidden width of each routed expert's SwiGLU; 0 takes ffn_hidden"),
+      key(USTRAIN_RECIPE_FIELD(model.n_shared_experts), at_least(0),
+          "Shared experts every token of an MoE layer also passes through (as one SwiGLU of n_shared_experts x "
+          "shared_expert_ffn_hidden units)"),
+      key(USTRAIN_RECIPE_FIELD(model.shared_expert_ffn_hidden), at_least(0),
+          "Hidden width of each shared expert; 0 takes the routed experts' width"),
+      key(USTRAIN_RECIPE_FIELD(model.moe_layer_interval), at_least(1),
+          "Every n-th layer after the first dense ones is an MoE layer (1: all of them); the others are dense"),
+      key(USTRAIN_RECIPE_FIELD(model.first_dense_layers), at_least(0),
+          "Layers at the bottom that stay dense (DeepSeek's first_k_dense_replace)"),
+      key(USTRAIN_RECIPE_FIELD(model.router_score), one_of({"softmax", "sigmoid"}),
+          "Router score of each expert from its logit (computed in fp32); the top-k scores pick the experts"),
+      key(USTRAIN_RECIPE_FIELD(model.router_renormalize), any_value(),
+          "Divide the chosen experts' scores by their sum to make the gate weights"),
+      key(USTRAIN_RECIPE_FIELD(model.router_z_loss), at_least(0.0),
+          "Coefficient of the router z-loss: the mean over tokens of the squared log-sum-exp of the router "
+          "logits, added to the training loss; 0 disables it"),
   };
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -109,6 +110,45 @@ void StepReport::begin_step() {
   run.cp_comm().reset_volume();
   run.tp.reset_comm_seconds();
   run.cp.reset_wait_seconds();
+  run.model.reset_moe_loads();
+}
+
+// The expert load of this rank's mixture-of-experts layers over the step, summed over the ranks
+// that saw other tokens (dp x cp; tensor-parallel ranks route the same ones): per layer the
+// least, most and mean token choices an expert took, the share dropped (0: routing is
+// dropless) and the mean squared router log-sum-exp; and the router z-loss of the step. A
+// collective: every rank calls it.
+void StepReport::record_moe_load(std::int64_t step) {
+  const std::vector<const MoeLoad*> loads = run_.model.moe_loads();
+  if (loads.empty()) return;
+  std::vector<float> sums;
+  for (const MoeLoad* l : loads) {
+    for (std::int64_t c : l->tokens) sums.push_back(static_cast<float>(c));
+    sums.push_back(static_cast<float>(l->rows));
+    sums.push_back(static_cast<float>(l->z_sum));
+  }
+  const Tensor t(sums.data(), Shape{static_cast<std::int64_t>(sums.size())});
+  run_.groups.gradients().host().all_reduce(t).wait();
+  std::vector<std::pair<std::string, double>> numbers{{"step", double(step)}};
+  double z_loss = 0;
+  std::size_t at = 0;
+  for (const MoeLoad* l : loads) {
+    const std::string p = "layer" + std::to_string(l->layer) + "_";
+    const auto first = sums.begin() + static_cast<std::ptrdiff_t>(at);
+    const auto last = first + static_cast<std::ptrdiff_t>(l->tokens.size());
+    const double rows = *last, z = *(last + 1);
+    at += l->tokens.size() + 2;
+    double total = 0;
+    for (auto c = first; c != last; ++c) total += *c;
+    numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
+                                   {p + "load_max", *std::max_element(first, last)},
+                                   {p + "load_mean", total / static_cast<double>(l->tokens.size())},
+                                   {p + "dropped", 0.0},
+                                   {p + "router_lse_sq", rows > 0 ? z / rows : 0.0}});
+    if (rows > 0) z_loss += recipe_.model.router_z_loss * z / rows;
+  }
+  numbers.emplace_back("router_z_loss", z_loss);
+  record("moe", numbers);
 }
 
 void StepReport::record_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) {
@@ -143,6 +183,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                    {"nonfinite_steps", double(run.bad_steps.total())},
                    {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
                    {"peak_memory_bytes", double(peak_memory_bytes())}});
+  record_moe_load(step);
 }
 
 void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) const {

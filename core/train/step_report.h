@@ -59,6 +59,7 @@ class StepReport {
   std::int64_t tokens_per_step() const { return tokens_per_step_; }
 
  private:
+  void record_moe_load(std::int64_t step);
   // What the metrics record and the log line of the last step share.
   struct StepNumbers {
     double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0;  // counted by the communicators

@@ -63,6 +63,13 @@ interval = 5
 threads = 1
 """.format(steps=STEPS, global_batch=GLOBAL_BATCH)
 
+# The mixtures of experts (each against its own one-rank run): 8 experts of width 32, top-2,
+# a shared expert, the first layer dense, the router z-loss on; the widths divide by tp = 2.
+MOE = ["model.n_experts=8", "model.experts_per_token=2", "model.expert_ffn_hidden=32", "model.n_shared_experts=1",
+       "model.shared_expert_ffn_hidden=32", "model.first_dense_layers=1", "model.router_z_loss=0.001"]
+MODELS = {"dense": [], "moe": MOE,
+          "moe-sigmoid": MOE + ["model.router_score=sigmoid", "model.router_renormalize=false"]}
+
 WORDS = ("the quick brown fox jumps over lazy dog and cat sat on mat while rain fell in spain plains every "
          "morning birds sing songs of hope under bright sky").split()
 
@@ -108,11 +115,36 @@ def metrics(run_dir):
     return train, val
 
 
+def moe_loads(run_dir):
+    """{(step, field): value} of the expert loads (token choices per expert: least, most, mean)."""
+    loads = {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["kind"] == "moe":
+                for key, value in row.items():
+                    if re.match(r"layer\d+_load_(min|max|mean)$", key):
+                        loads[(row["step"], key)] = value
+    return loads
+
+
+def load_difference(got, want):
+    """The first (step, field) whose expert load differs (a routing flip), or None."""
+    for key in sorted(got):
+        if key in want and got[key] != want[key]:
+            return key
+    return None
+
+
 def worst_error(got, want):
     """The largest relative difference, or None when the steps differ."""
     if sorted(got) != sorted(want):
         return None
     return max(abs(got[s] - want[s]) / abs(want[s]) for s in want)
+
+
+def reference_name(model):
+    return "reference" if model == "dense" else f"reference-{model}"
 
 
 def layout_args(row):
@@ -122,6 +154,7 @@ def layout_args(row):
             f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}",
             f"parallel.pp_schedule={row['schedule']}", f"parallel.virtual_stages={row['vs']}",
             f"parallel.device_comm={row['comm']}", f"train.recompute={row['recompute']}"]
+    args += MODELS[row["model"]]
     return [a for arg in args for a in ("--set", arg)]
 
 
@@ -172,9 +205,14 @@ def main():
     shutil.rmtree("runs", ignore_errors=True)
     print(f"layout matrix: {len(chosen)} rows against one rank, {STEPS} steps of {GLOBAL_BATCH} sequences, "
           f"tolerance {TOLERANCE:g} relative; runs in {work}", flush=True)
-    if launch([ustrain, "train", "tiny.toml"], 1, "reference.log") != 0:
-        sys.exit(f"the one-rank reference failed: see {work}/reference.log")
-    reference = metrics("runs/reference")
+    # One one-rank reference per model the rows use ("reference", "reference-moe", ...).
+    references = {}
+    for model in sorted({r["model"] for r in chosen} | {"dense"}):
+        ref = reference_name(model)
+        overrides = [a for arg in MODELS[model] for a in ("--set", arg)]
+        if launch([ustrain, "train", "tiny.toml", "--set", f"run.name={ref}"] + overrides, 1, f"{ref}.log") != 0:
+            sys.exit(f"the one-rank reference of the {model} model failed: see {work}/{ref}.log")
+        references[model] = metrics(os.path.join("runs", ref)) + (moe_loads(os.path.join("runs", ref)),)
 
     header = f"{'row':<38} {'dp':>2} {'tp':>2} {'pp':>2} {'cp':>2} {'ep':>2} {'zero':>4} {'sp':>3} " \
              f"{'schedule':>11} {'vs':>2} {'accum':>5} {'ranks':>5}  {'train err':>9}  {'val err':>9}  {'time':>6}  result"
@@ -185,21 +223,26 @@ def main():
         name, ranks = row["name"], row["dp"] * row["tp"] * row["pp"] * row["cp"]  # ep borrows from dp * cp
         command = [ustrain, "train", "tiny.toml", "--set", f"run.name={name}"] + layout_args(row)
         if row["resume"] != "-":
-            source = os.path.join("runs", row["resume"])
+            resume = reference_name(row["model"]) if row["resume"] == "reference" else row["resume"]
+            source = os.path.join("runs", resume)
             shutil.copytree(source, os.path.join("runs", name), symlinks=True)
             command += ["--resume", os.path.join("runs", name, "checkpoints", f"step-{RESUME_STEP:08d}")]
         started = time.monotonic()
         code = launch(command, ranks, f"{name}.log")
         seconds = time.monotonic() - started
-        train_err = val_err = None
+        train_err = val_err = flip = None
+        reference = references[row["model"]]
         if code == 0:
             train, val = metrics(os.path.join("runs", name))
             train_err, val_err = worst_error(train, reference[0]), worst_error(val, reference[1])
+            flip = load_difference(moe_loads(os.path.join("runs", name)), reference[2])
         ok = code == 0 and train_err is not None and val_err is not None and \
-            train_err <= TOLERANCE and val_err <= TOLERANCE
+            train_err <= TOLERANCE and val_err <= TOLERANCE and flip is None
         failures += not ok
         shown = lambda e: "missing" if e is None else f"{e:.2e}"
         result = "pass" if ok else (f"FAIL (exit {code}, see {work}/{name}.log)" if code else "FAIL")
+        if code == 0 and flip is not None:
+            result = f"FAIL (expert load {flip[1]} differs at step {flip[0]}: a routing flip)"
         print(f"{name:<38} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
               f"{row['sp']:>3} {row['schedule']:>11} {row['vs']:>2} {row['accum']:>5} {ranks:>5}  "
               f"{shown(train_err):>9}  {shown(val_err):>9}  {seconds:5.1f}s  {result}", flush=True)

@@ -1,0 +1,312 @@
+#include "core/model/moe_mlp.h"
+
+#include "core/model/expert_order.h"
+
+namespace ustrain {
+
+// The planned tensors of one micro-batch, by name (sizes in moe_mlp.h).
+struct MoeMlp::Views {
+  Tensor ln2_rstd;     // (R)
+  Tensor ln2_out;      // (R, D)
+  Tensor logits;       // (N, E)
+  Tensor probs;        // (N, E) fp32
+  Tensor lse;          // (N) fp32
+  Tensor experts;      // (N, k) i32
+  Tensor gates;        // (N, k) fp32
+  Tensor slot_token;   // (N k) i32
+  Tensor token_slot;   // (N k) i32
+  Tensor x_perm;       // (N k, D): the tokens in expert order
+  Tensor gate_up;      // (N k, 2F)
+  Tensor act;          // (N k, F)
+  Tensor rows_out;     // (N k, D): the experts' outputs in token order
+  Tensor sh_gate_up;   // (N, 2 Fs)
+  Tensor sh_act;       // (N, Fs)
+  // Workspace.
+  Tensor expert_out;   // (N k, D): outputs, then their gradients, in expert order
+  Tensor d_rows;       // (N k, D): gradients of rows_out
+  Tensor d_act;        // (N k, F)
+  Tensor d_gate_up;    // (N k, 2F): deferred (kept for the weight pass) or workspace
+  Tensor d_x_perm;     // (N k, D)
+  Tensor d_gates;      // (N, k) fp32
+  Tensor d_logits;     // (N, E): deferred or workspace
+  Tensor partial;      // (N, D)
+  Tensor sh_d_act;     // (N, Fs)
+  Tensor sh_d_gate_up;  // (N, 2 Fs): deferred or workspace
+  Tensor d_y;          // (N, D) deferred only: the gradient of the MLP's output (every row)
+  bool deferred = false;
+};
+
+MoeMlp::MoeMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo, ParamRegistry& params)
+    : geo_(geo),
+      layer_(layer),
+      unit_(unit),
+      eps_(static_cast<float>(cfg.norm_eps)),
+      routing_{static_cast<int>(geo.top_k), cfg.router_score == "sigmoid", cfg.router_renormalize},
+      z_loss_(static_cast<float>(cfg.router_z_loss)),
+      params_(params) {
+  const std::int64_t d = geo.d_model, f = geo.expert_ffn, fs = geo.shared_ffn;
+  const std::string p = layer_prefix(layer) + "mlp.";
+  const double std = cfg.init_std, out_std = residual_init_std(cfg);
+  router_ = params.declare({p + "gate.weight", Shape{geo.n_experts, d}, true, false, std, unit});
+  for (std::int64_t e = 0; e < geo.n_experts; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    ExpertParams w{};
+    w.gate = params.declare({q + "gate_proj.weight", Shape{f, d}, true, false, std, unit});
+    w.up = params.declare({q + "up_proj.weight", Shape{f, d}, true, true, std, unit});
+    w.down = params.declare({q + "down_proj.weight", Shape{d, f}, true, false, out_std, unit});
+    experts_.push_back(w);
+  }
+  if (fs > 0) {
+    shared_.gate = params.declare({p + "shared_experts.gate_proj.weight", Shape{fs, d}, true, false, std, unit});
+    shared_.up = params.declare({p + "shared_experts.up_proj.weight", Shape{fs, d}, true, true, std, unit});
+    shared_.down = params.declare({p + "shared_experts.down_proj.weight", Shape{d, fs}, true, false, out_std, unit});
+  }
+  reset_load();
+}
+
+void MoeMlp::declare_norm(ParamRegistry& params) {
+  ln2_ = params.declare(
+      {layer_prefix(layer_) + "post_attention_layernorm.weight", Shape{geo_.d_model}, false, false, 0.0, unit_});
+}
+
+std::vector<ActivationSpec> MoeMlp::activations(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch), r = geo_.rows(n), d = geo_.d_model, e = geo_.n_experts;
+  const std::int64_t k = geo_.top_k, f = geo_.expert_ffn_local, fs = geo_.shared_ffn_local;
+  const DType f32 = DType::f32, i32 = DType::i32;
+  std::vector<ActivationSpec> specs{{"ln2_rstd", Shape{r}, f32},
+                                    {"ln2_out", Shape{r, d}, c, /*cheap=*/true},
+                                    {"router.logits", Shape{n, e}, c},
+                                    {"router.probs", Shape{n, e}, f32},
+                                    {"router.lse", Shape{n}, f32},
+                                    {"router.experts", Shape{n, k}, i32},
+                                    {"router.gates", Shape{n, k}, f32},
+                                    {"experts.slot_token", Shape{n * k}, i32},
+                                    {"experts.token_slot", Shape{n * k}, i32},
+                                    {"experts.input", Shape{n * k, d}, c, /*cheap=*/true},
+                                    {"experts.gate_up", Shape{n * k, 2 * f}, c},
+                                    {"experts.swiglu_out", Shape{n * k, f}, c, /*cheap=*/true},
+                                    {"experts.output", Shape{n * k, d}, c}};
+  if (fs > 0) {
+    specs.push_back({"shared.gate_up", Shape{n, 2 * fs}, c});
+    specs.push_back({"shared.swiglu_out", Shape{n, fs}, c, /*cheap=*/true});
+  }
+  return specs;
+}
+
+std::vector<ActivationSpec> MoeMlp::deferred(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch), k = geo_.top_k, d = geo_.d_model;
+  std::vector<ActivationSpec> specs{{"grad.experts_out", Shape{n * k, d}, c},
+                                    {"grad.experts_gate_up", Shape{n * k, 2 * geo_.expert_ffn_local}, c},
+                                    {"grad.router_logits", Shape{n, geo_.n_experts}, c}};
+  if (geo_.shared_ffn_local > 0) {
+    specs.push_back({"grad.mlp_out", Shape{n, d}, c});
+    specs.push_back({"grad.shared_gate_up", Shape{n, 2 * geo_.shared_ffn_local}, c});
+  }
+  return specs;
+}
+
+std::vector<ActivationSpec> MoeMlp::workspace(std::int64_t max_batch, DType c) const {
+  const std::int64_t n = geo_.tokens(max_batch), k = geo_.top_k, d = geo_.d_model, f = geo_.expert_ffn_local;
+  const std::int64_t fs = geo_.shared_ffn_local;
+  std::vector<ActivationSpec> specs{
+      {"moe.experts_out", Shape{n * k, d}, c},      {"moe.grad.experts_rows", Shape{n * k, d}, c},
+      {"moe.grad.swiglu_out", Shape{n * k, f}, c},  {"moe.grad.gate_up", Shape{n * k, 2 * f}, c},
+      {"moe.grad.experts_input", Shape{n * k, d}, c}, {"moe.grad.gates", Shape{n, k}, DType::f32},
+      {"moe.grad.router_logits", Shape{n, geo_.n_experts}, c}, {"moe.partial", Shape{n, d}, c}};
+  if (fs > 0) {
+    specs.push_back({"moe.grad.shared_swiglu_out", Shape{n, fs}, c});
+    specs.push_back({"moe.grad.shared_gate_up", Shape{n, 2 * fs}, c});
+  }
+  return specs;
+}
+
+MoeMlp::Views MoeMlp::views(const SubLayerMemory& m) const {
+  const std::int64_t n = m.batch * m.seq, r = geo_.rows(n), nk = n * geo_.top_k;
+  const auto& act = m.activations;
+  const auto& w = m.workspace;
+  const auto matrix = [](const Tensor& t, std::int64_t rows) {  // (rows, C) of a planned (rows_max, C)
+    return Tensor(t.data, Shape{rows, t.shape.last()}, t.dtype, t.device);
+  };
+  Views v;
+  v.ln2_rstd = first_rows(act.at(0), r);
+  v.ln2_out = first_rows(act.at(1), r);
+  v.logits = matrix(act.at(2), n);
+  v.probs = matrix(act.at(3), n);
+  v.lse = first_rows(act.at(4), n);
+  v.experts = matrix(act.at(5), n);
+  v.gates = matrix(act.at(6), n);
+  v.slot_token = first_rows(act.at(7), nk);
+  v.token_slot = first_rows(act.at(8), nk);
+  v.x_perm = matrix(act.at(9), nk);
+  v.gate_up = matrix(act.at(10), nk);
+  v.act = matrix(act.at(11), nk);
+  v.rows_out = matrix(act.at(12), nk);
+  if (geo_.shared_ffn_local > 0) {
+    v.sh_gate_up = matrix(act.at(13), n);
+    v.sh_act = matrix(act.at(14), n);
+    v.sh_d_act = matrix(w.at(8), n);
+  }
+  v.expert_out = matrix(w.at(0), nk);
+  v.d_rows = matrix(w.at(1), nk);
+  v.d_act = matrix(w.at(2), nk);
+  v.d_x_perm = matrix(w.at(4), nk);
+  v.d_gates = matrix(w.at(5), n);
+  v.partial = matrix(w.at(7), n);
+  v.deferred = !m.deferred.empty();
+  if (v.deferred) {
+    v.expert_out = matrix(m.deferred.at(0), nk);  // its gradient stays for the weight pass
+    v.d_gate_up = matrix(m.deferred.at(1), nk);
+    v.d_logits = matrix(m.deferred.at(2), n);
+    if (geo_.shared_ffn_local > 0) {
+      v.d_y = matrix(m.deferred.at(3), n);
+      v.sh_d_gate_up = matrix(m.deferred.at(4), n);
+    }
+  } else {
+    v.d_gate_up = matrix(w.at(3), nk);
+    v.d_logits = matrix(w.at(6), n);
+    if (geo_.shared_ffn_local > 0) v.sh_d_gate_up = matrix(w.at(9), n);
+  }
+  return v;
+}
+
+namespace {
+
+// The routing's expert order, from the chosen experts on the device.
+ExpertOrder order_of(Backend& be, const Tensor& experts, std::int64_t n_experts) {
+  std::vector<std::int32_t> host(static_cast<std::size_t>(experts.numel()));
+  be.copy(Tensor(host.data(), experts.shape, DType::i32), experts);
+  return expert_order(host, n_experts, experts.shape.last());
+}
+
+}  // namespace
+
+void MoeMlp::experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const {
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    if (offsets[e + 1] > offsets[e])
+      be.linear_forward(a.gate_up.slice(offsets[e], offsets[e + 1]), a.x_perm.slice(offsets[e], offsets[e + 1]),
+                        params_.packed_value(experts_[e].gate, experts_[e].up));  // (c, 2F)
+  }
+  be.swiglu_forward(a.act, a.gate_up);  // (N k, F)
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    if (offsets[e + 1] > offsets[e])
+      be.linear_forward(out.slice(offsets[e], offsets[e + 1]), a.act.slice(offsets[e], offsets[e + 1]),
+                        params_[experts_[e].down].value);  // (c, D), partial over tp
+  }
+}
+
+void MoeMlp::experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
+                                  Tensor d_gate_up) const {
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t b = offsets[e], end = offsets[e + 1];
+    if (end == b) continue;
+    be.linear_backward_weight(params_[experts_[e].down].grad, d_out.slice(b, end), a.act.slice(b, end));
+    be.linear_backward_weight(params_.packed_grad(experts_[e].gate, experts_[e].up), d_gate_up.slice(b, end),
+                              a.x_perm.slice(b, end));
+  }
+}
+
+Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
+                       const BlockScratch& s) const {
+  const Views a = views(m);
+  be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);  // (R, D)
+  const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);                 // (N, D)
+  be.linear_forward(a.logits, ln2, params_[router_].value);                // (N, E)
+  be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_);
+  const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
+  be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
+  be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
+  be.embedding_forward(a.x_perm, a.slot_token, ln2);  // (N k, D) in expert order
+  experts_forward(be, a, order.offsets, a.expert_out);
+  be.embedding_forward(a.rows_out, a.token_slot, a.expert_out);  // (N k, D) in token order
+  be.moe_combine(s.branch, a.rows_out, a.gates);                 // (N, D), partial over tp
+  if (geo_.shared_ffn_local > 0) {
+    be.linear_forward(a.sh_gate_up, ln2, params_.packed_value(shared_.gate, shared_.up));  // (N, 2 Fs)
+    be.swiglu_forward(a.sh_act, a.sh_gate_up);
+    be.linear_forward(a.partial, a.sh_act, params_[shared_.down].value);
+    be.add(s.branch, s.branch, a.partial);
+  }
+  return par.tp.reduce(s.branch, out);  // (R, D)
+}
+
+void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m, const BlockScratch& s,
+                      Recompute policy) const {
+  const Views a = views(m);
+  const bool shared = geo_.shared_ffn_local > 0;
+  if (policy == Recompute::selective) be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);
+  const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
+  if (policy == Recompute::selective) {
+    be.embedding_forward(a.x_perm, a.slot_token, ln2);
+    be.swiglu_forward(a.act, a.gate_up);
+    if (shared) be.swiglu_forward(a.sh_act, a.sh_gate_up);
+  }
+  const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
+  {  // the layer's load, and the z-loss of the tokens
+    std::vector<float> lse(static_cast<std::size_t>(a.lse.numel()));
+    be.copy(Tensor(lse.data(), a.lse.shape), a.lse);
+    for (std::size_t e = 0; e < order.counts.size(); ++e) load_.tokens[e] += order.counts[e];
+    load_.rows += a.lse.numel();
+    for (float l : lse) load_.z_sum += static_cast<double>(l) * l;
+  }
+
+  // Everything that reads the gradient of the MLP's output first: under sp it shares its
+  // buffer with the input gradient's partial sums.
+  const Tensor d_y = par.tp.gather(s.d_resid, s.d_full);  // (N, D)
+  be.moe_combine_backward(a.d_rows, a.d_gates, d_y, a.rows_out, a.gates);
+  par.tp.sum(a.d_gates);  // each rank's rows_out were partial sums
+  if (shared) {
+    be.linear_backward_input(a.sh_d_act, d_y, params_[shared_.down].value);
+    if (a.deferred) be.copy(a.d_y, d_y);
+    else be.linear_backward_weight(params_[shared_.down].grad, d_y, a.sh_act);
+  }
+  // The experts, in expert order.
+  be.fill(a.expert_out, 0.0f);
+  be.embedding_backward(a.expert_out, a.token_slot, a.d_rows);  // each slot receives its one row
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
+    if (end > b) be.linear_backward_input(a.d_act.slice(b, end), a.expert_out.slice(b, end), params_[experts_[e].down].value);
+  }
+  be.swiglu_backward(a.d_gate_up, a.d_act, a.gate_up);
+  for (std::size_t e = 0; e < experts_.size(); ++e) {
+    const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
+    if (end > b)
+      be.linear_backward_input(a.d_x_perm.slice(b, end), a.d_gate_up.slice(b, end),
+                               params_.packed_value(experts_[e].gate, experts_[e].up));
+  }
+  if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
+  be.moe_route_backward(a.d_logits, a.d_gates, a.logits, a.probs, a.lse, a.experts, a.gates, routing_,
+                        z_loss_ * s.loss_grad);
+  if (!a.deferred) be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
+
+  // dL/d(ln2): the experts' inputs back in token order, the shared experts', the router's.
+  const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);  // (N, D)
+  be.fill(d_part, 0.0f);
+  be.embedding_backward(d_part, a.slot_token, a.d_x_perm);
+  if (shared) {
+    be.swiglu_backward(a.sh_d_gate_up, a.sh_d_act, a.sh_gate_up);
+    if (!a.deferred)
+      be.linear_backward_weight(params_.packed_grad(shared_.gate, shared_.up), a.sh_d_gate_up, ln2);
+    be.linear_backward_input(a.partial, a.sh_d_gate_up, params_.packed_value(shared_.gate, shared_.up));
+    be.add(d_part, d_part, a.partial);
+  }
+  if (par.tp.rank() == 0) {  // every rank routed every row: one of them adds the router's share
+    be.linear_backward_input(a.partial, a.d_logits, params_[router_].value);
+    be.add(d_part, d_part, a.partial);
+  }
+  const Tensor d_ln2 = par.tp.reduce(d_part, s.d_norm);  // (R, D)
+  be.rmsnorm_backward(s.d_branch, params_[ln2_].grad, d_ln2, x, params_[ln2_].value, a.ln2_rstd);
+}
+
+void MoeMlp::backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
+                             const BlockScratch& s) const {
+  const Views a = views(m);
+  const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
+  const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
+  experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
+  be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
+  if (geo_.shared_ffn_local > 0) {
+    be.linear_backward_weight(params_[shared_.down].grad, a.d_y, a.sh_act);
+    be.linear_backward_weight(params_.packed_grad(shared_.gate, shared_.up), a.sh_d_gate_up, ln2);
+  }
+}
+
+}  // namespace ustrain

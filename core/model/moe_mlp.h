@@ -1,0 +1,79 @@
+// The mixture-of-experts MLP of a block: pre-norm, a router that sends every token to its top-k
+// routed experts (SwiGLU MLPs of their own), the gate-weighted sum of their outputs, and
+// optionally shared experts every token passes through,
+//
+//   mlp(x) = sum_j gate_j(h) expert_{e_j}(h) + shared(h),   h = rmsnorm(x)
+//
+// Routing is dropless: every choice of every token is computed (no capacity factor), so a
+// token's result does not depend on the other tokens of its micro-batch or on the layout. The
+// router's logits are (N, E) GEMM outputs; its scores, choices and gates are computed in fp32
+// (Backend::moe_route). Tokens move into expert order (core/model/expert_order.h) by a row
+// gather, each expert runs its GEMMs on its contiguous rows (experts with no token are
+// skipped), and the outputs move back to token order for the combine. The router z-loss
+// (model.router_z_loss: the squared log-sum-exp of each token's logits, averaged like the
+// training loss) adds its gradient in backward.
+//
+// Under tensor parallelism every expert (and the shared experts) splits its hidden units like
+// the dense MLP, column-parallel gate/up and row-parallel down, so the combine sums partial
+// outputs that the block's reduce adds up; the router is replicated and sees every token row
+// on every rank. F is one routed expert's hidden width on this rank, Fs the shared experts'
+// together, E the experts, k the experts per token; other sizes as in core/model/sublayer.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/geometry.h"
+#include "core/model/mlp.h"
+#include "core/recipe/recipe.h"
+
+namespace ustrain {
+
+class MoeMlp final : public Mlp {
+ public:
+  // Declares the router, the experts and the shared experts (global shapes) in `unit`.
+  MoeMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geometry, ParamRegistry& params);
+  void declare_norm(ParamRegistry& params) override;
+  const char* kind() const override { return "moe"; }
+
+  std::vector<ActivationSpec> activations(std::int64_t max_batch, DType compute) const override;
+  std::vector<ActivationSpec> deferred(std::int64_t max_batch, DType compute) const override;
+  std::vector<ActivationSpec> workspace(std::int64_t max_batch, DType compute) const override;
+
+  Tensor forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
+                 const BlockScratch& s) const override;
+  void backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m, const BlockScratch& s,
+                Recompute policy) const override;
+  void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
+                       const BlockScratch& s) const override;
+
+  const MoeLoad* load() const override { return &load_; }
+  void reset_load() const override { load_ = MoeLoad{layer_, std::vector<std::int64_t>(experts_.size(), 0)}; }
+
+ private:
+  struct Views;
+  struct ExpertParams {
+    int gate, up, down;
+  };
+  Views views(const SubLayerMemory& m) const;
+  // Each expert's SwiGLU on its rows of x_perm into `out` (N k, D), in expert order.
+  void experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const;
+  // The experts' weight gradients from their output gradients (expert order) and inputs.
+  void experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
+                            Tensor d_gate_up) const;
+
+  const ModelGeometry& geo_;
+  int layer_;
+  UnitId unit_;
+  float eps_;
+  MoeRouting routing_;
+  float z_loss_;
+  int ln2_ = -1, router_;
+  std::vector<ExpertParams> experts_;
+  ExpertParams shared_{-1, -1, -1};
+  const ParamRegistry& params_;
+  // What backward saw of the routing since the last reset: the layer's expert load.
+  mutable MoeLoad load_;
+};
+
+}  // namespace ustrain
