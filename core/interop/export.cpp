@@ -14,6 +14,7 @@
 #include "core/interop/safetensors_file.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/interop/hf_llama.h"
+#include "core/interop/hf_mixtral.h"
 #include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
@@ -22,18 +23,21 @@ namespace ustrain {
 namespace {
 
 struct ExportShard {
-  std::vector<SafetensorsEntry> entries;
+  std::vector<SafetensorsEntry> entries;  // under their Hugging Face names
+  std::vector<std::string> names;         // the checkpoint's names of the same tensors
   std::uint64_t bytes = 0;
 };
 
 // Greedy split in model order: a shard closes before the tensor that would overflow it.
-std::vector<ExportShard> plan_shards(const CheckpointManifest& m, const std::string& dtype, std::uint64_t max_bytes) {
+std::vector<ExportShard> plan_shards(const CheckpointManifest& m, const ModelSection& model, const std::string& dtype,
+                                     std::uint64_t max_bytes) {
   std::vector<ExportShard> shards(1);
   for (const CheckpointTensor& t : m.tensors) {
-    SafetensorsEntry e{t.name, dtype, t.shape, 0, 0};
+    SafetensorsEntry e{hf_tensor_name(t.name, model), dtype, t.shape, 0, 0};
     const std::uint64_t bytes = static_cast<std::uint64_t>(e.numel()) * safetensors_dtype_size(dtype);
     if (!shards.back().entries.empty() && shards.back().bytes + bytes > max_bytes) shards.emplace_back();
     shards.back().entries.push_back(e);
+    shards.back().names.push_back(t.name);
     shards.back().bytes += bytes;
   }
   for (ExportShard& s : shards) lay_out_entries(s.entries);
@@ -57,7 +61,10 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     tokenizer_problem = e.what();
   }
   const bool bf16 = o.dtype == "bf16";
-  const std::vector<ExportShard> shards = plan_shards(m, bf16 ? "BF16" : "F32", o.max_shard_bytes);
+  // The config first: a model the Hugging Face layouts cannot hold is refused before anything is written.
+  const HfTokenIds ids = tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{};
+  const std::string config = llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", ids);
+  const std::vector<ExportShard> shards = plan_shards(m, recipe.model, bf16 ? "BF16" : "F32", o.max_shard_bytes);
 
   StagedDirectory out(o.output_dir);
   InteropReport report;
@@ -70,9 +77,10 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     const std::string name = shards.size() == 1 ? "model.safetensors"
                                                 : fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, shards.size());
     SafetensorsWriter writer(out.path() + "/" + name, shards[i].entries, {{"format", "pt"}});
-    for (const SafetensorsEntry& e : shards[i].entries) {
+    for (std::size_t t = 0; t < shards[i].entries.size(); ++t) {
+      const SafetensorsEntry& e = shards[i].entries[t];
       values.resize(static_cast<std::size_t>(e.numel()));
-      checkpoint.read(kStateParam, e.name, Slice::whole(e.shape), values.data());
+      checkpoint.read(kStateParam, shards[i].names[t], Slice::whole(e.shape), values.data());
       if (bf16) {
         halves.resize(values.size());
         for (std::size_t k = 0; k < values.size(); ++k) halves[k] = float_to_bf16(values[k]);
@@ -90,8 +98,7 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", weight_map}};
     write_text_file(out.path() + "/model.safetensors.index.json", index.dump(2) + "\n");
   }
-  const HfTokenIds ids = tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{};
-  write_text_file(out.path() + "/config.json", llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", ids));
+  write_text_file(out.path() + "/config.json", config);
   write_text_file(out.path() + "/generation_config.json", generation_config_json(ids));
   if (tokenizer) {
     report.tokenizer_files = write_hf_tokenizer_files(out.path(), *tokenizer, recipe.model.max_seq_len);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/checkpoint/fs.h"
+#include "core/interop/hf_mixtral.h"
 #include "core/model/geometry.h"
 #include "kernels/error.h"
 
@@ -83,11 +84,24 @@ void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, M
 }  // namespace
 
 std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, const HfTokenIds& ids) {
+  const bool moe = m.n_experts > 0;
+  if (moe)
+    if (const std::optional<std::string> problem = mixtral_problem(m))
+      throw UserError(fmt::format("this mixture-of-experts model cannot be exported: ustrain writes MoE models in the "
+                                  "Hugging Face Mixtral layout, and {}",
+                                  *problem));
   nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  j["architectures"] = {moe ? "MixtralForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = moe ? "mixtral" : "llama";
   j["hidden_size"] = m.d_model;
-  j["intermediate_size"] = m.ffn_hidden;
+  j["intermediate_size"] = moe ? (m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden) : m.ffn_hidden;
+  if (moe) {
+    j["num_local_experts"] = m.n_experts;
+    j["num_experts_per_tok"] = m.experts_per_token;
+    j["router_aux_loss_coef"] = 0.0;
+    j["output_router_logits"] = false;
+    j["sliding_window"] = nullptr;
+  }
   j["num_hidden_layers"] = m.n_layers;
   j["num_attention_heads"] = m.n_heads;
   j["num_key_value_heads"] = m.n_kv_heads;
@@ -127,13 +141,19 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
   ModelSection m;
   try {
     const std::string type = get_or<std::string>(j, "model_type", "");
-    if (type != "llama")
-      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama models (model_type \"llama\")",
+    if (type != "llama" && type != "mixtral")
+      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama and Mixtral models (model_type "
+                                  "\"llama\" or \"mixtral\")",
                                   path, type));
     const auto refuse = [&](const char* what) {
       throw UserError(fmt::format("{}: {}; ustrain's Llama has no such feature, so this model cannot be imported",
                                   path, what));
     };
+    if (type == "mixtral") {  // Llama's blocks with a softmax, renormalised top-k router in every layer
+      m.n_experts = j.at("num_local_experts").get<std::int64_t>();
+      m.experts_per_token = j.at("num_experts_per_tok").get<std::int64_t>();
+      if (!j.value("sliding_window", nlohmann::json()).is_null()) refuse("sliding_window attention is set");
+    }
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
     if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
     if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "core/recipe/recipe_defaults.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
+#include "core/interop/hf_mixtral.h"
 #include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
@@ -39,7 +41,8 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
   compare("n_layers", "num_hidden_layers", recipe.n_layers, config.n_layers);
   compare("n_heads", "num_attention_heads", recipe.n_heads, config.n_heads);
   compare("n_kv_heads", "num_key_value_heads", recipe.n_kv_heads, config.n_kv_heads);
-  compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
+  if (recipe.n_experts == 0 || config.n_experts == 0)  // a Mixtral has no dense MLP: its experts' width below
+    compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
   compare("tied_embeddings", "tie_word_embeddings", recipe.tied_embeddings, config.tied_embeddings);
   compare("rope_theta", "rope_theta", recipe.rope_theta, config.rope_theta);
   compare("rope_scaling", "rope_scaling.rope_type", recipe.rope_scaling, config.rope_scaling);
@@ -53,6 +56,14 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
             recipe.rope_original_max_seq_len, config.rope_original_max_seq_len);
   }
   compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
+  compare("n_experts", "num_local_experts", recipe.n_experts, config.n_experts);
+  if (recipe.n_experts > 0 && config.n_experts > 0) {
+    compare("experts_per_token", "num_experts_per_tok", recipe.experts_per_token, config.experts_per_token);
+    const auto width = [](const ModelSection& m) { return m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden; };
+    compare("expert_ffn_hidden", "intermediate_size", width(recipe), width(config));
+    if (const std::optional<std::string> problem = mixtral_problem(recipe))
+      diffs.push_back(fmt::format("the recipe's mixture of experts is not Mixtral's: {}", *problem));
+  }
   if (!diffs.empty())
     throw UserError(fmt::format("the recipe {} does not describe the model in {}: {}; set the recipe's [model] "
                                 "section to match (`ustrain ckpt inspect` prints it)",
@@ -98,7 +109,7 @@ ImportOptions with_model_config(const ImportOptions& given, const HfModelFiles& 
 // Every tensor of the source is one of the model's (or one that may be left out).
 void check_no_foreign_tensors(const SourceTensors& source, const std::vector<ParamSpec>& specs, const Recipe& recipe) {
   std::set<std::string> expected;
-  for (const ParamSpec& s : specs) expected.insert(s.name);
+  for (const ParamSpec& s : specs) expected.insert(hf_tensor_name(s.name, recipe.model));
   for (const auto& [name, where] : source.by_name) {
     if (expected.count(name) > 0) continue;
     if (name.ends_with(".rotary_emb.inv_freq")) continue;  // a derived buffer some exports include
@@ -115,13 +126,15 @@ struct ImportPlan {
   std::vector<std::pair<const SafetensorsReader*, const SafetensorsEntry*>> sources;
 };
 
-ImportPlan plan_import(const SourceTensors& source, const std::vector<ParamSpec>& specs, const std::string& origin) {
+ImportPlan plan_import(const SourceTensors& source, const std::vector<ParamSpec>& specs, const ModelSection& model,
+                       const std::string& origin) {
   ImportPlan plan;
   for (const ParamSpec& s : specs) {
-    const auto it = source.by_name.find(s.name);
+    const std::string hf_name = hf_tensor_name(s.name, model);
+    const auto it = source.by_name.find(hf_name);
     if (it == source.by_name.end())
-      throw UserError(fmt::format("{} has no tensor {}; it is not a Llama model shaped like the recipe's [model]",
-                                  origin, s.name));
+      throw UserError(fmt::format("{} has no tensor {}; it is not a {} model shaped like the recipe's [model]", origin,
+                                  hf_name, model.n_experts > 0 ? "Mixtral" : "Llama"));
     const auto [file, entry] = it->second;
     if (entry->shape != dims_of(s.shape))
       throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs {}", file->path(), s.name,
@@ -162,7 +175,7 @@ InteropReport import_hf_model(const ImportOptions& given) {
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
   const std::vector<ParamSpec>& specs = model.params().specs();
   check_no_foreign_tensors(source, specs, o.recipe);
-  const ImportPlan plan = plan_import(source, specs, o.source);
+  const ImportPlan plan = plan_import(source, specs, o.recipe.model, o.source);
   const std::vector<SafetensorsEntry>& entries = plan.entries;
   const auto& sources = plan.sources;
   check_tied_head(source, o.recipe);
