@@ -1,6 +1,7 @@
 #include "data/tiktoken_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -95,6 +96,11 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
     throw UserError(fmt::format("{}: a tiktoken file does not say how text is split before BPE: pass "
                                 "--tiktoken-pattern gpt2|cl100k_base|o200k_base or the regex itself",
                                 path));
+  // A plain word is meant as a name: a mistyped one must not become a regex matching itself.
+  if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+    throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
+                                "o200k_base): name one of them or give the pre-tokenizer regex itself",
+                                pattern_name));
   const std::string pattern = known ? known->pattern : options.pattern;
 
   // Ranks: bytes -> rank, in file order.
