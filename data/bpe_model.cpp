@@ -16,6 +16,32 @@ std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
 
 }  // namespace
 
+void BpeModel::MergeTable::reserve(std::size_t count) {
+  int bits = 4;
+  while ((std::size_t{1} << bits) < 2 * count) ++bits;  // at most half full
+  slots_.assign(std::size_t{1} << bits, Slot{});
+  shift_ = 64 - bits;
+}
+
+void BpeModel::MergeTable::insert_or_assign(std::uint64_t key, Merge merge) {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = slot_of(key);; i = (i + 1) & mask) {
+    if (slots_[i].key == kEmpty || slots_[i].key == key) {
+      slots_[i] = {key, merge};
+      return;
+    }
+  }
+}
+
+const BpeModel::Merge* BpeModel::MergeTable::find(std::uint64_t key) const {
+  if (slots_.empty()) return nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = slot_of(key);; i = (i + 1) & mask) {
+    if (slots_[i].key == key) return &slots_[i].merge;
+    if (slots_[i].key == kEmpty) return nullptr;
+  }
+}
+
 BpeModel::BpeModel(TokenIdMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                    BpeOptions options, const std::string& where)
     : vocab_(std::move(vocab)), options_(options), where_(where) {
@@ -130,8 +156,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<std::int32_t>& out)
   const auto consider = [&](std::int32_t left) {
     if (left < 0 || symbols[static_cast<std::size_t>(left)].next < 0) return;
     const Symbol& l = symbols[static_cast<std::size_t>(left)];
-    const auto found = merges_.find(pair_key(l.id, symbols[static_cast<std::size_t>(l.next)].id));
-    if (found != merges_.end()) queue.push({found->second.rank, left, found->second.result});
+    const Merge* found = merges_.find(pair_key(l.id, symbols[static_cast<std::size_t>(l.next)].id));
+    if (found != nullptr) queue.push({found->rank, left, found->result});
   };
   for (std::int32_t i = 0; i + 1 < static_cast<std::int32_t>(symbols.size()); ++i) consider(i);
   while (!queue.empty()) {
@@ -141,8 +167,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<std::int32_t>& out)
     if (left.gone || left.next < 0) continue;
     Symbol& right = symbols[static_cast<std::size_t>(left.next)];
     // The pair may have changed since it was queued: merge only what is still there.
-    const auto now = merges_.find(pair_key(left.id, right.id));
-    if (now == merges_.end() || now->second.result != top.result || now->second.rank != top.rank) continue;
+    const Merge* now = merges_.find(pair_key(left.id, right.id));
+    if (now == nullptr || now->result != top.result) continue;  // as the library checks it
     left.id = top.result;
     right.gone = true;
     left.next = right.next;

@@ -44,12 +44,30 @@ class BpeModel {
   struct Merge {
     std::int32_t rank, result;
   };
+  // Merges by pair: open addressing in one flat array, which the merge loop probes for
+  // every adjacent pair (a node-based map costs a cache miss per probe).
+  class MergeTable {
+   public:
+    void reserve(std::size_t count);
+    void insert_or_assign(std::uint64_t key, Merge merge);
+    const Merge* find(std::uint64_t key) const;
+
+   private:
+    struct Slot {
+      std::uint64_t key = kEmpty;
+      Merge merge{};
+    };
+    static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+    std::size_t slot_of(std::uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+    std::vector<Slot> slots_;
+    int shift_ = 64;
+  };
   void merge_word(std::string_view word, std::vector<std::int32_t>& out) const;
   bool cached(std::string_view word, std::size_t hash, std::vector<std::int32_t>& out) const;
   void remember(std::string_view word, std::size_t hash, const std::int32_t* ids, std::size_t count) const;
 
   TokenIdMap vocab_;
-  std::unordered_map<std::uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+  MergeTable merges_;  // (left id << 32 | right id) -> merge
   BpeOptions options_;
   std::array<std::int32_t, 256> byte_ids_;           // byte-level: each byte's token; else <0xXX>
   std::string where_;
