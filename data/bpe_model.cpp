@@ -56,6 +56,11 @@ BpeModel::BpeModel(TokenIdMap vocab, const std::vector<std::pair<std::string, st
     // A pair listed twice keeps its last rank, as in the tokenizers library (a map built in order).
     merges_.insert_or_assign(pair_key(l->second, r->second), Merge{static_cast<std::int32_t>(rank), m->second});
   }
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+  parts_at_spaces_ = !options_.byte_level;
+  for (const auto& [token, id] : vocab_)
+    for (std::size_t at = token.find(kSpace, 1); parts_at_spaces_ && at != std::string::npos; at = token.find(kSpace, at + 1))
+      if (!token.substr(0, at).ends_with(kSpace)) parts_at_spaces_ = false;
   for (int b = 0; b < 256; ++b) {
     const std::string key = options_.byte_level ? std::string(1, static_cast<char>(b)) : fmt::format("<0x{:02X}>", b);
     const auto found = vocab_.find(key);
@@ -72,12 +77,24 @@ void BpeModel::encode(std::string_view word, std::vector<std::int32_t>& out) con
       return;
     }
   }
-  if (word.size() > kCachedWordBytes) return merge_word(word, out);
-  const std::size_t hash = TransparentStringHash{}(word);
-  if (cached(word, hash, out)) return;
+  if (!parts_at_spaces_ || word.size() <= kCachedWordBytes) return encode_part(word, out);
+  constexpr std::string_view kSpace = "\xE2\x96\x81";
+  std::size_t from = 0;
+  for (std::size_t at = word.find(kSpace, 1); at != std::string_view::npos; at = word.find(kSpace, at + kSpace.size())) {
+    if (word.substr(0, at).ends_with(kSpace)) continue;  // inside a run of U+2581
+    encode_part(word.substr(from, at - from), out);
+    from = at;
+  }
+  encode_part(word.substr(from), out);
+}
+
+void BpeModel::encode_part(std::string_view part, std::vector<std::int32_t>& out) const {
+  if (part.size() > kCachedWordBytes) return merge_word(part, out);
+  const std::size_t hash = TransparentStringHash{}(part);
+  if (cached(part, hash, out)) return;
   const std::size_t first = out.size();
-  merge_word(word, out);
-  remember(word, hash, out.data() + first, out.size() - first);
+  merge_word(part, out);
+  remember(part, hash, out.data() + first, out.size() - first);
 }
 
 bool BpeModel::cached(std::string_view word, std::size_t hash, std::vector<std::int32_t>& out) const {

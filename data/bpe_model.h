@@ -62,6 +62,7 @@ class BpeModel {
     std::vector<Slot> slots_;
     int shift_ = 64;
   };
+  void encode_part(std::string_view part, std::vector<std::int32_t>& out) const;
   void merge_word(std::string_view word, std::vector<std::int32_t>& out) const;
   bool cached(std::string_view word, std::size_t hash, std::vector<std::int32_t>& out) const;
   void remember(std::string_view word, std::size_t hash, const std::int32_t* ids, std::size_t count) const;
@@ -71,6 +72,11 @@ class BpeModel {
   BpeOptions options_;
   std::array<std::int32_t, 256> byte_ids_;           // byte-level: each byte's token; else <0xXX>
   std::string where_;
+  // No token has U+2581 (sentencepiece's space) after another character than U+2581, so no
+  // merge crosses the place before a U+2581 that follows such a character: a long word (a
+  // whole document, when nothing splits it before BPE) is merged part by part with the same
+  // result, and the parts are cached.
+  bool parts_at_spaces_ = false;
 
   static constexpr std::size_t kCacheShards = 64, kCacheWordsPerShard = 8192, kCachedWordBytes = 128;
   struct CacheShard {
