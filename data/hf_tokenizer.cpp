@@ -39,14 +39,23 @@ std::string configured_eos(const std::string& config_path) {
 }  // namespace
 
 HfTokenizer::HfTokenizer(std::string json, const std::string& label, const std::string& eos_token)
-    : json_(std::move(json)), label_(label) {
+    : json_(std::move(json)) {
   HfTokenizerParts parts = parse_hf_tokenizer_json(json_, label);
   added_ = parts.added_tokens;
+  normalizer_ = TextNormalizer(std::move(parts.normalizer));
+  // Tokens marked "normalized" are looked for in normalized text, written as the normalizer
+  // writes them (as the library does); the others in the text as it came.
   std::vector<AddedToken> raw, normalized;
-  for (const AddedToken& t : parts.added_tokens) (t.normalized && !parts.normalizer.empty() ? normalized : raw).push_back(t);
+  for (AddedToken t : parts.added_tokens) {
+    if (t.normalized && !normalizer_.empty()) {
+      t.content = normalizer_.normalize(t.content);
+      normalized.push_back(std::move(t));
+    } else {
+      raw.push_back(std::move(t));
+    }
+  }
   raw_tokens_ = AddedTokenMatcher(std::move(raw));
   normalized_tokens_ = AddedTokenMatcher(std::move(normalized));
-  normalizer_ = TextNormalizer(std::move(parts.normalizer));
   pre_tokenizer_ = PreTokenizer(std::move(parts.pre_tokenizer));
   decoder_ = TokenDecoder(std::move(parts.decoder));
 

@@ -50,7 +50,6 @@ class HfTokenizer final : public Tokenizer {
   void encode_text(std::string_view text, bool at_start, std::vector<std::int32_t>& out) const;
 
   std::string json_;
-  std::string label_;
   std::vector<AddedToken> added_;
   AddedTokenMatcher raw_tokens_, normalized_tokens_;
   TextNormalizer normalizer_;

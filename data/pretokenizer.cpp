@@ -18,7 +18,7 @@ std::string replace_spaces(std::string_view text, const std::string& replacement
 // Pieces that each begin at an occurrence of `mark` (the text before the first one alone).
 void split_before(const Piece& piece, const std::string& mark, std::vector<Piece>& out) {
   std::size_t from = 0;
-  for (std::size_t at = piece.text.find(mark, mark.size()); at != std::string_view::npos;
+  for (std::size_t at = piece.text.find(mark, 1); at != std::string_view::npos;
        at = piece.text.find(mark, at + mark.size())) {
     out.push_back({piece.text.substr(from, at - from), piece.at_start && from == 0});
     from = at;

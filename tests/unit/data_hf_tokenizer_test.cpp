@@ -223,6 +223,17 @@ TEST(HfTokenizer, SentencepieceStyleBpeWithByteFallback) {
   EXPECT_EQ(tokenizer.decode(Ids{260, 3 + 0xC3}), "a\xEF\xBF\xBD");
 }
 
+TEST(HfTokenizer, NormalizedAddedTokensAreMatchedAsTheNormalizerWritesThem) {
+  Json j = sentencepiece_json();
+  j["added_tokens"].push_back(added("b a", 265, false, {{"normalized", true}}));
+  // The content "b a" becomes "▁b▁a" (Prepend, Replace); the text "ab a" becomes "▁ab▁a",
+  // where it is not found, and "a b a" becomes "▁a▁b▁a": "▁a", then the token.
+  const HfTokenizer tokenizer(j.dump(), "normalized.json");
+  EXPECT_EQ(tokenizer.encode("a b a"), (Ids{262, 265}));
+  EXPECT_EQ(tokenizer.encode("b a"), (Ids{265}));
+  EXPECT_EQ(tokenizer.encode("ab a"), (Ids{264, 262}));
+}
+
 TEST(HfTokenizer, UnknownCharactersFuseIntoOneUnkWithoutByteFallback) {
   Json j = sentencepiece_json();
   j["model"]["byte_fallback"] = false;
@@ -246,6 +257,7 @@ TEST(HfTokenizer, MetaspacePrependSchemes) {
   EXPECT_EQ(encode("never", "a</s>a"), (Ids{260, 2, 260}));
   // split: a piece begins at each ▁, so "ab ab" is ▁ab, ▁ab (not ▁ab▁ + ab).
   EXPECT_EQ(encode("first", "ab ab"), (Ids{264, 264}));
+  EXPECT_EQ(encode("never", "ab ab"), (Ids{263, 264}));  // "ab", "▁ab"
   // The Metaspace decoder drops the ▁ of the first token and turns the others into spaces.
   const HfTokenizer tokenizer(j.dump(), "metaspace.json");
   EXPECT_EQ(tokenizer.decode(Ids{264, 264}), "ab ab");
