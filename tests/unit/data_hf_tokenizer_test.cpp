@@ -258,6 +258,8 @@ TEST(HfTokenizer, MetaspacePrependSchemes) {
   // split: a piece begins at each ▁, so "ab ab" is ▁ab, ▁ab (not ▁ab▁ + ab).
   EXPECT_EQ(encode("first", "ab ab"), (Ids{264, 264}));
   EXPECT_EQ(encode("never", "ab ab"), (Ids{263, 264}));  // "ab", "▁ab"
+  // Each U+2581 of a run is a piece of its own (the library's metaspace.rs "multiple_spaces").
+  EXPECT_EQ(encode("always", "ab   ab"), (Ids{264, 259, 259, 264}));
   // The Metaspace decoder drops the ▁ of the first token and turns the others into spaces.
   const HfTokenizer tokenizer(j.dump(), "metaspace.json");
   EXPECT_EQ(tokenizer.decode(Ids{264, 264}), "ab ab");
