@@ -1,5 +1,7 @@
 #include "data/hf_tokenizer_json.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -126,9 +128,19 @@ void read_pre_tokenizer(const PartReader& r, const Json& j, HfTokenizerParts& pa
     bool is_regex = false;
     const std::string pattern = r.pattern(j, where, &is_regex);
     const std::string behavior = r.text(j, "behavior", where, "");
-    if (behavior != "Isolated") r.refuse(where, fmt::format("with behavior '{}' (ustrain splits Isolated only)", behavior));
-    if (r.flag(j, "invert", where, false)) r.refuse(where, "with invert = true");
+    using Behavior = PreTokenizerStep::Behavior;
+    const std::pair<const char*, Behavior> kBehaviors[] = {
+        {"Isolated", Behavior::isolated},
+        {"Removed", Behavior::removed},
+        {"MergedWithPrevious", Behavior::merged_with_previous},
+        {"MergedWithNext", Behavior::merged_with_next},
+        {"Contiguous", Behavior::contiguous}};
+    const auto known = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                    [&](const auto& b) { return behavior == b.first; });
+    if (known == std::end(kBehaviors)) r.refuse(where, fmt::format("with behavior '{}'", behavior));
     PreTokenizerStep step(PreTokenizerStep::Kind::split);
+    step.behavior = known->second;
+    step.invert = r.flag(j, "invert", where, false);
     step.regex = std::make_shared<const RegexSplitter>(is_regex ? pattern : literal_regex(pattern), r.label() + ": " + where);
     parts.pre_tokenizer.push_back(std::move(step));
   } else if (type == "Metaspace") {

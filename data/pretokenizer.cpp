@@ -1,5 +1,7 @@
 #include "data/pretokenizer.h"
 
+#include <algorithm>
+
 namespace ustrain {
 namespace {
 
@@ -26,6 +28,53 @@ void split_before(const Piece& piece, const std::string& mark, std::vector<Piece
   out.push_back({piece.text.substr(from), piece.at_start && from == 0});
 }
 
+// A Split step on one piece, as NormalizedString::split of the tokenizers library folds the
+// stretches the pattern finds (matches and the text between them).
+void split_by_behavior(const Piece& piece, const PreTokenizerStep& step, std::vector<Piece>& out) {
+  std::vector<std::pair<std::string_view, bool>> found;
+  step.regex->find(piece.text, found);
+  using Behavior = PreTokenizerStep::Behavior;
+  std::vector<std::string_view> parts;
+  bool previous_match = false;
+  const auto extend_last = [&](std::string_view next) {  // next follows the last part in the text
+    parts.back() = std::string_view(parts.back().data(), next.data() + next.size() - parts.back().data());
+  };
+  if (step.behavior == Behavior::merged_with_next) std::reverse(found.begin(), found.end());
+  for (auto [stretch, is_match] : found) {
+    is_match = is_match != step.invert;
+    switch (step.behavior) {
+      case Behavior::isolated:
+        parts.push_back(stretch);
+        break;
+      case Behavior::removed:
+        if (!is_match) parts.push_back(stretch);
+        break;
+      case Behavior::contiguous:
+        if (is_match == previous_match && !parts.empty())
+          extend_last(stretch);
+        else
+          parts.push_back(stretch);
+        break;
+      case Behavior::merged_with_previous:
+        if (is_match && !previous_match && !parts.empty())
+          extend_last(stretch);
+        else
+          parts.push_back(stretch);
+        break;
+      case Behavior::merged_with_next:  // walked backwards: the match joins the part after it
+        if (is_match && !previous_match && !parts.empty())
+          parts.back() = std::string_view(stretch.data(), parts.back().data() + parts.back().size() - stretch.data());
+        else
+          parts.push_back(stretch);
+        break;
+    }
+    previous_match = is_match;
+  }
+  if (step.behavior == Behavior::merged_with_next) std::reverse(parts.begin(), parts.end());
+  for (std::string_view part : parts)
+    if (!part.empty()) out.push_back({part, piece.at_start && part.data() == piece.text.data()});
+}
+
 }  // namespace
 
 PreTokenizer::PreTokenizer(std::vector<PreTokenizerStep> steps) : steps_(std::move(steps)) {}
@@ -47,6 +96,11 @@ void PreTokenizer::run(std::vector<Piece>& pieces, std::deque<std::string>& aren
           }
           [[fallthrough]];
         case PreTokenizerStep::Kind::split:
+          if (step.kind == PreTokenizerStep::Kind::split &&
+              (step.behavior != PreTokenizerStep::Behavior::isolated || step.invert)) {
+            split_by_behavior(p, step, next);
+            break;
+          }
           if (!step.regex) {
             next.push_back(p);
             break;

@@ -1,5 +1,6 @@
-// tokenizer.json's pre-tokenizers that ustrain applies, in sequence: Split (a regex, pieces
-// "Isolated"), ByteLevel (GPT-2's regex and prefix space; its byte -> character mapping is
+// tokenizer.json's pre-tokenizers that ustrain applies, in sequence: Split (a regex or a
+// string; what becomes of a match: its own piece, removed, joined to the piece before or
+// after, or joined with the matches next to it; optionally inverted), ByteLevel (GPT-2's regex and prefix space; its byte -> character mapping is
 // left to the byte-level BPE, which works on raw bytes) and Metaspace (spaces as U+2581, the
 // prefix scheme, splitting before each U+2581). Others are refused when the file is read.
 #pragma once
@@ -23,6 +24,11 @@ struct PreTokenizerStep {
   explicit PreTokenizerStep(Kind k) : kind(k) {}
   Kind kind;
   std::shared_ptr<const RegexSplitter> regex;  // split; byte_level with use_regex
+  // split: the tokenizers library's SplitDelimiterBehavior for the matches, and `invert`
+  // (the stretches between matches are the delimiters instead).
+  enum class Behavior { isolated, removed, merged_with_previous, merged_with_next, contiguous };
+  Behavior behavior = Behavior::isolated;
+  bool invert = false;
   bool add_prefix_space = false;               // byte_level
   std::string replacement;                     // metaspace: the character that stands for ' '
   enum class Prepend { always, first, never } prepend = Prepend::always;  // metaspace

@@ -28,6 +28,12 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& wher
 RegexSplitter::~RegexSplitter() { pcre2_code_free(code_); }
 
 void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+  std::vector<std::pair<std::string_view, bool>> found;
+  find(text, found);
+  for (const auto& [piece, is_match] : found) out.push_back(piece);
+}
+
+void RegexSplitter::find(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const {
   if (text.empty()) return;
   const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
       pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
@@ -51,11 +57,11 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
       while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
       continue;
     }
-    if (begin > gap) out.push_back(text.substr(gap, begin - gap));
-    out.push_back(text.substr(begin, end - begin));
+    if (begin > gap) out.emplace_back(text.substr(gap, begin - gap), false);
+    out.emplace_back(text.substr(begin, end - begin), true);
     gap = at = end;
   }
-  if (gap < text.size()) out.push_back(text.substr(gap));
+  if (gap < text.size()) out.emplace_back(text.substr(gap), false);
 }
 
 }  // namespace ustrain

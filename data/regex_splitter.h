@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 struct pcre2_real_code_8;
@@ -23,6 +24,8 @@ class RegexSplitter {
   // (tokenizers' "Isolated" behaviour), in order; together they are `text`. `text` must be
   // valid UTF-8 (it is not checked again). Safe to call from several threads at once.
   void split(std::string_view text, std::vector<std::string_view>& out) const;
+  // The same stretches, each marked whether it is a match.
+  void find(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const;
 
  private:
   pcre2_real_code_8* code_ = nullptr;

@@ -53,6 +53,36 @@ TEST(PreTokenizerRegex, O200kSplitsCamelCaseAndKeepsSlashesWithPunctuation) {
             (V{"Hello", "World's", " Camel", "Case", " ", "123", "45", "/path", "\n"}));
 }
 
+// The pieces a Split step on " " makes of "a b  c" (stretches a, ' ', b, ' ', ' ', c).
+std::vector<std::string> split_step(PreTokenizerStep::Behavior behavior, bool invert = false) {
+  PreTokenizerStep step(PreTokenizerStep::Kind::split);
+  step.regex = std::make_shared<const RegexSplitter>(" ", "test");
+  step.behavior = behavior;
+  step.invert = invert;
+  const PreTokenizer pre_tokenizer({step});
+  std::vector<Piece> pieces{{"a b  c", true}};
+  std::deque<std::string> arena;
+  pre_tokenizer.run(pieces, arena);
+  std::vector<std::string> out;
+  for (const Piece& p : pieces) out.emplace_back(p.text);
+  return out;
+}
+
+TEST(PreTokenizerSplit, BehavioursAsTheLibraryFoldsThem) {
+  using V = std::vector<std::string>;
+  using B = PreTokenizerStep::Behavior;
+  EXPECT_EQ(split_step(B::isolated), (V{"a", " ", "b", " ", " ", "c"}));
+  EXPECT_EQ(split_step(B::removed), (V{"a", "b", "c"}));
+  // A match joins the piece before it unless that piece is a match too.
+  EXPECT_EQ(split_step(B::merged_with_previous), (V{"a ", "b ", " ", "c"}));
+  // A match joins the piece after it unless that piece is a match too.
+  EXPECT_EQ(split_step(B::merged_with_next), (V{"a", " b", " ", " c"}));
+  EXPECT_EQ(split_step(B::contiguous), (V{"a", " ", "b", "  ", "c"}));
+  // invert: the letters are the delimiters.
+  EXPECT_EQ(split_step(B::removed, true), (V{" ", " ", " "}));
+  EXPECT_EQ(split_step(B::merged_with_previous, true), (V{"a", " b", " ", " c"}));
+}
+
 TEST(PreTokenizerRegex, InvalidRegexIsAUserError) {
   test::expect_user_error([] { RegexSplitter("(unclosed", "my.json: pre_tokenizer 'Split'"); },
                           {"my.json: pre_tokenizer 'Split'", "does not compile"});
@@ -281,13 +311,9 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplementNamingIt) {
   refused([](Json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, {"pre_tokenizer", "'Whitespace'"});
   refused([](Json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}}; }, {"'Digits'"});
   refused([](Json& j) {
-            j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Removed"}, {"invert", false}};
+            j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Sideways"}, {"invert", false}};
           },
-          {"pre_tokenizer 'Split'", "behavior 'Removed'"});
-  refused([](Json& j) {
-            j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}, {"invert", true}};
-          },
-          {"invert"});
+          {"pre_tokenizer 'Split'", "behavior 'Sideways'"});
   refused([](Json& j) {
             j["pre_tokenizer"] = {{"type", "Sequence"},
                                   {"pretokenizers", Json::array({{{"type", "ByteLevel"}},
