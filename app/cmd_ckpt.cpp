@@ -31,7 +31,7 @@ void add_export(CLI::App& ckpt) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = ckpt.add_subcommand(
       "export", "Write a checkpoint's weights as a Hugging Face Llama model (safetensors, config.json, "
-                "generation_config.json, and a sentencepiece tokenizer's files)");
+                "generation_config.json, and a sentencepiece or tokenizer.json tokenizer's files)");
   cmd->add_option("path", opt->e.checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("output", opt->e.output_dir, "Directory to create (must not exist or be empty)")->required();
   cmd->add_option("--format", opt->format, "Output format")->check(CLI::IsMember({"safetensors"}))->capture_default_str();
@@ -72,9 +72,9 @@ void add_import(CLI::App& ckpt) {
                   "Recipe whose [model] matches the weights (config.json is checked against it); [data] is optional")
       ->required();
   cmd->add_option("--tokenizer", opt->tokenizer,
-                  "Tokenizer the checkpoint keeps: auto (tokenizer.model beside the weights, else what the recipe's "
-                  "[data] says, else byte for a model ustrain exported with it), byte, none, or a sentencepiece "
-                  "FILE.model")
+                  "Tokenizer the checkpoint keeps: auto (tokenizer.model beside the weights, else tokenizer.json "
+                  "there, else what the recipe's [data] says, else byte for a model ustrain exported with it), "
+                  "byte, none, a sentencepiece FILE.model or a tokenizer.json")
       ->capture_default_str();
   add_set_option(*cmd, opt->overrides);
   cmd->callback([opt] {

@@ -42,9 +42,15 @@ void add_data_convert_command(CLI::App& data) {
                       "manifest.json or files), as the first line on stderr says")
       ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
   convert->add_option("--tokenizer,-t", o->tokenizer,
-                      "text/jsonl: byte (default) or a sentencepiece .model; token formats: byte, a .model, or the "
-                      "name of the tokenizer that made the ids (with --vocab-size); shards: another tokenizer "
-                      "re-tokenizes");
+                      "text/jsonl: byte (default), a sentencepiece .model, a Hugging Face tokenizer.json (its EOS "
+                      "from the tokenizer_config.json beside it) or a tiktoken .tiktoken file; token formats: one "
+                      "of those, or the name of the tokenizer that made the ids (with --vocab-size); shards: "
+                      "another tokenizer re-tokenizes");
+  convert->add_option("--tiktoken-pattern", o->tiktoken_pattern,
+                      "A .tiktoken file's pre-tokenizer: gpt2, cl100k_base or o200k_base (their regex and special "
+                      "tokens, e.g. <|endoftext|>), or a regex; default: the file's name if it is one of those");
+  convert->add_option("--tiktoken-special", o->tiktoken_special_tokens,
+                      "A .tiktoken file's special token TOKEN=ID (repeatable); <|endoftext|> is the EOS");
   convert->add_option("--vocab-size", o->vocab_size, "Token formats with a named tokenizer: its vocabulary size")
       ->check(positive());
   convert->add_option("--eos-id", o->eos_id,

@@ -13,7 +13,8 @@ void add_data_bench_command(CLI::App& data) {
   auto o = std::make_shared<DataBenchOptions>();
   o->dir = "data-bench";
   CLI::App* bench = data.add_subcommand(
-      "bench", "Measure conversion (MB/s of text, byte and sentencepiece, 1..N workers) and loader (tokens/s) "
+      "bench", "Measure conversion (MB/s of text, byte, sentencepiece and --tokenizer files, 1..N workers) and "
+               "loader (tokens/s) "
                "throughput on a synthetic corpus");
   bench->add_option("--dir", o->dir, "Scratch directory to create and remove afterwards")->capture_default_str();
   bench->add_option("--text-mb", o->text_mb, "Corpus size for the byte tokenizer and the loader")
@@ -30,6 +31,9 @@ void add_data_bench_command(CLI::App& data) {
   bench->add_option("--seconds", o->loader_seconds, "Seconds per loader measurement")->capture_default_str();
   bench->add_option("--step-ms", o->step_ms, "Simulated training work per batch when measuring waiting")
       ->capture_default_str();
+  bench->add_option("--tokenizer", o->tokenizers,
+                    "Also measure this tokenizer file (tokenizer.json, .tiktoken named after its encoding, .model): "
+                    "encoding on one thread and conversion with 1..N workers (repeatable)");
   bench->add_flag("--keep", o->keep, "Keep the scratch directory");
   bench->callback([o] {
     run_data_bench(*o, [](const std::string& line) {

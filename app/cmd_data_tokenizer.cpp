@@ -3,14 +3,70 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "app/cmd_data_commands.h"
 #include "app/number_checks.h"
 #include "data/tokenizer_training.h"
+#include "kernels/error.h"
 
 namespace ustrain::app {
+namespace {
+
+// sentencepiece's own spm_train flags, which people bring from its documentation: each is
+// answered with ustrain's option, or with what ustrain sets in its place.
+struct SentencepieceFlag {
+  const char* flag;
+  const char* answer;
+};
+constexpr SentencepieceFlag kSentencepieceFlags[] = {
+    {"--vocab_size", "use --vocab-size N"},
+    {"--model_type", "use --model-type bpe|unigram"},
+    {"--character_coverage", "use --character-coverage F"},
+    {"--model_prefix", "use --output PREFIX.model (the whole file name)"},
+    {"--input_sentence_size", "use --max-sentences N (lines sampled, fixed by --seed)"},
+    {"--shuffle_input_sentence", "lines are always sampled, by --seed"},
+    {"--num_threads", "use --threads N"},
+    {"--input_format", "use --format text|jsonl"},
+    {"--byte_fallback", "ustrain always trains with byte fallback"},
+    {"--split_digits", "ustrain always splits digits"},
+    {"--normalization_rule_name", "ustrain always trains without normalisation (identity), so nothing is lost"},
+    {"--remove_extra_whitespaces", "ustrain always keeps whitespace as it is"},
+    {"--add_dummy_prefix", "ustrain always trains without a dummy prefix"},
+    {"--unk_id", "ustrain fixes the ids: 0 <unk>, 1 </s> (EOS), no BOS or padding"},
+    {"--bos_id", "ustrain fixes the ids: 0 <unk>, 1 </s> (EOS), no BOS or padding"},
+    {"--eos_id", "ustrain fixes the ids: 0 <unk>, 1 </s> (EOS), no BOS or padding"},
+    {"--pad_id", "ustrain fixes the ids: 0 <unk>, 1 </s> (EOS), no BOS or padding"},
+};
+
+void answer_sentencepiece_flags(CLI::App& train) {
+  for (const SentencepieceFlag& f : kSentencepieceFlags) {
+    const std::string flag = f.flag, answer = f.answer;
+    train
+        .add_option_function<std::string>(
+            flag,
+            [flag, answer](const std::string&) {
+              throw UserError(fmt::format("{} is sentencepiece's spm_train flag, not an option of `ustrain data "
+                                          "tokenizer train`: {} (--help lists the options)",
+                                          flag, answer));
+            })
+        ->expected(0, 1)
+        ->group("");  // hidden from --help
+  }
+}
+
+// sentencepiece's --input=a.txt,b.txt names files with commas; ours takes them one by one.
+void check_comma_lists(const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs)
+    if (input.find(',') != std::string::npos && !std::filesystem::exists(input))
+      throw UserError(fmt::format("input {} does not exist: if it lists files as sentencepiece's --input does, "
+                                  "separate them by spaces instead (--input a.txt b.txt)",
+                                  input));
+}
+
+}  // namespace
 
 void add_data_tokenizer_command(CLI::App& data) {
   CLI::App* tokenizer = data.add_subcommand("tokenizer", "Make tokenizers");
@@ -48,7 +104,9 @@ void add_data_tokenizer_command(CLI::App& data) {
       ->check(CLI::Range(0.9, 1.0));
   train->add_option("--seed", o->seed, "Seed of the line sample")->capture_default_str();
   train->add_option("--threads,-j", o->threads, "Training threads")->capture_default_str()->check(CLI::Range(1, 256));
+  answer_sentencepiece_flags(*train);
   train->callback([o] {
+    check_comma_lists(o->inputs);
     const TokenizerTrainReport r =
         train_tokenizer(*o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     fmt::print("wrote {}: {} model of {} pieces from {} of {} lines ({:.1f} MB) in {:.1f} s\n", o->output,

@@ -1,6 +1,7 @@
 #include "data/convert.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -59,7 +60,9 @@ struct TokenizerPlan {
   std::unique_ptr<Tokenizer> encoder;  // encodes text documents
   std::unique_ptr<Tokenizer> decoder;  // shards: decodes the input before re-encoding
   TokenizerIdentity identity;          // model_file/checksum filled in when the model is copied
-  std::string model_to_copy;
+  std::string model_to_copy;           // a tokenizer file copied into the dataset as it is
+  std::string model_bytes;             // or the file's bytes (a tokenizer.json, converted tiktoken)
+  std::string model_name;              // its name in the dataset
   bool text_out = false;               // documents arrive as text (append EOS by default)
 };
 
@@ -71,10 +74,16 @@ TokenizerIdentity identity_of(const Tokenizer& tokenizer) {
   return identity;
 }
 
-void use_tokenizer(TokenizerPlan& plan, const std::string& spec) {
-  plan.encoder = open_tokenizer(spec);
+void use_tokenizer(TokenizerPlan& plan, const std::string& spec, const ConvertOptions& o) {
+  plan.encoder = open_tokenizer(spec, {o.tiktoken_pattern, o.tiktoken_special_tokens});
   plan.identity = identity_of(*plan.encoder);
-  if (spec != "byte") plan.model_to_copy = spec;
+  plan.model_bytes = stored_tokenizer_json(*plan.encoder);
+  if (!plan.model_bytes.empty()) {
+    plan.model_name = kDatasetTokenizerJsonName;
+  } else if (spec != "byte") {
+    plan.model_to_copy = spec;
+    plan.model_name = kDatasetModelFileName;
+  }
 }
 
 TokenizerPlan plan_for_ids(const ConvertOptions& o) {
@@ -85,7 +94,7 @@ TokenizerPlan plan_for_ids(const ConvertOptions& o) {
                                 ".model file)",
                                 o.format));
   if (o.tokenizer == "byte" || names_model_file(o.tokenizer)) {
-    use_tokenizer(plan, o.tokenizer);
+    use_tokenizer(plan, o.tokenizer, o);
     plan.encoder.reset();
     if (o.vocab_size > 0 && o.vocab_size != plan.identity.vocab_size)
       throw UserError(fmt::format("--vocab-size {} disagrees with tokenizer {}, whose vocabulary has {} ids", o.vocab_size,
@@ -121,17 +130,21 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
                                   "separately, or re-tokenize each with --tokenizer first",
                                   datasets.front().dir(), dataset.dir(), input.describe(), dataset.tokenizer().describe()));
   const std::string input_model = input.model_file.empty() ? "" : (fs::path(datasets.front().dir()) / input.model_file).string();
-  const bool same = o.tokenizer.empty() || (o.tokenizer == "byte" && input.kind == "byte") ||
-                    (input.kind == "sentencepiece" && names_model_file(o.tokenizer) &&
-                     fs::is_regular_file(o.tokenizer) && crc32_label(crc32_of_file(o.tokenizer)) == input.model_checksum);
+  // The same model file (a tokenizer.json is stored as it is) with the same EOS.
+  const bool same_file = (input.kind == "sentencepiece" || (input.kind == "huggingface" && o.tokenizer.ends_with(".json"))) &&
+                         fs::is_regular_file(o.tokenizer) &&
+                         crc32_label(crc32_of_file(o.tokenizer)) == input.model_checksum &&
+                         (input.kind == "sentencepiece" || open_tokenizer(o.tokenizer)->eos_id() == input.eos_id);
+  const bool same = o.tokenizer.empty() || (o.tokenizer == "byte" && input.kind == "byte") || same_file;
   TokenizerPlan plan;
   if (same) {  // re-shard: the ids are copied as they are
     plan.identity = input;
     plan.model_to_copy = input_model;
+    plan.model_name = input.model_file;
     return plan;
   }
   plan.decoder = open_dataset_tokenizer(datasets.front().dir());
-  use_tokenizer(plan, o.tokenizer);
+  use_tokenizer(plan, o.tokenizer, o);
   plan.text_out = true;
   return plan;
 }
@@ -172,14 +185,21 @@ std::string describe_source(const ConvertOptions& o, bool append_eos) {
 }
 
 void copy_model(TokenizerPlan& plan, const std::string& staging) {
-  if (plan.model_to_copy.empty()) return;
-  const std::string target = (fs::path(staging) / kDatasetModelFileName).string();
+  if (plan.model_to_copy.empty() && plan.model_bytes.empty()) return;
+  const std::string target = (fs::path(staging) / plan.model_name).string();
   std::error_code error;
-  fs::copy_file(plan.model_to_copy, target, error);
+  if (plan.model_bytes.empty()) {
+    fs::copy_file(plan.model_to_copy, target, error);
+  } else {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(target.c_str(), "wb"), &std::fclose);
+    if (!file || std::fwrite(plan.model_bytes.data(), 1, plan.model_bytes.size(), file.get()) != plan.model_bytes.size() ||
+        std::fflush(file.get()) != 0)
+      error = std::error_code(errno, std::generic_category());
+  }
   if (error)
-    throw UserError(fmt::format("cannot copy tokenizer model {} into {}: {}", plan.model_to_copy, staging, error.message()));
+    throw UserError(fmt::format("cannot write tokenizer model {} into {}: {}", plan.model_name, staging, error.message()));
   fsync_path(target);
-  plan.identity.model_file = kDatasetModelFileName;
+  plan.identity.model_file = plan.model_name;
   plan.identity.model_checksum = crc32_label(crc32_of_file(target));
 }
 
@@ -210,7 +230,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   std::vector<SkippedEntry> not_files;  // dangling or looping links, FIFOs, devices
   if (is_text_format(o.format)) {
     const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
-    use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer);
+    use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer, o);
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "", not_files);
     if (o.format == "text") files = keep_text_files(files, skipped);

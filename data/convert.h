@@ -21,10 +21,13 @@ struct ConvertOptions {
                                          // detected from the inputs (data/input_format.h)
   std::vector<std::string> inputs;       // files or directories (recursed, sorted order)
   std::string output_dir;
-  // text, jsonl: "byte" or a sentencepiece .model (default byte). Token formats: "byte", a
-  // .model, or the name of the tokenizer that made the ids (e.g. gpt2, with vocab_size).
-  // shards: empty or the input's tokenizer re-shards; another one re-tokenizes.
+  // text, jsonl: "byte", a sentencepiece .model, a tokenizer.json or a .tiktoken file
+  // (default byte). Token formats: one of those, or the name of the tokenizer that made the
+  // ids (e.g. gpt2, with vocab_size). shards: empty or the input's tokenizer re-shards;
+  // another one re-tokenizes.
   std::string tokenizer;
+  std::string tiktoken_pattern;                    // .tiktoken: a known encoding or a regex
+  std::vector<std::string> tiktoken_special_tokens;  // .tiktoken: "TOKEN=ID"
   std::int64_t vocab_size = 0;           // token formats with a named tokenizer: ids lie below it
   std::int64_t eos_id = -1;              // token formats: end-of-document id (llmc: 50256 when -1)
   std::string split = "blank-line";      // text: "file" | "blank-line" | "line:<MARKER>"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "data/mapped_shard.h"
 #include "data/portable_random.h"
 #include "data/prefetcher.h"
+#include "data/tokenizer.h"
 #include "data/tokenizer_training.h"
 #include "kernels/error.h"
 
@@ -121,6 +123,39 @@ LoaderRate measure_loader(const std::string& dataset_dir, const DataBenchOptions
   return {static_cast<double>(samples) * static_cast<double>(o.seq_len) / elapsed, wait / batches};
 }
 
+// Encoding alone on this thread (the text in memory, documents as conversion cuts them), then
+// whole conversions with 1..max_workers workers.
+void measure_tokenizer_file(const std::string& file, const std::string& corpus, const fs::path& dir, int max_workers,
+                            const std::function<void(const std::string&)>& report) {
+  const auto loading = Clock::now();
+  const std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(file);
+  const double load_seconds = seconds_since(loading);
+  std::vector<std::string> documents;
+  {
+    std::ifstream in(corpus, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::size_t from = 0, at; from < text.size(); from = at + 2) {
+      at = text.find("\n\n", from);
+      if (at == std::string::npos) at = text.size();
+      documents.push_back(text.substr(from, at - from));
+    }
+  }
+  std::size_t bytes = 0, tokens = 0;
+  const auto start = Clock::now();
+  for (const std::string& document : documents) {
+    bytes += document.size();
+    tokens += tokenizer->encode(document).size();
+  }
+  const double seconds = seconds_since(start);
+  report(fmt::format("tokenizer {} (loaded in {:.2f} s): encode, 1 thread: {:.1f} MB/s of text, {:.2f} bytes per token",
+                     file, load_seconds, static_cast<double>(bytes) / 1e6 / seconds,
+                     static_cast<double>(bytes) / static_cast<double>(std::max<std::size_t>(tokens, 1))));
+  for (int workers = 1; workers <= max_workers; ++workers)
+    report(fmt::format("convert, {}, {} worker{}: {:.1f} MB/s of text", file, workers, workers > 1 ? "s" : "",
+                       convert_mb_per_s(corpus, (dir / fmt::format("file-{}", workers)).string(), file, workers)));
+  for (int workers = 1; workers <= max_workers; ++workers) fs::remove_all(dir / fmt::format("file-{}", workers));
+}
+
 }  // namespace
 
 void run_data_bench(const DataBenchOptions& o, const std::function<void(const std::string&)>& report) {
@@ -159,6 +194,8 @@ void run_data_bench(const DataBenchOptions& o, const std::function<void(const st
   for (int workers = 1; workers <= o.max_workers; ++workers)
     report(fmt::format("convert, sentencepiece, {} worker{}: {:.1f} MB/s of text", workers, workers > 1 ? "s" : "",
                        convert_mb_per_s(sp_corpus, (dir / fmt::format("sp-{}", workers)).string(), train.output, workers)));
+
+  for (const std::string& file : o.tokenizers) measure_tokenizer_file(file, sp_corpus, dir, o.max_workers, report);
 
   const std::string byte_dataset = (dir / "byte-1").string();
   const LoaderRate direct = measure_loader(byte_dataset, o, -1);

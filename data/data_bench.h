@@ -1,11 +1,13 @@
 // `ustrain data bench`: conversion throughput (MB/s of text) for the byte and sentencepiece
-// tokenizers with 1..N workers, and loader throughput (tokens/s) from the page cache, on a
+// tokenizers with 1..N workers, and for tokenizer files the user names (tokenizer.json,
+// .tiktoken, .model) their encoding speed on one thread too, and loader throughput (tokens/s) from the page cache, on a
 // synthetic English-like corpus written into a scratch directory.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ustrain {
 
@@ -20,6 +22,7 @@ struct DataBenchOptions {
   double loader_seconds = 2;
   double step_ms = 2;                // simulated compute per batch when measuring waiting
   bool keep = false;                 // keep the scratch directory
+  std::vector<std::string> tokenizers;  // tokenizer files to measure as well
 };
 
 // Runs the benchmark; each result line goes to `report` as it is measured.

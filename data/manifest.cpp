@@ -98,7 +98,7 @@ TokenizerIdentity tokenizer_from_json(const FieldReader& reader, const json& obj
   if (object.is_object() && object.contains("kind")) {
     t.kind = reader.text(object, "tokenizer.kind", "kind");
     if (std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) == std::end(kTokenizerKinds))
-      reader.fail("tokenizer.kind", fmt::format("is '{}', not one of byte, sentencepiece, external", t.kind));
+      reader.fail("tokenizer.kind", fmt::format("is '{}', not one of byte, sentencepiece, huggingface, external", t.kind));
   } else {
     t.kind = t.name == "byte" ? "byte" : "external";
   }
@@ -106,10 +106,11 @@ TokenizerIdentity tokenizer_from_json(const FieldReader& reader, const json& obj
   if (t.vocab_size <= 0 || t.vocab_size > std::numeric_limits<std::int32_t>::max())
     reader.fail("tokenizer.vocab_size", "is out of range");
   const std::int64_t eos = reader.integer(object, "tokenizer.eos_id", "eos_id");
-  const std::int64_t lowest = t.kind == "external" ? -1 : 0;  // external ids may have no EOS
+  // External ids, and a tokenizer.json without an end-of-text token, may have no EOS.
+  const std::int64_t lowest = t.kind == "external" || t.kind == "huggingface" ? -1 : 0;
   if (eos < lowest || eos >= t.vocab_size) reader.fail("tokenizer.eos_id", "is not a valid id below vocab_size");
   t.eos_id = static_cast<std::int32_t>(eos);
-  if (t.kind == "sentencepiece") {
+  if (t.kind == "sentencepiece" || t.kind == "huggingface") {
     t.model_file = reader.text(object, "tokenizer.model", "model");
     if (!is_plain_file_name(t.model_file)) reader.fail("tokenizer.model", "is not a plain file name");
     t.model_checksum = reader.text(object, "tokenizer.model_checksum", "model_checksum");

@@ -1,7 +1,8 @@
 // Tokenizers, and how a dataset names the one it was made with.
 //
-// Two kinds are built in: the byte tokenizer (data/byte_tokenizer.h) and sentencepiece models
-// (data/sentencepiece_tokenizer.h). Token ids converted from other tools' files (Megatron,
+// Three kinds are built in: the byte tokenizer (data/byte_tokenizer.h), sentencepiece models
+// (data/sentencepiece_tokenizer.h) and Hugging Face tokenizer.json files, tiktoken rank files
+// among them once converted (data/hf_tokenizer.h). Token ids converted from other tools' files (Megatron,
 // llm.c, NumPy) carry an "external" identity that the user names; ustrain cannot decode them.
 #pragma once
 
@@ -24,7 +25,7 @@ class Tokenizer {
   virtual std::int64_t vocab_size() const = 0;
   // The end-of-document id, or -1 if the tokenizer has none.
   virtual std::int32_t eos_id() const = 0;
-  // "byte" or "sentencepiece": the kind, as recorded in a dataset's manifest.
+  // "byte", "sentencepiece" or "huggingface": the kind, as recorded in a dataset's manifest.
   virtual std::string identity() const = 0;
   // One token shown on its own, for tables: printable text, or "<0x0A>", "<eos>".
   virtual std::string piece(std::int32_t id) const = 0;
@@ -32,31 +33,47 @@ class Tokenizer {
 
 // What a dataset records about its tokenizer (manifest.json "tokenizer", shard attributes).
 struct TokenizerIdentity {
-  std::string kind;            // "byte" | "sentencepiece" | "external"
-  std::string name;            // "byte", "sentencepiece", or the user's name for external ids
+  std::string kind;            // "byte" | "sentencepiece" | "huggingface" | "external"
+  std::string name;            // the kind, or the user's name for external ids
   std::int64_t vocab_size = 0;
-  std::int32_t eos_id = -1;    // -1: no end-of-document id is known (external ids only)
-  std::string model_file;      // sentencepiece: the model's file name in the dataset directory
-  std::string model_checksum;  // sentencepiece: "crc32:..." of that file
+  std::int32_t eos_id = -1;    // -1: no end-of-document id is known (external, huggingface)
+  std::string model_file;      // sentencepiece, huggingface: the model's file name in the directory
+  std::string model_checksum;  // sentencepiece, huggingface: "crc32:..." of that file
 
   bool operator==(const TokenizerIdentity&) const = default;
   // e.g. "sentencepiece (vocab 8000, eos 1, model tokenizer.model crc32:1a2b3c4d)"
   std::string describe() const;
 };
 
-inline constexpr const char* kTokenizerKinds[] = {"byte", "sentencepiece", "external"};
+inline constexpr const char* kTokenizerKinds[] = {"byte", "sentencepiece", "huggingface", "external"};
 inline constexpr const char* kDatasetModelFileName = "tokenizer.model";
+inline constexpr const char* kDatasetTokenizerJsonName = "tokenizer.json";
 
-// "byte" -> the byte tokenizer; a path to a sentencepiece model (an existing file, or a name
-// ending in ".model") -> that model. UserError naming `spec` otherwise.
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& spec);
+// How a tiktoken rank file is read (data/tiktoken_file.h): its pre-tokenizer pattern (a known
+// encoding's name or a regex; empty: told by the file's name) and extra "TOKEN=ID" specials.
+struct TokenizerOptions {
+  std::string tiktoken_pattern;
+  std::vector<std::string> tiktoken_special_tokens;
+};
 
-// True when `spec` names a sentencepiece model file rather than a tokenizer name.
+// "byte" -> the byte tokenizer; a path ending in ".json" -> a Hugging Face tokenizer.json
+// (its EOS from the tokenizer_config.json beside it); ".tiktoken" -> a tiktoken rank file;
+// another file, or a name ending in ".model" -> a sentencepiece model. UserError naming
+// `spec` otherwise.
+std::unique_ptr<Tokenizer> open_tokenizer(const std::string& spec, const TokenizerOptions& options = {});
+
+// True when `spec` names a tokenizer file (model, tokenizer.json, .tiktoken) rather than a
+// tokenizer name.
 bool names_model_file(const std::string& spec);
 
-// The tokenizer of a dataset directory: byte, or the sentencepiece model stored in it (its
-// checksum verified). UserError naming the dataset when it holds external ids, whose
-// tokenizer ustrain does not have, or when the model file is missing or damaged.
+// The file a dataset stores for `tokenizer` so that it can be opened again without the
+// original (its bytes); empty for the byte tokenizer and sentencepiece, whose .model file is
+// copied as it is.
+std::string stored_tokenizer_json(const Tokenizer& tokenizer);
+
+// The tokenizer of a dataset directory: byte, or the sentencepiece model or tokenizer.json
+// stored in it (its checksum verified). UserError naming the dataset when it holds external
+// ids, whose tokenizer ustrain does not have, or when the model file is missing or damaged.
 std::unique_ptr<Tokenizer> open_dataset_tokenizer(const std::string& dataset_dir);
 
 }  // namespace ustrain

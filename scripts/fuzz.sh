@@ -8,7 +8,7 @@
 #   --seconds N  how long each target runs (default 60); 0 only builds and replays
 #   --install    install clang and libFuzzer from Debian first (needs root or sudo)
 #   TARGET       recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors
-#                checkpoint_manifest (default: all)
+#                checkpoint_manifest tokenizer_json (default: all)
 # A finding ends that target's run and is saved as build-fuzz/findings/TARGET/crash-* (or leak-,
 # timeout-, oom-; the log is build-fuzz/fuzz-TARGET.log): fix the cause, then copy the input into
 # fuzz/regressions/TARGET/ so that every later run replays it.
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest)
+all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json)
 seconds=60
 install=0
 targets=()

@@ -171,13 +171,14 @@ TokenizerIdentity tokenizer_from(const Json& j, const std::string& path) {
   t.eos_id = integer<std::int32_t>(j.at("eos_id"));
   const bool known_kind =
       std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) != std::end(kTokenizerKinds);
-  if (t.kind == "sentencepiece") {
+  if (t.kind == "sentencepiece" || t.kind == "huggingface") {
     t.model_file = j.at("model").get<std::string>();
     t.model_checksum = j.at("model_checksum").get<std::string>();
   }
   // The model file is always the one beside the manifest: a path could point anywhere.
   if (!known_kind || t.vocab_size <= 0 || t.eos_id < -1 || t.eos_id >= t.vocab_size ||
-      (t.kind == "sentencepiece" && t.model_file != kCheckpointTokenizerModel))
+      (t.kind == "sentencepiece" && t.model_file != kCheckpointTokenizerModel) ||
+      (t.kind == "huggingface" && t.model_file != kCheckpointTokenizerJson))
     throw UserError(fmt::format("{}: malformed tokenizer record ({}); the checkpoint is damaged", path,
                                 tokenizer_json(t).dump()));
   return t;

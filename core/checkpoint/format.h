@@ -25,7 +25,8 @@
 //
 // The manifest also names the tokenizer the model was trained with ("tokenizer": kind, name,
 // vocab_size, eos_id), so that a checkpoint decodes without its dataset. A sentencepiece
-// model travels as tokenizer.model beside the rank files, written by rank 0 with the
+// model travels as tokenizer.model beside the rank files (a Hugging Face tokenizer as
+// tokenizer.json), written by rank 0 with the
 // manifest, which records its CRC-32 ("model", "model_checksum"). Checkpoints written before
 // this have no "tokenizer" and still load: their tokenizer is found through the recipe's
 // dataset (core/checkpoint/tokenizer.h).
@@ -47,6 +48,7 @@ inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr int kFirstChecksummedFormatVersion = 2;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kCheckpointTokenizerModel = "tokenizer.model";
+inline constexpr const char* kCheckpointTokenizerJson = "tokenizer.json";  // kind huggingface
 
 struct CheckpointTensor {
   std::string name;                   // global (Hugging Face) name

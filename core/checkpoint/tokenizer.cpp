@@ -8,6 +8,7 @@
 #include "core/train/training_data.h"
 #include "data/byte_tokenizer.h"
 #include "data/crc32.h"
+#include "data/hf_tokenizer.h"
 #include "data/manifest.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "kernels/error.h"
@@ -18,6 +19,12 @@ namespace {
 
 std::string checksum_of(const std::string& bytes) { return crc32_label(crc32_update(0, bytes.data(), bytes.size())); }
 
+// Whether the kind keeps a model file, and its name in a checkpoint.
+bool has_model_file(const std::string& kind) { return kind == "sentencepiece" || kind == "huggingface"; }
+const char* checkpoint_file_name(const std::string& kind) {
+  return kind == "huggingface" ? kCheckpointTokenizerJson : kCheckpointTokenizerModel;
+}
+
 // The first dataset of a recipe, where a checkpoint without a tokenizer of its own finds one.
 std::string first_dataset(const DataSection& data) {
   return data.path.empty() && data.blend.empty() ? std::string() : recipe_datasets(data).front().path;
@@ -25,7 +32,7 @@ std::string first_dataset(const DataSection& data) {
 
 TokenizerSnapshot stored_tokenizer(const CheckpointReader& checkpoint, const TokenizerIdentity& identity) {
   TokenizerSnapshot snapshot{identity, {}};
-  if (identity.kind != "sentencepiece") return snapshot;
+  if (!has_model_file(identity.kind)) return snapshot;
   const std::string path = checkpoint.dir() + "/" + identity.model_file;
   if (!fs::is_regular_file(path))
     throw UserError(fmt::format("checkpoint {} lacks its tokenizer model {} that {} lists: copy the whole checkpoint "
@@ -68,14 +75,22 @@ TokenizerSnapshot byte_tokenizer_snapshot() {
   return {{byte.identity(), byte.identity(), byte.vocab_size(), byte.eos_id(), "", ""}, {}};
 }
 
-TokenizerSnapshot model_file_snapshot(const std::string& path) {
-  if (!fs::is_regular_file(path))
-    throw UserError(fmt::format("sentencepiece model {} not found: check the path", path));
+TokenizerSnapshot model_file_snapshot(const std::string& path, std::optional<std::int64_t> fallback_eos) {
+  if (!fs::is_regular_file(path)) throw UserError(fmt::format("tokenizer file {} not found: check the path", path));
   TokenizerSnapshot snapshot;
   snapshot.model = read_text_file(path);
-  const auto tokenizer = SentencePieceTokenizer::from_bytes(snapshot.model, path);
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (path.ends_with(".json")) {
+    auto hf = HfTokenizer::from_file(path);
+    const bool configured = fs::is_regular_file(fs::path(path).parent_path() / "tokenizer_config.json");
+    if (!configured && fallback_eos && *fallback_eos >= 0 && *fallback_eos < hf->vocab_size())
+      hf = HfTokenizer::with_eos_id(snapshot.model, path, static_cast<std::int32_t>(*fallback_eos));
+    tokenizer = std::move(hf);
+  } else {
+    tokenizer = SentencePieceTokenizer::from_bytes(snapshot.model, path);
+  }
   snapshot.identity = {tokenizer->identity(), tokenizer->identity(), tokenizer->vocab_size(), tokenizer->eos_id(),
-                       kCheckpointTokenizerModel, checksum_of(snapshot.model)};
+                       checkpoint_file_name(tokenizer->identity()), checksum_of(snapshot.model)};
   return snapshot;
 }
 
@@ -84,7 +99,7 @@ TokenizerSnapshot dataset_tokenizer_snapshot(const DataSection& data) {
   USTRAIN_ASSERT(!dir.empty(), "dataset_tokenizer_snapshot needs data.path or data.blend");
   const TokenizerIdentity identity = read_manifest((fs::path(dir) / kManifestFileName).string()).tokenizer;
   TokenizerSnapshot snapshot{identity, {}};
-  if (identity.kind != "sentencepiece") return snapshot;
+  if (!has_model_file(identity.kind)) return snapshot;
   const std::string model = (fs::path(dir) / identity.model_file).string();
   if (!fs::is_regular_file(model))
     throw UserError(fmt::format("dataset {} lacks its tokenizer model {} (listed in {}): re-copy the dataset or "
@@ -95,16 +110,16 @@ TokenizerSnapshot dataset_tokenizer_snapshot(const DataSection& data) {
     throw UserError(fmt::format("tokenizer model {} fails its checksum ({} says {}, the file has {}): re-copy the "
                                 "dataset or convert it again",
                                 model, kManifestFileName, identity.model_checksum, checksum_of(snapshot.model)));
-  snapshot.identity.model_file = kCheckpointTokenizerModel;
+  snapshot.identity.model_file = checkpoint_file_name(identity.kind);
   return snapshot;
 }
 
 TokenizerIdentity write_checkpoint_tokenizer(const std::string& dir, const TokenizerSnapshot& tokenizer) {
   TokenizerIdentity identity = tokenizer.identity;
-  if (identity.kind != "sentencepiece") return identity;
-  USTRAIN_ASSERT(!tokenizer.model.empty(), "a sentencepiece tokenizer without its model");
-  write_text_file(dir + "/" + kCheckpointTokenizerModel, tokenizer.model);
-  identity.model_file = kCheckpointTokenizerModel;
+  if (!has_model_file(identity.kind)) return identity;
+  USTRAIN_ASSERT(!tokenizer.model.empty(), "a tokenizer without its model file");
+  identity.model_file = checkpoint_file_name(identity.kind);
+  write_text_file(dir + "/" + identity.model_file, tokenizer.model);
   identity.model_checksum = checksum_of(tokenizer.model);
   return identity;
 }
@@ -118,9 +133,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerSnapshot& tokenizer, co
   const TokenizerIdentity& t = tokenizer.identity;
   if (t.kind == "byte") return std::make_unique<ByteTokenizer>();
   if (t.kind == "sentencepiece") return SentencePieceTokenizer::from_bytes(tokenizer.model, where);
+  if (t.kind == "huggingface") return HfTokenizer::with_eos_id(tokenizer.model, where, t.eos_id);
   throw UserError(fmt::format("{}: the model's tokenizer ('{}', external ids) is not one ustrain reads, so it cannot "
-                              "turn text into ids or back; use that tokenizer's own tools, or give the checkpoint a "
-                              "sentencepiece model with `ustrain ckpt import ... --tokenizer FILE.model`",
+                              "turn text into ids or back; use that tokenizer's own tools, or give the checkpoint "
+                              "one with `ustrain ckpt import ... --tokenizer FILE.model|tokenizer.json`",
                               where, t.name));
 }
 
@@ -136,7 +152,7 @@ void check_dataset_tokenizer(const CheckpointReader& checkpoint, const DataSecti
                                   "there would mean nothing; evaluate on data converted with the checkpoint's "
                                   "tokenizer{}",
                                   dataset.path, used.describe(), checkpoint.dir(), stored->describe(),
-                                  stored->kind == "sentencepiece"
+                                  has_model_file(stored->kind)
                                       ? fmt::format(" (`ustrain data convert --tokenizer {}/{}`)", checkpoint.dir(),
                                                     stored->model_file)
                                       : ""));

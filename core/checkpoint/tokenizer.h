@@ -1,9 +1,11 @@
 // The tokenizer a checkpoint keeps (format: core/checkpoint/format.h), so that sampling,
 // evaluation and export need neither the dataset nor the recipe's data.path: its identity in
-// the manifest and, for sentencepiece, the model file beside the rank files.
+// the manifest and, for sentencepiece and Hugging Face tokenizers, the model file beside the
+// rank files.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/checkpoint/reader.h"
@@ -14,18 +16,20 @@ namespace ustrain {
 
 // A tokenizer as a checkpoint keeps it.
 struct TokenizerSnapshot {
-  TokenizerIdentity identity;  // model_file is kCheckpointTokenizerModel for sentencepiece
-  std::string model;           // sentencepiece: the .model file's bytes; empty otherwise
+  TokenizerIdentity identity;  // model_file: kCheckpointTokenizerModel or kCheckpointTokenizerJson
+  std::string model;           // the .model or tokenizer.json file's bytes; empty for byte and external
 };
 
 TokenizerSnapshot byte_tokenizer_snapshot();
-// A sentencepiece .model file, checked by loading it. UserError naming `path`.
-TokenizerSnapshot model_file_snapshot(const std::string& path);
+// A sentencepiece .model file or a Hugging Face tokenizer.json (its EOS from the
+// tokenizer_config.json beside it, else `fallback_eos` when that is a token id, else a
+// conventional end-of-text token), checked by loading it. UserError naming `path`.
+TokenizerSnapshot model_file_snapshot(const std::string& path, std::optional<std::int64_t> fallback_eos = {});
 // The tokenizer of the dataset a recipe trains on (the first of a blend: blended datasets
 // share one), its model checked against the dataset's checksum. UserError naming the dataset.
 TokenizerSnapshot dataset_tokenizer_snapshot(const DataSection& data);
 
-// Writes the sentencepiece model (if any) into the checkpoint directory `dir`, fsynced, and
+// Writes the sentencepiece model or tokenizer.json (if any) into the checkpoint directory `dir`, fsynced, and
 // returns the identity for the manifest.
 TokenizerIdentity write_checkpoint_tokenizer(const std::string& dir, const TokenizerSnapshot& tokenizer);
 

@@ -216,6 +216,7 @@ HfModelFiles locate_hf_model(const std::string& path) {
   if (dir.empty()) dir = ".";
   if (fs::exists(dir / "config.json")) m.config = (dir / "config.json").string();
   if (fs::is_regular_file(dir / "tokenizer.model")) m.tokenizer_model = (dir / "tokenizer.model").string();
+  if (fs::is_regular_file(dir / "tokenizer.json")) m.tokenizer_json = (dir / "tokenizer.json").string();
   return m;
 }
 

@@ -41,6 +41,7 @@ struct HfModelFiles {
   std::map<std::string, std::string> weight_map;   // tensor name -> file path (sharded models)
   std::optional<std::string> config;               // config.json path when present
   std::optional<std::string> tokenizer_model;      // tokenizer.model (sentencepiece) when present
+  std::optional<std::string> tokenizer_json;       // tokenizer.json (Hugging Face tokenizers) when present
 };
 
 // Finds a model's files from a .safetensors file, a model.safetensors.index.json, or a

@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/fs.h"
 #include "data/byte_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "kernels/error.h"
 
@@ -28,11 +29,55 @@ std::optional<std::int64_t> id_or_none(std::int32_t id) {
   return id >= 0 ? std::optional<std::int64_t>(id) : std::nullopt;
 }
 
+std::unique_ptr<HfTokenizer> open_json(const TokenizerSnapshot& t) {
+  return HfTokenizer::with_eos_id(t.model, "the checkpoint's " + std::string(kCheckpointTokenizerJson), t.identity.eos_id);
+}
+
+// A tokenizer.json's BOS: the first special token of the conventional names, else none.
+std::optional<std::int64_t> conventional_bos(const HfTokenizer& t) {
+  for (const char* name : {"<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>"})
+    for (const AddedToken& added : t.added_tokens())
+      if (added.special && added.content == name) return added.id;
+  return std::nullopt;
+}
+
+// tokenizer_config.json for a tokenizer.json: the fast tokenizer class, its added tokens, and
+// which of them are BOS, EOS and padding. The tokenizer.json is written as it is.
+std::vector<std::string> write_json_tokenizer_files(const std::string& dir, const TokenizerSnapshot& tokenizer,
+                                                    std::int64_t max_seq_len) {
+  const auto model = open_json(tokenizer);
+  const HfTokenIds ids = hf_token_ids(tokenizer);
+  const auto content = [&](std::optional<std::int64_t> id) {
+    return id ? Json(model->token(static_cast<std::int32_t>(*id))) : Json(nullptr);
+  };
+  Json decoder = Json::object();
+  for (const AddedToken& t : model->added_tokens())
+    decoder[std::to_string(t.id)] = {{"content", t.content}, {"lstrip", t.lstrip},   {"normalized", t.normalized},
+                                     {"rstrip", t.rstrip},   {"single_word", t.single_word}, {"special", t.special}};
+  Json config;
+  config["added_tokens_decoder"] = decoder;
+  config["bos_token"] = content(ids.bos);
+  config["clean_up_tokenization_spaces"] = false;
+  config["eos_token"] = content(ids.eos);
+  config["model_max_length"] = max_seq_len;
+  config["pad_token"] = content(ids.pad);
+  config["tokenizer_class"] = "PreTrainedTokenizerFast";
+  write_text_file(dir + "/tokenizer.json", tokenizer.model);
+  write_text_file(dir + "/tokenizer_config.json", config.dump(2) + "\n");
+  return {"tokenizer.json", "tokenizer_config.json"};
+}
+
 }  // namespace
 
 HfTokenIds hf_token_ids(const TokenizerSnapshot& tokenizer) {
   const TokenizerIdentity& t = tokenizer.identity;
   if (t.kind == "byte") return {t.eos_id, t.eos_id, t.eos_id};  // EOS separates documents and starts one
+  if (t.kind == "huggingface") {
+    const auto model = open_json(tokenizer);
+    const std::optional<std::int64_t> eos = id_or_none(t.eos_id);
+    const std::optional<std::int64_t> bos = conventional_bos(*model);
+    return {bos ? bos : eos, eos, eos};
+  }
   if (t.kind != "sentencepiece") return {std::nullopt, id_or_none(t.eos_id), std::nullopt};
   const auto model = open_model(tokenizer);
   const std::optional<std::int64_t> eos = id_or_none(model->eos_id());
@@ -51,6 +96,7 @@ std::string generation_config_json(const HfTokenIds& ids) {
 
 std::vector<std::string> write_hf_tokenizer_files(const std::string& dir, const TokenizerSnapshot& tokenizer,
                                                   std::int64_t max_seq_len) {
+  if (tokenizer.identity.kind == "huggingface") return write_json_tokenizer_files(dir, tokenizer, max_seq_len);
   if (tokenizer.identity.kind != "sentencepiece") return {};
   const auto model = open_model(tokenizer);
   const HfTokenIds ids = hf_token_ids(tokenizer);
@@ -116,11 +162,14 @@ TokenizerSnapshot import_tokenizer(const std::string& choice, const HfModelFiles
     t = unknown();
     how = "--tokenizer none";
   } else if (choice != "auto") {
-    t = model_file_snapshot(choice);
+    t = model_file_snapshot(choice, config_ids.eos);
     how = choice;
   } else if (model.tokenizer_model) {
     t = model_file_snapshot(*model.tokenizer_model);
     how = *model.tokenizer_model;
+  } else if (model.tokenizer_json) {
+    t = model_file_snapshot(*model.tokenizer_json, config_ids.eos);
+    how = *model.tokenizer_json;
   } else if ((recipe.data.tokenizer == "byte" && names_data) ||
              ((recipe.data.tokenizer == "byte" || recipe.data.tokenizer == "auto") && !names_data &&
               config_ids.eos == ByteTokenizer::kEos && vocab > ByteTokenizer::kEos)) {
@@ -131,14 +180,14 @@ TokenizerSnapshot import_tokenizer(const std::string& choice, const HfModelFiles
       t = dataset_tokenizer_snapshot(recipe.data);
     } catch (const UserError& e) {
       throw UserError(fmt::format("{}: the model has no tokenizer.model beside it, so its tokenizer was to come from "
-                                  "the recipe's dataset, which failed: {}; pass --tokenizer byte|none|FILE.model",
+                                  "the recipe's dataset, which failed: {}; pass --tokenizer byte|none|FILE.model|tokenizer.json",
                                   model.config.value_or(model.files.front()), e.what()));
     }
     how = "the recipe's dataset";
   } else {
     t = unknown();
-    how = "nowhere ustrain reads: no tokenizer.model beside the weights; pass --tokenizer byte or FILE.model to "
-          "keep one";
+    how = "nowhere ustrain reads: no tokenizer.model or tokenizer.json beside the weights; pass --tokenizer byte, "
+          "FILE.model or tokenizer.json to keep one";
   }
   if (t.identity.vocab_size > vocab)
     throw UserError(fmt::format("the tokenizer from {} has {} ids but the model's vocabulary only {}: it is not this "

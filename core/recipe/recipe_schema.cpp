@@ -135,10 +135,10 @@ std::vector<KeySpec> data_keys() {
   return {
       key(USTRAIN_RECIPE_FIELD(data.path), any_value(),
           "Dataset directory written by `ustrain data convert`; required unless data.blend is set"),
-      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"auto", "byte", "sentencepiece", "external"}),
+      key(USTRAIN_RECIPE_FIELD(data.tokenizer), one_of({"auto", "byte", "sentencepiece", "huggingface", "external"}),
           "Kind of tokenizer the datasets were encoded with; auto takes the dataset's (its manifest), a set value must "
-          "match it; a sentencepiece model travels in its dataset directory, external means ids converted from "
-          "Megatron, llm.c or NumPy files"),
+          "match it; a sentencepiece model or a tokenizer.json (huggingface, tiktoken files included) travels in its "
+          "dataset directory, external means ids converted from Megatron, llm.c or NumPy files"),
       key(USTRAIN_RECIPE_FIELD(data.blend), any_value(),
           "Several datasets mixed by weight instead of data.path: \"DIR:WEIGHT,DIR:WEIGHT\" (weights "
           "are normalised, to a resolution of 1/10000)"),

@@ -1,0 +1,35 @@
+// Reading a Hugging Face tokenizer.json: which parts it has and their settings, checked
+// against what ustrain implements. Anything else (a normalizer, pre-tokenizer, model,
+// decoder or post-processor option ustrain does not apply) is refused with one message that
+// names it, so a file is never tokenized otherwise than the tokenizers library would.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/added_tokens.h"
+#include "data/bpe_model.h"
+#include "data/pretokenizer.h"
+#include "data/text_normalizer.h"
+#include "data/token_decoder.h"
+
+namespace ustrain {
+
+struct HfTokenizerParts {
+  std::vector<AddedToken> added_tokens;
+  std::vector<NormalizerStep> normalizer;
+  std::vector<PreTokenizerStep> pre_tokenizer;
+  bool byte_level = false;                  // the pre-tokenizer ends with ByteLevel
+  TokenIdMap vocab;                         // as the file writes the tokens
+  std::vector<std::pair<std::string, std::string>> merges;
+  BpeOptions bpe;
+  std::string unk_token;                    // empty: none
+  std::vector<DecoderStep> decoder;
+};
+
+// UserError naming `label` for JSON that does not parse, a part that is malformed, or one
+// ustrain does not implement.
+HfTokenizerParts parse_hf_tokenizer_json(const std::string& json_text, const std::string& label);
+
+}  // namespace ustrain

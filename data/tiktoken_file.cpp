@@ -1,0 +1,205 @@
+#include "data/tiktoken_file.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "data/byte_level.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+struct KnownEncoding {
+  const char* name;
+  const char* pattern;
+  std::vector<std::pair<const char*, std::int32_t>> special_tokens;
+};
+
+// The patterns and special tokens of openai/tiktoken's tiktoken_ext/openai_public.py.
+const std::vector<KnownEncoding>& known_encodings() {
+  static const std::vector<KnownEncoding> known = {
+      {"gpt2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+       {{"<|endoftext|>", 50256}}},
+      {"cl100k_base",
+       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+       {{"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258}, {"<|fim_middle|>", 100259}, {"<|fim_suffix|>", 100260},
+        {"<|endofprompt|>", 100276}}},
+      {"o200k_base",
+       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+       R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+       R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+       {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+  };
+  return known;
+}
+
+const KnownEncoding* find_known(const std::string& name) {
+  const std::string canonical = name == "r50k_base" ? "gpt2" : name == "cl100k" ? "cl100k_base"
+                                : name == "o200k"   ? "o200k_base"
+                                                    : name;
+  for (const KnownEncoding& e : known_encodings())
+    if (canonical == e.name) return &e;
+  return nullptr;
+}
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+bool decode_base64(std::string_view text, std::string& out) {
+  out.clear();
+  std::uint32_t bits = 0;
+  int count = 0;
+  std::size_t end = text.size();
+  while (end > 0 && text[end - 1] == '=') --end;
+  if (text.size() % 4 != 0 || text.size() - end > 2) return false;
+  for (std::size_t i = 0; i < end; ++i) {
+    const int v = base64_value(text[i]);
+    if (v < 0) return false;
+    bits = (bits << 6) | static_cast<std::uint32_t>(v);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string known_tiktoken_pattern(const std::string& name) {
+  const KnownEncoding* known = find_known(name);
+  return known ? known->pattern : "";
+}
+
+std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read tiktoken file {}: check the path", path));
+
+  std::string pattern_name = options.pattern;
+  if (pattern_name.empty()) pattern_name = std::filesystem::path(path).stem().string();
+  const KnownEncoding* known = find_known(pattern_name);
+  if (options.pattern.empty() && !known)
+    throw UserError(fmt::format("{}: a tiktoken file does not say how text is split before BPE: pass "
+                                "--tiktoken-pattern gpt2|cl100k_base|o200k_base or the regex itself",
+                                path));
+  // A plain word is meant as a name: a mistyped one must not become a regex matching itself.
+  if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+    throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
+                                "o200k_base): name one of them or give the pre-tokenizer regex itself",
+                                pattern_name));
+  const std::string pattern = known ? known->pattern : options.pattern;
+
+  // Ranks: bytes -> rank, in file order.
+  std::unordered_map<std::string, std::int32_t> ranks;
+  std::vector<std::string> by_rank;
+  std::string line, bytes;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const std::size_t space = line.find(' ');
+    long long rank = -1;
+    try {
+      if (space != std::string::npos) rank = std::stoll(line.substr(space + 1));
+    } catch (const std::exception&) {
+    }
+    if (space == std::string::npos || rank < 0 || rank >= (1LL << 31) || !decode_base64(line.substr(0, space), bytes) ||
+        bytes.empty())
+      throw UserError(fmt::format("{} line {}: not 'BASE64-TOKEN RANK'; this is not a tiktoken rank file", path, number));
+    if (static_cast<std::size_t>(rank) != by_rank.size())
+      throw UserError(fmt::format("{} line {}: rank {} where {} was expected; ranks must count up from 0", path,
+                                  number, rank, by_rank.size()));
+    if (!ranks.emplace(bytes, static_cast<std::int32_t>(rank)).second)
+      throw UserError(fmt::format("{} line {}: the token is listed twice", path, number));
+    by_rank.push_back(bytes);
+  }
+  if (by_rank.empty()) throw UserError(fmt::format("{} holds no ranks: it is not a tiktoken rank file", path));
+  for (int b = 0; b < 256; ++b)
+    if (!ranks.contains(std::string(1, static_cast<char>(b))))
+      throw UserError(fmt::format("{}: byte 0x{:02X} has no rank, so some text could not be encoded", path, b));
+
+  std::map<std::string, std::int32_t> specials;
+  if (known)
+    for (const auto& [content, id] : known->special_tokens) specials[content] = id;
+  for (const std::string& spec : options.special_tokens) {
+    const std::size_t eq = spec.rfind('=');
+    std::int64_t id = -1;
+    try {
+      if (eq != std::string::npos && eq > 0) id = std::stoll(spec.substr(eq + 1));
+    } catch (const std::exception&) {
+    }
+    if (id < 0 || id >= (1LL << 31))
+      throw UserError(fmt::format("special token '{}' is not TOKEN=ID (e.g. '<|endoftext|>=100257')", spec));
+    specials[spec.substr(0, eq)] = static_cast<std::int32_t>(id);
+  }
+  for (const auto& [content, id] : specials)
+    if (static_cast<std::size_t>(id) < by_rank.size())
+      throw UserError(fmt::format("{}: special token {} takes id {}, which rank {} already has: is this the {} "
+                                  "encoding's file?",
+                                  path, content, id, id, pattern_name));
+
+  const ByteLevelAlphabet alphabet;
+  nlohmann::json vocab = nlohmann::json::object();
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) vocab[alphabet.characters_of(by_rank[rank])] = rank;
+  // Every split of a token into two tokens is a merge, ranked by the token's rank and then by
+  // its parts' ranks: BPE by these merges gives tiktoken's lowest-rank-first result.
+  struct MergeRow {
+    std::int32_t rank, left, right;
+  };
+  std::vector<MergeRow> merges;
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+    const std::string& token = by_rank[rank];
+    for (std::size_t at = 1; at < token.size(); ++at) {
+      const auto l = ranks.find(token.substr(0, at)), r = ranks.find(token.substr(at));
+      if (l != ranks.end() && r != ranks.end())
+        merges.push_back({static_cast<std::int32_t>(rank), l->second, r->second});
+    }
+  }
+  std::sort(merges.begin(), merges.end(), [](const MergeRow& a, const MergeRow& b) {
+    return std::tie(a.rank, a.left, a.right) < std::tie(b.rank, b.left, b.right);
+  });
+  nlohmann::json merge_list = nlohmann::json::array();
+  for (const MergeRow& m : merges)
+    merge_list.push_back({alphabet.characters_of(by_rank[static_cast<std::size_t>(m.left)]),
+                          alphabet.characters_of(by_rank[static_cast<std::size_t>(m.right)])});
+
+  nlohmann::json added = nlohmann::json::array();
+  std::vector<std::pair<std::int32_t, std::string>> ordered;
+  for (const auto& [content, id] : specials) ordered.emplace_back(id, content);
+  std::sort(ordered.begin(), ordered.end());
+  for (const auto& [id, content] : ordered)
+    added.push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  nlohmann::json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  j["post_processor"] = nullptr;
+  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  j["model"] = {{"type", "BPE"},        {"dropout", nullptr},   {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},          {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},    {"byte_fallback", false}, {"ignore_merges", true},
+                {"vocab", vocab},       {"merges", merge_list}};
+  return j.dump() + "\n";
+}
+
+}  // namespace ustrain
