@@ -1,9 +1,9 @@
 // Mixture-of-experts routing and the gate-weighted combine on CUDA, as
 // kernels/cpu/cpu_moe.cpp (the semantics are those of Backend::moe_route and friends in
 // kernels/backend.h). Logits, rows, out, dout, drows and dlogits are in the activation dtype
-// `act` (f32, bf16 or f16); probs, gates, dgates and lse are fp32; experts i32. All math is in
-// fp32 with the row sums in a fixed order (double where the CPU's are), so every result is
-// the same run to run; no atomics.
+// `act` (f32, bf16 or f16); probs, gates, dgates and lse are fp32; experts i32. The routing
+// computes in double where the CPU op does (its sums, exp and log), the combine in fp32; every
+// sum runs in a fixed order and nothing uses atomics, so results are the same run to run.
 #pragma once
 
 #include <cuda_runtime_api.h>
