@@ -83,6 +83,14 @@ class CudaBackend final : public Backend {
                                 Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
   void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
 
+  // Mixture-of-experts routing and combine (defined in cuda_backend_moe.cpp).
+  void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
+                 const MoeRouting& routing) override;
+  void moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse, Tensor experts,
+                          Tensor gates, const MoeRouting& routing, float z_grad) override;
+  void moe_combine(Tensor out, Tensor rows, Tensor gates) override;
+  void moe_combine_backward(Tensor drows, Tensor dgates, Tensor dout, Tensor rows, Tensor gates) override;
+
   void swiglu_forward(Tensor out, Tensor gate_up) override;
   void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
 
