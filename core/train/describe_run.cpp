@@ -45,6 +45,19 @@ std::string describe_chunks(const ModelGeometry& g, const PipelinePlan& pipeline
                      r, fmt::join(chunks, "; "), pipeline.train_simulation.peak_slots[static_cast<std::size_t>(r)]);
 }
 
+// Which layers are mixtures of experts, of what, and the parameters a token uses.
+std::string describe_experts(const ModelGeometry& g, std::int64_t total) {
+  std::vector<int> layers;
+  for (int l = 0; l < g.n_layers; ++l)
+    if (g.moe_layer(l)) layers.push_back(l);
+  return fmt::format("mixture of experts: layer{} {} ({} of {}) route each token to {} of {} experts of width {}{}; "
+                     "a token's matrix multiplies use {} of the model's {} parameters (FLOPs and MFU count these)\n",
+                     layers.size() == 1 ? "" : "s", fmt::join(layers, ", "), layers.size(), g.n_layers, g.top_k,
+                     g.n_experts, g.expert_ffn,
+                     g.shared_ffn > 0 ? fmt::format(", beside shared experts of width {} in all", g.shared_ffn) : "",
+                     g.matmul_params(), total);
+}
+
 // How context parallelism splits the sequences and what its ring sends.
 std::string describe_context_parallelism(const Recipe& recipe, const ModelGeometry& g) {
   const std::int64_t cp = recipe.parallel.cp, chunk = g.seq / 2;
@@ -147,6 +160,7 @@ std::string describe_run(const Recipe& given, const TrainCommand& command) {
                      recipe.parallel.tp, geometry.sequence_parallel() ? " with sequence parallelism" : "",
                      geometry.heads, geometry.n_heads, geometry.kv_heads, geometry.n_kv_heads, geometry.ffn_local,
                      geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
+  if (recipe.model.n_experts > 0) s += describe_experts(geometry, model.params().count());
   if (recipe.parallel.cp > 1) s += describe_context_parallelism(recipe, geometry);
   if (recipe.parallel.dp > 1)
     s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);

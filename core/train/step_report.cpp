@@ -62,10 +62,15 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
   flops_per_step_ = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step_);
   psi_bytes_ = 4.0 * static_cast<double>(params.flat_size());
 
-  spdlog::info("ustrain: {} on {} | {:.2f} M parameters | {} layers, d_model {}, {} heads ({} kv), ffn {}",
+  const ModelGeometry& g = run.geometry;
+  const std::string experts =
+      g.n_experts == 0 ? ""
+                       : fmt::format(" | experts: top-{} of {} (width {}), {:.2f} M parameters active per token",
+                                     g.top_k, g.n_experts, g.expert_ffn, static_cast<double>(g.matmul_params()) / 1e6);
+  spdlog::info("ustrain: {} on {} | {:.2f} M parameters | {} layers, d_model {}, {} heads ({} kv), ffn {}{}",
                recipe.run.name, be.name(), static_cast<double>(run.model.params().count()) / 1e6,
                recipe.model.n_layers, recipe.model.d_model, recipe.model.n_heads, recipe.model.n_kv_heads,
-               recipe.model.ffn_hidden);
+               recipe.model.ffn_hidden, experts);
   std::string plan_text = run.instance.plan.summary();
   if (!plan_text.empty() && plan_text.back() == '\n') plan_text.pop_back();
   spdlog::info("{}", plan_text);
