@@ -1,0 +1,57 @@
+// The predicted time of one training step of a layout: every recorded op priced by the
+// device's curves (calibration.h), each group's bytes by its links with the overlap rules of
+// comm_cost.h, and the pipeline schedule replayed by the trainer's own simulator
+// (parallel/pipeline_simulation.h) with a cost per pipeline rank, chunk and action, so that the
+// embedding and head stages weigh what they compute.
+#pragma once
+
+#include <map>
+
+#include "core/plan/calibration.h"
+#include "core/plan/hardware.h"
+#include "core/plan/step_profile.h"
+
+namespace ustrain {
+
+// The step of the slowest pipeline rank, split so that the parts add up to step_s.
+struct StepTime {
+  double step_s = 0;
+  double compute_s = 0;       // ops, recompute included, and the optimizer
+  double tp_s = 0;            // tensor/sequence-parallel collectives (blocking)
+  double dp_s = 0;            // gradient sync and ZeRO traffic the compute does not hide
+  double bubble_s = 0;        // idle inside the pipeline schedule (waits for other stages and transfers)
+  bool tp_across_nodes = false, dp_across_nodes = false, pp_across_nodes = false;
+};
+
+class StepTimeModel {
+ public:
+  // `slowdown`: how much slower each rank computes than the calibration says, because the
+  // ranks of a node share fewer cores than they have threads (1 on GPUs).
+  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, double slowdown = 1.0);
+
+  StepTime predict(const Recipe& recipe);
+  std::size_t recorded_steps() const { return profiles_.recorded(); }
+
+ private:
+  struct PricedAction {
+    double blocking_s = 0;  // compute + tp + exposed gathers (+ gradient sync without overlap)
+    double compute_s = 0, tp_s = 0, gather_s = 0;
+    double async_s = 0;     // gradient sync issued by this action, queued on the group
+  };
+  struct PricedRank {
+    std::map<std::tuple<int, int, bool>, PricedAction> actions;  // (kind, chunk, last micro-batch)
+    double tail_compute_s = 0, tail_comm_s = 0;
+    double message_bytes = 0;  // one activation (or its gradient) between stages
+  };
+  const PricedRank& priced(const Recipe& recipe, int pp_rank);
+  double price(const std::vector<RecordedOp>& ops) const;
+
+  Hardware hw_;
+  Calibration cal_;
+  int per_node_;
+  double slowdown_;
+  StepProfiles profiles_;
+  std::map<const RankProfile*, PricedRank> priced_;
+};
+
+}  // namespace ustrain
