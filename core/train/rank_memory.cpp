@@ -8,7 +8,11 @@
 namespace ustrain {
 
 RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank) {
-  RankMemory m{geometry_of(recipe, 0, pp_rank), plan_pipeline(recipe, pp_rank), MemoryPlan{}};
+  return plan_rank_memory(recipe, pp_rank, plan_pipeline(recipe, pp_rank));
+}
+
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline) {
+  RankMemory m{geometry_of(recipe, 0, pp_rank), std::move(pipeline), MemoryPlan{}};
   LlamaModel stage(recipe.model, m.geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);

@@ -20,5 +20,7 @@ struct RankMemory {
 // The resolved `recipe`'s plan for pipeline rank `pp_rank` (`ustrain train` saves at least its
 // last step, so the checkpoint snapshot is always planned).
 RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank);
+// The same with the rank's pipeline plan already made (pipeline_plan_of).
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline);
 
 }  // namespace ustrain
