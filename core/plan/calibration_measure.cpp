@@ -4,25 +4,28 @@
 #include <chrono>
 #include <functional>
 
-#include "core/train/peak_flops.h"
+#include <cstdint>
+#include <vector>
 
 namespace ustrain {
 namespace {
 
-// The best time of `run` over at least 3 calls and 0.1 s, after one untimed call.
-double best_seconds(Backend& be, const std::function<void()>& run) {
+// The median time of `run` over at least 5 calls and 0.1 s, after one untimed call: the median,
+// not the best, so that a machine shared with other work is measured as a training run finds it.
+double typical_seconds(Backend& be, const std::function<void()>& run) {
   run();
   be.synchronize();
-  double best = 1e30, spent = 0;
-  for (int i = 0; i < 3 || spent < 0.1; ++i) {
+  std::vector<double> times;
+  double spent = 0;
+  while (times.size() < 5 || spent < 0.1) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
     be.synchronize();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, s);
-    spent += s;
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    spent += times.back();
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
 }
 
 struct Buffer {
@@ -30,7 +33,15 @@ struct Buffer {
   Tensor t;
   Buffer(Backend& b, Shape shape, DType dtype) : be(b) {
     t = Tensor(be.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype)), shape, dtype, be.device());
-    be.fill(t, 0.01f);
+    // Varied values (some GPUs run faster on constant operands), through an fp32 copy.
+    std::vector<float> host(static_cast<std::size_t>(shape.numel()));
+    std::uint32_t x = 12345;
+    for (float& v : host) v = static_cast<float>((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    Tensor wide(be.allocate(host.size() * sizeof(float)), shape, DType::f32, be.device());
+    be.copy(wide, Tensor(host.data(), shape));
+    be.convert(t, wide);
+    be.synchronize();
+    be.release(wide.data);
   }
   ~Buffer() { be.release(t.data); }
   Buffer(const Buffer&) = delete;
@@ -46,7 +57,7 @@ std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t
   Buffer qkv(be, Shape{1, seq, width}, dtype), dqkv(be, Shape{1, seq, width}, dtype);
   Buffer out(be, Shape{1, seq, kHeads * kHeadDim}, dtype), dout(be, Shape{1, seq, kHeads * kHeadDim}, dtype);
   Buffer lse(be, Shape{1, kHeads, seq}, DType::f32);
-  const double seconds = best_seconds(be, [&] {
+  const double seconds = typical_seconds(be, [&] {
     be.attention_forward(out.t, lse.t, qkv.t, kHeads, kHeads);
     be.attention_backward(dqkv.t, dout.t, qkv.t, out.t, lse.t, kHeads, kHeads);
   });
@@ -60,19 +71,20 @@ Calibration measure_calibration(Backend& be, DType compute, const std::string& s
   const bool gpu = be.device() == Device::cuda;
   Calibration c;
   for (std::int64_t s = 64; s <= (gpu ? 8192 : 1024); s *= 2) {
-    const double rate = measure_gemm_flops(be, 4 * s, s, s, 3, compute);
-    c.gemm.points.emplace_back(8.0 * static_cast<double>(s * s * s), rate);
+    Buffer x(be, Shape{4 * s, s}, compute), w(be, Shape{s, s}, compute), out(be, Shape{4 * s, s}, compute);
+    const double flops = 8.0 * static_cast<double>(s * s * s);
+    c.gemm.points.emplace_back(flops, flops / typical_seconds(be, [&] { be.linear_forward(out.t, x.t, w.t); }));
   }
   for (std::int64_t s = 64; s <= (gpu ? 4096 : 1024); s *= 2) c.attention.points.push_back(attention_point(be, compute, s));
   {
     const std::int64_t n = std::int64_t{8} << 20;  // 32 MiB per fp32 operand: past the caches
     Buffer a(be, Shape{n}, DType::f32), b(be, Shape{n}, DType::f32);
-    const double s = best_seconds(be, [&] { be.add(a.t, a.t, b.t); });
+    const double s = typical_seconds(be, [&] { be.add(a.t, a.t, b.t); });
     c.memory_bytes_per_s = 3.0 * 4.0 * static_cast<double>(n) / s;
   }
   {
     Buffer a(be, Shape{64}, DType::f32);
-    c.op_overhead_s = best_seconds(be, [&] { be.add(a.t, a.t, a.t); });
+    c.op_overhead_s = typical_seconds(be, [&] { be.add(a.t, a.t, a.t); });
   }
   // Measured curves need not rise monotonically; the ends are what they are.
   c.source = source;

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/plan/hardware.h"
@@ -20,7 +23,19 @@ struct LayoutMemory {
   double fraction() const { return available > 0 ? static_cast<double>(bytes) / static_cast<double>(available) : 0; }
 };
 
-// `ranks_per_node`: the ranks that share one host's memory on the CPU.
-LayoutMemory layout_memory(const Recipe& recipe, const Hardware& hw, int ranks_per_node);
+// Plans layouts' memory, each schedule replayed once per layout, and each rank's plan made
+// once for all the layouts and ranks that share what decides it (the rank's layers, the
+// layout's sharding, micro-batch, recompute policy and the schedule's slots).
+class LayoutMemoryPlanner {
+ public:
+  // `ranks_per_node`: the ranks that share one host's memory on the CPU.
+  LayoutMemoryPlanner(Hardware hw, int ranks_per_node) : hw_(std::move(hw)), ranks_per_node_(ranks_per_node) {}
+  LayoutMemory of(const Recipe& recipe);
+
+ private:
+  Hardware hw_;
+  int ranks_per_node_;
+  std::map<std::string, std::pair<std::size_t, std::size_t>> plans_;  // key -> (arenas, host buffers)
+};
 
 }  // namespace ustrain

@@ -92,14 +92,17 @@ std::string plan_json(const Plan& plan) {
                        {"memory_bytes", p.memory.bytes},
                        {"rank_memory_bytes", p.memory.rank_bytes},
                        {"fits", p.memory.fits},
-                       {"step_s", p.time.step_s},
-                       {"compute_s", p.time.compute_s},
-                       {"tp_s", p.time.tp_s},
-                       {"dp_s", p.time.dp_s},
-                       {"bubble_s", p.time.bubble_s},
-                       {"tokens_per_s", p.tokens_per_s},
-                       {"mfu", p.mfu},
                        {"limits", p.limits}});
+    // A layout that does not fit is not timed: its times are null.
+    const auto timed = [&](double v) { return p.memory.fits ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    nlohmann::json& j = layouts.back();
+    j["step_s"] = timed(p.time.step_s);
+    j["compute_s"] = timed(p.time.compute_s);
+    j["tp_s"] = timed(p.time.tp_s);
+    j["dp_s"] = timed(p.time.dp_s);
+    j["bubble_s"] = timed(p.time.bubble_s);
+    j["tokens_per_s"] = timed(p.tokens_per_s);
+    j["mfu"] = timed(p.mfu);
   }
   return nlohmann::json{{"device", plan.hardware.name},
                         {"predicted", !plan.hardware.cpu},

@@ -108,20 +108,25 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   const ModelGeometry whole = geometry_of(base, 0, 0);
   const double flops_per_token = LlamaModel(base.model, whole, 1, Recompute::none).flops_per_token(seq);
   StepTimeModel model(plan.hardware, plan.calibration, per_node, device, slowdown);
+  LayoutMemoryPlanner memory(plan.hardware, per_node);
   for (Candidate& c : candidates) {
     PlannedLayout p;
     p.layout = c.layout;
-    p.memory = layout_memory(c.recipe, plan.hardware, per_node);
-    p.time = model.predict(c.recipe);
-    p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
-    p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
-    p.limits = limits_of(p);
+    p.memory = memory.of(c.recipe);
+    // Only what fits is timed: a plan of hundreds of devices has thousands of layouts, most
+    // of which do not fit.
+    if (p.memory.fits) {
+      p.time = model.predict(c.recipe);
+      p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
+      p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
+    }
+    p.limits = p.memory.fits ? limits_of(p) : fmt::format("memory {:.0f}%", 100 * p.memory.fraction());
     plan.layouts.push_back(std::move(p));
   }
   plan.recorded_steps = model.recorded_steps();
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
     if (a.memory.fits != b.memory.fits) return a.memory.fits;
-    return a.tokens_per_s > b.tokens_per_s;
+    return a.memory.fits ? a.tokens_per_s > b.tokens_per_s : a.memory.bytes < b.memory.bytes;
   });
   return plan;
 }
