@@ -88,7 +88,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
     plan.hardware.peak_fp32_flops = plan.hardware.peak_bf16_flops = best;  // MFU against the best GEMM rate
   }
 
-  const SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, false};
+  const SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
   std::vector<Candidate> candidates = enumerate_layouts(base, space);
   plan.candidates = static_cast<std::int64_t>(candidates.size());
   if (candidates.empty()) {

@@ -24,6 +24,7 @@ struct PlanOptions {
   std::int64_t global_batch_tokens = 0;  // 0: the recipe's
   HardwareOverrides hardware;
   std::string calibration;             // a file from `ustrain bench --calibration-out`; "" none
+  bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
 };
 
 struct PlannedLayout {
