@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <thread>
 
 #include <cstdint>
 #include <vector>
@@ -88,6 +89,48 @@ Calibration measure_calibration(Backend& be, DType compute, const std::string& s
   }
   // Measured curves need not rise monotonically; the ends are what they are.
   c.source = source;
+  return c;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+EfficiencyCurve median_curve(const std::vector<Calibration>& all, EfficiencyCurve Calibration::*curve) {
+  EfficiencyCurve c = all.front().*curve;
+  for (std::size_t i = 0; i < c.points.size(); ++i) {
+    std::vector<double> rates;
+    for (const Calibration& one : all) rates.push_back((one.*curve).points[i].second);
+    c.points[i].second = median(rates);
+  }
+  return c;
+}
+
+}  // namespace
+
+Calibration measure_shared_cpu_calibration(int ranks, int threads, DType compute, const std::string& source) {
+  std::vector<Calibration> each(static_cast<std::size_t>(ranks));
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t i = 0; i < each.size(); ++i)
+      workers.emplace_back([&, i] {
+        const std::unique_ptr<Backend> backend = make_backend(Device::cpu, threads);
+        each[i] = measure_calibration(*backend, compute, source);
+      });
+  }
+  Calibration c = each.front();
+  c.gemm = median_curve(each, &Calibration::gemm);
+  c.attention = median_curve(each, &Calibration::attention);
+  std::vector<double> bandwidth, overhead;
+  for (const Calibration& one : each) {
+    bandwidth.push_back(one.memory_bytes_per_s);
+    overhead.push_back(one.op_overhead_s);
+  }
+  c.memory_bytes_per_s = median(bandwidth);
+  c.op_overhead_s = median(overhead);
   return c;
 }
 

@@ -76,9 +76,10 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   if (!o.calibration.empty()) {
     plan.calibration = read_calibration(o.calibration);
   } else if (device == Device::cpu) {
-    auto backend = make_backend(Device::cpu, plan.threads_per_rank);
-    plan.calibration = measure_calibration(*backend, compute, fmt::format("measured now at {} thread(s) a rank",
-                                                                         plan.threads_per_rank));
+    plan.calibration = measure_shared_cpu_calibration(
+        per_node, plan.threads_per_rank, compute,
+        fmt::format("measured now by {} rank(s) of {} thread(s) at once", per_node, plan.threads_per_rank));
+    slowdown = 1;  // measured sharing the cores as the ranks will
   } else {
     plan.calibration = default_gpu_calibration(plan.hardware, compute);
   }
