@@ -11,22 +11,22 @@
 namespace ustrain {
 namespace {
 
-// The median time of `run` over at least 5 calls and 0.1 s, after one untimed call: the median,
-// not the best, so that a machine shared with other work is measured as a training run finds it.
-double typical_seconds(Backend& be, const std::function<void()>& run) {
+// The fastest time of `run` over at least 5 calls and 0.1 s, after one untimed call: on a
+// machine shared with other work the fastest call is the one least disturbed by it, the figure
+// that repeats from one measurement to the next.
+double fastest_seconds(Backend& be, const std::function<void()>& run) {
   run();
   be.synchronize();
-  std::vector<double> times;
-  double spent = 0;
-  while (times.size() < 5 || spent < 0.1) {
+  double best = 1e30, spent = 0;
+  for (int calls = 0; calls < 5 || spent < 0.1; ++calls) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
     be.synchronize();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    spent += times.back();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+    spent += s;
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return best;
 }
 
 struct Buffer {
@@ -58,7 +58,7 @@ std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t
   Buffer qkv(be, Shape{1, seq, width}, dtype), dqkv(be, Shape{1, seq, width}, dtype);
   Buffer out(be, Shape{1, seq, kHeads * kHeadDim}, dtype), dout(be, Shape{1, seq, kHeads * kHeadDim}, dtype);
   Buffer lse(be, Shape{1, kHeads, seq}, DType::f32);
-  const double seconds = typical_seconds(be, [&] {
+  const double seconds = fastest_seconds(be, [&] {
     be.attention_forward(out.t, lse.t, qkv.t, kHeads, kHeads);
     be.attention_backward(dqkv.t, dout.t, qkv.t, out.t, lse.t, kHeads, kHeads);
   });
@@ -74,18 +74,18 @@ Calibration measure_calibration(Backend& be, DType compute, const std::string& s
   for (std::int64_t s = 64; s <= (gpu ? 8192 : 1024); s *= 2) {
     Buffer x(be, Shape{4 * s, s}, compute), w(be, Shape{s, s}, compute), out(be, Shape{4 * s, s}, compute);
     const double flops = 8.0 * static_cast<double>(s * s * s);
-    c.gemm.points.emplace_back(flops, flops / typical_seconds(be, [&] { be.linear_forward(out.t, x.t, w.t); }));
+    c.gemm.points.emplace_back(flops, flops / fastest_seconds(be, [&] { be.linear_forward(out.t, x.t, w.t); }));
   }
   for (std::int64_t s = 64; s <= (gpu ? 4096 : 1024); s *= 2) c.attention.points.push_back(attention_point(be, compute, s));
   {
     const std::int64_t n = std::int64_t{8} << 20;  // 32 MiB per fp32 operand: past the caches
     Buffer a(be, Shape{n}, DType::f32), b(be, Shape{n}, DType::f32);
-    const double s = typical_seconds(be, [&] { be.add(a.t, a.t, b.t); });
+    const double s = fastest_seconds(be, [&] { be.add(a.t, a.t, b.t); });
     c.memory_bytes_per_s = 3.0 * 4.0 * static_cast<double>(n) / s;
   }
   {
     Buffer a(be, Shape{64}, DType::f32);
-    c.op_overhead_s = typical_seconds(be, [&] { be.add(a.t, a.t, a.t); });
+    c.op_overhead_s = fastest_seconds(be, [&] { be.add(a.t, a.t, a.t); });
   }
   // Measured curves need not rise monotonically; the ends are what they are.
   c.source = source;
