@@ -15,9 +15,10 @@ namespace ustrain {
 // attention over 8 heads of 64 at sequence lengths 64 .. 1024 (4096 on a GPU), both passes.
 Calibration measure_calibration(Backend& backend, DType compute, const std::string& source);
 
-// The CPU's curves as `ranks` processes of `threads` threads each find them: measured by that
-// many CPU backends at once, each point the median over them, so that ranks sharing the cores
-// (and whatever else the machine runs) are measured as a training run of that layout meets them.
+// The CPU's curves as `ranks` processes of `threads` threads each find them when they compute at
+// the same time (the ranks a node's cores run at once): measured by that many CPU backends at
+// once, each point the median over them, so that ranks sharing memory bandwidth and caches (and
+// whatever else the machine runs) are measured as a training run meets them.
 Calibration measure_shared_cpu_calibration(int ranks, int threads, DType compute, const std::string& source);
 
 }  // namespace ustrain

@@ -101,6 +101,7 @@ std::string plan_json(const Plan& plan) {
     j["tp_s"] = timed(p.time.tp_s);
     j["dp_s"] = timed(p.time.dp_s);
     j["bubble_s"] = timed(p.time.bubble_s);
+    j["shared_cores_s"] = timed(p.time.shared_cores_s);
     j["tokens_per_s"] = timed(p.tokens_per_s);
     j["mfu"] = timed(p.mfu);
   }

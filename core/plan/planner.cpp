@@ -19,6 +19,8 @@ std::string limits_of(const PlannedLayout& p) {
   const StepTime& t = p.time;
   std::vector<std::pair<double, std::string>> found;
   const auto share = [&](double s) { return t.step_s > 0 ? s / t.step_s : 0; };
+  if (share(t.shared_cores_s) >= 0.05)
+    found.emplace_back(share(t.shared_cores_s), fmt::format("ranks share cores {:.0f}%", 100 * share(t.shared_cores_s)));
   if (share(t.bubble_s) >= 0.05) found.emplace_back(share(t.bubble_s), fmt::format("bubble {:.0f}%", 100 * share(t.bubble_s)));
   if (share(t.tp_s) >= 0.05)
     found.emplace_back(share(t.tp_s), t.tp_across_nodes ? "tp all-reduce over inter-node links"
@@ -61,13 +63,13 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   plan.global_batch = tokens / seq;
   const int per_node = std::min(o.devices, o.devices_per_node);
   Device device = Device::cuda;
-  double slowdown = 1;
+  int at_once = per_node;
   if (o.gpu == "cpu") {
     device = Device::cpu;
     plan.hardware = with_overrides(measure_cpu_hardware(), o.hardware);
     plan.threads_per_rank = given.device.threads > 0 ? static_cast<int>(given.device.threads)
                                                      : std::max(1, plan.hardware.cores / per_node);
-    slowdown = std::max(1.0, static_cast<double>(per_node * plan.threads_per_rank) / plan.hardware.cores);
+    at_once = std::clamp(plan.hardware.cores / plan.threads_per_rank, 1, per_node);
   } else {
     plan.hardware = with_overrides(gpu_hardware(o.gpu), o.hardware);
   }
@@ -77,9 +79,8 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
     plan.calibration = read_calibration(o.calibration);
   } else if (device == Device::cpu) {
     plan.calibration = measure_shared_cpu_calibration(
-        per_node, plan.threads_per_rank, compute,
-        fmt::format("measured now by {} rank(s) of {} thread(s) at once", per_node, plan.threads_per_rank));
-    slowdown = 1;  // measured sharing the cores as the ranks will
+        at_once, plan.threads_per_rank, compute,
+        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank));
   } else {
     plan.calibration = default_gpu_calibration(plan.hardware, compute);
   }
@@ -108,7 +109,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   }
   const ModelGeometry whole = geometry_of(base, 0, 0);
   const double flops_per_token = LlamaModel(base.model, whole, 1, Recompute::none).flops_per_token(seq);
-  StepTimeModel model(plan.hardware, plan.calibration, per_node, device, slowdown);
+  StepTimeModel model(plan.hardware, plan.calibration, per_node, device, at_once);
   LayoutMemoryPlanner memory(plan.hardware, per_node);
   for (Candidate& c : candidates) {
     PlannedLayout p;

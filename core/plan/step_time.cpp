@@ -45,8 +45,8 @@ int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
 
 }  // namespace
 
-StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, double slowdown)
-    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), slowdown_(slowdown), profiles_(device) {}
+StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
+    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), profiles_(device) {}
 
 double StepTimeModel::price(const std::vector<RecordedOp>& ops) const {
   double s = 0;
@@ -57,7 +57,7 @@ double StepTimeModel::price(const std::vector<RecordedOp>& ops) const {
     else s += static_cast<double>(op.bytes) / cal_.memory_bytes_per_s;
     s += cal_.op_overhead_s;
   }
-  return s * slowdown_;
+  return s;
 }
 
 const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int pp_rank) {
@@ -128,6 +128,7 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
   }
   const PipelineSimulation sim = simulate_pipeline(program, costs);
   StepTime best;
+  double node_busy = 0;  // every rank's compute and blocking communication, one pipeline's worth
   const int M = program.shape.micro_batches;
   for (int r = 0; r < P; ++r) {
     const PricedRank& pr = *ranks[static_cast<std::size_t>(r)];
@@ -160,10 +161,23 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
     t.compute_s += pr.tail_compute_s;
     t.dp_s += sync_wait + pr.tail_comm_s;
     t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.dp_s);
+    node_busy += t.compute_s + t.tp_s + t.dp_s;
     t.tp_across_nodes = spans.tp.across_nodes;
     t.dp_across_nodes = spans.gradients.across_nodes;
     t.pp_across_nodes = spans.pp_across_nodes;
     if (t.step_s > best.step_s) best = t;
+  }
+  const ParallelSection& p = recipe.parallel;
+  const auto world = static_cast<int>(p.dp * p.tp * p.pp * p.cp);
+  const int on_node = std::min(world, per_node_);
+  if (on_node > at_once_) {
+    // The node runs on_node / P copies of each pipeline rank, at_once_ ranks at a time.
+    const double turns = node_busy * on_node / static_cast<double>(P) / at_once_;
+    if (turns > best.step_s) {
+      best.bubble_s = 0;  // idle ranks lend their cores: the bubble is spent computing
+      best.shared_cores_s = turns - best.compute_s - best.tp_s - best.dp_s;
+      best.step_s = turns;
+    }
   }
   return best;
 }

@@ -20,14 +20,17 @@ struct StepTime {
   double tp_s = 0;            // tensor/sequence-parallel collectives (blocking)
   double dp_s = 0;            // gradient sync and ZeRO traffic the compute does not hide
   double bubble_s = 0;        // idle inside the pipeline schedule (waits for other stages and transfers)
+  double shared_cores_s = 0;  // CPU: waiting for a core the node's other ranks hold
   bool tp_across_nodes = false, dp_across_nodes = false, pp_across_nodes = false;
 };
 
 class StepTimeModel {
  public:
-  // `slowdown`: how much slower each rank computes than the calibration says, because the
-  // ranks of a node share fewer cores than they have threads (1 on GPUs).
-  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, double slowdown = 1.0);
+  // `at_once`: how many ranks of a node compute at the same time. On GPUs all of them; on a CPU
+  // with more ranks than its cores hold (cores / device.threads), the ranks take turns, so a
+  // step lasts at least the node's total work over `at_once`, and a pipeline's idle ranks lend
+  // their cores to the busy ones.
+  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once);
 
   StepTime predict(const Recipe& recipe);
   std::size_t recorded_steps() const { return profiles_.recorded(); }
@@ -49,7 +52,7 @@ class StepTimeModel {
   Hardware hw_;
   Calibration cal_;
   int per_node_;
-  double slowdown_;
+  int at_once_;
   StepProfiles profiles_;
   std::map<const RankProfile*, PricedRank> priced_;
 };
