@@ -6,11 +6,11 @@ from /usr/share/games/fortunes or, without it, from generated text) in a table o
 1, 2 and 4 MPI ranks (dp, tp, pp and ZeRO mixes), each for a few steps, and compares the
 fastest measured step (metrics.jsonl step_s, after the warm-up steps: on a shared machine the
 step least disturbed by other work, as the planner's calibration takes the fastest of its
-calls) with the step time `ustrain plan` predicts for the same layout. Each rank runs
-device.threads = OMP_NUM_THREADS = max(1, cores // ranks) threads (4 ranks on 2 cores take
-turns on them, as the planner models). Prints the table, the median and worst relative error,
-the Spearman rank correlation of the predicted and measured orderings, where the measured best
-ranks among the predictions, and the machine's load average before and after.
+calls) with the step time `ustrain plan`, run right before it, predicts for the same layout.
+Each rank runs device.threads = OMP_NUM_THREADS = max(1, cores // ranks) threads (4 ranks on
+2 cores take turns on them, as the planner models). Prints the table, the median and worst
+relative error, the Spearman rank correlation of the predicted and measured orderings, where
+the measured best ranks among the predictions, and the machine's load average before and after.
 
 Usage: scripts/plan-validate.py [--ustrain build/app/ustrain] [--steps 8] [--warmup 2] [--json FILE]
 """
@@ -138,12 +138,11 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as work:
         data = make_dataset(args.ustrain, work)
-        planned = {}
         for i, (ranks, keys) in enumerate(LAYOUTS):
             threads = max(1, cores // ranks)
-            if ranks not in planned:
-                planned[ranks] = predictions(args.ustrain, ranks, threads)
-            found = [e for e in planned[ranks] if matches(e, keys, ranks)]
+            # Planned right before the layout is measured: the planner measures the machine
+            # anew each time, so calibration and measurement meet the same load.
+            found = [e for e in predictions(args.ustrain, ranks, threads) if matches(e, keys, ranks)]
             if not found:
                 sys.exit(f"ustrain plan did not propose layout {keys} on {ranks} ranks")
             predicted = found[0]["step_s"]
