@@ -11,14 +11,14 @@
 namespace ustrain {
 namespace {
 
-// The fastest time of `run` over at least 5 calls and 0.1 s, after one untimed call: on a
+// The fastest time of `run` over at least 3 calls and 20 ms, after one untimed call: on a
 // machine shared with other work the fastest call is the one least disturbed by it, the figure
 // that repeats from one measurement to the next.
 double fastest_seconds(Backend& be, const std::function<void()>& run) {
   run();
   be.synchronize();
   double best = 1e30, spent = 0;
-  for (int calls = 0; calls < 5 || spent < 0.1; ++calls) {
+  for (int calls = 0; calls < 3 || spent < 0.02; ++calls) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
     be.synchronize();
@@ -49,11 +49,10 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-// Causal attention over (1, S) tokens of 8 query and 8 key/value heads of 64: FLOPs of both
-// passes in the recording backend's convention (6 H S^2 Dh) over their time.
-std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t seq) {
-  constexpr int kHeads = 8;
-  constexpr std::int64_t kHeadDim = 64;
+// Causal attention over (1, S) tokens of `heads` query and key/value heads of `head_dim`: FLOPs
+// of both passes in the recording backend's convention (6 H S^2 Dh) over their time.
+std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t seq, int kHeads,
+                                          std::int64_t kHeadDim) {
   const std::int64_t width = 3 * kHeads * kHeadDim;
   Buffer qkv(be, Shape{1, seq, width}, dtype), dqkv(be, Shape{1, seq, width}, dtype);
   Buffer out(be, Shape{1, seq, kHeads * kHeadDim}, dtype), dout(be, Shape{1, seq, kHeads * kHeadDim}, dtype);
@@ -68,20 +67,48 @@ std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t
 
 }  // namespace
 
-Calibration measure_calibration(Backend& be, DType compute, const std::string& source) {
+ModelShapes model_shapes(const ModelSection& m) {
+  const std::int64_t head_dim = m.d_model / m.n_heads;
+  return {head_dim,
+          {{(m.n_heads + 2 * m.n_kv_heads) * head_dim, m.d_model},
+           {m.d_model, m.n_heads * head_dim},
+           {2 * m.ffn_hidden, m.d_model},
+           {m.d_model, m.ffn_hidden},
+           {m.vocab_size, m.d_model}}};
+}
+
+Calibration measure_calibration(Backend& be, DType compute, const std::string& source, const ModelShapes& model) {
   const bool gpu = be.device() == Device::cuda;
   Calibration c;
-  for (std::int64_t s = 64; s <= (gpu ? 8192 : 1024); s *= 2) {
-    Buffer x(be, Shape{4 * s, s}, compute), w(be, Shape{s, s}, compute), out(be, Shape{4 * s, s}, compute);
-    const double flops = 8.0 * static_cast<double>(s * s * s);
-    c.gemm.points.emplace_back(flops, flops / fastest_seconds(be, [&] { be.linear_forward(out.t, x.t, w.t); }));
+  // The model's linear layers, each's three GEMMs (forward, input and weight gradients) as
+  // training runs them, at a ladder of token counts: one point per count, at the mean FLOPs of
+  // a call, with the rate of all of them together.
+  for (std::int64_t tokens = gpu ? 512 : 64; tokens <= (gpu ? 32768 : 4096); tokens *= 4) {
+    double flops = 0, seconds = 0;
+    for (const auto& [out_features, in_features] : model.linears) {
+      Buffer x(be, Shape{tokens, in_features}, compute), w(be, Shape{out_features, in_features}, compute);
+      Buffer out(be, Shape{tokens, out_features}, compute), dx(be, Shape{tokens, in_features}, compute);
+      Buffer dw(be, Shape{out_features, in_features}, DType::f32);
+      flops += 3 * 2.0 * static_cast<double>(tokens * out_features * in_features);
+      seconds += fastest_seconds(be, [&] { be.linear_forward(out.t, x.t, w.t); }) +
+                 fastest_seconds(be, [&] { be.linear_backward_input(dx.t, out.t, w.t); }) +
+                 fastest_seconds(be, [&] { be.linear_backward_weight(dw.t, out.t, x.t); });
+    }
+    c.gemm.points.emplace_back(flops / (3.0 * static_cast<double>(model.linears.size())), flops / seconds);
   }
-  for (std::int64_t s = 64; s <= (gpu ? 4096 : 1024); s *= 2) c.attention.points.push_back(attention_point(be, compute, s));
+  std::sort(c.gemm.points.begin(), c.gemm.points.end());
+  for (std::int64_t s = 64; s <= (gpu ? 4096 : 1024); s *= 2) c.attention.points.push_back(attention_point(be, compute, s, 8, model.head_dim));
   {
-    const std::int64_t n = std::int64_t{8} << 20;  // 32 MiB per fp32 operand: past the caches
-    Buffer a(be, Shape{n}, DType::f32), b(be, Shape{n}, DType::f32);
-    const double s = fastest_seconds(be, [&] { be.add(a.t, a.t, b.t); });
-    c.memory_bytes_per_s = 3.0 * 4.0 * static_cast<double>(n) / s;
+    // The step's main memory-bound kernels on (8192, 1024) activations: a residual add, an
+    // RMSNorm and a SwiGLU, their bytes (as the recording backend counts them) over their time.
+    const std::int64_t rows = 8192, d = 1024;
+    Buffer a(be, Shape{rows, d}, compute), b(be, Shape{rows, d}, compute), out(be, Shape{rows, d}, compute);
+    Buffer gate_up(be, Shape{rows, 2 * d}, compute), weight(be, Shape{d}, compute), rstd(be, Shape{rows}, DType::f32);
+    const double bytes = static_cast<double>(rows * d * dtype_size(compute));
+    const double seconds = fastest_seconds(be, [&] { be.add(out.t, a.t, b.t); }) +
+                           fastest_seconds(be, [&] { be.rmsnorm_forward(out.t, rstd.t, a.t, weight.t, 1e-5f); }) +
+                           fastest_seconds(be, [&] { be.swiglu_forward(out.t, gate_up.t); });
+    c.memory_bytes_per_s = (3 * bytes + 2 * bytes + 3 * bytes) / seconds;
   }
   {
     Buffer a(be, Shape{64}, DType::f32);
@@ -111,14 +138,15 @@ EfficiencyCurve median_curve(const std::vector<Calibration>& all, EfficiencyCurv
 
 }  // namespace
 
-Calibration measure_shared_cpu_calibration(int ranks, int threads, DType compute, const std::string& source) {
+Calibration measure_shared_cpu_calibration(int ranks, int threads, DType compute, const std::string& source,
+                                           const ModelShapes& model) {
   std::vector<Calibration> each(static_cast<std::size_t>(ranks));
   {
     std::vector<std::jthread> workers;
     for (std::size_t i = 0; i < each.size(); ++i)
       workers.emplace_back([&, i] {
         const std::unique_ptr<Backend> backend = make_backend(Device::cpu, threads);
-        each[i] = measure_calibration(*backend, compute, source);
+        each[i] = measure_calibration(*backend, compute, source, model);
       });
   }
   Calibration c = each.front();

@@ -80,7 +80,8 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   } else if (device == Device::cpu) {
     plan.calibration = measure_shared_cpu_calibration(
         at_once, plan.threads_per_rank, compute,
-        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank));
+        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank),
+        model_shapes(base.model));
   } else {
     plan.calibration = default_gpu_calibration(plan.hardware, compute);
   }

@@ -82,7 +82,8 @@ void run_bench(Recipe recipe, std::int64_t steps, const std::string& calibration
     auto backend = make_recipe_backend(recipe);
     const Calibration c = measure_calibration(
         *backend, compute_dtype(recipe),
-        fmt::format("measured by ustrain bench on {} ({})", backend->name(), recipe.train.precision));
+        fmt::format("measured by ustrain bench on {} ({})", backend->name(), recipe.train.precision),
+        model_shapes(recipe.model));
     write_calibration(c, calibration_out);
     spdlog::info("bench: GEMM, attention and bandwidth curves written to {} (for ustrain plan --calibration)",
                  calibration_out);
