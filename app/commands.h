@@ -15,6 +15,7 @@ void add_train_command(CLI::App& root);
 void add_generate_command(CLI::App& root);
 void add_data_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
+void add_plan_command(CLI::App& root);
 void add_recipe_command(CLI::App& root);
 void add_eval_command(CLI::App& root);
 void add_ckpt_command(CLI::App& root);

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   ustrain::app::add_ckpt_command(app);
   ustrain::app::add_data_command(app);
   ustrain::app::add_bench_command(app);
+  ustrain::app::add_plan_command(app);
   ustrain::app::add_recipe_command(app);
   std::vector<std::string> words(argv + 1, argv + argc);
   const ustrain::app::SubcommandWords checked = ustrain::app::check_subcommand_words(app, words);

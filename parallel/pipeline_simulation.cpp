@@ -30,6 +30,12 @@ double cost_of(Kind k, const ActionCosts& c) {
 }  // namespace
 
 PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts& costs) {
+  const auto& shape = program.shape;
+  return replay_pipeline(program, StageCosts(static_cast<std::size_t>(shape.ranks),
+                                             std::vector<ActionCosts>(static_cast<std::size_t>(shape.chunks), costs)));
+}
+
+PipelineReplay replay_pipeline(const PipelineProgram& program, const StageCosts& stage_costs) {
   const PipelineShape& s = program.shape;
   const auto P = static_cast<std::size_t>(s.ranks);
   PipelineReplay out;
@@ -65,6 +71,7 @@ PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts
       while (pc[r] < actions.size()) {
         const PipelineAction& a = actions[pc[r]];
         const int stage = s.stage_of(static_cast<int>(r), a.chunk);
+        const ActionCosts& costs = stage_costs[r][static_cast<std::size_t>(a.chunk)];
         double start = free[r];
         if (a.kind == Kind::send_activation || a.kind == Kind::send_grad) {
           const bool g = a.kind == Kind::send_grad;
@@ -119,6 +126,13 @@ PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts
 }
 
 PipelineSimulation simulate_pipeline(const PipelineProgram& program, const ActionCosts& costs) {
+  PipelineReplay r = replay_pipeline(program, costs);
+  USTRAIN_ASSERT(r.stuck.empty(), "simulating an invalid pipeline program: " + r.stuck);
+  return std::move(r.result);
+}
+
+PipelineSimulation simulate_pipeline(const PipelineProgram& program, const StageCosts& costs) {
+  USTRAIN_ASSERT(costs.size() == static_cast<std::size_t>(program.shape.ranks), "costs for another pipeline");
   PipelineReplay r = replay_pipeline(program, costs);
   USTRAIN_ASSERT(r.stuck.empty(), "simulating an invalid pipeline program: " + r.stuck);
   return std::move(r.result);

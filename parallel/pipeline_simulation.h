@@ -18,6 +18,10 @@ struct ActionCosts {
   double transfer = 0;  // from the end of a send to the data being usable on the peer
 };
 
+// Costs per pipeline rank and chunk, costs[rank][chunk]: stages differ (the first holds the
+// embedding, the last the head and loss). A send's transfer is its sending chunk's.
+using StageCosts = std::vector<std::vector<ActionCosts>>;
+
 struct PipelineSimulation {
   double makespan = 0;                   // the step, from the first action to the last
   std::vector<double> busy;              // per rank: time spent in compute actions
@@ -37,6 +41,7 @@ struct PipelineSimulation {
 // a receive buffer from the receive's posting to the start of the compute that uses it.
 // Asserts that the program runs to its end (validate_pipeline_program, pipeline_validation.h).
 PipelineSimulation simulate_pipeline(const PipelineProgram& program, const ActionCosts& costs);
+PipelineSimulation simulate_pipeline(const PipelineProgram& program, const StageCosts& costs);
 
 // The same replay of any program: `stuck` names the first rank that waits forever for data
 // that is never sent (and the simulation is then incomplete), empty when every rank finishes.
@@ -45,5 +50,6 @@ struct PipelineReplay {
   std::string stuck;
 };
 PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts& costs);
+PipelineReplay replay_pipeline(const PipelineProgram& program, const StageCosts& costs);
 
 }  // namespace ustrain

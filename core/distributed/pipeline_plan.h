@@ -21,6 +21,15 @@ struct PipelinePlan {
 // The recipe check has refused what the schedule cannot run (schedule_refusal).
 PipelinePlan plan_pipeline(const Recipe& recipe, int pp_rank);
 
+// The same in two parts, so that every rank's plan comes from one replay of each program:
+// the programs and their simulations with equal costs, then one rank's plan from them.
+struct PipelinePrograms {
+  PipelineProgram train, eval;
+  PipelineSimulation train_simulation, eval_simulation;
+};
+PipelinePrograms plan_pipeline_programs(const Recipe& recipe);
+PipelinePlan pipeline_plan_of(const Recipe& recipe, const PipelinePrograms& programs, int pp_rank);
+
 // The recipe's pipeline shape for `micro_batches` micro-batches.
 PipelineShape pipeline_shape(const Recipe& recipe, int micro_batches);
 

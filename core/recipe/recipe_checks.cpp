@@ -277,6 +277,13 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "\"bf16\"",
          at.of({"train.precision"}));
   }
+  // ZeRO-3 shards the weights the GEMMs read; its gathered copies are fp32 only so far. With dp
+  // unset (0) the rule waits for the launch (check_recipe asks again).
+  if (p.zero >= 3 && p.dp * p.cp > 1 && r.train.precision != "fp32") {
+    fail("{}: parallel.zero = {} with train.precision = \"{}\": ZeRO-3 computes in fp32 only in this build; set "
+         "parallel.zero to 2 or less, or train.precision = \"fp32\"",
+         at.of({"parallel.zero", "train.precision"}), p.zero, r.train.precision);
+  }
   if (r.device.type == "cpu" && r.train.precision != "fp32") {
     fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
          "the CUDA backend; set train.precision = \"fp32\" or device.type = \"cuda\"",

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/calibration_measure.h"
 #include "core/run/build_info.h"
 #include "core/train/model_instance.h"
 #include "core/train/peak_flops.h"
@@ -71,12 +72,22 @@ double measure_gemm_rate(const Recipe& recipe) {
 
 }  // namespace
 
-void run_bench(Recipe recipe, std::int64_t steps) {
+void run_bench(Recipe recipe, std::int64_t steps, const std::string& calibration_out) {
   // One untimed step more is trained: it must still count in 64 bits.
   if (steps < 1 || steps >= std::numeric_limits<std::int64_t>::max())
     throw UserError(fmt::format("--steps {} is out of range: time between 1 and a few hundred steps", steps));
   recipe = resolve_recipe(recipe, discover_process());  // the GEMM shapes need the vocabulary
   const double gemm_rate = measure_gemm_rate(recipe);  // its backend is gone: the training run makes its own
+  if (!calibration_out.empty()) {
+    auto backend = make_recipe_backend(recipe);
+    const Calibration c = measure_calibration(
+        *backend, compute_dtype(recipe),
+        fmt::format("measured by ustrain bench on {} ({})", backend->name(), recipe.train.precision),
+        model_shapes(recipe.model));
+    write_calibration(c, calibration_out);
+    spdlog::info("bench: GEMM, attention and bandwidth curves written to {} (for ustrain plan --calibration)",
+                 calibration_out);
+  }
   // Its operands (the largest the model's GEMMs take) are freed, but glibc keeps freed heap pages
   // resident (freeing large blocks raises its mmap threshold, so later ones come from the heap):
   // give them back, or the training run's peak resident memory holds them outside its plan.

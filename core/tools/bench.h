@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/recipe/recipe.h"
 
 namespace ustrain {
 
-void run_bench(Recipe recipe, std::int64_t steps);
+// `calibration_out`: also measure the device's GEMM, attention and bandwidth curves and write
+// them there for `ustrain plan --calibration` (core/plan/calibration.h); "" does not.
+void run_bench(Recipe recipe, std::int64_t steps, const std::string& calibration_out = "");
 
 }  // namespace ustrain

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint/writer.h"
 #include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
 #include "core/distributed/rank_agreement.h"
@@ -16,8 +15,8 @@
 #include "core/run/build_info.h"
 #include "core/run/cpu_threads.h"
 #include "core/run/run_schedule.h"
-#include "core/trace/trace_memory.h"
 #include "core/train/model_instance.h"
+#include "core/train/rank_memory.h"
 #include "core/train/training_data.h"
 #include "core/train/training_step.h"
 #include "kernels/cpu/host_memory.h"
@@ -80,25 +79,18 @@ std::string describe_context_parallelism(const Recipe& recipe, const ModelGeomet
 // The memory plan of pipeline rank `r` (tensor- and data-parallel rank 0), after its chunks
 // when there are several pipeline ranks.
 std::string describe_rank_plan(const Recipe& recipe, int r) {
-  const ModelGeometry g = geometry_of(recipe, 0, r);
-  const PipelinePlan pipeline = plan_pipeline(recipe, r);
-  LlamaModel stage(recipe.model, g, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
-                   compute_dtype(recipe));
-  MemoryPlan plan;
-  plan_model(stage, plan, sharding_of(recipe, 0, 0), pipeline.slots);
-  plan_checkpoint_snapshot(stage.params(), plan);  // `ustrain train` saves at least its last step
-  plan_trace(recipe, plan);
+  const RankMemory memory = plan_rank_memory(recipe, r);
   std::string s;
-  if (recipe.parallel.pp > 1) s += describe_chunks(g, pipeline, r);
+  if (recipe.parallel.pp > 1) s += describe_chunks(memory.geometry, memory.pipeline, r);
   if (recipe.parallel.dp * recipe.parallel.tp * recipe.parallel.pp * recipe.parallel.cp > 1)
     s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data-, context- and tensor-parallel rank "
                      "0)\n",
                      r);
   std::size_t ring = 0;
-  for (const PlanEntry& e : plan.entries())
+  for (const PlanEntry& e : memory.plan.entries())
     if (e.name.starts_with("ring.")) ring += e.bytes;
   if (ring > 0) s += fmt::format("ring attention's buffers: {} of the workspace\n", format_bytes(ring));
-  return s + plan.summary();
+  return s + memory.plan.summary();
 }
 
 // The checks `ustrain train` makes before its first step, in its order, that need no other

@@ -31,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -96,7 +97,12 @@ class RecordingBackend final : public Backend {
   void copy(Tensor dst, const Tensor& src) override;
   void fill(Tensor dst, float value) override;
   void convert(Tensor dst, const Tensor& src) override;
-  void synchronize() override {}
+  // Runs the hook, if any: the pipeline executor synchronizes at the end of every compute
+  // action while it traces, so a planner learns there which recorded ops each action ran.
+  void synchronize() override {
+    if (synchronize_hook_) synchronize_hook_();
+  }
+  void set_synchronize_hook(std::function<void()> hook) { synchronize_hook_ = std::move(hook); }
   std::size_t peak_device_bytes() const override { return peak_reserved_; }
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
@@ -150,6 +156,7 @@ class RecordingBackend final : public Backend {
   std::vector<RecordedOp> ops_;
   std::map<void*, std::size_t> reservations_;  // base -> bytes
   std::size_t reserved_ = 0, peak_reserved_ = 0;
+  std::function<void()> synchronize_hook_;
 };
 
 }  // namespace ustrain

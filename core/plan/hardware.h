@@ -1,0 +1,45 @@
+// What the planner prices a layout on: one kind of accelerator (or this machine's CPU), its
+// memory and the links between ranks. GPU figures are published numbers (sources in
+// hardware.cpp), so every GPU time the planner prints is a prediction; `cpu` is measured here.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace ustrain {
+
+struct Hardware {
+  std::string name;               // "h100", "h200", "a100", "cpu"
+  bool cpu = false;               // ranks are CPU processes of this machine (device.type = "cpu")
+  double peak_bf16_flops = 0;     // dense, per device (bf16 and fp16)
+  double peak_fp32_flops = 0;     // fp32 GEMMs as the backend runs them (no TF32)
+  std::size_t memory_bytes = 0;   // per device; on the CPU the host's available memory, all ranks together
+  double memory_bytes_per_s = 0;  // HBM (DRAM on the CPU)
+  double intra_node_bytes_per_s = 0;  // per device and direction (NVLink; shared memory on the CPU)
+  double inter_node_bytes_per_s = 0;  // per device and direction (the NIC each GPU has)
+  double intra_node_latency_s = 0, inter_node_latency_s = 0;  // per message hop
+  // Device memory the libraries hold outside the plan: the CUDA context, cuBLASLt's 32 MiB
+  // workspace, cuDNN's attention plans and NCCL's buffers. 0 on the CPU.
+  std::size_t library_bytes = 0;
+  int cores = 0;  // CPU: cores the ranks of this machine share
+  std::string source;
+
+  double peak_flops(DType compute) const { return compute == DType::f32 ? peak_fp32_flops : peak_bf16_flops; }
+};
+
+// What --peak-tflops, --memory-gib, --intra-node-gbps and --inter-node-gbps replace (GB/s).
+struct HardwareOverrides {
+  std::optional<double> peak_tflops, memory_gib, intra_node_gbps, inter_node_gbps;
+};
+
+// The published description of "h100" (SXM), "h200" (SXM) or "a100" (SXM 80 GB); UserError
+// for another name.
+Hardware gpu_hardware(const std::string& name);
+// This machine: its cores, available memory and memory bandwidth (measured now, about a second).
+Hardware measure_cpu_hardware();
+Hardware with_overrides(Hardware hw, const HardwareOverrides& o);
+
+}  // namespace ustrain

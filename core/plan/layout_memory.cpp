@@ -1,0 +1,39 @@
+#include "core/plan/layout_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/train/rank_memory.h"
+
+namespace ustrain {
+
+LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe) {
+  LayoutMemory m;
+  const ParallelSection& p = recipe.parallel;
+  const PipelinePrograms programs = plan_pipeline_programs(recipe);
+  for (int r = 0; r < static_cast<int>(p.pp); ++r) {
+    PipelinePlan pipeline = pipeline_plan_of(recipe, programs, r);
+    // Ranks between the first and the last hold alike layers; the slots tell them apart.
+    const int kind = r == 0 ? 0 : r == p.pp - 1 ? 2 : 1;
+    const SlotPlan& s = pipeline.slots;
+    const std::string key = fmt::format(
+        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
+        p.virtual_stages, recipe.train.micro_batch, recipe.train.recompute, kind, recipe.grad_accum_steps(),
+        fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
+        recipe.train.precision, recipe.device.type);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline));
+      it = plans_.emplace(key, std::pair{rank.plan.total_bytes(), rank.plan.host_bytes()}).first;
+    }
+    const auto [arenas, host] = it->second;
+    m.rank_bytes.push_back(arenas);
+    m.bytes = std::max(m.bytes, arenas + (hw_.cpu ? host : hw_.library_bytes));
+  }
+  m.available = hw_.cpu ? hw_.memory_bytes / static_cast<std::size_t>(std::max(1, ranks_per_node_)) : hw_.memory_bytes;
+  m.fits = m.bytes <= m.available;
+  return m;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,41 @@
+// A layout's memory per device: the trainer's own plan of each pipeline rank
+// (core/train/rank_memory.h, what `--dry-run` prints), its maximum over the ranks, plus the GPU
+// libraries' workspaces; on the CPU, where the ranks of a node share the host, also the host
+// buffers beside the arenas (the checkpoint snapshot), as `ustrain train` checks them.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/plan/hardware.h"
+#include "core/recipe/recipe.h"
+
+namespace ustrain {
+
+struct LayoutMemory {
+  std::vector<std::size_t> rank_bytes;  // per pipeline rank: the plan's arenas (--dry-run's "total")
+  std::size_t bytes = 0;                // per device: the largest rank's, with what is counted beside it
+  std::size_t available = 0;            // per device (on the CPU the host's share of one rank)
+  bool fits = false;
+  double fraction() const { return available > 0 ? static_cast<double>(bytes) / static_cast<double>(available) : 0; }
+};
+
+// Plans layouts' memory, each schedule replayed once per layout, and each rank's plan made
+// once for all the layouts and ranks that share what decides it (the rank's layers, the
+// layout's sharding, micro-batch, recompute policy and the schedule's slots).
+class LayoutMemoryPlanner {
+ public:
+  // `ranks_per_node`: the ranks that share one host's memory on the CPU.
+  LayoutMemoryPlanner(Hardware hw, int ranks_per_node) : hw_(std::move(hw)), ranks_per_node_(ranks_per_node) {}
+  LayoutMemory of(const Recipe& recipe);
+
+ private:
+  Hardware hw_;
+  int ranks_per_node_;
+  std::map<std::string, std::pair<std::size_t, std::size_t>> plans_;  // key -> (arenas, host buffers)
+};
+
+}  // namespace ustrain

@@ -1,0 +1,115 @@
+#include "core/plan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/train/launch_lines.h"
+
+namespace ustrain {
+namespace {
+
+std::string gib(std::size_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1u << 30)); }
+
+std::string schedule(const Layout& l) {
+  if (l.pp == 1) return "-";
+  return l.virtual_stages > 1 ? fmt::format("{} v{}", l.pp_schedule, l.virtual_stages) : l.pp_schedule;
+}
+
+}  // namespace
+
+std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
+  const Hardware& hw = plan.hardware;
+  std::string s;
+  if (hw.cpu)
+    s += fmt::format("device: this machine's CPU ({}), {} thread(s) per rank; curves {}\n", hw.source,
+                     plan.threads_per_rank, plan.calibration.source);
+  else
+    s += fmt::format("device: {} ({}), {:.0f} GB; curves: {}\nGPU times below are predictions, not measurements\n",
+                     hw.name, hw.source, static_cast<double>(hw.memory_bytes) / 1e9, plan.calibration.source);
+  std::size_t fitting = 0;
+  for (const PlannedLayout& p : plan.layouts) fitting += p.memory.fits ? 1 : 0;
+  s += fmt::format("{} layouts pass the recipe checks ({} distinct rank steps recorded); {} fit; global batch {} "
+                   "sequences\n\n",
+                   plan.candidates, plan.recorded_steps, fitting, plan.global_batch);
+  if (fitting == 0) {
+    const PlannedLayout& least = *std::min_element(plan.layouts.begin(), plan.layouts.end(), [](auto& a, auto& b) {
+      return a.memory.bytes < b.memory.bytes;
+    });
+    return s + fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {} GiB of "
+                           "{} GiB per device; use more devices or a smaller model\n",
+                           least.layout.str(), least.layout.zero, least.layout.recompute, least.layout.micro_batch,
+                           gib(least.memory.bytes), gib(least.memory.available));
+  }
+  s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9} {:>11} {:>5}  {}\n",
+                   "#", "dp", "tp", "pp", "cp", "ep", "zero", "sp", "recompute", "mb", "accum", "schedule",
+                   "mem GiB", "step s", "tokens/s", "MFU", "limited by");
+  int shown = 0;
+  for (const PlannedLayout& p : plan.layouts) {
+    if (!p.memory.fits || shown == top) break;
+    const Layout& l = p.layout;
+    s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9.4g} {:>11.4g} "
+                     "{:>4.1f}%  {}\n",
+                     ++shown, l.dp, l.tp, l.pp, l.cp, l.ep, l.zero, l.tp > 1 ? (l.sp ? "on" : "off") : "-", l.recompute,
+                     l.micro_batch, l.grad_accum, schedule(l), gib(p.memory.bytes), p.time.step_s, p.tokens_per_s,
+                     100 * p.mfu, p.limits);
+  }
+  const PlannedLayout& best = plan.layouts.front();
+  std::vector<std::string> sets = best.layout.overrides();
+  if (hw.cpu) sets.push_back(fmt::format("device.threads={}", plan.threads_per_rank));
+  s += "\nthe best layout, as options to paste:\n ";
+  for (const std::string& o : sets) s += " --set " + shell_word(o);
+  std::vector<std::string> all = command.overrides;
+  if (!hw.cpu) all.push_back("device.type=cuda");
+  all.insert(all.end(), sets.begin(), sets.end());
+  const std::int64_t ranks = best.layout.dp * best.layout.tp * best.layout.pp * best.layout.cp;
+  s += "\n\nstarted with one of:\n";
+  s += ranks > 1 ? launch_lines(TrainCommand{command.recipe_path, all}, ranks) : "";
+  if (ranks == 1) {
+    std::string line = "  ustrain train " + shell_word(command.recipe_path);
+    for (const std::string& o : all) line += " --set " + shell_word(o);
+    s += line + "\n";
+  }
+  return s;
+}
+
+std::string plan_json(const Plan& plan) {
+  nlohmann::json layouts = nlohmann::json::array();
+  for (const PlannedLayout& p : plan.layouts) {
+    const Layout& l = p.layout;
+    layouts.push_back({{"dp", l.dp},
+                       {"tp", l.tp},
+                       {"pp", l.pp},
+                       {"cp", l.cp},
+                       {"ep", l.ep},
+                       {"zero", l.zero},
+                       {"sp", l.sp},
+                       {"recompute", l.recompute},
+                       {"micro_batch", l.micro_batch},
+                       {"grad_accum", l.grad_accum},
+                       {"pp_schedule", l.pp_schedule},
+                       {"virtual_stages", l.virtual_stages},
+                       {"memory_bytes", p.memory.bytes},
+                       {"rank_memory_bytes", p.memory.rank_bytes},
+                       {"fits", p.memory.fits},
+                       {"limits", p.limits}});
+    // A layout that does not fit is not timed: its times are null.
+    const auto timed = [&](double v) { return p.memory.fits ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    nlohmann::json& j = layouts.back();
+    j["step_s"] = timed(p.time.step_s);
+    j["compute_s"] = timed(p.time.compute_s);
+    j["tp_s"] = timed(p.time.tp_s);
+    j["cp_s"] = timed(p.time.cp_s);
+    j["dp_s"] = timed(p.time.dp_s);
+    j["bubble_s"] = timed(p.time.bubble_s);
+    j["shared_cores_s"] = timed(p.time.shared_cores_s);
+    j["tokens_per_s"] = timed(p.tokens_per_s);
+    j["mfu"] = timed(p.mfu);
+  }
+  return nlohmann::json{{"device", plan.hardware.name},
+                        {"predicted", !plan.hardware.cpu},
+                        {"layouts", layouts}}
+             .dump(1) + "\n";
+}
+
+}  // namespace ustrain

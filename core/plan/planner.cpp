@@ -1,0 +1,140 @@
+#include "core/plan/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/model/llama.h"
+#include "core/plan/calibration_measure.h"
+#include "core/train/model_instance.h"
+#include "core/train/training_step.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+// The largest shares of the step and of memory, in that order of size: what to change first.
+std::string limits_of(const PlannedLayout& p) {
+  const StepTime& t = p.time;
+  std::vector<std::pair<double, std::string>> found;
+  const auto share = [&](double s) { return t.step_s > 0 ? s / t.step_s : 0; };
+  if (share(t.shared_cores_s) >= 0.05)
+    found.emplace_back(share(t.shared_cores_s), fmt::format("ranks share cores {:.0f}%", 100 * share(t.shared_cores_s)));
+  if (share(t.bubble_s) >= 0.05) found.emplace_back(share(t.bubble_s), fmt::format("bubble {:.0f}%", 100 * share(t.bubble_s)));
+  if (share(t.tp_s) >= 0.05)
+    found.emplace_back(share(t.tp_s), t.tp_across_nodes ? "tp all-reduce over inter-node links"
+                                                        : fmt::format("tp collectives {:.0f}%", 100 * share(t.tp_s)));
+  if (share(t.cp_s) >= 0.05)
+    found.emplace_back(share(t.cp_s), fmt::format("cp ring {:.0f}%{}", 100 * share(t.cp_s),
+                                                  t.cp_across_nodes ? " over inter-node links" : ""));
+  if (share(t.dp_s) >= 0.05)
+    found.emplace_back(share(t.dp_s), fmt::format("gradient sync {:.0f}%{}", 100 * share(t.dp_s),
+                                                  t.dp_across_nodes ? " over inter-node links" : ""));
+  if (p.memory.fraction() >= 0.9 || !p.memory.fits)
+    found.emplace_back(p.memory.fraction(), fmt::format("memory {:.0f}%", 100 * p.memory.fraction()));
+  if (p.layout.recompute != "none") found.emplace_back(0.01, fmt::format("recompute {}", p.layout.recompute));
+  std::stable_sort(found.begin(), found.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  if (found.empty()) return fmt::format("compute (MFU {:.0f}%)", 100 * p.mfu);
+  std::string s;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, found.size()); ++i) s += (i ? ", " : "") + found[i].second;
+  return s;
+}
+
+}  // namespace
+
+Recipe recipe_for_device(Recipe r, const PlanOptions& o, int threads_per_rank) {
+  r.device.type = o.gpu == "cpu" ? "cpu" : "cuda";
+  if (o.gpu == "cpu") r.device.threads = threads_per_rank;
+  r.parallel.dp = 0;
+  return r;
+}
+
+Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
+  if (o.devices < 1) throw UserError(fmt::format("--gpus {}: give the number of devices to plan for (1 or more)", o.devices));
+  if (o.devices_per_node < 1)
+    throw UserError(fmt::format("--gpus-per-node {}: give the devices of one node (1 or more)", o.devices_per_node));
+  if (given.model.vocab_size == 0)
+    throw UserError(fmt::format("{}: model.vocab_size is left to the dataset; the planner reads no data, so set it "
+                                "(--set model.vocab_size=N)", given.source));
+  Plan plan;
+  const std::int64_t seq = given.train.seq_len;
+  const std::int64_t tokens = o.global_batch_tokens > 0 ? o.global_batch_tokens : given.train.global_batch * seq;
+  if (tokens % seq != 0)
+    throw UserError(fmt::format("--global-batch-tokens {} is not a multiple of train.seq_len = {}; give whole "
+                                "sequences, e.g. {}", tokens, seq, (tokens / seq + 1) * seq));
+  plan.global_batch = tokens / seq;
+  const int per_node = std::min(o.devices, o.devices_per_node);
+  Device device = Device::cuda;
+  int at_once = per_node;
+  if (o.gpu == "cpu") {
+    device = Device::cpu;
+    plan.hardware = with_overrides(measure_cpu_hardware(), o.hardware);
+    plan.threads_per_rank = given.device.threads > 0 ? static_cast<int>(given.device.threads)
+                                                     : std::max(1, plan.hardware.cores / per_node);
+    at_once = std::clamp(plan.hardware.cores / plan.threads_per_rank, 1, per_node);
+  } else {
+    plan.hardware = with_overrides(gpu_hardware(o.gpu), o.hardware);
+  }
+  const Recipe base = recipe_for_device(given, o, plan.threads_per_rank);
+  const DType compute = compute_dtype(base);
+  if (!o.calibration.empty()) {
+    plan.calibration = read_calibration(o.calibration);
+  } else if (device == Device::cpu) {
+    plan.calibration = measure_shared_cpu_calibration(
+        at_once, plan.threads_per_rank, compute,
+        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank),
+        model_shapes(base.model));
+  } else {
+    plan.calibration = default_gpu_calibration(plan.hardware, compute);
+  }
+  if (device == Device::cpu && !o.hardware.peak_tflops) {
+    double best = 0;
+    for (const auto& [flops, rate] : plan.calibration.gemm.points) best = std::max(best, rate);
+    plan.hardware.peak_fp32_flops = plan.hardware.peak_bf16_flops = best;  // MFU against the best GEMM rate
+  }
+
+  const SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
+  std::vector<Candidate> candidates = enumerate_layouts(base, space);
+  plan.candidates = static_cast<std::int64_t>(candidates.size());
+  if (candidates.empty()) {
+    // Say why, with the recipe checks' own words for the plainest layout.
+    Recipe plain = base;
+    plain.parallel.dp = o.devices;
+    plain.train.global_batch = plan.global_batch;
+    try {
+      check_recipe(plain);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("no layout of {} devices passes the recipe checks; data parallelism alone is "
+                                  "refused with: {}", o.devices, e.what()));
+    }
+    throw UserError(fmt::format("no layout of {} devices passes the recipe checks for a global batch of {} "
+                                "sequences; try another --global-batch-tokens", o.devices, plan.global_batch));
+  }
+  const ModelGeometry whole = geometry_of(base, 0, 0);
+  const double flops_per_token = LlamaModel(base.model, whole, 1, Recompute::none).flops_per_token(seq);
+  StepTimeModel model(plan.hardware, plan.calibration, per_node, device, at_once);
+  LayoutMemoryPlanner memory(plan.hardware, per_node);
+  for (Candidate& c : candidates) {
+    PlannedLayout p;
+    p.layout = c.layout;
+    p.memory = memory.of(c.recipe);
+    // Only what fits is timed: a plan of hundreds of devices has thousands of layouts, most
+    // of which do not fit.
+    if (p.memory.fits) {
+      p.time = model.predict(c.recipe);
+      p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
+      p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
+    }
+    p.limits = p.memory.fits ? limits_of(p) : fmt::format("memory {:.0f}%", 100 * p.memory.fraction());
+    plan.layouts.push_back(std::move(p));
+  }
+  plan.recorded_steps = model.recorded_steps();
+  std::stable_sort(plan.layouts.begin(), plan.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    if (a.memory.fits != b.memory.fits) return a.memory.fits;
+    return a.memory.fits ? a.tokens_per_s > b.tokens_per_s : a.memory.bytes < b.memory.bytes;
+  });
+  return plan;
+}
+
+}  // namespace ustrain

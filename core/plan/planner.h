@@ -1,0 +1,55 @@
+// `ustrain plan`: the fastest layout of a recipe that fits N devices. Enumerates the layouts
+// the recipe checks accept (layout_space.h), plans each one's memory with the trainer's own
+// plan (layout_memory.h) and predicts its step time (step_time.h), then ranks them: those that
+// fit first, by tokens per second.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan/calibration.h"
+#include "core/plan/hardware.h"
+#include "core/plan/layout_memory.h"
+#include "core/plan/layout_space.h"
+#include "core/plan/step_time.h"
+#include "core/recipe/recipe.h"
+
+namespace ustrain {
+
+struct PlanOptions {
+  int devices = 0;
+  int devices_per_node = 8;
+  std::string gpu = "h100";            // h100 | h200 | a100 | cpu
+  std::int64_t global_batch_tokens = 0;  // 0: the recipe's
+  HardwareOverrides hardware;
+  std::string calibration;             // a file from `ustrain bench --calibration-out`; "" none
+  bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
+};
+
+struct PlannedLayout {
+  Layout layout;
+  LayoutMemory memory;
+  StepTime time;
+  double tokens_per_s = 0, mfu = 0;
+  std::string limits;  // what holds it back most, "bubble 18%, memory 97%"
+};
+
+struct Plan {
+  Hardware hardware;
+  Calibration calibration;
+  int threads_per_rank = 0;  // CPU: device.threads of the proposed layouts
+  std::int64_t global_batch = 0;  // sequences
+  std::int64_t candidates = 0;    // layouts the recipe checks accepted
+  std::size_t recorded_steps = 0;  // distinct rank steps recorded
+  std::vector<PlannedLayout> layouts;  // fitting first, fastest first
+};
+
+// `recipe` as loaded (RecipeUse::run); UserError for options it cannot plan.
+Plan plan_layouts(const Recipe& recipe, const PlanOptions& options);
+
+// The recipe with the options' device applied (device.type, and on the CPU device.threads):
+// what the layouts are checked and planned with.
+Recipe recipe_for_device(Recipe recipe, const PlanOptions& options, int threads_per_rank);
+
+}  // namespace ustrain

@@ -1,0 +1,116 @@
+#include "core/plan/step_profile.h"
+
+#include <chrono>
+
+#include "core/run/run_schedule.h"
+#include "core/train/training_step.h"
+#include "kernels/error.h"
+#include "parallel/counting_world.h"
+
+namespace ustrain {
+namespace {
+
+GroupVolumes read_volumes(ProcessGroups& g, Device device) {
+  GroupVolumes v;
+  v.tp = g.tp().for_tensors(device).volume();
+  v.gradients = g.gradients().for_tensors(device).volume();
+  v.pp = g.pp().for_tensors(device).volume();
+  v.cp = g.cp().for_tensors(device).volume();
+  if (ProcessGroup* e = g.embedding()) v.embedding = e->for_tensors(device).volume();
+  return v;
+}
+
+std::vector<RecordedOp> slice(const std::vector<RecordedOp>& ops, std::size_t begin, std::size_t end) {
+  return {ops.begin() + static_cast<std::ptrdiff_t>(begin), ops.begin() + static_cast<std::ptrdiff_t>(end)};
+}
+
+// The fewest micro-batches per step that the recipe's schedule runs, at least two (one when
+// the step has one).
+std::int64_t recorded_micro_batches(const Recipe& r) {
+  const std::int64_t accum = r.grad_accum_steps();
+  if (accum <= 2) return accum;
+  const PipelineSchedule s = parse_pipeline_schedule(r.parallel.pp_schedule);
+  for (std::int64_t m = 2; m < accum; ++m)
+    if (accum % m == 0 && schedule_refusal(s, {static_cast<int>(r.parallel.pp), static_cast<int>(r.parallel.virtual_stages),
+                                               static_cast<int>(m)})
+                              .empty())
+      return m;
+  return accum;
+}
+
+}  // namespace
+
+GroupVolumes& GroupVolumes::operator-=(const GroupVolumes& o) {
+  tp -= o.tp;
+  gradients -= o.gradients;
+  pp -= o.pp;
+  cp -= o.cp;
+  embedding -= o.embedding;
+  return *this;
+}
+
+RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device) {
+  const ParallelSection& p = recipe.parallel;
+  const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
+                        .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+  const Mesh mesh(shape, pp_rank * shape.dp * shape.cp * shape.tp, shape.world_size());
+  const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh, device);
+  auto backend = std::make_unique<RecordingBackend>(device);
+  RecordingBackend& recorder = *backend;
+  TrainingRank run(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{},
+                   /*saves_checkpoints=*/false);
+  // Every compute action ends with a synchronize while the executor traces.
+  Tracer tracer;
+  run.train_executor.set_tracer(&tracer);
+  tracer.start(Tracer::Clock::now());
+  recorder.clear();
+  const GroupVolumes before = read_volumes(*groups, device);
+  struct Mark {
+    std::size_t ops;
+    GroupVolumes comm;
+  };
+  std::vector<Mark> marks;
+  recorder.set_synchronize_hook([&] { marks.push_back({recorder.ops().size(), read_volumes(*groups, device)}); });
+
+  const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
+  const std::vector<std::int32_t> tokens(static_cast<std::size_t>(recipe.train.micro_batch * recipe.train.seq_len), 0);
+  const std::vector<MicroBatchTokens> micro(micro_batches, MicroBatchTokens{tokens.data(), tokens.data()});
+  PhaseTimer timer;
+  train_step(run, micro, schedule_of(recipe), 1, timer, nullptr);
+  recorder.set_synchronize_hook({});
+
+  RankProfile profile;
+  profile.micro_batches = static_cast<int>(micro_batches);
+  std::vector<PipelineAction> computes;
+  for (const PipelineAction& a : run.pipeline.train.ranks[static_cast<std::size_t>(pp_rank)])
+    if (is_compute(a.kind)) computes.push_back(a);
+  USTRAIN_ASSERT(marks.size() >= computes.size(), "a recorded step without a mark per compute action");
+  std::size_t op_start = 0;
+  GroupVolumes last = before;
+  for (std::size_t i = 0; i < computes.size(); ++i) {
+    GroupVolumes comm = marks[i].comm;
+    comm -= last;
+    profile.actions.push_back({computes[i], slice(recorder.ops(), op_start, marks[i].ops), comm});
+    op_start = marks[i].ops;
+    last = marks[i].comm;
+  }
+  profile.tail_ops = slice(recorder.ops(), op_start, recorder.ops().size());
+  profile.tail_comm = read_volumes(*groups, device);
+  profile.tail_comm -= last;
+  return profile;
+}
+
+const RankProfile& StepProfiles::of(const Recipe& recipe, int pp_rank) {
+  Recipe r = recipe;
+  const std::int64_t m = recorded_micro_batches(r);
+  r.train.global_batch = m * r.train.micro_batch * r.parallel.dp;
+  r.train.eval_interval = 0;
+  const ParallelSection& p = r.parallel;
+  const std::vector<std::int64_t> numbers = {p.dp,  p.tp,  p.pp, p.cp, p.ep, p.zero, p.sp ? 1 : 0, p.virtual_stages,
+                                             r.train.micro_batch, m, pp_rank, p.overlap_comm ? 1 : 0};
+  auto& slot = cache_[{numbers, p.pp_schedule, r.train.recompute}];
+  if (!slot) slot = std::make_unique<RankProfile>(record_rank_step(r, pp_rank, device_));
+  return *slot;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,189 @@
+#include "core/plan/step_time.h"
+
+#include <algorithm>
+
+#include "core/distributed/pipeline_plan.h"
+#include "core/plan/comm_cost.h"
+#include "kernels/error.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline_simulation.h"
+
+namespace ustrain {
+namespace {
+
+// The spans of rank 0's groups (every rank's look alike: tp fastest, pp slowest).
+struct Spans {
+  GroupSpan tp, cp, gradients, embedding;
+  bool pp_across_nodes = false;
+};
+
+Spans spans_of(const Recipe& r, int per_node) {
+  const ParallelSection& p = r.parallel;
+  const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
+                        .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+  const Mesh mesh(shape, 0, shape.world_size());
+  Spans s;
+  const auto span = [&](std::initializer_list<MeshDim> dims) {
+    const std::vector<int> ranks = mesh.group(dims);
+    return GroupSpan{static_cast<int>(ranks.size()), spans_nodes(ranks, per_node)};
+  };
+  s.tp = span({MeshDim::tp});
+  s.cp = span({MeshDim::cp});
+  s.gradients = span({MeshDim::dp, MeshDim::cp});
+  const std::vector<int> pipeline = mesh.group({MeshDim::pp});
+  s.pp_across_nodes = spans_nodes(pipeline, per_node);
+  s.embedding = GroupSpan{2, s.pp_across_nodes};
+  return s;
+}
+
+bool is_backward(ActionKind k) {
+  return k == ActionKind::backward || k == ActionKind::backward_input || k == ActionKind::backward_weight;
+}
+
+// The recorded pipeline rank whose profile stands for `r`: the first and last differ (the
+// embedding, the head and loss), the ones between are alike.
+int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
+
+}  // namespace
+
+StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
+    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), profiles_(device) {}
+
+double StepTimeModel::price(const std::vector<RecordedOp>& ops) const {
+  double s = 0;
+  for (const RecordedOp& op : ops) {
+    const auto flops = static_cast<double>(op.flops);
+    if (op.op_class == OpClass::gemm && op.flops > 0) s += flops / cal_.gemm.rate(flops);
+    else if (op.op_class == OpClass::attention && op.flops > 0) s += flops / cal_.attention.rate(flops);
+    else s += static_cast<double>(op.bytes) / cal_.memory_bytes_per_s;
+    s += cal_.op_overhead_s;
+  }
+  return s;
+}
+
+const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int pp_rank) {
+  const RankProfile& profile = profiles_.of(recipe, recorded_rank(pp_rank, static_cast<int>(recipe.parallel.pp)));
+  auto [it, inserted] = priced_.try_emplace(&profile);
+  PricedRank& p = it->second;
+  if (!inserted) return p;
+  const Spans spans = spans_of(recipe, per_node_);
+  const bool overlap = recipe.parallel.overlap_comm;
+  std::int64_t sends = 0, sent = 0;
+  for (const ActionProfile& a : profile.actions) {
+    const bool last = a.action.micro == profile.micro_batches - 1;
+    const auto key = std::tuple{static_cast<int>(a.action.kind), a.action.chunk, last};
+    if (p.actions.count(key)) continue;
+    PricedAction c;
+    c.compute_s = price(a.ops);
+    c.tp_s = comm_seconds(a.comm.tp, spans.tp, hw_);
+    c.cp_s = comm_seconds(a.comm.cp, spans.cp, hw_);
+    const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_);
+    const double sync = comm_seconds(a.comm.gradients, spans.gradients, hw_) - gathers;
+    c.gather_s = overlap ? std::max(0.0, gathers - c.compute_s) : gathers;
+    c.async_s = overlap ? sync : 0;
+    c.blocking_s = c.compute_s + c.tp_s + c.cp_s + c.gather_s + (overlap ? 0 : sync) +
+                   comm_seconds(a.comm.embedding, spans.embedding, hw_);
+    p.actions[key] = c;
+  }
+  for (const ActionProfile& a : profile.actions) {
+    sends += a.comm.pp.send.calls;
+    sent += a.comm.pp.send.payload_bytes;
+  }
+  p.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
+  p.tail_compute_s = price(profile.tail_ops);
+  p.tail_comm_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
+                  comm_seconds(profile.tail_comm.tp, spans.tp, hw_) +
+                  comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_);
+  return p;
+}
+
+StepTime StepTimeModel::predict(const Recipe& recipe) {
+  const int P = static_cast<int>(recipe.parallel.pp);
+  const int V = static_cast<int>(recipe.parallel.virtual_stages);
+  const PipelineProgram program = make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
+                                                        pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps())));
+  const Spans spans = spans_of(recipe, per_node_);
+  const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
+  const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);
+  std::vector<const PricedRank*> ranks;
+  StageCosts costs(static_cast<std::size_t>(P), std::vector<ActionCosts>(static_cast<std::size_t>(V)));
+  for (int r = 0; r < P; ++r) {
+    ranks.push_back(&priced(recipe, r));
+    const PricedRank& pr = *ranks.back();
+    for (int c = 0; c < V; ++c) {
+      ActionCosts& k = costs[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];
+      const auto cost = [&](ActionKind kind) {
+        auto it = pr.actions.find({static_cast<int>(kind), c, false});
+        if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(kind), c, true});  // one micro-batch
+        return it == pr.actions.end() ? 0.0 : it->second.blocking_s;
+      };
+      k.forward = cost(ActionKind::forward);
+      if (program.split_backward) {
+        k.backward_input = cost(ActionKind::backward_input);
+        k.backward_weight = cost(ActionKind::backward_weight);
+      } else {
+        k.backward_input = cost(ActionKind::backward);
+        k.backward_weight = 0;
+      }
+      k.transfer = pr.message_bytes > 0 ? pr.message_bytes / link + latency : 0;
+    }
+  }
+  const PipelineSimulation sim = simulate_pipeline(program, costs);
+  StepTime best;
+  double node_busy = 0;  // every rank's compute and blocking communication, one pipeline's worth
+  const int M = program.shape.micro_batches;
+  for (int r = 0; r < P; ++r) {
+    const PricedRank& pr = *ranks[static_cast<std::size_t>(r)];
+    StepTime t;
+    double queue = 0, extra = 0;
+    std::size_t span = 0;
+    for (const PipelineAction& a : program.ranks[static_cast<std::size_t>(r)]) {
+      if (!is_compute(a.kind)) continue;
+      const auto& [start, end] = sim.spans[static_cast<std::size_t>(r)][span++];
+      (void)start;
+      const bool last = a.micro == M - 1;
+      auto it = pr.actions.find({static_cast<int>(a.kind), a.chunk, last});
+      if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
+      USTRAIN_ASSERT(it != pr.actions.end(), "an action the recorded step did not run");
+      const PricedAction& c = it->second;
+      t.compute_s += c.compute_s;
+      t.tp_s += c.tp_s;
+      t.cp_s += c.cp_s;
+      t.dp_s += c.blocking_s - c.compute_s - c.tp_s - c.cp_s;  // exposed gathers, unhidden syncs, tied embeddings
+      if (last) {
+        // The simulator ran every micro-batch at the regular cost; the last one's backward
+        // may cost more (the gradient sync it issues).
+        const auto regular = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
+        if (regular != pr.actions.end()) extra += std::max(0.0, c.blocking_s - regular->second.blocking_s);
+      }
+      if (is_backward(a.kind) && c.async_s > 0) queue = std::max(queue, end) + c.async_s;
+    }
+    const double last_end = sim.spans[static_cast<std::size_t>(r)].back().second;
+    const double sync_wait = std::max(0.0, queue - last_end);
+    t.step_s = last_end + extra + sync_wait + pr.tail_compute_s + pr.tail_comm_s;
+    t.compute_s += pr.tail_compute_s;
+    t.dp_s += sync_wait + pr.tail_comm_s;
+    t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.cp_s - t.dp_s);
+    node_busy += t.compute_s + t.tp_s + t.cp_s + t.dp_s;
+    t.tp_across_nodes = spans.tp.across_nodes;
+    t.cp_across_nodes = spans.cp.across_nodes;
+    t.dp_across_nodes = spans.gradients.across_nodes;
+    t.pp_across_nodes = spans.pp_across_nodes;
+    if (t.step_s > best.step_s) best = t;
+  }
+  const ParallelSection& p = recipe.parallel;
+  const auto world = static_cast<int>(p.dp * p.tp * p.pp * p.cp);
+  const int on_node = std::min(world, per_node_);
+  if (on_node > at_once_) {
+    // The node runs on_node / P copies of each pipeline rank, at_once_ ranks at a time.
+    const double turns = node_busy * on_node / static_cast<double>(P) / at_once_;
+    if (turns > best.step_s) {
+      best.bubble_s = 0;  // idle ranks lend their cores: the bubble is spent computing
+      best.shared_cores_s = turns - best.compute_s - best.tp_s - best.cp_s - best.dp_s;
+      best.step_s = turns;
+    }
+  }
+  return best;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,61 @@
+// The predicted time of one training step of a layout: every recorded op priced by the
+// device's curves (calibration.h), each group's bytes by its links with the overlap rules of
+// comm_cost.h, and the pipeline schedule replayed by the trainer's own simulator
+// (parallel/pipeline_simulation.h) with a cost per pipeline rank, chunk and action, so that the
+// embedding and head stages weigh what they compute.
+#pragma once
+
+#include <map>
+
+#include "core/plan/calibration.h"
+#include "core/plan/hardware.h"
+#include "core/plan/step_profile.h"
+
+namespace ustrain {
+
+// The step of the slowest pipeline rank, split so that the parts add up to step_s.
+struct StepTime {
+  double step_s = 0;
+  double compute_s = 0;       // ops, recompute included, and the optimizer
+  double tp_s = 0;            // tensor/sequence-parallel collectives (blocking)
+  double cp_s = 0;            // context parallelism's ring transfers (priced as blocking)
+  double dp_s = 0;            // gradient sync and ZeRO traffic the compute does not hide
+  double bubble_s = 0;        // idle inside the pipeline schedule (waits for other stages and transfers)
+  double shared_cores_s = 0;  // CPU: waiting for a core the node's other ranks hold
+  bool tp_across_nodes = false, dp_across_nodes = false, pp_across_nodes = false, cp_across_nodes = false;
+};
+
+class StepTimeModel {
+ public:
+  // `at_once`: how many ranks of a node compute at the same time. On GPUs all of them; on a CPU
+  // with more ranks than its cores hold (cores / device.threads), the ranks take turns, so a
+  // step lasts at least the node's total work over `at_once`, and a pipeline's idle ranks lend
+  // their cores to the busy ones.
+  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once);
+
+  StepTime predict(const Recipe& recipe);
+  std::size_t recorded_steps() const { return profiles_.recorded(); }
+
+ private:
+  struct PricedAction {
+    double blocking_s = 0;  // compute + tp + cp + exposed gathers (+ gradient sync without overlap)
+    double compute_s = 0, tp_s = 0, cp_s = 0, gather_s = 0;
+    double async_s = 0;     // gradient sync issued by this action, queued on the group
+  };
+  struct PricedRank {
+    std::map<std::tuple<int, int, bool>, PricedAction> actions;  // (kind, chunk, last micro-batch)
+    double tail_compute_s = 0, tail_comm_s = 0;
+    double message_bytes = 0;  // one activation (or its gradient) between stages
+  };
+  const PricedRank& priced(const Recipe& recipe, int pp_rank);
+  double price(const std::vector<RecordedOp>& ops) const;
+
+  Hardware hw_;
+  Calibration cal_;
+  int per_node_;
+  int at_once_;
+  StepProfiles profiles_;
+  std::map<const RankProfile*, PricedRank> priced_;
+};
+
+}  // namespace ustrain

@@ -1,0 +1,24 @@
+#include "core/train/rank_memory.h"
+
+#include "core/checkpoint/writer.h"
+#include "core/trace/trace_memory.h"
+#include "core/train/model_instance.h"
+#include "core/train/training_step.h"
+
+namespace ustrain {
+
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank) {
+  return plan_rank_memory(recipe, pp_rank, plan_pipeline(recipe, pp_rank));
+}
+
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline) {
+  RankMemory m{geometry_of(recipe, 0, pp_rank), std::move(pipeline), MemoryPlan{}};
+  LlamaModel stage(recipe.model, m.geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
+                   compute_dtype(recipe));
+  plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);
+  plan_checkpoint_snapshot(stage.params(), m.plan);
+  plan_trace(recipe, m.plan);
+  return m;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,47 @@
+# ustrain plan: the table, the options to paste and the launch lines; --json best first with the
+# layouts that do not fit last; every layout it proposes is one `train --dry-run` accepts; bad
+# input is one message and exit 2.
+source "$(dirname "$0")/lib/common.bash"
+
+tiny_recipe >tiny.toml
+expect_exit 0 "plan on GPUs" -- "$USTRAIN" plan tiny.toml --gpus 4 --top 3
+expect_output "GPU times below are predictions" "says GPU times are predictions"
+expect_output "^ +# +dp +tp +pp +cp +ep +zero" "prints the table's header"
+expect_output "^  mpirun -n [0-9]+ ustrain train tiny.toml .*--set device.type=cuda" "prints the launch line"
+
+expect_exit 0 "plan --json" -- "$USTRAIN" plan tiny.toml --gpus 4 --memory-gib 1.2506 --json
+python3 - "$WORK/out.txt" <<'PY' && pass "JSON: every field, fitting first, best first" || fail "JSON layouts"
+import json, sys
+layouts = json.load(open(sys.argv[1]))["layouts"]
+keys = {"dp", "tp", "pp", "cp", "ep", "zero", "sp", "recompute", "micro_batch", "grad_accum", "pp_schedule",
+        "virtual_stages", "memory_bytes", "fits", "step_s", "tokens_per_s", "mfu", "limits"}
+assert layouts and all(keys <= set(l) for l in layouts)
+assert all(l["dp"] * l["tp"] * l["pp"] * l["cp"] == 4 for l in layouts)
+fits = [l["fits"] for l in layouts]
+assert fits == sorted(fits, reverse=True) and True in fits and False in fits
+timed = [l["tokens_per_s"] for l in layouts if l["fits"]]
+assert timed == sorted(timed, reverse=True)
+assert all(l["step_s"] is None for l in layouts if not l["fits"])
+PY
+
+# The best layout's options, pasted into a dry run, are accepted by the trainer.
+make_corpus
+"$USTRAIN" data convert -i corpus -o data --val-fraction 0.1 >/dev/null 2>&1 || fail "convert the corpus"
+"$USTRAIN" plan tiny.toml --gpus 2 --gpu cpu >"$WORK/plan.txt" 2>&1 || fail "plan --gpu cpu"
+sets=$(sed -n '/as options to paste/{n;p}' "$WORK/plan.txt")
+[[ -n $sets ]] && pass "prints the options to paste" || fail "no options to paste: $(cat "$WORK/plan.txt")"
+# shellcheck disable=SC2086
+expect_exit 0 "the best layout's options pass --dry-run" -- "$USTRAIN" train tiny.toml --dry-run $sets
+
+expect_exit 2 "an unknown device" -- "$USTRAIN" plan tiny.toml --gpus 2 --gpu tpu
+expect_exit 2 "no --gpus" -- "$USTRAIN" plan tiny.toml
+expect_exit 2 "a batch of partial sequences" -- "$USTRAIN" plan tiny.toml --gpus 2 --global-batch-tokens 33
+expect_output "not a multiple of train.seq_len = 32" "names the sequence length"
+expect_exit 2 "a vocabulary left to the dataset" -- "$USTRAIN" plan tiny.toml --gpus 2 --set model.vocab_size=0
+expect_output "model.vocab_size is left to the dataset" "says to set the vocabulary"
+echo '{}' >bad.json
+expect_exit 2 "a file that is no calibration" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration bad.json
+expect_output "not a calibration file" "says the file is not a calibration"
+expect_exit 2 "no layout passes the checks" -- "$USTRAIN" plan tiny.toml --gpus 3 --set train.global_batch=8
+expect_output "no layout of 3 devices passes the recipe checks" "says no layout passes the checks"
+finish
