@@ -88,7 +88,9 @@ TEST(PlanPlaybook, EightyBillionNeedsPipelineOrTensorParallelismOnOneNode) {
                                  [](const PlannedLayout& p) { return p.layout.tp == 1 && p.layout.pp == 1; });
   EXPECT_TRUE(plain) << "layouts without tp or pp were searched";
   for (const PlannedLayout& p : plan.layouts)
-    if (p.layout.tp == 1 && p.layout.pp == 1) EXPECT_FALSE(p.memory.fits) << p.layout.str();
+    if (p.layout.tp == 1 && p.layout.pp == 1) {
+      EXPECT_FALSE(p.memory.fits) << p.layout.str();
+    }
 }
 
 // The layout's twin without recompute fits no better than the chosen one does.
@@ -112,15 +114,18 @@ TEST(PlanPlaybook, RecomputeOnlyWhereMemoryRequiresIt) {
   o.hardware.memory_gib = 24;
   const Plan plan = plan_layouts(tight, o);
   const PlannedLayout& b = best(plan);
-  if (b.layout.recompute != "none") EXPECT_FALSE(twin_without_recompute_fits(plan, b.layout)) << b.layout.str();
+  if (b.layout.recompute != "none") {
+    EXPECT_FALSE(twin_without_recompute_fits(plan, b.layout)) << b.layout.str();
+  }
   bool recomputes = false;
   for (const PlannedLayout& p : plan.layouts)
     if (p.memory.fits && p.layout.recompute != "none") {
       recomputes = true;
       // Every fitting layout that recomputes is slower than its twin without, where that fits.
       for (const PlannedLayout& q : plan.layouts)
-        if (q.memory.fits && q.layout.recompute == "none" && q.layout.micro_batch == p.layout.micro_batch)
+        if (q.memory.fits && q.layout.recompute == "none" && q.layout.micro_batch == p.layout.micro_batch) {
           EXPECT_GE(q.tokens_per_s, p.tokens_per_s) << p.layout.str() << " recompute " << p.layout.recompute;
+        }
     }
   EXPECT_TRUE(recomputes) << "some layout fits only with recompute";
 }

@@ -21,7 +21,7 @@ std::shared_ptr<const TokenSource> counting_stream(std::int32_t length, std::int
 
 Loader single(std::int32_t length, std::int64_t seq_len, std::uint64_t seed, bool shuffle, int reader = 0,
               int readers = 1) {
-  return Loader({{counting_stream(length), 1.0, "counting"}}, {seq_len, seed, shuffle, reader, readers});
+  return Loader({{counting_stream(length), 1.0, "counting"}}, {seq_len, seed, shuffle, reader, readers, {}});
 }
 
 // The first input token of each of samples [first, first + count), checking every sample's contents.
@@ -116,7 +116,7 @@ TEST(DataLoader, AnySampleCanBeReadOnItsOwn) {
 TEST(DataLoader, BlendMeetsItsWeightsAndEachSourceKeepsItsOwnEpochs) {
   // Source 0 counts from 0, source 1 from 1'000'000: a sample's first token names its source.
   const Loader loader({{counting_stream(801), 0.7, "a"}, {counting_stream(401, 1'000'000), 0.3, "b"}},
-                      {8, 3, true, 0, 1});
+                      {8, 3, true, 0, 1, {}});
   const std::vector<std::int64_t> starts = take(loader, 0, 2000);
   std::map<int, std::vector<std::int64_t>> per_source;
   for (std::int64_t start : starts) per_source[start >= 1'000'000].push_back(start % 1'000'000 / 8);
@@ -139,7 +139,7 @@ TEST(DataLoader, BlendMeetsItsWeightsAndEachSourceKeepsItsOwnEpochs) {
 TEST(DataLoader, TooShortStreamsAreUserErrors) {
   test::expect_user_error([] { single(8, 8, 1, true); }, {"8 tokens", "seq_len + 1 = 9"});
   test::expect_user_error(
-      [] { Loader({{counting_stream(100), 1.0, "a"}, {counting_stream(5), 1.0, "tiny/dir"}}, {8, 1, true, 0, 1}); },
+      [] { Loader({{counting_stream(100), 1.0, "a"}, {counting_stream(5), 1.0, "tiny/dir"}}, {8, 1, true, 0, 1, {}}); },
       {"tiny/dir", "5 tokens"});
 }
 
