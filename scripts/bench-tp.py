@@ -22,26 +22,10 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+from bench_support import ROOT, convert_fortunes, plan_bytes, run
 
-
-def run(command, ranks, log):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-    if ranks > 1:
-        command = ["mpiexec", "-n", str(ranks), "--oversubscribe"] + command
-    with open(log, "w") as out:
-        if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env).returncode != 0:
-            sys.exit(f"failed: {' '.join(command)} (see {log})")
-
-
-def plan_bytes(dry_run_text, category):
-    m = re.search(rf"^\s*{category}\s+([0-9.]+) (B|KiB|MiB|GiB)\s*$", dry_run_text, re.M)
-    return float(m.group(1)) * UNITS[m.group(2)]
 
 
 def model_of(recipe_text):
@@ -101,12 +85,7 @@ def main():
     m = model_of(open(recipe).read())
     work = tempfile.mkdtemp(prefix="bench-tp-")
     os.chdir(work)
-    corpus = "/usr/share/games/fortunes"
-    if not os.path.isdir(corpus):
-        sys.exit(f"{corpus} is missing: install the Debian package `fortunes` (scripts/setup.sh does)")
-    subprocess.run([ustrain, "data", "convert", "--input", corpus, "--output", "data", "--split", "line:%",
-                    "--exclude", "*.dat", "--exclude", "*.u8", "--val-fraction", "0.05"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    convert_fortunes(ustrain, "data")
     cores = os.cpu_count() or 1
     print(f"quickstart model: {m['n_layers']} layers, d_model {m['d_model']}, {m['n_heads']} heads "
           f"({m['n_kv_heads']} kv), ffn {m['ffn_hidden']}, vocabulary {m['vocab_size']}; micro-batch "
