@@ -79,15 +79,6 @@ double unigram_cross_entropy(const Loader& train, const Loader& val, std::int64_
   return loss;
 }
 
-}  // namespace
-
-std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
-  if (!data.blend.empty()) return parse_blend(data.blend);
-  return {BlendEntry{data.path, 1.0}};
-}
-
-namespace {
-
 // The runs of every window a context-parallel rank takes (none: the whole window).
 std::vector<TokenRun> context_runs(const ContextSplit& context, std::int64_t seq_len) {
   if (context.size == 1) return {};
@@ -97,6 +88,11 @@ std::vector<TokenRun> context_runs(const ContextSplit& context, std::int64_t seq
 }
 
 }  // namespace
+
+std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
+  if (!data.blend.empty()) return parse_blend(data.blend);
+  return {BlendEntry{data.path, 1.0}};
+}
 
 TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, ContextSplit context)
     : seq_len_(r.train.seq_len), seed_(r.run.seed), num_readers_(num_readers) {
