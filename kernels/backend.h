@@ -93,6 +93,13 @@ class Backend {
   virtual std::size_t available_memory_bytes() const { return 0; }
   // What available_memory_bytes() measures, for messages: "GPU 0", "this host".
   virtual std::string memory_name() const { return "this device"; }
+  // The planned library workspace (library_workspace_bytes(device()) bytes of this backend's
+  // memory, kernels/library_workspace.h) for its libraries to work in; null takes it back
+  // before it is released. Until one is given the backend allocates its own at first use.
+  virtual void use_library_workspace(void* workspace, std::size_t bytes) {
+    (void)workspace;
+    (void)bytes;
+  }
 
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]
