@@ -89,6 +89,11 @@ std::size_t CudaBackend::peak_device_bytes() const {
          sizeof(double);
 }
 
+HostStaging CudaBackend::allocate_host_staging(std::size_t bytes, const char* what) {
+  if (bytes == 0) return HostStaging(nullptr, &free_pinned);
+  return HostStaging(pinned_malloc(bytes, what), &free_pinned);
+}
+
 void CudaBackend::use_library_workspace(void* workspace, std::size_t bytes) {
   USTRAIN_ASSERT(workspace == nullptr || bytes >= library_workspace_bytes(Device::cuda),
                  "library workspace of " + std::to_string(bytes) + " bytes, below the " +

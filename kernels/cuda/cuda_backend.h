@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
   std::size_t available_memory_bytes() const override;
   std::string memory_name() const override { return "GPU " + std::to_string(device_index_); }
   void use_library_workspace(void* workspace, std::size_t bytes) override;
+  HostStaging allocate_host_staging(std::size_t bytes, const char* what) override;  // page-locked
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;
