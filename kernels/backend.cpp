@@ -1,7 +1,10 @@
 // make_backend: the op backend for a device.
 #include "kernels/backend.h"
 
+#include <cstdlib>
+
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/error.h"
 
 #ifdef USTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -21,6 +24,17 @@ void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParam
     q.weight_decay = r.weight_decay;
     adamw(r.param, r.grad, r.m, r.v, q);
   }
+}
+
+namespace {
+void free_host(void* p) { std::free(p); }
+}  // namespace
+
+HostStaging Backend::allocate_host_staging(std::size_t bytes, const char* what) {
+  if (bytes == 0) return HostStaging(nullptr, &free_host);
+  void* p = std::malloc(bytes);
+  if (p == nullptr) throw UserError("out of host memory allocating " + format_bytes(bytes) + " for " + what);
+  return HostStaging(p, &free_host);
 }
 
 double Backend::sum_of_squares_multi(std::span<const Tensor> xs) {

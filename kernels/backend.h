@@ -65,6 +65,10 @@ struct AdamWTensors {
   float weight_decay = 0.0f;
 };
 
+// Host memory for copies to and from a backend's device (Backend::allocate_host_staging). Its
+// deleter needs no backend, so it may outlive the backend that made it.
+using HostStaging = std::unique_ptr<void, void (*)(void*)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -93,6 +97,17 @@ class Backend {
   virtual std::size_t available_memory_bytes() const { return 0; }
   // What available_memory_bytes() measures, for messages: "GPU 0", "this host".
   virtual std::string memory_name() const { return "this device"; }
+  // The planned library workspace (library_workspace_bytes(device()) bytes of this backend's
+  // memory, kernels/library_workspace.h) for its libraries to work in; null takes it back
+  // before it is released. Until one is given the backend allocates its own at first use.
+  // `bytes` of host memory for staging copies to and from the device, for `what` (messages):
+  // page-locked on CUDA, so copies run at full bus speed and may be asynchronous; plain memory
+  // on the CPU. Running out is a UserError. Outside any step, like allocate().
+  virtual HostStaging allocate_host_staging(std::size_t bytes, const char* what);
+  virtual void use_library_workspace(void* workspace, std::size_t bytes) {
+    (void)workspace;
+    (void)bytes;
+  }
 
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]

@@ -95,7 +95,7 @@ void write_manifest(const std::string& dir, const CheckpointManifest& manifest) 
 }
 
 CheckpointWriter::CheckpointWriter(CheckpointWriterConfig config, SaveFaults faults)
-    : config_(std::move(config)), faults_(std::move(faults)), dir_(config_.root) {}
+    : config_(std::move(config)), faults_(std::move(faults)), dir_(config_.root), host_(nullptr, +[](void*) {}) {}
 
 CheckpointWriter::~CheckpointWriter() {
   try {
@@ -105,13 +105,14 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::prepare(const ModelParams& params) {
+void CheckpointWriter::prepare(const ModelParams& params, Backend& backend) {
   if (!entries_.empty()) return;
   entries_ = snapshot_entries(params, &sources_);
   for (const ParamDecl& s : params.whole_model())  // every rank lists the whole model
     tensors_.push_back({s.name, dims_of(s.shape),
                         {std::string(kStateParam), std::string(kStateAdamM), std::string(kStateAdamV)}});
-  host_.resize(lay_out_entries(entries_) / sizeof(float));
+  host_floats_ = lay_out_entries(entries_) / sizeof(float);
+  host_ = backend.allocate_host_staging(host_floats_ * sizeof(float), kCheckpointSnapshot);
 }
 
 std::optional<double> CheckpointWriter::save(const ModelParams& params, Backend& backend,
@@ -120,11 +121,11 @@ std::optional<double> CheckpointWriter::save(const ModelParams& params, Backend&
   wait();
   const auto existing = dir_.complete_steps();
   if (std::find(existing.begin(), existing.end(), progress.step) != existing.end()) return std::nullopt;
-  prepare(params);
+  prepare(params, backend);
 
   // The only part training waits for: device state -> host snapshot.
   for (std::size_t e = 0; e < entries_.size(); ++e)
-    backend.copy(Tensor(host_.data() + entries_[e].begin / sizeof(float), sources_[e].shape), sources_[e]);
+    backend.copy(Tensor(host() + entries_[e].begin / sizeof(float), sources_[e].shape), sources_[e]);
   backend.synchronize();
   const double stall = seconds_since(start);
 
@@ -181,7 +182,7 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
   agree(attempt([&] {
           file = write_rank_file(
               staging, rank(), progress.step, entries_,
-              [this](std::size_t i) -> const void* { return host_.data() + entries_[i].begin / sizeof(float); },
+              [this](std::size_t i) -> const void* { return host() + entries_[i].begin / sizeof(float); },
               faults_);
           file.data_state = progress.data_state;
           // Rank 0 reads the others' records from the shared directory the files are in.

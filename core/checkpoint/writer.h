@@ -8,7 +8,8 @@
 // and nothing is published.
 //
 // A save stalls training only while the parameters and AdamW moments are copied into a
-// host buffer (kept between saves). A background thread, at the lowest CPU priority, then
+// host buffer (kept between saves; the backend's host staging, page-locked on a GPU so the
+// copies run at full bus speed). A background thread, at the lowest CPU priority, then
 // writes the rank file, the manifest, publishes the checkpoint and deletes old ones, while
 // training goes on. The thread uses plain POSIX files and never HDF5, which is not
 // thread-safe in Debian's build and is what the data loader reads. The next save (or
@@ -68,9 +69,10 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Lays out and allocates the host snapshot (12 bytes per parameter this rank saves) now, so
-  // that the first save does not pay for it; save() does this itself when it was not called.
-  void prepare(const ModelParams& params);
+  // Lays out and allocates the host snapshot (12 bytes per parameter this rank saves) now, as
+  // `backend`'s host staging (Backend::allocate_host_staging), so that the first save does not
+  // pay for it; save() does this itself when it was not called.
+  void prepare(const ModelParams& params, Backend& backend);
   // Saves checkpoint `progress.step`. Returns the seconds training was stalled (the wait for
   // the previous save plus the copy to host memory, plus the write when not async), or
   // nullopt when that checkpoint exists already (nothing changed since it was loaded).
@@ -78,10 +80,11 @@ class CheckpointWriter {
   // Blocks until the last save is published; rethrows the error it hit, if any.
   void wait();
   // Bytes this rank saves per checkpoint (all three states of its chunks).
-  std::uint64_t state_bytes() const { return host_.size() * sizeof(float); }
+  std::uint64_t state_bytes() const { return host_floats_ * sizeof(float); }
 
  private:
   void write(const TrainingProgress& progress);  // runs on the worker thread when async
+  float* host() const { return static_cast<float*>(host_.get()); }
   int rank() const { return config_.group ? config_.group->rank() : 0; }
   // Throws on every rank when `failure` holds a message on any: ranks agree on each stage.
   void agree(const std::string& failure, const std::string& what) const;
@@ -92,7 +95,8 @@ class CheckpointWriter {
   std::vector<SafetensorsEntry> entries_;  // rank-file layout: this rank's boxes of every state
   std::vector<Tensor> sources_;            // per entry: where its elements live (1-D)
   std::vector<CheckpointTensor> tensors_;
-  std::vector<float> host_;                // the snapshot, in entry order
+  HostStaging host_;                       // the snapshot, in entry order
+  std::size_t host_floats_ = 0;
   std::thread worker_;
   std::exception_ptr error_;
 };

@@ -6,12 +6,14 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "kernels/library_workspace.h"
 
 namespace ustrain {
 
 const char* mem_category_name(MemCategory c) {
-  static constexpr const char* kNames[kMemCategories] = {"parameters", "gradients", "optimizer",
-                                                         "activations", "workspace", "communication"};
+  static constexpr const char* kNames[kMemCategories] = {"parameters", "gradients",     "optimizer",
+                                                         "activations", "workspace",     "communication",
+                                                         "library workspace"};
   return kNames[static_cast<int>(c)];
 }
 
@@ -84,11 +86,14 @@ std::size_t MemoryPlan::host_bytes(const std::string& name) const {
 
 std::string MemoryPlan::summary() const {
   std::string s = "memory plan (bytes per category):\n";
+  const bool library = bytes(MemCategory::library_workspace) > 0;
+  const int width = library ? 17 : 14;  // "library workspace" is the longest name
   for (int c = 0; c < kMemCategories; ++c) {
     const auto cat = static_cast<MemCategory>(c);
-    s += fmt::format("  {:<14} {:>12}\n", mem_category_name(cat), format_bytes(bytes(cat)));
+    if (cat == MemCategory::library_workspace && !library) continue;
+    s += fmt::format("  {:<{}} {:>12}\n", mem_category_name(cat), width, format_bytes(bytes(cat)));
   }
-  s += fmt::format("  {:<14} {:>12}\n", "total", format_bytes(total_bytes()));
+  s += fmt::format("  {:<{}} {:>12}\n", "total", width, format_bytes(total_bytes()));
   if (!host_.empty()) {
     s += "  host memory beside the arenas (allocated by its owner):\n";
     for (const HostBuffer& b : host_) s += fmt::format("    {:<24} {:>12}\n", b.name, format_bytes(b.bytes));
@@ -104,6 +109,13 @@ std::string MemoryPlan::summary() const {
   return s;
 }
 
+void plan_library_workspace(Device device, MemoryPlan& plan) {
+  const std::size_t bytes = library_workspace_bytes(device);
+  if (bytes == 0) return;
+  plan.add("backend.library_workspace", MemCategory::library_workspace,
+           Shape{static_cast<std::int64_t>(bytes / sizeof(float))}, DType::f32);
+}
+
 PlannedMemory::PlannedMemory(const MemoryPlan& plan, Backend& backend) : plan_(plan), backend_(backend) {
   for (int c = 0; c < kMemCategories; ++c) {
     const std::size_t n = plan_.bytes(static_cast<MemCategory>(c));
@@ -114,9 +126,13 @@ PlannedMemory::PlannedMemory(const MemoryPlan& plan, Backend& backend) : plan_(p
     // Zero everything once: gradients start empty and no garbage can leak into a step.
     backend_.fill(Tensor(p, Shape{static_cast<std::int64_t>(padded / 4)}, DType::f32, backend_.device()), 0.0f);
   }
+  if (void* library = base_[static_cast<std::size_t>(MemCategory::library_workspace)])
+    backend_.use_library_workspace(library, plan_.bytes(MemCategory::library_workspace));
 }
 
 PlannedMemory::~PlannedMemory() {
+  if (base_[static_cast<std::size_t>(MemCategory::library_workspace)] != nullptr)
+    backend_.use_library_workspace(nullptr, 0);  // before the memory goes back
   for (void* p : base_)
     if (p) backend_.release(p);
 }

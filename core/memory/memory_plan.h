@@ -16,9 +16,18 @@
 namespace ustrain {
 
 // communication: buffers that exist only for collectives (ZeRO's gathered layers and
-// gradient buckets).
-enum class MemCategory : int { parameters = 0, gradients, optimizer, activations, workspace, communication };
-inline constexpr int kMemCategories = 6;
+// gradient buckets). library_workspace: the device memory the backend's libraries work in
+// (kernels/library_workspace.h; none on the CPU), handed to the backend when allocated.
+enum class MemCategory : int {
+  parameters = 0,
+  gradients,
+  optimizer,
+  activations,
+  workspace,
+  communication,
+  library_workspace
+};
+inline constexpr int kMemCategories = 7;
 const char* mem_category_name(MemCategory c);
 
 struct PlanEntry {
@@ -62,7 +71,8 @@ class MemoryPlan {
   std::size_t host_bytes() const;                       // all host buffers
   std::size_t host_bytes(const std::string& name) const;  // the named one's; 0 when none
 
-  // A human-readable table: bytes per category and the biggest entries.
+  // A human-readable table: bytes per category (the library workspace only when there is
+  // one) and the biggest entries.
   std::string summary() const;
 
  private:
@@ -75,7 +85,12 @@ class MemoryPlan {
   std::vector<HostBuffer> host_;
 };
 
-// The allocated plan: one allocation per non-empty category, from a backend.
+// Declares the library workspace a backend on `device` takes from the plan
+// (library_workspace_bytes(device)); nothing on the CPU.
+void plan_library_workspace(Device device, MemoryPlan& plan);
+
+// The allocated plan: one allocation per non-empty category, from a backend, which is handed
+// the library workspace (Backend::use_library_workspace) for as long as the plan is allocated.
 class PlannedMemory {
  public:
   PlannedMemory(const MemoryPlan& plan, Backend& backend);

@@ -54,6 +54,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
             placement.tp, placement.cp) {
   plan_model(model, plan, placement.sharding, placement.slots);
+  plan_library_workspace(backend->device(), plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_trace(recipe, plan);
   // On a GPU the host buffers are not the checked memory's: the run checks them against the

@@ -16,6 +16,7 @@ RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipe
   LlamaModel stage(recipe.model, m.geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);
+  plan_library_workspace(recipe.device.type == "cuda" ? Device::cuda : Device::cpu, m.plan);
   plan_checkpoint_snapshot(stage.params(), m.plan);
   plan_trace(recipe, m.plan);
   return m;

@@ -177,7 +177,7 @@ std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, c
   // whose memory plan holds it.
   const bool saves = saves_checkpoints(recipe, options);
   if (saves) {
-    writer->prepare(params);
+    writer->prepare(params, be);
     USTRAIN_ASSERT(writer->state_bytes() == run.instance.plan.host_bytes(kCheckpointSnapshot),
                    "the checkpoint snapshot differs from the memory plan's");
     check_can_save(layout, checkpoints.root(), writer->state_bytes());

@@ -27,6 +27,7 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
+#include "kernels/library_workspace.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -83,8 +84,21 @@ void CudaBackend::release(void* p) {
 
 std::size_t CudaBackend::peak_device_bytes() const {
   // An upper bound: the arenas' peak plus everything held beside them.
-  return peak_allocated_bytes_ + scratch_.capacity() + LtGemm::kWorkspaceBytes + attention_->workspace_bytes() +
+  // (The planned library workspace is one of the arenas; cuBLASLt's own counts while held.)
+  return peak_allocated_bytes_ + scratch_.capacity() + gemm_->own_workspace_bytes() + attention_->workspace_bytes() +
          sizeof(double);
+}
+
+HostStaging CudaBackend::allocate_host_staging(std::size_t bytes, const char* what) {
+  if (bytes == 0) return HostStaging(nullptr, &free_pinned);
+  return HostStaging(pinned_malloc(bytes, what), &free_pinned);
+}
+
+void CudaBackend::use_library_workspace(void* workspace, std::size_t bytes) {
+  USTRAIN_ASSERT(workspace == nullptr || bytes >= library_workspace_bytes(Device::cuda),
+                 "library workspace of " + std::to_string(bytes) + " bytes, below the " +
+                     std::to_string(library_workspace_bytes(Device::cuda)) + " the CUDA backend plans");
+  gemm_->use_workspace(workspace);
 }
 
 std::size_t CudaBackend::available_memory_bytes() const {

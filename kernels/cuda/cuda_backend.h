@@ -10,9 +10,12 @@
 // sequence the same way (our kernels: kernels/cuda/attention_blocks.h). Starting, it logs
 // the CUDA driver, runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
-// Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step); ops
-// that need scratch use one grow-only buffer sized at their first call, and the library
-// handles keep their workspaces from construction. Host<->device copies synchronise, so
+// Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step), the
+// planned library workspace among them: cuBLASLt's, handed over by use_library_workspace()
+// (kernels/library_workspace.h; without a plan it allocates its own at the first GEMM). Ops
+// that need scratch use one grow-only buffer sized at their first call, and cuDNN attention
+// grows its workspace at a shape's first call (not planned: their sizes follow the shapes).
+// Running out of device memory in any of these is a UserError naming what and how to fit. Host<->device copies synchronise, so
 // host memory is safe to reuse when copy() returns; everything else is asynchronous on the
 // compute stream until synchronize().
 #pragma once
@@ -53,6 +56,8 @@ class CudaBackend final : public Backend {
   std::size_t peak_device_bytes() const override;
   std::size_t available_memory_bytes() const override;
   std::string memory_name() const override { return "GPU " + std::to_string(device_index_); }
+  void use_library_workspace(void* workspace, std::size_t bytes) override;
+  HostStaging allocate_host_staging(std::size_t bytes, const char* what) override;  // page-locked
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;

@@ -21,6 +21,22 @@ void* device_malloc(std::size_t bytes, const char* what) {
   return p;
 }
 
+void* pinned_malloc(std::size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear it, as above
+    throw UserError("out of page-locked host memory allocating " + format_bytes(bytes) + " for " + what +
+                    "; free host memory or raise the job's memory limit");
+  }
+  USTRAIN_CUDA_CHECK(err);
+  return p;
+}
+
+void free_pinned(void* p) {
+  if (p != nullptr) cudaFreeHost(p);  // a deleter: nothing to do about a failure here
+}
+
 Stream::Stream() { USTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
 
 Stream::~Stream() {

@@ -10,6 +10,11 @@ namespace ustrain::cuda {
 // cudaMalloc; running out of device memory is a UserError naming `what` and how to fit.
 void* device_malloc(std::size_t bytes, const char* what);
 
+// cudaHostAlloc (page-locked host memory), freed by free_pinned; running out is a UserError
+// naming `what`.
+void* pinned_malloc(std::size_t bytes, const char* what);
+void free_pinned(void* p);
+
 // A non-blocking stream: it does not synchronise with the legacy default stream.
 class Stream {
  public:

@@ -17,6 +17,7 @@
 #include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/cudnn_attention_graph.h"
 #include "kernels/cuda/elementwise.h"
 
@@ -201,7 +202,7 @@ struct CudnnAttention::Impl {
       workspace = nullptr;
       workspace_size = 0;
     }
-    USTRAIN_CUDA_CHECK(cudaMalloc(&workspace, bytes));
+    workspace = device_malloc(bytes, "the cuDNN attention workspace");
     workspace_size = bytes;
   }
 

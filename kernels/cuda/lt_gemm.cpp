@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/gemm_plan.h"
 #include "kernels/error.h"
 
@@ -129,7 +130,8 @@ void set_transpose(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 
 struct LtGemm::Impl {
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
+  void* workspace = nullptr;  // the caller's (use_workspace) or `own`
+  void* own = nullptr;
   std::map<PlanKey, std::unique_ptr<LtPlan>> plans;
 
   Impl() = default;
@@ -137,7 +139,7 @@ struct LtGemm::Impl {
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
     plans.clear();  // descriptors before the handle
-    if (workspace) cudaFree(workspace);  // waits for work still using it
+    if (own) cudaFree(own);  // waits for work still using it
     if (handle) cublasLtDestroy(handle);
   }
 
@@ -214,6 +216,7 @@ void LtGemm::Impl::run(LinearGemm op, const GemmCall& call, const void* x, const
                  "null operand in " + shape_text(op, N, I, O, act, c_type));
   const PlanKey key{op, N, I, O, act, c_type, pointer_alignment(a), pointer_alignment(b), pointer_alignment(c)};
   const LtPlan& p = plan(key, call);
+  if (workspace == nullptr) workspace = own = device_malloc(kWorkspaceBytes, "the cuBLASLt workspace");
   // C and D are the same buffer: beta = 0 overwrites it, beta = 1 accumulates into it.
   USTRAIN_LT_CHECK(cublasLtMatmul(handle, p.desc, &p.call.alpha, a, p.a, b, p.b, &p.call.beta, c, p.c, c, p.c,
                                   &p.algo, workspace, kWorkspaceBytes, stream));
@@ -240,9 +243,18 @@ void zero_fill(void* c, std::int64_t rows, std::int64_t cols, DType type, cudaSt
 LtGemm::LtGemm() : impl_(nullptr) {
   auto impl = std::make_unique<Impl>();
   USTRAIN_LT_CHECK(cublasLtCreate(&impl->handle));
-  USTRAIN_CUDA_CHECK(cudaMalloc(&impl->workspace, kWorkspaceBytes));
   impl_ = impl.release();
 }
+
+void LtGemm::use_workspace(void* workspace) {
+  impl_->workspace = workspace;
+  if (workspace != nullptr && impl_->own != nullptr) {
+    USTRAIN_CUDA_CHECK(cudaFree(impl_->own));  // synchronises the device: no queued GEMM still uses it
+    impl_->own = nullptr;
+  }
+}
+
+std::size_t LtGemm::own_workspace_bytes() const { return impl_->own != nullptr ? kWorkspaceBytes : 0; }
 
 LtGemm::~LtGemm() { delete impl_; }
 

@@ -58,7 +58,7 @@ struct SavingRank {
     CheckpointWriterConfig config;
     config.root = root;
     CheckpointWriter writer(config, SaveFaults());
-    writer.prepare(model.params());
+    writer.prepare(model.params(), *backend);
     const std::uint64_t bytes = writer.state_bytes();
     std::filesystem::remove_all(root);
     return bytes;
