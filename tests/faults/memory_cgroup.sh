@@ -43,10 +43,21 @@ in_cgroup dd if=/dev/zero of="$WORK/copied-dataset" bs=1M count=1200 conv=fsync 
 fault "a cgroup full of the job's file cache: the tiny model fits" 0 "" -- \
   in_cgroup timeout 120 "$USTRAIN" train tiny.toml --set train.steps=1 --set run.name=cached
 rm -f "$WORK/copied-dataset"
-# Within 10% of what the cgroup leaves (the limit less what the runs before keep in it, tens of
-# MiB): about 0.93 GiB of plan with the checkpoint snapshot.
-near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.ffn_hidden=1296
-      --set model.n_layers=4 --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)
+# Within 10% of what the cgroup leaves (the limit less what the runs before keep in it, which
+# differs from machine to machine): the check says how much that is, and two dry-runs give the
+# MLP width whose plan (with the checkpoint snapshot) is 95% of it.
+mib() { awk -v n="$1" -v u="$2" 'BEGIN { print (u == "GiB" ? n * 1024 : u == "KiB" ? n / 1024 : n) }'; }
+read -r amount unit < <(in_cgroup "$USTRAIN" train tiny.toml "${wide[@]}" 2>&1 |
+  sed -n 's/.*but this host has \([0-9.]*\) \([KMG]iB\) available.*/\1 \2/p' | head -1)
+near=(--set model.d_model=1024 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.n_layers=4
+      --set train.micro_batch=8 --set train.global_batch=8 --set train.steps=1)
+plan_mib() {
+  read -r n u < <("$USTRAIN" train tiny.toml "${near[@]}" --set model.ffn_hidden="$1" --dry-run 2>&1 |
+    sed -n 's/^ *total with host memory *\([0-9.]*\) \([KMG]iB\)$/\1 \2/p')
+  mib "$n" "$u"
+}
+ffn=$(awk -v avail="$(mib "$amount" "$unit")" -v p1="$(plan_mib 512)" -v p2="$(plan_mib 1024)" \
+  'BEGIN { f = 512 + (0.95 * avail - p1) / ((p2 - p1) / 512); print int(f / 16) * 16 }')
 fault "plan within 10% of a 1 GiB cgroup: warned (then killed)" "*" "within 10% of the [0-9.]+ [MG]iB available on this host" -- \
-  in_cgroup timeout 300 "$USTRAIN" train tiny.toml "${near[@]}" --set run.name=near
+  in_cgroup timeout 300 "$USTRAIN" train tiny.toml "${near[@]}" --set model.ffn_hidden="$ffn" --set run.name=near
 finish
