@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [--binaries BUILD_DIR] [OUT_DIR]     (default .deps/gpu, ignored by git)
 #
 # With --binaries, the ustrain and GPU test binaries of BUILD_DIR (configured here with CUDA, for
-# sm_90) travel too, stripped, in OUT_DIR/bin, with any library they need that neither the
+# sm_90) travel too, stripped, in OUT_DIR/bin.txz, with any library they need that neither the
 # bundle nor a machine with CUDA has (bin/lib): gpu-check.sh's prebuilt phase runs them, so the
 # GPU window starts with tests instead of a build. The CUDA libraries (cudart, cuBLAS, cuDNN,
 # NCCL) are the GPU machine's own.
@@ -140,19 +140,22 @@ needers=$(find "$work/tree/usr" -type f -name '*.so*' -exec sh -c \
 tar czf "$out/deps.tgz" -C "$work/tree" .
 
 if [[ -n $binaries ]]; then
-  rm -rf "$out/bin" && mkdir -p "$out/bin/lib"
+  # One xz archive: the binaries and the libraries they bring (ICU's data alone is 30 MiB) fit
+  # the call's 64 MiB only compressed.
+  rm -rf "$out/bin" "$out/bin.txz" && mkdir -p "$work/bin/lib"
   cuda_libs='^(libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcuda)\.so'
   provided=$(provided_sonames "$work/tree")
   for b in app/ustrain tests/gpu/ustrain_gpu_tests; do
     [[ -x $binaries/$b ]] || { echo "gpu-bundle: no $binaries/$b: build it first (CUDA on)" >&2; exit 1; }
-    strip --strip-unneeded -o "$out/bin/${b##*/}" "$binaries/$b"
+    strip --strip-unneeded -o "$work/bin/${b##*/}" "$binaries/$b"
     while read -r soname path; do
       grep -Eq "$system_libs|$cuda_libs" <<<"$soname" && continue
       grep -qxF "$soname" <<<"$provided" && continue
-      cp -L "$path" "$out/bin/lib/$soname"
+      cp -L "$path" "$work/bin/lib/$soname"
     done < <(ldd "$binaries/$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
   done
-  echo "built from $(git describe --always --dirty 2>/dev/null) at $(date -u +%Y-%m-%dT%H:%MZ)" >"$out/bin/BUILT_FROM"
+  echo "built from $(git describe --always --dirty 2>/dev/null) at $(date -u +%Y-%m-%dT%H:%MZ)" >"$work/bin/BUILT_FROM"
+  tar cJf "$out/bin.txz" -C "$work" bin
 fi
 size=$(du -sm "$out" | cut -f1)
 tracked=$(git ls-files -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{ print int($1 / 1048576) }')
@@ -161,5 +164,5 @@ if ((size + tracked > 60)); then
        "carries; carry less" >&2
   exit 1
 fi
-echo "gpu-bundle: wrote $out/deps.tgz ($(du -h "$out/deps.tgz" | cut -f1))${binaries:+ and $out/bin}," \
+echo "gpu-bundle: wrote $out/deps.tgz ($(du -h "$out/deps.tgz" | cut -f1))${binaries:+ and $out/bin.txz}," \
      "needs glibc >= $glibc; $size MiB in all: carry '$out' in the device call"

@@ -5,7 +5,7 @@
 #   scripts/gpu-check.sh [PHASE...]
 #     probe      the machine: OS, glibc, GPU, driver, toolchain, PyTorch, where cuDNN/NCCL are
 #     unpack     the dependency bundle made by scripts/gpu-bundle.sh (carry .deps/gpu)
-#     prebuilt   use the binaries built here and carried in .deps/gpu/bin
+#     prebuilt   use the binaries built here and carried in .deps/gpu/bin.txz (unpacked with the bundle)
 #                (scripts/gpu-bundle.sh --binaries build): no build on the GPU machine
 #     configure  the fallback: CMake, Release, Ninja, CUDA for sm_90, against the bundle
 #     build      ustrain and the GPU tests, on the GPU machine
@@ -16,11 +16,13 @@
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
 #     runs       the quickstart model 300 steps in bf16 (twice) and fp32, and resumed at step 150
 #                (carry runs/data/fortunes): determinism, resume exactness, loss curves
-#     ranks      dp = 2, tp = 2 and pp = 2 runs of two processes on the one GPU (host-staged
+#     ranks      dp = 2, tp = 2, pp = 2 and cp = 2 runs of two processes on the one GPU (host-staged
 #                communicator) against the one-process run, fp32 and bf16 (carry runs/data/fortunes)
+#     moe        the mixture-of-experts quickstart 300 steps in bf16 and fp32 (carry runs/data/fortunes)
 #     sanitize   compute-sanitizer memcheck and racecheck over three training steps of a tiny model
-#   Default: probe unpack prebuilt test bench runs ranks sanitize when .deps/gpu/bin was carried,
-#   else probe unpack configure build test bench runs ranks sanitize.
+#   Default: probe unpack prebuilt test ranks moe bench sanitize runs when .deps/gpu/bin.txz was
+#   carried, else probe unpack configure build test ranks moe bench sanitize runs (what is new
+#   first, so that a short budget spends itself on it).
 #
 # Everything shares one time budget (GPU_CHECK_BUDGET seconds, default 540, so that the whole
 # check fits one 10-minute device call); each phase runs under the smaller of its own limit and
@@ -49,7 +51,8 @@ bench_warmup=${BENCH_WARMUP:-3}
 recipe=recipes/bench-1b.toml
 ustrain_bin=$build/app/ustrain
 gpu_tests_bin=$build/tests/gpu/ustrain_gpu_tests
-prebuilt_dir=${bundle%/*}/bin
+prebuilt_archive=${bundle%/*}/bin.txz  # scripts/gpu-bundle.sh --binaries; unpacked beside the deps
+prebuilt_dir=$deps/bin
 # Logs are written under runs/gpu-check; with OUT set (a device call), they go back as one
 # archive, $OUT/gpu-check-logs.tgz, beside $OUT/summary.txt (a call returns at most 8 files).
 logs=$(realpath -m runs/gpu-check)
@@ -141,7 +144,7 @@ phase_probe() {
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
     echo "== bundle"
     [[ -f ${bundle%/*}/bundle.txt ]] && head -3 "${bundle%/*}/bundle.txt" || echo "no bundle.txt beside $bundle"
-    cat "$prebuilt_dir/BUILT_FROM" 2>/dev/null
+    [[ -f $prebuilt_archive ]] && tar xJOf "$prebuilt_archive" bin/BUILT_FROM
   } >"$log" 2>&1
   local status=0
   nvidia-smi -L >/dev/null 2>&1 || status=1
@@ -166,6 +169,9 @@ phase_unpack() {
   else
     rm -rf "$deps" && mkdir -p "$deps"
     timed 120 "$log" tar xzf "$bundle" -C "$deps" || status=$?
+    if [[ -f $prebuilt_archive ]] && ((status == 0)); then
+      timed 60 "$log" tar xJf "$prebuilt_archive" -C "$deps" || status=$?
+    fi
   fi
   record unpack $status "$log"
 }
@@ -175,7 +181,8 @@ phase_prebuilt() {
   : >"$log"
   for b in ustrain ustrain_gpu_tests; do
     if [[ ! -x $prebuilt_dir/$b ]]; then
-      echo "no $prebuilt_dir/$b: run scripts/gpu-bundle.sh --binaries build here and carry .deps/gpu" >>"$log"
+      echo "no $prebuilt_dir/$b: run scripts/gpu-bundle.sh --binaries build here, carry .deps/gpu and" \
+           "run the unpack phase first" >>"$log"
       status=1
     fi
   done
@@ -280,7 +287,8 @@ PY
   fi
   if ((status == 0)); then
     # bench trains one warm-up step of its own before --steps: the run has warm-up + timed steps.
-    (use_deps && timed 150 "$log" "$ustrain" bench "$recipe" --steps $((bench_warmup + bench_steps > 1 ? bench_warmup + bench_steps - 1 : 1))) || status=$?
+    (use_deps && timed 210 "$log" "$ustrain" bench "$recipe" --calibration-out "$logs/calibration.json" \
+       --steps $((bench_warmup + bench_steps > 1 ? bench_warmup + bench_steps - 1 : 1))) || status=$?
   fi
   record bench-ours $status "$log"
 
@@ -343,8 +351,31 @@ phase_runs() {
   record runs $status "$log"
 }
 
+# The mixture-of-experts quickstart (recipes/moe-quickstart.toml: routing, the router's
+# backward with its z-loss, the weighted combine, expert MLPs) 300 steps on the GPU in bf16 and
+# fp32 (carry runs/data/fortunes); the metrics come back in the log archive, to set against the
+# CPU's run of the same recipe.
+phase_moe() {
+  local log=$logs/moe.log status=0 prec
+  : >"$log"
+  if [[ ! -f runs/data/fortunes/manifest.json ]]; then
+    echo "no runs/data/fortunes: convert it here (scripts/quickstart.sh) and carry it" >>"$log"
+    record moe 1 "$log"
+    return
+  fi
+  for prec in bf16 fp32; do
+    (use_deps && timed 90 "$log" "$ustrain_bin" train recipes/moe-quickstart.toml --overwrite \
+       --set device.type=cuda --set checkpoint.interval=0 --set "train.precision=$prec" \
+       --set "run.name=gpu-moe-$prec") || status=$?
+    cp "runs/gpu-moe-$prec/metrics.jsonl" "$logs/gpu-moe-$prec.metrics.jsonl" 2>/dev/null
+  done
+  grep -h "info done:" "$log" | sed 's/^/  /'
+  record moe $status "$log"
+}
+
 # Several processes on the one GPU (NCCL refuses that, so parallel.device_comm = "auto" takes
-# the host-staged communicator): the quickstart model 30 steps under dp = 2, tp = 2 and pp = 2,
+# the host-staged communicator): the quickstart model 30 steps under dp = 2, tp = 2, pp = 2 and
+# cp = 2 (ring attention over the block ops),
 # each against the one-process run, in fp32 and bf16. RANKS_DEVICE=cpu runs the same on CPUs.
 phase_ranks() {
   local log=$logs/ranks.log status=0 prec layout dev=${RANKS_DEVICE:-cuda} mpiexec
@@ -366,7 +397,7 @@ phase_ranks() {
   for prec in ${RANKS_PRECISIONS:-fp32 bf16}; do
     (use_deps && timed 60 "$log" "$ustrain_bin" train "${base[@]}" --set "train.precision=$prec" \
        --set "run.name=ranks-$prec-1") || status=$?
-    for layout in dp tp pp; do
+    for layout in dp tp pp cp; do
       (use_deps && timed 90 "$log" "$mpiexec" -n 2 --oversubscribe --bind-to none "$ustrain_bin" train "${base[@]}" \
          --set "train.precision=$prec" --set "parallel.$layout=2" --set "run.name=ranks-$prec-${layout}2") ||
         status=$?
@@ -382,8 +413,9 @@ phase_ranks() {
   record ranks $status "$log"
 }
 
-# compute-sanitizer over three training steps of a tiny model on the GPU: our kernels, cuBLASLt
-# and cuDNN under memcheck, then racecheck; any error reported fails the phase.
+# compute-sanitizer over three training steps of a tiny model on the GPU (one dense layer and one
+# of four experts, so the routing kernels run too): our kernels, cuBLASLt and cuDNN under
+# memcheck, then racecheck; any error reported fails the phase.
 phase_sanitize() {
   local log=$logs/sanitize.log status=0 dir tool
   : >"$log"
@@ -403,6 +435,11 @@ n_heads = 4
 n_kv_heads = 2
 ffn_hidden = 128
 max_seq_len = 64
+n_experts = 4
+experts_per_token = 2
+expert_ffn_hidden = 64
+first_dense_layers = 1
+router_z_loss = 0.001
 [data]
 path = "$dir/data"
 [train]
@@ -438,10 +475,10 @@ TOML
 
 phases=("$@")
 if ((${#phases[@]} == 0)); then
-  if [[ -x $prebuilt_dir/ustrain ]]; then phases=(probe unpack prebuilt test bench runs ranks sanitize)
-  else phases=(probe unpack configure build test bench runs ranks sanitize); fi
+  if [[ -f $prebuilt_archive ]]; then phases=(probe unpack prebuilt test ranks moe bench sanitize runs)
+  else phases=(probe unpack configure build test ranks moe bench sanitize runs); fi
 fi
-all='probe unpack prebuilt configure build test bench runs ranks sanitize'
+all='probe unpack prebuilt configure build test bench runs ranks moe sanitize'
 for p in "${phases[@]}"; do
   case " $all " in
     *" $p "*)
