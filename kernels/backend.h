@@ -112,7 +112,9 @@ class Backend {
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]
   virtual void embedding_forward(Tensor out, Tensor ids, Tensor table) = 0;
-  // dtable (V, D) += scatter(dout (N, D)) at ids; deterministic order.
+  // dtable (V, D) += scatter(dout (N, D)) at ids; deterministic order. dtable is fp32 (a
+  // parameter's gradient) or in dout's dtype (MoE's row scatters: each cell's rows are summed
+  // in fp32 and rounded once).
   virtual void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) = 0;
   // One shard of a vocabulary-parallel table (Vs, D): out rows whose id lies in the shard
   // get table[id - begin], the others zeros (the ranks' outputs add up to the lookup).

@@ -147,15 +147,17 @@ void CudaBackend::embedding_forward(Tensor out, Tensor ids, Tensor table) {
 }
 
 void CudaBackend::embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
-  expect_f32(dtable, "embedding dtable");
   expect_i32(ids, "embedding ids");
   const DType act = act_of("embedding_backward", {&dout});
+  // fp32 for a parameter's gradient; the activation dtype for MoE's row scatters.
+  USTRAIN_ASSERT(dtable.dtype == DType::f32 || dtable.dtype == act,
+                 std::string("embedding dtable must be f32 or ") + dtype_name(act) + ", got " + dtype_name(dtable.dtype));
   const std::int64_t n = ids.numel(), vocab = dtable.shape[0], dim = dtable.shape.last();
   USTRAIN_ASSERT(dtable.shape.rank() == 2 && dout.numel() == n * dim,
                  "embedding backward: dtable " + dtable.shape.str() + ", dout " + dout.shape.str());
   void* ws = scratch(embedding_backward_workspace_bytes(n));
-  cuda::embedding_backward(dtable.f32(), static_cast<const std::int32_t*>(ids.data), dout.data, n, vocab, dim, act,
-                           ws, stream_.get());
+  cuda::embedding_backward(dtable.data, dtable.dtype, static_cast<const std::int32_t*>(ids.data), dout.data, n, vocab,
+                           dim, act, ws, stream_.get());
 }
 
 void CudaBackend::embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard shard) {
@@ -176,8 +178,8 @@ void CudaBackend::embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dou
   USTRAIN_ASSERT(dtable.shape.rank() == 2 && dout.numel() == n * dim && shard.valid <= dtable.shape[0],
                  "embedding shard backward: dtable " + dtable.shape.str() + ", dout " + dout.shape.str());
   void* ws = scratch(embedding_backward_workspace_bytes(n));
-  cuda::embedding_backward(dtable.f32(), static_cast<const std::int32_t*>(ids.data), dout.data, n, shard.valid, dim,
-                           act, ws, stream_.get(), shard.begin);
+  cuda::embedding_backward(dtable.f32(), DType::f32, static_cast<const std::int32_t*>(ids.data), dout.data, n,
+                           shard.valid, dim, act, ws, stream_.get(), shard.begin);
 }
 
 // ---- RMSNorm ----

@@ -226,14 +226,15 @@ AttentionGraph sdpa_forward_graph(const PlanTarget& target, const SdpaShape& s, 
   const TensorDesc o = g.io_tensor("O", kUidO, io, s.o);
   const TensorDesc lse = g.io_tensor("lse", kUidStats, f32, s.stats);
   const TensorDesc scale = g.scalar("scale", kUidScale);
-  const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
 
   // Scores: scale * Q K^T, causal or not.
   const TensorDesc qk = g.virtual_tensor("Q K^T", f32, scores);
   g.matmul("Q K^T", q, kt, qk);
   const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  const TensorDesc masked = s.causal ? g.causal_mask("causal", scaled, neg_inf, scores) : scaled;
+  // -inf is an operand only under the mask: cuDNN refuses a variant pack naming a tensor the
+  // graph does not use (CUDNN_STATUS_BAD_PARAM_NULL_POINTER at execution).
+  const TensorDesc masked = s.causal ? g.causal_mask("causal", scaled, g.scalar("-inf", kUidNegInf), scores) : scaled;
 
   // Softmax, saving lse = max + log(sum(exp(scores - max))): natural log of the scaled scores,
   // the statistic the backward pass and our CPU reference use.
@@ -275,7 +276,6 @@ AttentionGraph sdpa_backward_graph(const PlanTarget& target, const SdpaShape& s,
   const TensorDesc dq_accum = g.io_tensor("dQ accumulator", kUidDqAccum, f32, s.dq_accum);
   const TensorDesc row_dot = g.io_tensor("rowsum(dO * O)", kUidRowDot, f32, s.row_dot);
   const TensorDesc scale = g.scalar("scale", kUidScale);
-  const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
   const TensorDesc one = g.scalar("1", kUidOne);
 
   // row_dot = rowsum(dO * O), the softmax-gradient correction, materialised (times 1) in scratch.
@@ -292,7 +292,8 @@ AttentionGraph sdpa_backward_graph(const PlanTarget& target, const SdpaShape& s,
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
   const TensorDesc centered = g.virtual_tensor("scores - lse", f32, scores);
   g.binary("scores - lse", CUDNN_POINTWISE_SUB, scaled, lse, centered);
-  const TensorDesc masked = s.causal ? g.causal_mask("causal", centered, neg_inf, scores) : centered;
+  const TensorDesc masked =
+      s.causal ? g.causal_mask("causal", centered, g.scalar("-inf", kUidNegInf), scores) : centered;  // as above
   const TensorDesc p = g.virtual_tensor("P", f32, scores);
   g.unary("P = exp(scores - lse)", CUDNN_POINTWISE_EXP, masked, p);
 

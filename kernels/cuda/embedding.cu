@@ -81,8 +81,10 @@ __device__ std::int64_t run_end(const std::uint32_t* keys, std::int64_t from, st
 // dtable (V, D) += dout (n, D) at the sorted ids. Block (x, y) takes the runs that START
 // among sorted positions [x * kSegment, (x + 1) * kSegment), following each to its end, for
 // columns [y * blockDim, (y + 1) * blockDim); so every (run, column) has exactly one owner.
-template <class T>
-__global__ void embedding_scatter_kernel(float* dtable, const std::uint32_t* keys, const std::int32_t* positions,
+// The table is fp32 (parameter gradients) or T (the row scatters of a mixture of experts, whose
+// rows land in activation buffers): each cell's rows are summed in fp32 and rounded once.
+template <class T, class Table>
+__global__ void embedding_scatter_kernel(Table* dtable, const std::uint32_t* keys, const std::int32_t* positions,
                                          const T* dout, std::int64_t n, std::int64_t vocab, std::int64_t dim) {
   __shared__ int scratch;
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -101,11 +103,11 @@ __global__ void embedding_scatter_kernel(float* dtable, const std::uint32_t* key
     const std::int64_t stop =
         j + 1 >= n || keys[j + 1] != id ? j + 1 : run_end(keys, j + 1, n, id, &scratch);
     if (active) {
-      float* cell = dtable + static_cast<std::int64_t>(id) * dim + c;
-      float acc = *cell;
+      Table* cell = dtable + static_cast<std::int64_t>(id) * dim + c;
+      float acc = to_float(*cell);
 #pragma unroll 8
       for (std::int64_t k = j; k < stop; ++k) acc += to_float(dout[static_cast<std::int64_t>(positions[k]) * dim + c]);
-      *cell = acc;
+      *cell = from_float<Table>(acc);
     }
     j = stop;
   }
@@ -176,10 +178,10 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t n) {
   return n == 0 ? 0 : workspace_for(n).total();
 }
 
-void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout, std::int64_t n,
+void embedding_backward(void* dtable, DType table_dtype, const std::int32_t* ids, const void* dout, std::int64_t n,
                         std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream,
                         std::int64_t begin) {
-  USTRAIN_ASSERT(is_float_type(act) && n >= 0 && n <= std::numeric_limits<std::int32_t>::max() && vocab >= 0 &&
+  USTRAIN_ASSERT(is_float_type(act) && (table_dtype == DType::f32 || table_dtype == act) && n >= 0 && n <= std::numeric_limits<std::int32_t>::max() && vocab >= 0 &&
                      vocab <= std::numeric_limits<std::int32_t>::max() && dim >= 0 &&
                      (dim + kScatterThreads - 1) / kScatterThreads <= 65535,
                  describe("embedding_backward", act, n, vocab, dim) + ": unsupported dtype or shape");
@@ -213,8 +215,13 @@ void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout
                   static_cast<unsigned>((dim + kScatterThreads - 1) / kScatterThreads));
   with_float_type(act, [&](auto tag) {
     using T = decltype(tag);
-    embedding_scatter_kernel<T><<<grid, kScatterThreads, 0, stream>>>(dtable, keys_out, positions_out,
-                                                                     static_cast<const T*>(dout), n, vocab, dim);
+    const auto* rows = static_cast<const T*>(dout);
+    if (table_dtype == DType::f32)
+      embedding_scatter_kernel<T, float>
+          <<<grid, kScatterThreads, 0, stream>>>(static_cast<float*>(dtable), keys_out, positions_out, rows, n, vocab, dim);
+    else
+      embedding_scatter_kernel<T, T>
+          <<<grid, kScatterThreads, 0, stream>>>(static_cast<T*>(dtable), keys_out, positions_out, rows, n, vocab, dim);
     USTRAIN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,6 +1,6 @@
 // Embedding lookup and its deterministic scatter-add backward on CUDA, as
 // kernels/cpu/cpu_embedding.cpp. The table and dout are in the activation dtype `act`
-// (f32, bf16 or f16); dtable is fp32. Asynchronous on `stream`.
+// (f32, bf16 or f16); dtable is fp32 or `act`. Asynchronous on `stream`.
 //
 // Ids come from the host, where the backend checks them against the vocabulary before they
 // are copied; here an id outside [0, V) only has to be harmless: its forward row is zeros
@@ -31,7 +31,9 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t n);
 // id added one at a time in position order. `workspace` holds
 // embedding_backward_workspace_bytes(n) bytes (any alignment: the parts are aligned inside).
 // With begin > 0, as embedding_forward: only ids in [begin, begin + V) add into the table.
-void embedding_backward(float* dtable, const std::int32_t* ids, const void* dout, std::int64_t n,
+// dtable in `act` (table_dtype == act; a mixture of experts scatters rows with it) gets each
+// cell's sum in fp32, its old value included, rounded once.
+void embedding_backward(void* dtable, DType table_dtype, const std::int32_t* ids, const void* dout, std::int64_t n,
                         std::int64_t vocab, std::int64_t dim, DType act, void* workspace, cudaStream_t stream,
                         std::int64_t begin = 0);
 

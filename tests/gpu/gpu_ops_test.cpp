@@ -204,6 +204,24 @@ TEST_P(GpuActTest, EmbeddingBackwardAccumulatesIntoFp32Table) {
   }
 }
 
+// A mixture of experts scatters rows into buffers of the activation dtype: each cell is its
+// old value plus its rows summed in fp32 (the CPU's order), rounded once.
+TEST_P(GpuActTest, EmbeddingBackwardIntoActivationTableRoundsOnce) {
+  for (const auto& c : kEmbeddingCases) {
+    auto ids = random_ids(static_cast<std::size_t>(c.ids), static_cast<std::int32_t>(c.vocab), 14);
+    auto dout = random_values(static_cast<std::size_t>(c.ids * c.dim), 15, act());
+    const auto prefill = random_values(static_cast<std::size_t>(c.vocab * c.dim), 16, act());
+    auto want = prefill;
+    cpu().embedding_backward(host(want, {c.vocab, c.dim}), host_ids(ids, {c.ids}), host(dout, {c.ids, c.dim}));
+    auto dtable = on_device(gpu(), prefill, {c.vocab, c.dim}, act());
+    auto dids = ids_on_device(gpu(), ids);
+    auto ddout = on_device(gpu(), dout, {c.ids, c.dim}, act());
+    gpu().embedding_backward(*dtable, *dids, *ddout);
+    EXPECT_TRUE(same_bits(dtable->download(), rounded(want, act())))
+        << "embedding backward into a " << dtype_name(act()) << " table V=" << c.vocab << " D=" << c.dim;
+  }
+}
+
 TEST_P(GpuActTest, EmbeddingBackwardIsBitwiseDeterministic) {
   const std::int64_t vocab = 7, dim = 64, n = 4096;  // about 600 rows summed into each table row
   const auto ids = random_ids(static_cast<std::size_t>(n), static_cast<std::int32_t>(vocab), 11);
