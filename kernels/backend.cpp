@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_mixed_backend.h"
 #include "kernels/error.h"
 
 #ifdef USTRAIN_HAVE_CUDA
@@ -65,7 +65,7 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, int device_ind
     throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));
   switch (device) {
     case Device::cpu:
-      return std::make_unique<CpuBackend>(threads);
+      return std::make_unique<CpuMixedBackend>(threads);
     case Device::cuda: {
 #ifdef USTRAIN_HAVE_CUDA
       if (cuda::device_count() > 0) return std::make_unique<cuda::CudaBackend>(device_index);

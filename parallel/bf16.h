@@ -3,20 +3,14 @@
 // bf16 (round to nearest even), exactly as a bf16 reduction on the GPU does.
 #pragma once
 
-#include <bit>
 #include <cstdint>
+
+#include "kernels/cpu/half_convert.h"
 
 namespace ustrain::bf16 {
 
-inline float to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
-inline std::uint16_t from_float(float x) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN stays a (quiet) NaN
-  const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);   // ties to even
-  return static_cast<std::uint16_t>((u + rounding) >> 16);
-}
+inline float to_float(std::uint16_t bits) { return cpu::bf16_to_float(bits); }
+inline std::uint16_t from_float(float x) { return cpu::float_to_bf16(x); }
 
 // inout[i] = bf16(in[i] + inout[i])
 void sum_into(const std::uint16_t* in, std::uint16_t* inout, std::int64_t n);
@@ -24,3 +18,11 @@ void sum_into(const std::uint16_t* in, std::uint16_t* inout, std::int64_t n);
 void divide(std::uint16_t* data, std::int64_t n, float divisor);
 
 }  // namespace ustrain::bf16
+
+// The same for fp16, which MPI has no type for either: sums in f32, each rounded back to fp16.
+namespace ustrain::f16 {
+
+void sum_into(const _Float16* in, _Float16* inout, std::int64_t n);
+void divide(_Float16* data, std::int64_t n, float divisor);
+
+}  // namespace ustrain::f16

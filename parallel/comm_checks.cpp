@@ -11,11 +11,10 @@ void check_tensor(const Communicator& comm, const Tensor& t, const char* op) {
   USTRAIN_ASSERT(!t.empty() || t.numel() == 0, fmt::format("{} on {}: null tensor data", op, comm.name()));
 }
 
-void check_reducible(DType dtype, ReduceOp op, const char* op_name, bool f16_too) {
-  USTRAIN_ASSERT(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i32 || dtype == DType::f64 ||
-                     (f16_too && dtype == DType::f16),
-                 fmt::format("{} reduces f32, f64, bf16{} and i32 tensors, not {}", op_name, f16_too ? ", f16" : "",
-                             dtype_name(dtype)));
+void check_reducible(DType dtype, ReduceOp op, const char* op_name) {
+  USTRAIN_ASSERT(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::i32 ||
+                     dtype == DType::f64,
+                 fmt::format("{} reduces f32, f64, bf16, f16 and i32 tensors, not {}", op_name, dtype_name(dtype)));
   USTRAIN_ASSERT(op != ReduceOp::avg || dtype != DType::i32,
                  fmt::format("{} with avg needs a floating-point tensor, not i32", op_name));
 }

@@ -12,9 +12,9 @@ namespace ustrain::comm_checks {
 
 // The tensor lives on the communicator's device and is not empty unless it has no elements.
 void check_tensor(const Communicator& comm, const Tensor& t, const char* op);
-// The dtype can be reduced with `op` by a backend that reduces f32, f64, bf16 and i32 (and
-// f16 with `f16_too`: NCCL has an fp16 sum, MPI none).
-void check_reducible(DType dtype, ReduceOp op, const char* op_name, bool f16_too = false);
+// The dtype can be reduced with `op`: f32, f64, bf16, f16 and i32 (MPI sums the 16-bit types
+// with operations of its engine, NCCL natively).
+void check_reducible(DType dtype, ReduceOp op, const char* op_name);
 // full has size() * shard elements of shard's dtype; true when `shard` is exactly this
 // rank's shard of `full` (the in-place form).
 bool check_sharded(const Communicator& comm, const Tensor& shard, const Tensor& full, const char* op);

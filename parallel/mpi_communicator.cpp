@@ -84,7 +84,7 @@ Work MpiCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
   comm_checks::check_reducible(data.dtype, op, "all_reduce");
   const int count = mpi_count(data.numel(), "all_reduce");
   const MPI_Datatype type = reduce_type(data.dtype);
-  const MPI_Op mpi_op = reduce_operation(data.dtype, engine_.bf16_sum());
+  const MPI_Op mpi_op = reduce_operation(data.dtype, engine_.half_sums());
   std::function<void()> finish;
   if (op == ReduceOp::avg) finish = [data, n = size()] { divide_in_place(data, n); };
   return submit(
@@ -101,7 +101,7 @@ Work MpiCommunicator::do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) 
   comm_checks::check_reducible(full.dtype, op, "reduce_scatter");
   const int count = mpi_count(shard.numel(), "reduce_scatter");
   const MPI_Datatype type = reduce_type(full.dtype);
-  const MPI_Op mpi_op = reduce_operation(full.dtype, engine_.bf16_sum());
+  const MPI_Op mpi_op = reduce_operation(full.dtype, engine_.half_sums());
   // In place, MPI leaves this rank's result at the start of `full`: move it to its shard.
   auto finish = [=, n = size()] {
     if (in_place && shard.data != full.data) std::memmove(shard.data, full.data, shard.bytes());

@@ -140,6 +140,9 @@ int test_all(std::vector<MPI_Request>& requests, int& done) {
 void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
   bf16::sum_into(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), *len);
 }
+void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  f16::sum_into(static_cast<const _Float16*>(in), static_cast<_Float16*>(inout), *len);
+}
 
 }  // namespace
 
@@ -363,7 +366,8 @@ Engine::Engine() : shared_(std::make_shared<Shared>()) {
   shared_->peers = std::make_unique<PeerCheck>();
   MPI_Comm_dup(MPI_COMM_WORLD, &world_);
   MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
-  MPI_Op_create(&bf16_sum_op, /*commute=*/1, &bf16_sum_);
+  MPI_Op_create(&bf16_sum_op, /*commute=*/1, &half_sums_.bf16);
+  MPI_Op_create(&f16_sum_op, /*commute=*/1, &half_sums_.f16);
   std::thread([shared = shared_] { shared->run(); }).detach();
 }
 
@@ -388,7 +392,8 @@ bool Engine::shut_down(bool drain) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (shared_->failed->load() || !drain) return false;
-  MPI_Op_free(&bf16_sum_);
+  MPI_Op_free(&half_sums_.bf16);
+  MPI_Op_free(&half_sums_.f16);
   MPI_Comm_free(&world_);
   return true;
 }

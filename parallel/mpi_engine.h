@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/mpi_types.h"
+
 #include "parallel/communicator.h"
 
 namespace ustrain::mpi_detail {
@@ -101,13 +103,13 @@ class Engine {
   bool failed() const;
 
   MPI_Comm world() const { return world_; }
-  MPI_Op bf16_sum() const { return bf16_sum_; }
+  const mpi_detail::HalfSumOps& half_sums() const { return half_sums_; }
 
  private:
   struct Shared;
   std::shared_ptr<Shared> shared_;
   MPI_Comm world_ = MPI_COMM_NULL;
-  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  mpi_detail::HalfSumOps half_sums_;
   bool shut_down_ = false;
 };
 

@@ -22,13 +22,18 @@ MPI_Datatype reduce_type(DType t) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT32_T;
-    case DType::bf16: return MPI_UINT16_T;
+    case DType::bf16:
+    case DType::f16: return MPI_UINT16_T;
     default: break;
   }
   USTRAIN_ASSERT(false, fmt::format("the MPI backend does not reduce {}", dtype_name(t)));
 }
 
-MPI_Op reduce_operation(DType t, MPI_Op bf16_sum) { return t == DType::bf16 ? bf16_sum : MPI_SUM; }
+MPI_Op reduce_operation(DType t, const HalfSumOps& half) {
+  if (t == DType::bf16) return half.bf16;
+  if (t == DType::f16) return half.f16;
+  return MPI_SUM;
+}
 
 int mpi_count(std::int64_t n, const char* op) {
   USTRAIN_ASSERT(n <= std::numeric_limits<int>::max(),
@@ -39,6 +44,10 @@ int mpi_count(std::int64_t n, const char* op) {
 void divide_in_place(const Tensor& data, int divisor) {
   if (data.dtype == DType::bf16) {
     bf16::divide(static_cast<std::uint16_t*>(data.data), data.numel(), static_cast<float>(divisor));
+    return;
+  }
+  if (data.dtype == DType::f16) {
+    f16::divide(static_cast<_Float16*>(data.data), data.numel(), static_cast<float>(divisor));
     return;
   }
   if (data.dtype == DType::f64) {

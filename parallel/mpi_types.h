@@ -12,13 +12,16 @@ namespace ustrain::mpi_detail {
 
 // For moving elements: an unsigned type of the dtype's width (the bits travel unchanged).
 MPI_Datatype transfer_type(DType t);
-// For reductions: MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, or the bf16 bits with `bf16_sum` as the
-// operation.
+// For reductions: MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, or the bf16 / fp16 bits with the engine's
+// own sum operation for them.
 MPI_Datatype reduce_type(DType t);
-MPI_Op reduce_operation(DType t, MPI_Op bf16_sum);
+struct HalfSumOps {
+  MPI_Op bf16 = MPI_OP_NULL, f16 = MPI_OP_NULL;
+};
+MPI_Op reduce_operation(DType t, const HalfSumOps& half);
 // MPI counts are ints; asserts that n fits.
 int mpi_count(std::int64_t n, const char* op);
-// Applies avg after a sum: data[i] /= divisor (f32, or bf16 rounded).
+// Applies avg after a sum: data[i] /= divisor (f32, or bf16 / fp16 rounded).
 void divide_in_place(const Tensor& data, int divisor);
 
 }  // namespace ustrain::mpi_detail

@@ -260,7 +260,7 @@ Work NcclCommunicator::launch(std::string what, Enqueue enqueue) {
 
 Work NcclCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
   comm_checks::check_tensor(*this, data, "all_reduce");
-  comm_checks::check_reducible(data.dtype, op, "all_reduce", /*f16_too=*/true);
+  comm_checks::check_reducible(data.dtype, op, "all_reduce");
   return launch(fmt::format("collective all_reduce of {} {} ({})", data.numel(), dtype_name(data.dtype),
                             reduce_op_name(op)),
                 [=](ncclComm_t comm, cudaStream_t s) {
@@ -271,7 +271,7 @@ Work NcclCommunicator::do_all_reduce(Tensor data, ReduceOp op) {
 
 Work NcclCommunicator::do_reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
   comm_checks::check_sharded(*this, shard, full, "reduce_scatter");  // NCCL takes both forms as they are
-  comm_checks::check_reducible(full.dtype, op, "reduce_scatter", /*f16_too=*/true);
+  comm_checks::check_reducible(full.dtype, op, "reduce_scatter");
   return launch(fmt::format("collective reduce_scatter of {} {} ({})", full.numel(), dtype_name(full.dtype),
                             reduce_op_name(op)),
                 [=](ncclComm_t comm, cudaStream_t s) {

@@ -37,6 +37,7 @@ arch=x86_64-linux-gnu
 packages=(libtomlplusplus-dev libtomlplusplus3 libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
           libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 libhdf5-hl-cpp-100 libsz2 libaec0
           libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev libopenblas0 libgfortran5
+          libdnnl-dev libdnnl2
           libsentencepiece-dev libsentencepiece0 nlohmann-json3-dev libgtest-dev zlib1g-dev zlib1g libzstd-dev libzstd1
           libprotobuf-dev libprotobuf-lite32 libprotobuf32 libprotoc32 protobuf-compiler
           libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7

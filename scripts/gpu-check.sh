@@ -14,7 +14,7 @@
 #                should take as an error (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the
 #                attention tests
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
-#     runs       the quickstart model 300 steps in bf16 (twice) and fp32, and resumed at step 150
+#     runs       the quickstart model 300 steps in bf16 (twice), fp32 and fp16, and resumed at step 150
 #                (carry runs/data/fortunes): determinism, resume exactness, loss curves
 #     ranks      dp = 2, tp = 2, pp = 2 and cp = 2 runs of two processes on the one GPU (host-staged
 #                communicator) against the one-process run, fp32 and bf16 (carry runs/data/fortunes)
@@ -35,7 +35,7 @@
 # Logs go to runs/gpu-check (and back from a device call as one archive, see below); the
 # console gets a summary.
 #
-# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu-root),
+# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu-root), BENCH_TORCH (0: no PyTorch),
 # BUILD (build-gpu), CUDA_ARCH (90), BENCH_STEPS (10 timed), BENCH_WARMUP (3 untimed),
 # GPU_CHECK_CMAKE_ARGS (more configure arguments).
 set -uo pipefail
@@ -292,10 +292,12 @@ PY
   fi
   record bench-ours $status "$log"
 
-  # PyTorch runs in the machine's own environment, without the bundle.
-  timed 150 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" ||
-    tstatus=$?
-  record bench-torch $tstatus "$tlog"
+  # PyTorch runs in the machine's own environment, without the bundle (BENCH_TORCH=0: not at all).
+  if [[ ${BENCH_TORCH:-1} != 0 ]]; then
+    timed 150 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" ||
+      tstatus=$?
+    record bench-torch $tstatus "$tlog"
+  fi
 
   # ustrain's numbers by the baseline's convention: timed steps only, the same FLOPs and peak.
   local sizes fpt tokens step_s rate mfu mem
@@ -317,7 +319,7 @@ PY
 }
 
 # The quickstart model (carry runs/data/fortunes, made by scripts/quickstart.sh's convert) trained
-# 300 steps on the GPU in bf16 and fp32, the bf16 run again (run-to-run determinism), and resumed
+# 300 steps on the GPU in bf16, fp32 and fp16, the bf16 run again (run-to-run determinism), and resumed
 # from its step-150 checkpoint (resume exactness); their metrics come back in the log archive.
 phase_runs() {
   local log=$logs/runs.log status=0 run
@@ -328,14 +330,14 @@ phase_runs() {
     return
   fi
   local q=(recipes/quickstart.toml --overwrite --set device.type=cuda --set checkpoint.interval=150)
-  for run in bf16:bf16 bf16-again:bf16 fp32:fp32; do
+  for run in bf16:bf16 bf16-again:bf16 fp32:fp32 fp16:fp16; do
     (use_deps && timed 90 "$log" "$ustrain_bin" train "${q[@]}" --set "run.name=gpu-${run%%:*}" \
        --set "train.precision=${run##*:}") || status=$?
   done
   (use_deps && timed 90 "$log" "$ustrain_bin" train recipes/quickstart.toml --set device.type=cuda \
      --set checkpoint.interval=150 --set train.precision=bf16 --set run.name=gpu-bf16-resumed \
      --resume runs/gpu-bf16/checkpoints/step-00000150) || status=$?
-  for run in gpu-bf16 gpu-bf16-again gpu-fp32 gpu-bf16-resumed; do
+  for run in gpu-bf16 gpu-bf16-again gpu-fp32 gpu-fp16 gpu-bf16-resumed; do
     cp "runs/$run/metrics.jsonl" "$logs/$run.metrics.jsonl" 2>/dev/null
   done
   # Steps 151-300: the same losses to the last digit, or how far apart.

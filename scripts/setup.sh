@@ -13,7 +13,7 @@ fi
 
 packages=(cmake ninja-build g++ pkg-config
           libtomlplusplus-dev libcli11-dev libhdf5-dev hdf5-tools libspdlog-dev libfmt-dev
-          libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libsentencepiece-dev libpcre2-dev libicu-dev
+          libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev libsentencepiece-dev libpcre2-dev libicu-dev
           nlohmann-json3-dev zlib1g-dev libzstd-dev libprotobuf-dev protobuf-compiler python3-protobuf python3-crcmod python3-matplotlib
           python3-sentencepiece
           gzip zstd fortunes fortunes-min slurm-wlm munge)

@@ -284,11 +284,6 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "parallel.zero to 2 or less, or train.precision = \"fp32\"",
          at.of({"parallel.zero", "train.precision"}), p.zero, r.train.precision);
   }
-  if (r.device.type == "cpu" && r.train.precision != "fp32") {
-    fail("{}: train.precision = \"{}\": the CPU backend computes in fp32; bf16/fp16/fp8 need "
-         "the CUDA backend; set train.precision = \"fp32\" or device.type = \"cuda\"",
-         at.of({"train.precision", "device.type"}), r.train.precision);
-  }
 }
 
 void check_recipe(const Recipe& r) {

@@ -163,7 +163,7 @@ std::vector<KeySpec> train_keys() {
       key(USTRAIN_RECIPE_FIELD(train.grad_clip), at_least(0),
           "Clip the global gradient norm to this value; 0 disables clipping"),
       key(USTRAIN_RECIPE_FIELD(train.precision), one_of({"fp32", "bf16", "fp16", "fp8"}),
-          "Compute precision: fp32; or bf16 / fp16 (CUDA only) computing with a bf16 / fp16 copy of the "
+          "Compute precision: fp32; or bf16 / fp16 (on the GPU, or on the CPU modelling its numerics) computing with a bf16 / fp16 copy of the "
           "weights, fp32 master weights, gradients and Adam moments; fp16 adds dynamic loss scaling. fp8 is not "
           "supported yet"),
       key(USTRAIN_RECIPE_FIELD(train.recompute), one_of({"none", "selective", "full"}),

@@ -58,14 +58,16 @@ PeakFlops device_peak_flops(Backend& backend, DType compute, const PeakCache& ca
     if (compute == DType::f32) return {67e12, "H100/H200 SXM fp32 peak without tensor cores (67 TFLOP/s)"};
     return {989e12, "H100/H200 SXM dense bf16/fp16 peak (989 TFLOP/s)"};
   }
-  const std::string what = "this CPU's sgemm rate (1024^3)";
-  const std::string key = peak_key(backend.name());
+  // bf16 GEMMs have their own rate (oneDNN's bf16 matmul); fp16 ones run on the fp32 GEMM.
+  const bool bf16 = compute == DType::bf16;
+  const std::string what = bf16 ? "this CPU's bf16 GEMM rate (1024^3)" : "this CPU's sgemm rate (1024^3)";
+  const std::string key = peak_key(backend.name()) + (bf16 ? " bf16" : "");
   if (!cache.remeasure)
     if (const std::optional<KeptPeak> kept = read_kept_peak(cache.path, key))
       return {kept->flops_per_second,
               fmt::format("{} measured {} and kept in {} (train --measure-peak measures it again)", what,
                           kept->measured_at, cache.path)};
-  const double f = measure_gemm_flops(backend, 1024, 1024, 1024, 5);
+  const double f = measure_gemm_flops(backend, 1024, 1024, 1024, 5, bf16 ? DType::bf16 : DType::f32);
   const std::string now = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(
                                                                      std::chrono::system_clock::now())));
   const std::string not_kept = keep_peak(cache.path, key, {f, now});

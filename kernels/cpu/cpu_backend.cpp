@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_math.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/host_memory.h"
 
 namespace ustrain {
@@ -43,13 +44,6 @@ void expect_cpu_f32(const Tensor& t, const char* what) {
   USTRAIN_ASSERT(t.dtype == DType::f32, std::string(what) + " must be f32");
 }
 
-// Round-to-nearest-even float -> bfloat16 bits.
-std::uint16_t to_bf16_bits(float value) {
-  const auto bits = std::bit_cast<std::uint32_t>(value);
-  if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
-  const std::uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
 
 template <class T>
 void fill_as(void* data, std::int64_t n, T value) {
@@ -107,7 +101,7 @@ void CpuBackend::fill(Tensor dst, float value) {
       fill_as<float>(dst.data, n, value);
       break;
     case DType::bf16:
-      fill_as<std::uint16_t>(dst.data, n, to_bf16_bits(value));
+      fill_as<std::uint16_t>(dst.data, n, cpu::float_to_bf16(value));
       break;
     case DType::f16:
       fill_as<_Float16>(dst.data, n, static_cast<_Float16>(value));
@@ -127,29 +121,6 @@ void CpuBackend::fill(Tensor dst, float value) {
   }
 }
 
-namespace {
-
-float load_as_float(const void* data, std::int64_t i, DType t) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(data)[i];
-    case DType::bf16:
-      return std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(data)[i]) << 16);
-    case DType::f16: return static_cast<float>(static_cast<const _Float16*>(data)[i]);
-    default: return 0;  // refused before the loop
-  }
-}
-
-void store_float(void* data, std::int64_t i, DType t, float value) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(data)[i] = value; return;
-    case DType::bf16: static_cast<std::uint16_t*>(data)[i] = to_bf16_bits(value); return;
-    case DType::f16: static_cast<_Float16*>(data)[i] = static_cast<_Float16>(value); return;
-    default: return;  // refused before the loop
-  }
-}
-
-}  // namespace
-
 void CpuBackend::convert(Tensor dst, const Tensor& src) {
   USTRAIN_ASSERT(dst.device == Device::cpu && src.device == Device::cpu, "cpu convert of a non-cpu tensor");
   USTRAIN_ASSERT(dst.numel() == src.numel(), "convert " + src.shape.str() + " into " + dst.shape.str());
@@ -162,8 +133,17 @@ void CpuBackend::convert(Tensor dst, const Tensor& src) {
                  std::string("convert ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype) +
                      ": only f32, bf16 and f16 convert");
   const std::int64_t n = dst.numel();
-#pragma omp parallel for schedule(static) num_threads(threads_) if (n >= kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) store_float(dst.data, i, dst.dtype, load_as_float(src.data, i, src.dtype));
+  if (src.dtype == DType::f32) return cpu::narrow(dst.data, dst.dtype, src.f32(), n);
+  if (dst.dtype == DType::f32) return cpu::widen(dst.f32(), src.data, src.dtype, n);
+  // bf16 <-> f16: through fp32 in blocks (widening is exact, so one rounding).
+  constexpr std::int64_t kBlock = 4096;
+  float wide[kBlock];
+  const std::size_t width = dtype_size(src.dtype);
+  for (std::int64_t i = 0; i < n; i += kBlock) {
+    const std::int64_t count = std::min(kBlock, n - i);
+    cpu::widen(wide, static_cast<const char*>(src.data) + i * static_cast<std::int64_t>(width), src.dtype, count);
+    cpu::narrow(static_cast<char*>(dst.data) + i * static_cast<std::int64_t>(width), dst.dtype, wide, count);
+  }
 }
 
 void CpuBackend::add(Tensor out, Tensor a, Tensor b) {

@@ -25,6 +25,19 @@ same_losses "60 + 60 steps equal 120 straight" runs/straight/metrics.jsonl runs/
 [[ $(evals runs/straight/metrics.jsonl) == "$(evals runs/halves/metrics.jsonl)" ]] \
   && pass "validation losses equal too" || fail "validation losses differ after resume"
 
+# Mixed precision on the CPU resumes exactly too: the 16-bit weight copies are rebuilt from the
+# fp32 masters, and fp16's loss scale travels in the checkpoint.
+for prec in bf16 fp16; do
+  p=(--set train.precision=$prec "${constant[@]}")
+  expect_exit 0 "$prec: 40 steps straight" -- "$USTRAIN" train tiny.toml --set run.name=$prec-straight --set train.steps=40 "${p[@]}"
+  expect_exit 0 "$prec: 20 steps" -- "$USTRAIN" train tiny.toml --set run.name=$prec-halves --set train.steps=20 "${p[@]}"
+  expect_exit 0 "$prec: resumed for 20 more" -- \
+    "$USTRAIN" train tiny.toml --set run.name=$prec-halves --set train.steps=40 --resume auto "${p[@]}"
+  same_losses "$prec: 20 + 20 steps equal 40 straight" runs/$prec-straight/metrics.jsonl runs/$prec-halves/metrics.jsonl
+done
+[[ $(losses runs/bf16-straight/metrics.jsonl) != "$(losses runs/straight/metrics.jsonl | head -n 40)" ]] \
+  && pass "bf16 losses differ from fp32's (the 16-bit path ran)" || fail "bf16 gave fp32's losses"
+
 # Periodic checkpoints of the cosine-schedule run, each resumed into another run directory.
 ckpt=(--set train.steps=120 --set checkpoint.interval=20 --set checkpoint.keep_last=2 --set checkpoint.keep_every=40)
 expect_exit 0 "120 steps with a checkpoint every 20" -- "$USTRAIN" train tiny.toml --set run.name=periodic "${ckpt[@]}"

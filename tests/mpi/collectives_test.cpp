@@ -3,8 +3,8 @@
 // CPU backend (parallel/staged_communicator.h).
 //
 // Inputs are drawn so that every partial sum is exact in the dtype (f32: multiples of 1/8
-// below 2^10; bf16: multiples of 1/4 below 16), so the reference is exact whatever order
-// MPI reduces in, and results are compared for equality. Sizes are odd on purpose.
+// below 2^10; bf16: multiples of 1/4 below 16; fp16: multiples of 1/16 below 32), so the
+// reference is exact whatever order MPI reduces in, and results are compared for equality. Sizes are odd on purpose.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -51,6 +51,7 @@ double input(DType t, std::uint64_t seed, int rank, std::int64_t i) {
   switch (t) {
     case DType::f32: return static_cast<double>(static_cast<std::int64_t>(h % 2049) - 1024) / 8.0;
     case DType::bf16: return static_cast<double>(static_cast<std::int64_t>(h % 33) - 16) / 4.0;
+    case DType::f16: return static_cast<double>(static_cast<std::int64_t>(h % 257) - 128) / 16.0;
     default: return static_cast<double>(static_cast<std::int64_t>(h % 2000001) - 1000000);
   }
 }
@@ -65,12 +66,14 @@ class Buffer {
     char* p = bytes_.data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
     if (dtype_ == DType::f32) { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
     else if (dtype_ == DType::bf16) { const std::uint16_t b = bf16::from_float(static_cast<float>(v)); std::memcpy(p, &b, 2); }
+    else if (dtype_ == DType::f16) { const auto h = static_cast<_Float16>(v); std::memcpy(p, &h, 2); }
     else { const std::int32_t k = static_cast<std::int32_t>(v); std::memcpy(p, &k, 4); }
   }
   double get(std::int64_t i) const {
     const char* p = bytes_.data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
     if (dtype_ == DType::f32) { float f; std::memcpy(&f, p, 4); return f; }
     if (dtype_ == DType::bf16) { std::uint16_t b; std::memcpy(&b, p, 2); return bf16::to_float(b); }
+    if (dtype_ == DType::f16) { _Float16 h; std::memcpy(&h, p, 2); return static_cast<double>(h); }
     std::int32_t k; std::memcpy(&k, p, 4); return k;
   }
   void fill_input(std::uint64_t seed, int rank, std::int64_t offset = 0) {
@@ -89,9 +92,10 @@ double reference_sum(DType t, std::uint64_t seed, int members, std::int64_t i) {
   return s;
 }
 
-// avg as specified: the exact sum, divided by the size in f32 (bf16: then rounded).
+// avg as specified: the exact sum, divided by the size in f32 (bf16, fp16: then rounded).
 double reference_avg(DType t, double sum, int members) {
   const float q = static_cast<float>(sum) / static_cast<float>(members);
+  if (t == DType::f16) return static_cast<double>(static_cast<_Float16>(q));
   return t == DType::bf16 ? bf16::to_float(bf16::from_float(q)) : q;
 }
 
@@ -100,7 +104,8 @@ struct Case {
   ReduceOp op;
 };
 const Case kReduceCases[] = {{DType::f32, ReduceOp::sum}, {DType::f32, ReduceOp::avg}, {DType::bf16, ReduceOp::sum},
-                             {DType::bf16, ReduceOp::avg}, {DType::i32, ReduceOp::sum}};
+                             {DType::bf16, ReduceOp::avg}, {DType::f16, ReduceOp::sum},
+                             {DType::f16, ReduceOp::avg}, {DType::i32, ReduceOp::sum}};
 const std::int64_t kSizes[] = {1, 7, 1001, 65537};
 
 std::string label(const Case& c, std::int64_t n) {

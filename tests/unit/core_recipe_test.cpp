@@ -515,9 +515,6 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[parallel]\ndp = 4\nep = 4\n[train]\nmicro_batch = 2\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
-      {"[train]\nprecision = \"bf16\"\n",
-       {"test.toml:4:", "train.precision = \"bf16\"", "the CPU backend computes in fp32",
-        "need the CUDA backend"}},
       {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
        {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
   };

@@ -1,0 +1,76 @@
+// The CPU backend with bf16 and fp16 storage: the model of the GPU's mixed precision on any
+// machine. Every op keeps the CUDA backend's contract (16-bit activations and weight copies,
+// fp32 statistics, gradients and optimizer state) and its numerics: 16-bit operands are
+// widened to fp32, the fp32 reference op computes, and each result is rounded once into its
+// 16-bit tensor, as the CUDA kernels load, compute in fp32 and round on store. bf16 GEMMs run
+// on oneDNN's bf16 matmul (products exact, fp32 sums, one rounding of the result, as
+// cuBLASLt's); fp16 GEMMs on the fp32 GEMM of widened operands (their products are exact in
+// fp32 too). fp32 tensors go straight to the fp32 ops, bit for bit as CpuBackend.
+#pragma once
+
+#include <array>
+#include <memory>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/onednn_gemm.h"
+
+namespace ustrain {
+
+class CpuMixedBackend : public CpuBackend {
+ public:
+  explicit CpuMixedBackend(int threads = 0);
+
+  void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
+  void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) override;
+  void embedding_forward_shard(Tensor out, Tensor ids, Tensor table, VocabShard shard) override;
+  void embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dout, VocabShard shard) override;
+
+  void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) override;
+  void rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight, Tensor rstd) override;
+
+  void linear_forward(Tensor out, Tensor x, Tensor weight) override;
+  void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
+  void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
+
+  void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
+  void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
+
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
+                          int n_kv_heads) override;
+  void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
+  void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                               AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
+  void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
+
+  void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
+                 const MoeRouting& routing) override;
+  void moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse, Tensor experts,
+                          Tensor gates, const MoeRouting& routing, float z_grad) override;
+  void moe_combine(Tensor out, Tensor rows, Tensor gates) override;
+  void moe_combine_backward(Tensor drows, Tensor dgates, Tensor dout, Tensor rows, Tensor gates) override;
+
+  void swiglu_forward(Tensor out, Tensor gate_up) override;
+  void swiglu_backward(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
+  void add(Tensor out, Tensor a, Tensor b) override;
+
+  void cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits, Tensor targets) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) override;
+  void cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard shard) override;
+  void cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
+                                    VocabShard shard) override;
+
+ private:
+  class Widening;
+  // A GEMM on bf16 operands into fp32 or bf16 `c`; false when the operands are not both bf16.
+  bool bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const Tensor& b, Tensor c);
+
+  static constexpr int kSlots = 8;  // the most 16-bit tensors one op takes
+  std::array<ScratchBuffer, kSlots> slots_;
+  ScratchBuffer gemm_out_;
+  std::unique_ptr<cpu::Bf16Gemm> gemm_;
+};
+
+}  // namespace ustrain
