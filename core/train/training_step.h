@@ -58,9 +58,10 @@ struct TrainingRank {
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
 
-  // `saves_checkpoints`: the plan holds the checkpoint writer's host snapshot.
+  // `saves_checkpoints`: the plan holds the checkpoint writer's host snapshot; it holds
+  // `op_scratch_bytes` of op scratch (core/plan/step_scratch.h).
   TrainingRank(const Recipe& r, ProcessGroups& groups, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-               MemoryShare memory, bool saves_checkpoints);
+               MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes = 0);
   TrainingRank(const TrainingRank&) = delete;
   TrainingRank& operator=(const TrainingRank&) = delete;
   // The ranks over which a sync group's gradients add up and its store is sharded.

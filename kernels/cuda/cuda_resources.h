@@ -40,6 +40,8 @@ class DeviceScratch {
   // synchronised before an old buffer is freed, so work still using it completes first.
   void* get(std::size_t bytes, cudaStream_t stream);
   std::size_t capacity() const { return capacity_; }
+  // Frees the buffer; the caller makes sure no queued work still uses it.
+  void release();
 
  private:
   void* data_ = nullptr;
