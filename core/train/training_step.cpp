@@ -43,7 +43,11 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       scaler(r.train.precision == "fp16"),
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),
-      bad_steps(r.train.max_bad_steps) {
+      bad_steps(r.train.max_bad_steps),
+      train_tokens(backend, static_cast<std::size_t>(r.grad_accum_steps()), r.train.micro_batch * geometry.seq,
+                   "the training micro-batches' token ids"),
+      eval_tokens(backend, static_cast<std::size_t>(pipeline.eval.shape.micro_batches),
+                  r.train.micro_batch * geometry.seq, "the validation micro-batches' token ids") {
   model.set_param_hooks(&engine);
 }
 
