@@ -22,6 +22,8 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace ustrain {
 
+struct RecordedOp;  // kernels/record/recording_backend.h
+
 struct AdamWParams {
   float lr = 3e-4f;
   float beta1 = 0.9f;
@@ -106,6 +108,21 @@ class Backend {
   virtual HostStaging allocate_host_staging(std::size_t bytes, const char* what);
   virtual void use_library_workspace(void* workspace, std::size_t bytes) {
     (void)workspace;
+    (void)bytes;
+  }
+  // Bytes of planned op scratch (the memory plan's op-scratch line) this backend takes for one
+  // op of a recorded step (kernels/record/recording_backend.h), the step's shapes: on CUDA the
+  // scratch its kernels, and cuDNN's attention plans for the shape, work in; 0 on the CPU,
+  // whose ops keep their own scratch. May prepare the op for the shape (cuDNN plans it).
+  virtual std::size_t op_scratch_bytes(const RecordedOp& op) {
+    (void)op;
+    return 0;
+  }
+  // The planned op scratch, op_scratch_bytes() of the step's ops at most, that every op's
+  // scratch is carved from (one op at a time): an op needing more is an internal error. Null
+  // takes it back before it is released; until one is given the backend grows its own.
+  virtual void use_op_scratch(void* scratch, std::size_t bytes) {
+    (void)scratch;
     (void)bytes;
   }
 

@@ -13,7 +13,7 @@ namespace ustrain {
 const char* mem_category_name(MemCategory c) {
   static constexpr const char* kNames[kMemCategories] = {"parameters", "gradients",     "optimizer",
                                                          "activations", "workspace",     "communication",
-                                                         "library workspace"};
+                                                         "library workspace", "op scratch"};
   return kNames[static_cast<int>(c)];
 }
 
@@ -90,7 +90,7 @@ std::string MemoryPlan::summary() const {
   const int width = library ? 17 : 14;  // "library workspace" is the longest name
   for (int c = 0; c < kMemCategories; ++c) {
     const auto cat = static_cast<MemCategory>(c);
-    if (cat == MemCategory::library_workspace && !library) continue;
+    if ((cat == MemCategory::library_workspace || cat == MemCategory::op_scratch) && bytes(cat) == 0) continue;
     s += fmt::format("  {:<{}} {:>12}\n", mem_category_name(cat), width, format_bytes(bytes(cat)));
   }
   s += fmt::format("  {:<{}} {:>12}\n", "total", width, format_bytes(total_bytes()));
@@ -116,6 +116,12 @@ void plan_library_workspace(Device device, MemoryPlan& plan) {
            Shape{static_cast<std::int64_t>(bytes / sizeof(float))}, DType::f32);
 }
 
+void plan_op_scratch(std::size_t bytes, MemoryPlan& plan) {
+  if (bytes == 0) return;
+  const std::size_t words = (bytes + sizeof(float) - 1) / sizeof(float);
+  plan.add("backend.op_scratch", MemCategory::op_scratch, Shape{static_cast<std::int64_t>(words)}, DType::f32);
+}
+
 PlannedMemory::PlannedMemory(const MemoryPlan& plan, Backend& backend) : plan_(plan), backend_(backend) {
   for (int c = 0; c < kMemCategories; ++c) {
     const std::size_t n = plan_.bytes(static_cast<MemCategory>(c));
@@ -128,11 +134,14 @@ PlannedMemory::PlannedMemory(const MemoryPlan& plan, Backend& backend) : plan_(p
   }
   if (void* library = base_[static_cast<std::size_t>(MemCategory::library_workspace)])
     backend_.use_library_workspace(library, plan_.bytes(MemCategory::library_workspace));
+  if (void* scratch = base_[static_cast<std::size_t>(MemCategory::op_scratch)])
+    backend_.use_op_scratch(scratch, plan_.bytes(MemCategory::op_scratch));
 }
 
 PlannedMemory::~PlannedMemory() {
   if (base_[static_cast<std::size_t>(MemCategory::library_workspace)] != nullptr)
     backend_.use_library_workspace(nullptr, 0);  // before the memory goes back
+  if (base_[static_cast<std::size_t>(MemCategory::op_scratch)] != nullptr) backend_.use_op_scratch(nullptr, 0);
   for (void* p : base_)
     if (p) backend_.release(p);
 }

@@ -18,6 +18,8 @@ namespace ustrain {
 // communication: buffers that exist only for collectives (ZeRO's gathered layers and
 // gradient buckets). library_workspace: the device memory the backend's libraries work in
 // (kernels/library_workspace.h; none on the CPU), handed to the backend when allocated.
+// op_scratch: the scratch the backend's ops and cuDNN's attention plans work in, the most any
+// op of the step takes (Backend::op_scratch_bytes; none on the CPU), handed over likewise.
 enum class MemCategory : int {
   parameters = 0,
   gradients,
@@ -25,9 +27,10 @@ enum class MemCategory : int {
   activations,
   workspace,
   communication,
-  library_workspace
+  library_workspace,
+  op_scratch
 };
-inline constexpr int kMemCategories = 7;
+inline constexpr int kMemCategories = 8;
 const char* mem_category_name(MemCategory c);
 
 struct PlanEntry {
@@ -71,8 +74,8 @@ class MemoryPlan {
   std::size_t host_bytes() const;                       // all host buffers
   std::size_t host_bytes(const std::string& name) const;  // the named one's; 0 when none
 
-  // A human-readable table: bytes per category (the library workspace only when there is
-  // one) and the biggest entries.
+  // A human-readable table: bytes per category (the library workspace and op scratch only
+  // when there are some) and the biggest entries.
   std::string summary() const;
 
  private:
@@ -89,8 +92,12 @@ class MemoryPlan {
 // (library_workspace_bytes(device)); nothing on the CPU.
 void plan_library_workspace(Device device, MemoryPlan& plan);
 
+// Declares `bytes` of op scratch (core/plan/step_scratch.h works them out); nothing for 0.
+void plan_op_scratch(std::size_t bytes, MemoryPlan& plan);
+
 // The allocated plan: one allocation per non-empty category, from a backend, which is handed
-// the library workspace (Backend::use_library_workspace) for as long as the plan is allocated.
+// the library workspace (Backend::use_library_workspace) and the op scratch
+// (Backend::use_op_scratch) for as long as the plan is allocated.
 class PlannedMemory {
  public:
   PlannedMemory(const MemoryPlan& plan, Backend& backend);

@@ -18,12 +18,13 @@ constexpr double kTera = 1e12, kGiga = 1e9;
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 // The libraries' device memory, the same on every GPU here: a CUDA context (~500 MiB on
-// Hopper), cuBLASLt's workspace (32 MiB, kernels/library_workspace.h), cuDNN's attention plans
-// and workspaces (a few hundred MiB at long sequences) and NCCL's buffers (a few hundred MiB
-// for the groups of one rank): 1.25 GiB, so that a plan within it is not promised memory it
-// lacks. The memory plan itself holds cuBLASLt's workspace (its library-workspace category):
-// the allowance beside the plan is the rest.
-constexpr std::size_t kGpuLibraryBytes = kGiB + kGiB / 4 - library_workspace_bytes(Device::cuda);
+// Hopper), cuBLASLt's workspace (32 MiB, kernels/library_workspace.h), cuDNN's handle and
+// its attention plans' own workspaces, and NCCL's buffers (a few hundred MiB for the groups of
+// one rank): 1 GiB, so that a plan within it is not promised memory it lacks. The memory plan
+// itself holds cuBLASLt's workspace (its library-workspace line) and the ops' scratch with
+// cuDNN attention's staging (its op-scratch line, a few hundred MiB at long sequences): the
+// allowance beside the plan is the rest.
+constexpr std::size_t kGpuLibraryBytes = kGiB - library_workspace_bytes(Device::cuda);
 
 // Sources:
 //  H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet (2023): 989 TFLOP/s dense BF16 (1979 with

@@ -55,6 +55,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
             placement.tp, placement.cp) {
   plan_model(model, plan, placement.sharding, placement.slots);
   plan_library_workspace(backend->device(), plan);
+  plan_op_scratch(placement.op_scratch_bytes, plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_trace(recipe, plan);
   // On a GPU the host buffers are not the checked memory's: the run checks them against the

@@ -29,6 +29,8 @@ struct ModelPlacement {
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)
   // The run saves checkpoints: the plan holds the writer's host snapshot (core/checkpoint/writer.h).
   bool saves_checkpoints = false;
+  // Bytes of op scratch the plan holds (core/plan/step_scratch.h); 0 for none.
+  std::size_t op_scratch_bytes = 0;
 };
 
 struct ModelInstance {

@@ -101,9 +101,13 @@ RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart
     : data(open_training_data(recipe, options, layout, ts)),
       device(open_device(recipe, layout, ts.launch.local_world_size)),
       memory(memory_share(device->device(), ts.host_memory, ts.launch.local_world_size)),
+      op_scratch(backend_op_scratch(recipe, layout.groups().pp().rank(), *device)),
       trace(recipe, layout.groups(), layout.mesh()),
       run(recipe, layout.groups(), std::move(device), kGradientBucketBytes, memory,
-          saves_checkpoints(recipe, options)) {
+          saves_checkpoints(recipe, options), op_scratch.bytes) {
+  if (op_scratch.bytes > 0)
+    spdlog::info("op scratch: {} planned, the most any op of the step takes ({})", format_bytes(op_scratch.bytes),
+                 op_scratch.op);
   trace.attach(run.model, run.engine, run.backend, run.train_executor);
   // On the CPU the host buffers were checked with the plan (check_host_fits and the model's
   // own check); a GPU's check counted only its arenas.

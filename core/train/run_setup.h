@@ -13,6 +13,7 @@
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/resume.h"
 #include "core/checkpoint/writer.h"
+#include "core/plan/step_scratch.h"
 #include "core/distributed/process_layout.h"
 #include "core/run/run_lock.h"
 #include "core/run/run_record.h"
@@ -57,6 +58,9 @@ struct RunSetup {
   // anything is written); the run takes the backend.
   std::unique_ptr<Backend> device;
   MemoryShare memory;
+  // The op scratch the plan holds: the step's ops recorded and sized by the device (on CUDA
+  // its cuDNN attention plans are made now, before the plan is checked); none on the CPU.
+  StepScratch op_scratch;
   // log.trace_steps: declared before the run, whose operations in flight it may still record.
   StepTrace trace;
   TrainingRank run;

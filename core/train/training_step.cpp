@@ -25,7 +25,7 @@ ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank) {
 }
 
 TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-                           MemoryShare memory, bool saves_checkpoints)
+                           MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes)
     : recipe(r),
       groups(g),
       geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank(), groups.cp().rank())),
@@ -34,7 +34,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
                ModelPlacement{&tp, &cp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
-                              pipeline.slots, memory, saves_checkpoints},
+                              pipeline.slots, memory, saves_checkpoints, op_scratch_bytes},
                std::move(be)),
       model(instance.model),
       backend(*instance.backend),
@@ -43,7 +43,11 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       scaler(r.train.precision == "fp16"),
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),
-      bad_steps(r.train.max_bad_steps) {
+      bad_steps(r.train.max_bad_steps),
+      train_tokens(backend, static_cast<std::size_t>(r.grad_accum_steps()), r.train.micro_batch * geometry.seq,
+                   "the training micro-batches' token ids"),
+      eval_tokens(backend, static_cast<std::size_t>(pipeline.eval.shape.micro_batches),
+                  r.train.micro_batch * geometry.seq, "the validation micro-batches' token ids") {
   model.set_param_hooks(&engine);
 }
 

@@ -19,6 +19,7 @@
 #include "core/train/model_instance.h"
 #include "core/train/nonfinite_steps.h"
 #include "core/train/phase_timer.h"
+#include "core/train/token_staging.h"
 #include "parallel/process_groups.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/trace.h"
@@ -57,10 +58,14 @@ struct TrainingRank {
   LossScaler scaler;
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
+  // The token ids of a training step's and of the validation pass's micro-batches, on their
+  // way to the device (page-locked on CUDA).
+  TokenStaging train_tokens, eval_tokens;
 
-  // `saves_checkpoints`: the plan holds the checkpoint writer's host snapshot.
+  // `saves_checkpoints`: the plan holds the checkpoint writer's host snapshot; it holds
+  // `op_scratch_bytes` of op scratch (core/plan/step_scratch.h).
   TrainingRank(const Recipe& r, ProcessGroups& groups, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
-               MemoryShare memory, bool saves_checkpoints);
+               MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes = 0);
   TrainingRank(const TrainingRank&) = delete;
   TrainingRank& operator=(const TrainingRank&) = delete;
   // The ranks over which a sync group's gradients add up and its store is sharded.

@@ -20,6 +20,7 @@
 #include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -412,8 +413,7 @@ void attention_block_forward(float* out, float* lse, const void* qkv, const void
 }
 
 std::size_t attention_block_backward_workspace_bytes(const AttentionBlock& a) {
-  return sizeof(float) * static_cast<std::size_t>(a.batch) * static_cast<std::size_t>(a.heads) *
-         static_cast<std::size_t>(a.q_count);
+  return attention_backward_rows_bytes(a.batch, a.heads, a.q_count);
 }
 
 void attention_block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv,

@@ -18,6 +18,7 @@
 #include "kernels/cuda/attention_fallback.h"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -349,8 +350,7 @@ void attention_fallback_forward(void* out, float* lse, const void* qkv, std::int
 
 std::size_t attention_fallback_backward_workspace_bytes(std::int64_t batch, std::int64_t seq, int n_heads,
                                                         int /*n_kv_heads*/, int /*head_dim*/) {
-  return sizeof(float) * static_cast<std::size_t>(batch) * static_cast<std::size_t>(n_heads) *
-         static_cast<std::size_t>(seq);
+  return attention_backward_rows_bytes(batch, n_heads, seq);
 }
 
 void attention_fallback_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,

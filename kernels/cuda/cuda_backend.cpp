@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
 #include "kernels/library_workspace.h"
+#include "kernels/record/op_scratch.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -53,7 +55,9 @@ CudaBackend::CudaBackend(int device_index)
   // in attention_layout.h) but refuses is an error, not a quiet switch to our kernel, so a GPU
   // check proves which attention ran; shapes outside it (fp32, odd head sizes) still run ours.
   const char* strict = std::getenv("USTRAIN_REQUIRE_CUDNN");
-  attention_ = std::make_unique<CudnnAttention>(strict != nullptr && std::string(strict) == "1");
+  attention_ = std::make_unique<CudnnAttention>(
+      strict != nullptr && std::string(strict) == "1",
+      [this](std::size_t bytes, const std::string& what) { return scratch(bytes, what); });
   spdlog::info("{}: {}", name_, describe(read_cuda_versions()));
 }
 
@@ -83,10 +87,10 @@ void CudaBackend::release(void* p) {
 }
 
 std::size_t CudaBackend::peak_device_bytes() const {
-  // An upper bound: the arenas' peak plus everything held beside them.
-  // (The planned library workspace is one of the arenas; cuBLASLt's own counts while held.)
-  return peak_allocated_bytes_ + scratch_.capacity() + gemm_->own_workspace_bytes() + attention_->workspace_bytes() +
-         sizeof(double);
+  // An upper bound: the arenas' peak plus everything held beside them. (The planned library
+  // workspace and op scratch are arenas; cuBLASLt's own workspace and the unplanned scratch
+  // count while held.)
+  return peak_allocated_bytes_ + scratch_.capacity() + gemm_->own_workspace_bytes() + sizeof(double);
 }
 
 HostStaging CudaBackend::allocate_host_staging(std::size_t bytes, const char* what) {
@@ -107,7 +111,34 @@ std::size_t CudaBackend::available_memory_bytes() const {
   return free_bytes;
 }
 
-void* CudaBackend::scratch(std::size_t bytes) { return scratch_.get(bytes, stream_.get()); }
+std::size_t CudaBackend::op_scratch_bytes(const RecordedOp& op) {
+  std::size_t bytes = cuda_op_scratch_bytes(op);  // our kernels and cuDNN's staging
+  if (const std::optional<RecordedAttention> a = recorded_attention(op); a && a->cudnn_offered) {
+    // cuDNN's plan for the shape is made now, so its own workspace is known before the plan.
+    const std::size_t cudnn = a->block ? attention_->block_scratch_bytes(a->block_dims, a->act, a->backward)
+                                       : attention_->scratch_bytes(a->whole, a->act, a->backward);
+    bytes = std::max(bytes, cudnn);
+  }
+  return bytes;
+}
+
+void CudaBackend::use_op_scratch(void* scratch, std::size_t bytes) {
+  if (scratch != nullptr && scratch_.capacity() > 0) {
+    USTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // no queued op may still use it
+    scratch_.release();
+  }
+  planned_scratch_ = scratch;
+  planned_scratch_bytes_ = scratch != nullptr ? bytes : 0;
+}
+
+void* CudaBackend::scratch(std::size_t bytes, std::string_view op) {
+  if (planned_scratch_ == nullptr) return scratch_.get(bytes, stream_.get());
+  USTRAIN_ASSERT(bytes <= planned_scratch_bytes_,
+                 std::string(op) + " needs " + std::to_string(bytes) + " bytes of op scratch, above the " +
+                     std::to_string(planned_scratch_bytes_) +
+                     " the memory plan holds (its op-scratch line, the most the recorded step's ops take)");
+  return planned_scratch_;
+}
 
 void CudaBackend::copy(Tensor dst, const Tensor& src) {
   USTRAIN_ASSERT(dst.dtype == src.dtype, std::string("copy ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype));
@@ -155,7 +186,7 @@ void CudaBackend::embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
   const std::int64_t n = ids.numel(), vocab = dtable.shape[0], dim = dtable.shape.last();
   USTRAIN_ASSERT(dtable.shape.rank() == 2 && dout.numel() == n * dim,
                  "embedding backward: dtable " + dtable.shape.str() + ", dout " + dout.shape.str());
-  void* ws = scratch(embedding_backward_workspace_bytes(n));
+  void* ws = scratch(embedding_backward_workspace_bytes(n), "embedding_backward");
   cuda::embedding_backward(dtable.data, dtable.dtype, static_cast<const std::int32_t*>(ids.data), dout.data, n, vocab,
                            dim, act, ws, stream_.get());
 }
@@ -177,7 +208,7 @@ void CudaBackend::embedding_backward_shard(Tensor dtable, Tensor ids, Tensor dou
   const std::int64_t n = ids.numel(), dim = dtable.shape.last();
   USTRAIN_ASSERT(dtable.shape.rank() == 2 && dout.numel() == n * dim && shard.valid <= dtable.shape[0],
                  "embedding shard backward: dtable " + dtable.shape.str() + ", dout " + dout.shape.str());
-  void* ws = scratch(embedding_backward_workspace_bytes(n));
+  void* ws = scratch(embedding_backward_workspace_bytes(n), "embedding_backward_shard");
   cuda::embedding_backward(dtable.f32(), DType::f32, static_cast<const std::int32_t*>(ids.data), dout.data, n,
                            shard.valid, dim, act, ws, stream_.get(), shard.begin);
 }
@@ -201,7 +232,7 @@ void CudaBackend::rmsnorm_backward(Tensor dx, Tensor dweight, Tensor dout, Tenso
   USTRAIN_ASSERT(dx.shape == x.shape && dout.shape == x.shape && weight.numel() == dim && dweight.numel() == dim &&
                      rstd.numel() == rows,
                  "rmsnorm backward: x " + x.shape.str() + ", dx " + dx.shape.str() + ", dout " + dout.shape.str());
-  void* ws = scratch(rmsnorm_backward_workspace_bytes(rows, dim));
+  void* ws = scratch(rmsnorm_backward_workspace_bytes(rows, dim), "rmsnorm_backward");
   cuda::rmsnorm_backward(dx.data, dweight.f32(), dout.data, x.data, weight.data, rstd.f32(), rows, dim, act, ws,
                          stream_.get());
 }
@@ -316,7 +347,8 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
   if (attention_->backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                            s.head_dim, act, stream_.get()))
     return;
-  void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim));
+  void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim),
+                     "attention_backward");
   attention_fallback_backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
                               s.head_dim, act, ws, stream_.get());
 }
@@ -441,7 +473,7 @@ double CudaBackend::sum_of_squares_multi(std::span<const Tensor> xs) {
     tensors.push_back(x.data);
     sizes.push_back(x.numel());
   }
-  void* ws = scratch(sum_of_squares_workspace_bytes());
+  void* ws = scratch(sum_of_squares_workspace_bytes(), "sum_of_squares");
   cuda::sum_of_squares(reduce_result_, tensors.data(), sizes.data(), static_cast<int>(tensors.size()), DType::f32, ws,
                        stream_.get());
   double result = 0;

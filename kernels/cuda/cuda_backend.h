@@ -12,9 +12,12 @@
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step), the
 // planned library workspace among them: cuBLASLt's, handed over by use_library_workspace()
-// (kernels/library_workspace.h; without a plan it allocates its own at the first GEMM). Ops
-// that need scratch use one grow-only buffer sized at their first call, and cuDNN attention
-// grows its workspace at a shape's first call (not planned: their sizes follow the shapes).
+// (kernels/library_workspace.h; without a plan it allocates its own at the first GEMM), and
+// the planned op scratch, handed over by use_op_scratch(): every op that needs scratch, cuDNN
+// attention's staging and plan workspace included, takes it from there, one op at a time on
+// the stream. The plan sized it from the step's ops (op_scratch_bytes(), which plans cuDNN
+// for the step's attention shapes at start-up); an op that needs more is an internal error
+// naming the op and the sizes. Without a plan (tests) ops share one grow-only buffer instead.
 // Running out of device memory in any of these is a UserError naming what and how to fit. Host<->device copies synchronise, so
 // host memory is safe to reuse when copy() returns; everything else is asynchronous on the
 // compute stream until synchronize().
@@ -23,6 +26,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "kernels/backend.h"
@@ -57,6 +61,8 @@ class CudaBackend final : public Backend {
   std::size_t available_memory_bytes() const override;
   std::string memory_name() const override { return "GPU " + std::to_string(device_index_); }
   void use_library_workspace(void* workspace, std::size_t bytes) override;
+  std::size_t op_scratch_bytes(const RecordedOp& op) override;
+  void use_op_scratch(void* scratch, std::size_t bytes) override;
   HostStaging allocate_host_staging(std::size_t bytes, const char* what) override;  // page-locked
 
   void embedding_forward(Tensor out, Tensor ids, Tensor table) override;
@@ -116,12 +122,15 @@ class CudaBackend final : public Backend {
 
  private:
   void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
-  void* scratch(std::size_t bytes);
+  // At least `bytes` of device scratch for the op `op` names, valid until the next op's.
+  void* scratch(std::size_t bytes, std::string_view op);
 
   int device_index_;
   std::string name_;
   Stream stream_;
-  DeviceScratch scratch_;
+  DeviceScratch scratch_;  // without a planned op scratch
+  void* planned_scratch_ = nullptr;
+  std::size_t planned_scratch_bytes_ = 0;
   double* reduce_result_ = nullptr;  // one device double for sum_of_squares
   std::unique_ptr<LtGemm> gemm_;
   std::unique_ptr<CudnnAttention> attention_;  // USTRAIN_REQUIRE_CUDNN=1 makes its refusals errors

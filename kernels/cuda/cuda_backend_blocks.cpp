@@ -120,7 +120,7 @@ void CudaBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, T
                                                     lse.f32(), a.q_begin, a.k_begin, cudnn_dims(a), act,
                                                     stream_.get()))
     return;
-  void* ws = scratch(attention_block_backward_workspace_bytes(a));
+  void* ws = scratch(attention_block_backward_workspace_bytes(a), "attention_block_backward");
   cuda::attention_block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data, out.dtype, lse.f32(), a,
                                  act, ws, stream_.get());
 }

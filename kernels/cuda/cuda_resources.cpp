@@ -47,6 +47,12 @@ DeviceScratch::~DeviceScratch() {
   if (data_ != nullptr) cudaFree(data_);
 }
 
+void DeviceScratch::release() {
+  if (data_ != nullptr) USTRAIN_CUDA_CHECK(cudaFree(data_));
+  data_ = nullptr;
+  capacity_ = 0;
+}
+
 void* DeviceScratch::get(std::size_t bytes, cudaStream_t stream) {
   if (bytes <= capacity_) return data_;
   if (data_ != nullptr) {

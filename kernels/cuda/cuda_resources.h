@@ -28,8 +28,9 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// Device scratch that only grows: ops that need temporary memory size it at their first call
-// (the first training step), so later steps never allocate.
+// Device scratch that only grows, for ops that need temporary memory when no memory plan has
+// given the backend its op scratch (tests, tools without a plan): sized at a shape's first
+// call, so later calls of the shape never allocate.
 class DeviceScratch {
  public:
   DeviceScratch() = default;
@@ -40,6 +41,8 @@ class DeviceScratch {
   // synchronised before an old buffer is freed, so work still using it completes first.
   void* get(std::size_t bytes, cudaStream_t stream);
   std::size_t capacity() const { return capacity_; }
+  // Frees the buffer; the caller makes sure no queued work still uses it.
+  void release();
 
  private:
   void* data_ = nullptr;

@@ -101,6 +101,26 @@ struct ShapeEntry {
   bool misalignment_logged = false;
 };
 
+// What cuDNN runs a whole causal sequence's pass, or one block's pass, with.
+ShapeSpec whole_spec(const AttentionDims& a, DType act, Pass pass) {
+  if (pass == Pass::forward)
+    return {cudnn_unsupported_reason(a, act),
+            [a](const PlanTarget& t, cudnnDataType_t io) { return attention_forward_graph(t, a, io); }, 0, a.head_dim};
+  return {cudnn_unsupported_reason(a, act),
+          [a](const PlanTarget& t, cudnnDataType_t io) { return attention_backward_graph(t, a, io); },
+          backward_scratch(a).bytes, a.head_dim};
+}
+
+ShapeSpec block_spec(const BlockAttentionDims& a, DType act, Pass pass) {
+  if (pass == Pass::forward)
+    return {cudnn_block_unsupported_reason(a, act),
+            [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_forward_graph(t, a, io); },
+            block_forward_scratch(a, kHalfBytes).bytes, a.head_dim};
+  return {cudnn_block_unsupported_reason(a, act),
+          [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_backward_graph(t, a, io); },
+          block_backward_scratch(a, kHalfBytes).bytes, a.head_dim};
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 bool all_aligned16(std::initializer_list<const void*> buffers) {
@@ -121,24 +141,37 @@ struct CudnnAttention::Impl {
   bool require_cudnn = false;
   bool zero_dq_accum = cudnnGetVersion() < kCudnnZeroesDqAccum;
   std::map<PlanKey, ShapeEntry> shapes;
-  void* workspace = nullptr;
-  std::size_t workspace_size = 0;
+  CudnnAttention::TakeScratch take_scratch;
 
-  explicit Impl(bool require) : require_cudnn(require) { check_cudnn(cudnnCreate(&handle), "cudnnCreate"); }
+  Impl(bool require, CudnnAttention::TakeScratch take) : require_cudnn(require), take_scratch(std::move(take)) {
+    check_cudnn(cudnnCreate(&handle), "cudnnCreate");
+  }
 
   ~Impl() {
     shapes.clear();  // plans reference the handle
     if (handle != nullptr) cudnnDestroy(handle);
-    if (workspace != nullptr) cudaFree(workspace);  // nothing to do about a failure here
+  }
+
+  // What became of the shape, deciding it now when it is new. `spec()` gives the ShapeSpec;
+  // it is asked only then.
+  template <class Spec>
+  ShapeEntry& entry_for(const PlanKey& key, const Spec& spec) {
+    auto found = shapes.find(key);
+    if (found == shapes.end()) found = shapes.emplace(key, first_call(key, spec())).first;
+    return found->second;
+  }
+
+  // The scratch a call of the shape takes when cuDNN runs it; 0 when it does not.
+  template <class Spec>
+  std::size_t scratch_bytes(const PlanKey& key, const Spec& spec) {
+    const ShapeEntry& entry = entry_for(key, spec);
+    return entry.plan != nullptr ? entry.plan->workspace_bytes() : 0;
   }
 
   // The plan to run the shape with, or null when the caller's kernel runs it (see the header).
-  // `spec()` gives the ShapeSpec; it is asked only at the shape's first call.
   template <class Spec>
   CachedPlan* plan_for(const PlanKey& key, const Spec& spec, bool buffers_aligned) {
-    auto found = shapes.find(key);
-    if (found == shapes.end()) found = shapes.emplace(key, first_call(key, spec())).first;
-    ShapeEntry& entry = found->second;
+    ShapeEntry& entry = entry_for(key, spec);
     if (!entry.offered) return nullptr;
     if (entry.plan == nullptr) return refused(key, entry.refusal);
     if (!buffers_aligned) {
@@ -164,9 +197,7 @@ struct CudnnAttention::Impl {
     } catch (const CudnnNotSupported& refusal) {
       entry.refusal = refusal.what();
       spdlog::warn("cuDNN refused {}: {}{}", describe(key), entry.refusal, fallback_note());
-      return entry;
     }
-    reserve(entry.plan->workspace_bytes());  // before caching: a failed allocation caches nothing
     return entry;
   }
 
@@ -192,25 +223,12 @@ struct CudnnAttention::Impl {
     return p;
   }
 
-  // Grows the workspace to `bytes`. Only a shape's first call gets here with more than is
-  // held; the device is drained first so that no queued kernel still uses the old buffer.
-  void reserve(std::size_t bytes) {
-    if (bytes <= workspace_size) return;
-    if (workspace != nullptr) {
-      USTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
-      USTRAIN_CUDA_CHECK(cudaFree(workspace));
-      workspace = nullptr;
-      workspace_size = 0;
-    }
-    workspace = device_malloc(bytes, "the cuDNN attention workspace");
-    workspace_size = bytes;
-  }
+  // The call's scratch: our staging from its start, the plan's own workspace after it.
+  char* scratch_for(const CachedPlan& p) const { return static_cast<char*>(take_scratch(p.workspace_bytes(), p.name)); }
 
-  char* scratch() const { return static_cast<char*>(workspace); }
-
-  // Runs the plan on `stream`; by_uid holds the device pointer of each io tensor.
-  void execute(CachedPlan& p, std::array<void*, kUidCount>& by_uid, cudaStream_t stream) {
-    USTRAIN_ASSERT(workspace_size >= p.workspace_bytes(), p.name + ": workspace smaller than its plan needs");
+  // Runs the plan on `stream` in `scratch` (scratch_for(p)); by_uid holds the device pointer
+  // of each io tensor.
+  void execute(CachedPlan& p, std::array<void*, kUidCount>& by_uid, char* scratch, cudaStream_t stream) {
     by_uid[kUidScale] = &p.scale;
     by_uid[kUidNegInf] = &p.neg_inf;
     by_uid[kUidOne] = &p.one;
@@ -220,7 +238,7 @@ struct CudnnAttention::Impl {
       USTRAIN_ASSERT(ptr != nullptr, p.name + ": no pointer for tensor uid " + std::to_string(uid));
       pointers.push_back(ptr);
     }
-    void* plan_workspace = p.plan.workspace_bytes > 0 ? scratch() + p.scratch_bytes : nullptr;
+    void* plan_workspace = p.plan.workspace_bytes > 0 ? scratch + p.scratch_bytes : nullptr;
 
     CudnnDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack for " + p.name);
     pack.set_int64s(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), p.graph.uids.data(),
@@ -233,17 +251,14 @@ struct CudnnAttention::Impl {
   }
 };
 
-CudnnAttention::CudnnAttention(bool require_cudnn) : impl_(std::make_unique<Impl>(require_cudnn)) {}
+CudnnAttention::CudnnAttention(bool require_cudnn, TakeScratch take_scratch)
+    : impl_(std::make_unique<Impl>(require_cudnn, std::move(take_scratch))) {}
 CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv,
                              int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
-  const auto spec = [&] {
-    return ShapeSpec{cudnn_unsupported_reason(a, act),
-                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_forward_graph(t, a, io); }, 0,
-                     a.head_dim};
-  };
+  const auto spec = [&] { return whole_spec(a, act, Pass::forward); };
   CachedPlan* plan = impl_->plan_for(whole_key(a, act, Pass::forward), spec, all_aligned16({out, lse, qkv}));
   if (plan == nullptr) return false;
 
@@ -253,23 +268,20 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_
   by_uid[kUidV] = at(qkv, value_view(a));
   by_uid[kUidO] = out;
   by_uid[kUidStats] = lse;
-  impl_->execute(*plan, by_uid, stream);
+  impl_->execute(*plan, by_uid, impl_->scratch_for(*plan), stream);
   return true;
 }
 
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                               std::int64_t B, std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream) {
   const AttentionDims a{B, S, H, Hkv, Dh};
-  const auto spec = [&] {
-    return ShapeSpec{cudnn_unsupported_reason(a, act),
-                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_backward_graph(t, a, io); },
-                     backward_scratch(a).bytes, a.head_dim};
-  };
+  const auto spec = [&] { return whole_spec(a, act, Pass::backward); };
   CachedPlan* plan =
       impl_->plan_for(whole_key(a, act, Pass::backward), spec, all_aligned16({dqkv, dout, qkv, out, lse}));
   if (plan == nullptr) return false;
 
   const BackwardScratch scratch = backward_scratch(a);
+  char* base = impl_->scratch_for(*plan);
   std::array<void*, kUidCount> by_uid{};
   by_uid[kUidQ] = at(qkv, query_view(a));
   by_uid[kUidK] = at(qkv, key_view(a));
@@ -280,12 +292,12 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
   by_uid[kUidDQ] = at(dqkv, query_view(a));
   by_uid[kUidDK] = at(dqkv, key_view(a));
   by_uid[kUidDV] = at(dqkv, value_view(a));
-  by_uid[kUidDqAccum] = impl_->scratch() + scratch.dq_accum_offset;
-  by_uid[kUidRowDot] = impl_->scratch() + scratch.row_dot_offset;
+  by_uid[kUidDqAccum] = base + scratch.dq_accum_offset;
+  by_uid[kUidRowDot] = base + scratch.row_dot_offset;
   if (impl_->zero_dq_accum)  // cuDNN before 9.6 (see kCudnnZeroesDqAccum)
     USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
                                        static_cast<std::size_t>(dq_accum_view(a).numel()) * sizeof(float), stream));
-  impl_->execute(*plan, by_uid, stream);
+  impl_->execute(*plan, by_uid, base, stream);
   return true;
 }
 
@@ -293,23 +305,20 @@ bool CudnnAttention::block_forward(float* out, float* lse, const void* qkv, cons
                                    std::int64_t k_begin, const BlockAttentionDims& a, DType act, cudaStream_t stream) {
   const void* q_rows = at(qkv, {{}, {}, q_begin * a.qkv_width()});  // the block's first query row
   const void* k_rows = at(kv, {{}, {}, k_begin * a.kv_width()});    // and key row
-  const auto spec = [&] {
-    return ShapeSpec{cudnn_block_unsupported_reason(a, act),
-                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_forward_graph(t, a, io); },
-                     block_forward_scratch(a, kHalfBytes).bytes, a.head_dim};
-  };
+  const auto spec = [&] { return block_spec(a, act, Pass::forward); };
   CachedPlan* plan =
       impl_->plan_for(block_key(a, act, Pass::forward), spec, all_aligned16({out, lse, q_rows, k_rows}));
   if (plan == nullptr) return false;
 
-  void* o = impl_->scratch() + block_forward_scratch(a, kHalfBytes).out_offset;  // (B, q_rows, H Dh) in act
+  char* base = impl_->scratch_for(*plan);
+  void* o = base + block_forward_scratch(a, kHalfBytes).out_offset;  // (B, q_rows, H Dh) in act
   std::array<void*, kUidCount> by_uid{};
   by_uid[kUidQ] = at(q_rows, block_query_view(a));
   by_uid[kUidK] = at(k_rows, block_key_view(a));
   by_uid[kUidV] = at(k_rows, block_value_view(a));
   by_uid[kUidO] = o;
   by_uid[kUidStats] = lse;
-  impl_->execute(*plan, by_uid, stream);
+  impl_->execute(*plan, by_uid, base, stream);
   convert(out, DType::f32, o, act, a.batch * a.q_rows * a.out_width(), stream);
   return true;
 }
@@ -322,17 +331,13 @@ bool CudnnAttention::block_backward(float* dq, float* dkv, const void* dout, con
   const void* k_rows = at(kv, {{}, {}, k_begin * KW});
   const void* o_rows = at(out, {{}, {}, q_begin * OW});
   const void* do_rows = at(dout, {{}, {}, q_begin * OW});
-  const auto spec = [&] {
-    return ShapeSpec{cudnn_block_unsupported_reason(a, act),
-                     [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_backward_graph(t, a, io); },
-                     block_backward_scratch(a, kHalfBytes).bytes, a.head_dim};
-  };
+  const auto spec = [&] { return block_spec(a, act, Pass::backward); };
   CachedPlan* plan = impl_->plan_for(block_key(a, act, Pass::backward), spec,
                                      all_aligned16({q_rows, k_rows, o_rows, do_rows}));
   if (plan == nullptr) return false;
 
   const BlockScratch scratch = block_backward_scratch(a, kHalfBytes);
-  char* base = impl_->scratch();
+  char* base = impl_->scratch_for(*plan);
   // The merged lse's rows of the block, packed (B, H, q_rows): cuDNN reads them 16-byte aligned.
   float* block_lse = reinterpret_cast<float*>(base + scratch.lse_offset);
   const std::size_t row_bytes = static_cast<std::size_t>(a.q_rows) * sizeof(float);
@@ -357,13 +362,21 @@ bool CudnnAttention::block_backward(float* dq, float* dkv, const void* dout, con
     USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
                                        static_cast<std::size_t>(block_dq_accum_view(a).numel()) * sizeof(float),
                                        stream));
-  impl_->execute(*plan, by_uid, stream);
+  impl_->execute(*plan, by_uid, base, stream);
   // The block's gradients, in act, into the fp32 sums at its rows.
   attention_add_rows(dq + q_begin * OW, a.q_seq, block_dq, act, a.batch, a.q_rows, OW, stream);
   attention_add_rows(dkv + k_begin * KW, a.kv_seq, block_dkv, act, a.batch, a.kv_rows, KW, stream);
   return true;
 }
 
-std::size_t CudnnAttention::workspace_bytes() const { return impl_->workspace_size; }
+std::size_t CudnnAttention::scratch_bytes(const AttentionDims& a, DType act, bool backward) {
+  const Pass pass = backward ? Pass::backward : Pass::forward;
+  return impl_->scratch_bytes(whole_key(a, act, pass), [&] { return whole_spec(a, act, pass); });
+}
+
+std::size_t CudnnAttention::block_scratch_bytes(const BlockAttentionDims& a, DType act, bool backward) {
+  const Pass pass = backward ? Pass::backward : Pass::forward;
+  return impl_->scratch_bytes(block_key(a, act, pass), [&] { return block_spec(a, act, pass); });
+}
 
 }  // namespace ustrain::cuda

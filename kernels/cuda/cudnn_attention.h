@@ -14,16 +14,19 @@
 // Before cuDNN 9.6 the backward's fp32 dQ accumulator is zeroed here (a memset per call).
 // Any other cuDNN failure throws, naming the call and cuDNN's status.
 //
-// A shape's first call builds and caches its execution plan (cuDNN may compile kernels
-// then: seconds, once). One device workspace serves every plan; it is reallocated only when
-// a new plan needs more, so only in the first step. Calls are asynchronous on `stream`.
+// A shape's first call, or scratch_bytes() for it, builds and caches its execution plan (cuDNN
+// may compile kernels then: seconds, once). Each call takes its scratch (our staging ahead of
+// the plan's own workspace) from the backend's op scratch through `take_scratch`, so the op
+// scratch a memory plan holds covers cuDNN too. Calls are asynchronous on `stream`.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "kernels/cuda/attention_layout.h"
 #include "kernels/tensor.h"
@@ -32,8 +35,11 @@ namespace ustrain::cuda {
 
 class CudnnAttention {
  public:
+  // Device scratch of at least `bytes` for the call `what` names, valid until the next call.
+  using TakeScratch = std::function<void*(std::size_t bytes, const std::string& what)>;
+
   // Creates the cuDNN handle: needs a GPU, with the device the calls will use current.
-  explicit CudnnAttention(bool require_cudnn);
+  CudnnAttention(bool require_cudnn, TakeScratch take_scratch);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -59,8 +65,11 @@ class CudnnAttention {
                       const float* lse, std::int64_t q_begin, std::int64_t k_begin, const BlockAttentionDims& a,
                       DType act, cudaStream_t stream);
 
-  // Device workspace held now, in bytes (for the memory report).
-  std::size_t workspace_bytes() const;
+  // The scratch a call of the shape takes when cuDNN runs it (our staging and the plan's own
+  // workspace), planning the shape now if it is new; 0 when our kernel runs it (outside
+  // cudnn_supports, or refused). `backward` picks the pass.
+  std::size_t scratch_bytes(const AttentionDims& a, DType act, bool backward);
+  std::size_t block_scratch_bytes(const BlockAttentionDims& a, DType act, bool backward);
 
  private:
   struct Impl;

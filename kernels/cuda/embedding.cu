@@ -16,6 +16,7 @@
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -137,15 +138,18 @@ std::size_t sort_temp_bytes(std::int64_t n, int bits) {
 }
 
 // The workspace, in order: keys in/out (n u32 each), positions in/out (n i32 each), the
-// sort's temporary storage; every part 256-byte aligned. `slack` covers aligning the base.
+// sort's temporary storage; every part 256-byte aligned, after kAlign bytes of slack for
+// aligning the base. Sized without the device (kernels/cuda/scratch_sizes.h): the sort's
+// storage is a bound that every call checks CUB's own figure against.
 struct Workspace {
   std::size_t array_bytes;  // one of the four arrays, rounded up
-  std::size_t temp_bytes;   // sort storage reserved: enough for all 32 key bits
+  std::size_t temp_bytes;   // sort storage reserved
   std::size_t total() const { return kAlign + 4 * array_bytes + temp_bytes; }
 };
 
 Workspace workspace_for(std::int64_t n) {
-  return {round_up(static_cast<std::size_t>(n) * sizeof(std::uint32_t)), round_up(sort_temp_bytes(n, 32))};
+  static_assert(kAlign == kScratchAlign);
+  return {embedding_array_bytes(n), round_up(embedding_sort_temp_bound(n))};
 }
 
 }  // namespace
@@ -175,7 +179,9 @@ void embedding_forward(void* out, const std::int32_t* ids, const void* table, st
 std::size_t embedding_backward_workspace_bytes(std::int64_t n) {
   USTRAIN_ASSERT(n >= 0 && n <= std::numeric_limits<std::int32_t>::max(),
                  "embedding_backward: " + std::to_string(n) + " ids do not fit 32-bit positions");
-  return n == 0 ? 0 : workspace_for(n).total();
+  const std::size_t bytes = n == 0 ? 0 : workspace_for(n).total();
+  USTRAIN_ASSERT(bytes == embedding_backward_scratch_bytes(n), "embedding_backward: workspace layout and its size differ");
+  return bytes;
 }
 
 void embedding_backward(void* dtable, DType table_dtype, const std::int32_t* ids, const void* dout, std::int64_t n,
@@ -205,9 +211,11 @@ void embedding_backward(void* dtable, DType table_dtype, const std::int32_t* ids
   // Only the bits that can be set: fewer radix passes than all 32.
   const int bits = key_bits(vocab);
   std::size_t temp_bytes = sort_temp_bytes(n, bits);
-  USTRAIN_ASSERT(temp_bytes <= layout.temp_bytes, "embedding_backward: the sort needs " +
-                                                      std::to_string(temp_bytes) + " bytes of storage, " +
-                                                      std::to_string(layout.temp_bytes) + " were reserved");
+  USTRAIN_ASSERT(temp_bytes <= layout.temp_bytes, "embedding_backward: the radix sort of " + std::to_string(n) +
+                                                      " ids needs " + std::to_string(temp_bytes) +
+                                                      " bytes of storage, above the planned bound of " +
+                                                      std::to_string(layout.temp_bytes) +
+                                                      " (kernels/cuda/scratch_sizes.h)");
   USTRAIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, positions_in, positions_out,
                                                      static_cast<int>(n), 0, bits, stream));
 

@@ -22,8 +22,8 @@ void embedding_forward(void* out, const std::int32_t* ids, const void* table, st
                        std::int64_t dim, DType act, cudaStream_t stream, std::int64_t begin = 0);
 
 // Scratch for embedding_backward with n ids: the sorted (id, position) pairs and the radix
-// sort's temporary storage. Asks the sort for its size, so the current device must be the
-// one the backward will run on (it launches nothing).
+// sort's temporary storage, a bound worked out without the device
+// (kernels/cuda/scratch_sizes.h: embedding_backward_scratch_bytes).
 std::size_t embedding_backward_workspace_bytes(std::int64_t n);
 
 // dtable (V, D) += dout (N, D) scattered at ids (N). Deterministic, bitwise the same on every

@@ -15,11 +15,12 @@
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
 
-constexpr int kBlocks = 1024;
+constexpr int kBlocks = kSumOfSquaresBlocks;  // kernels/cuda/scratch_sizes.h
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTensorsPerLaunch = 32;
@@ -94,7 +95,7 @@ void launch_all(double* result, const void* const* tensors, const std::int64_t* 
 
 }  // namespace
 
-std::size_t sum_of_squares_workspace_bytes() { return sizeof(double) * kBlocks; }
+std::size_t sum_of_squares_workspace_bytes() { return sum_of_squares_scratch_bytes(); }
 
 void sum_of_squares(double* result_device, const void* const* tensors, const std::int64_t* sizes, int count,
                     DType dtype, void* workspace, cudaStream_t stream) {

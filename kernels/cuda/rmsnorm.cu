@@ -13,6 +13,7 @@
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -20,9 +21,8 @@ namespace {
 constexpr int kMaxRowThreads = 256;
 constexpr std::int64_t kMaxRowBlocks = std::int64_t{1} << 20;  // rows beyond are strided
 constexpr int kColumnThreads = 256;
-// dweight row chunks: at most kMaxChunks of them, each at least kMinChunkRows rows long.
-constexpr std::int64_t kMaxChunks = 64;
-constexpr std::int64_t kMinChunkRows = 32;
+// dweight row chunks: at most kRmsnormMaxChunks of them, each at least kRmsnormMinChunkRows
+// rows long (kernels/cuda/scratch_sizes.h, which sizes the workspace without the device).
 
 // Sum of v over the block, returned to every thread. blockDim.x is a multiple of 32 (at most
 // 1024); `scratch` holds 32 values. Every thread of the block must call it.
@@ -147,14 +147,9 @@ int row_threads(std::int64_t packs) {
 
 unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>(std::min(rows, kMaxRowBlocks)); }
 
-std::int64_t chunk_rows_for(std::int64_t rows) {
-  return std::max(kMinChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
-}
+std::int64_t chunk_rows_for(std::int64_t rows) { return rmsnorm_chunk_rows(rows); }
 
-std::int64_t chunks_for(std::int64_t rows) {
-  const std::int64_t chunk_rows = chunk_rows_for(rows);
-  return (rows + chunk_rows - 1) / chunk_rows;
-}
+std::int64_t chunks_for(std::int64_t rows) { return rmsnorm_chunks(rows); }
 
 }  // namespace
 
@@ -181,8 +176,7 @@ void rmsnorm_forward(void* out, float* rstd, const void* x, const void* weight, 
 }
 
 std::size_t rmsnorm_backward_workspace_bytes(std::int64_t rows, std::int64_t dim) {
-  if (rows <= 0 || dim <= 0) return 0;
-  return static_cast<std::size_t>(chunks_for(rows) * dim) * sizeof(double);
+  return rmsnorm_backward_scratch_bytes(rows, dim);
 }
 
 void rmsnorm_backward(void* dx, float* dweight, const void* dout, const void* x, const void* weight,

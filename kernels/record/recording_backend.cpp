@@ -103,10 +103,15 @@ void RecordingBackend::release(void* p) {
 }
 
 void RecordingBackend::record(const char* name, OpClass c, std::initializer_list<const Tensor*> tensors,
-                              std::int64_t flops, std::int64_t bytes) {
-  RecordedOp op{name, c, {}, tensors.size() > 0 ? (*tensors.begin())->dtype : DType::f32, flops, bytes};
+                              std::int64_t flops, std::int64_t bytes, std::vector<std::int64_t> args) {
+  RecordedOp op{name, c, {}, tensors.size() > 0 ? (*tensors.begin())->dtype : DType::f32, flops, bytes, {},
+                std::move(args)};
   op.shapes.reserve(tensors.size());
-  for (const Tensor* t : tensors) op.shapes.push_back(t->shape);
+  op.dtypes.reserve(tensors.size());
+  for (const Tensor* t : tensors) {
+    op.shapes.push_back(t->shape);
+    op.dtypes.push_back(t->dtype);
+  }
   ops_.push_back(std::move(op));
 }
 
@@ -196,15 +201,24 @@ void RecordingBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int ro
 }
 
 // ---- attention ----
+namespace {
+
+std::vector<std::int64_t> block_args(SeqRange q, SeqRange k, AttentionMask mask, int n_heads, int n_kv_heads) {
+  return {n_heads, n_kv_heads, q.begin, q.count, k.begin, k.count, mask == AttentionMask::causal ? 1 : 0};
+}
+
+}  // namespace
+
 void RecordingBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
   record("attention_forward", OpClass::attention, {&out, &lse, &qkv}, 2 * causal_product_flops(qkv, n_heads, n_kv_heads),
-         bytes_of({&out, &lse, &qkv}));
+         bytes_of({&out, &lse, &qkv}), {n_heads, n_kv_heads});
 }
 
 void RecordingBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
                                           int n_kv_heads) {
   record("attention_backward", OpClass::attention, {&dqkv, &dout, &qkv, &out, &lse},
-         4 * causal_product_flops(qkv, n_heads, n_kv_heads), bytes_of({&dqkv, &dout, &qkv, &out, &lse}));
+         4 * causal_product_flops(qkv, n_heads, n_kv_heads), bytes_of({&dqkv, &dout, &qkv, &out, &lse}),
+         {n_heads, n_kv_heads});
 }
 
 // ---- attention over blocks: every block reads its query and key rows, writes its result ----
@@ -216,7 +230,7 @@ void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qk
                                                AttentionMask mask, int n_heads, int n_kv_heads) {
   record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
          2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
-         bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k));
+         bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k), block_args(q, k, mask, n_heads, n_kv_heads));
 }
 
 void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange) {
@@ -230,7 +244,8 @@ void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor do
   record("attention_block_backward", OpClass::attention, {&dq, &dkv, &dout, &qkv, &kv, &out, &lse},
          4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
          2 * (range_bytes(dq, q) + range_bytes(dkv, k)) + range_bytes(dout, q) + range_bytes(qkv, q) +
-             range_bytes(kv, k) + range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count);
+             range_bytes(kv, k) + range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count,
+         block_args(q, k, mask, n_heads, n_kv_heads));
 }
 
 void RecordingBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {

@@ -59,6 +59,10 @@ struct RecordedOp {
   DType dtype = DType::f32;   // of its first tensor argument
   std::int64_t flops = 0;
   std::int64_t bytes = 0;     // read + written
+  std::vector<DType> dtypes;  // of its tensor arguments, in argument order
+  // The integer arguments that size its scratch (kernels/record/op_scratch.h), attention's
+  // only: n_heads, n_kv_heads, then for a block q.begin, q.count, k.begin, k.count, causal.
+  std::vector<std::int64_t> args;
 };
 
 struct OpTotals {
@@ -148,7 +152,7 @@ class RecordingBackend final : public Backend {
 
  private:
   void record(const char* name, OpClass c, std::initializer_list<const Tensor*> tensors, std::int64_t flops,
-              std::int64_t bytes);
+              std::int64_t bytes, std::vector<std::int64_t> args = {});
   void rope(const char* name, const Tensor& qkv, const Tensor& cos, const Tensor& sin, int rotated_heads,
             int head_dim);
 

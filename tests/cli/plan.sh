@@ -9,7 +9,7 @@ expect_output "GPU times below are predictions" "says GPU times are predictions"
 expect_output "^ +# +dp +tp +pp +cp +ep +zero" "prints the table's header"
 expect_output "^  mpirun -n [0-9]+ ustrain train tiny.toml .*--set device.type=cuda" "prints the launch line"
 
-expect_exit 0 "plan --json" -- "$USTRAIN" plan tiny.toml --gpus 4 --memory-gib 1.2506 --json
+expect_exit 0 "plan --json" -- "$USTRAIN" plan tiny.toml --gpus 4 --memory-gib 1.0006 --json
 python3 - "$WORK/out.txt" <<'PY' && pass "JSON: every field, fitting first, best first" || fail "JSON layouts"
 import json, sys
 layouts = json.load(open(sys.argv[1]))["layouts"]

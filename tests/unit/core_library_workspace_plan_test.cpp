@@ -37,18 +37,19 @@ TEST(LibraryWorkspacePlan, TheCpuNeedsNoneAndCudaCuBlasLtsWorkspace) {
   EXPECT_EQ(cuda.total_bytes(), library_workspace_bytes(Device::cuda));
 }
 
-TEST(LibraryWorkspacePlan, ACudaRanksPlanIsTheCpuPlanPlusTheLibraryWorkspace) {
+TEST(LibraryWorkspacePlan, ACudaRanksPlanIsTheCpuPlanPlusTheLibraryWorkspaceAndOpScratch) {
   const MemoryPlan cpu = plan_rank_memory(quickstart_on("cpu"), 0).plan;
   const MemoryPlan cuda = plan_rank_memory(quickstart_on("cuda"), 0).plan;
   for (int c = 0; c < kMemCategories; ++c) {
     const auto category = static_cast<MemCategory>(c);
-    if (category != MemCategory::library_workspace) {
+    if (category != MemCategory::library_workspace && category != MemCategory::op_scratch) {
       EXPECT_EQ(cuda.bytes(category), cpu.bytes(category)) << mem_category_name(category);
     }
   }
   EXPECT_EQ(cpu.bytes(MemCategory::library_workspace), 0u);
   EXPECT_EQ(cuda.bytes(MemCategory::library_workspace), library_workspace_bytes(Device::cuda));
-  EXPECT_EQ(cuda.total_bytes(), cpu.total_bytes() + library_workspace_bytes(Device::cuda));
+  EXPECT_EQ(cuda.total_bytes(),
+            cpu.total_bytes() + library_workspace_bytes(Device::cuda) + cuda.bytes(MemCategory::op_scratch));
   // The summary lists the category only where there is one.
   EXPECT_EQ(cpu.summary().find("library workspace"), std::string::npos);
   EXPECT_NE(cuda.summary().find("library workspace    32.00 MiB"), std::string::npos) << cuda.summary();

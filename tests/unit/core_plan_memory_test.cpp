@@ -22,6 +22,7 @@
 
 #include "core/plan/layout_memory.h"
 #include "core/plan/layout_space.h"
+#include "core/plan/step_scratch.h"
 #include "core/recipe/recipe.h"
 #include "core/train/training_step.h"
 #include "kernels/record/recording_backend.h"
@@ -61,7 +62,10 @@ std::size_t trainer_plan_bytes(const Recipe& recipe, int r) {
   const auto groups = counting_process_groups(mesh, device);
   auto backend = std::make_unique<RecordingBackend>(device);
   RecordingBackend& recorder = *backend;
-  TrainingRank rank(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{}, false);
+  // The op scratch as RunSetup plans it, worked out without the device (on a GPU the run adds
+  // cuDNN's plan workspace, which --dry-run and the planner cannot know).
+  TrainingRank rank(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{}, false,
+                    deviceless_op_scratch(recipe, r));
   EXPECT_GE(recorder.reserved_bytes(), rank.instance.plan.total_bytes());
   return rank.instance.plan.total_bytes();
 }

@@ -1,0 +1,32 @@
+#include "core/plan/step_scratch.h"
+
+#include "core/plan/step_profile.h"
+#include "kernels/record/op_scratch.h"
+
+namespace ustrain {
+
+StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
+                            const std::function<std::size_t(const RecordedOp&)>& bytes_of) {
+  StepProfiles profiles(recipe.device.type == "cuda" ? Device::cuda : Device::cpu);
+  const RankProfile& step = profiles.of(recipe, pp_rank);
+  StepScratch most;
+  const auto take = [&](const std::vector<RecordedOp>& ops) {
+    for (const RecordedOp& op : ops)
+      if (const std::size_t bytes = bytes_of(op); bytes > most.bytes) most = {bytes, op.name};
+  };
+  for (const ActionProfile& action : step.actions) take(action.ops);
+  take(step.tail_ops);
+  return most;
+}
+
+std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank) {
+  if (recipe.device.type != "cuda") return 0;
+  return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
+}
+
+StepScratch backend_op_scratch(const Recipe& recipe, int pp_rank, Backend& backend) {
+  if (backend.device() == Device::cpu) return {};
+  return step_op_scratch(recipe, pp_rank, [&backend](const RecordedOp& op) { return backend.op_scratch_bytes(op); });
+}
+
+}  // namespace ustrain

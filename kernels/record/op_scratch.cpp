@@ -1,0 +1,95 @@
+#include "kernels/record/op_scratch.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "kernels/cuda/scratch_sizes.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+constexpr std::size_t kHalfBytes = 2;  // cuDNN stages in bf16 or f16, the dtypes it takes
+
+void expect_args(const RecordedOp& op, std::size_t shapes, std::size_t args) {
+  USTRAIN_ASSERT(op.shapes.size() == shapes && op.dtypes.size() == shapes && op.args.size() == args,
+                 std::string("recorded ") + op.name + " lacks the shapes or arguments its scratch follows");
+}
+
+// attention_forward (out, lse, qkv) and attention_backward (dqkv, dout, qkv, out, lse):
+// qkv (B, S, (H + 2 Hkv) Dh), args {H, Hkv}.
+RecordedAttention whole_attention(const RecordedOp& op, bool backward) {
+  expect_args(op, backward ? 5 : 3, 2);
+  const Shape& qkv = op.shapes[2];
+  const std::int64_t heads = op.args[0], kv_heads = op.args[1];
+  USTRAIN_ASSERT(qkv.rank() == 3 && heads > 0 && kv_heads > 0, std::string("recorded ") + op.name + " on qkv " + qkv.str());
+  RecordedAttention a;
+  a.backward = backward;
+  a.act = op.dtypes[2];
+  a.whole = {qkv[0], qkv[1], heads, kv_heads, qkv[2] / (heads + 2 * kv_heads)};
+  a.cudnn_offered = cuda::cudnn_supports(a.whole, a.act);
+  return a;
+}
+
+// attention_block_forward (out, lse, qkv, kv) and attention_block_backward (dq, dkv, dout,
+// qkv, kv, out, lse): qkv (B, Sq, W), kv (B, Skv, 2 Hkv Dh), args {H, Hkv, q.begin, q.count,
+// k.begin, k.count, causal}. The backward's cuDNN path needs out in the activation dtype.
+RecordedAttention block_attention(const RecordedOp& op, bool backward) {
+  expect_args(op, backward ? 7 : 4, 7);
+  const std::size_t qkv_at = backward ? 3 : 2;
+  const Shape& qkv = op.shapes[qkv_at];
+  const Shape& kv = op.shapes[qkv_at + 1];
+  const std::int64_t heads = op.args[0], kv_heads = op.args[1];
+  USTRAIN_ASSERT(qkv.rank() == 3 && kv.rank() == 3 && heads > 0 && kv_heads > 0,
+                 std::string("recorded ") + op.name + " on qkv " + qkv.str() + ", kv " + kv.str());
+  RecordedAttention a;
+  a.block = true;
+  a.backward = backward;
+  a.act = op.dtypes[qkv_at];
+  a.block_dims = {qkv[0], qkv[1], kv[1], op.args[3], op.args[5], heads, kv_heads, qkv[2] / (heads + 2 * kv_heads),
+                  op.args[6] != 0};
+  a.cudnn_offered = cuda::cudnn_block_supports(a.block_dims, a.act) && (!backward || op.dtypes[5] == a.act);
+  return a;
+}
+
+// Our kernels' scratch for the op, and cuDNN's staging ahead of its plan's workspace.
+std::size_t attention_scratch_bytes(const RecordedAttention& a) {
+  std::size_t ours = 0, staging = 0;
+  if (a.block) {
+    const cuda::BlockAttentionDims& d = a.block_dims;
+    if (a.backward) ours = cuda::attention_backward_rows_bytes(d.batch, d.heads, d.q_rows);
+    if (a.cudnn_offered)
+      staging = a.backward ? cuda::block_backward_scratch(d, kHalfBytes).bytes : cuda::block_forward_scratch(d, kHalfBytes).bytes;
+  } else {
+    const cuda::AttentionDims& d = a.whole;
+    if (a.backward) ours = cuda::attention_backward_rows_bytes(d.batch, d.heads, d.seq);
+    if (a.cudnn_offered && a.backward) staging = cuda::backward_scratch(d).bytes;
+  }
+  return std::max(ours, staging);
+}
+
+}  // namespace
+
+std::optional<RecordedAttention> recorded_attention(const RecordedOp& op) {
+  const std::string_view name = op.name;
+  if (name == "attention_forward") return whole_attention(op, false);
+  if (name == "attention_backward") return whole_attention(op, true);
+  if (name == "attention_block_forward") return block_attention(op, false);
+  if (name == "attention_block_backward") return block_attention(op, true);
+  return std::nullopt;
+}
+
+std::size_t cuda_op_scratch_bytes(const RecordedOp& op) {
+  const std::string_view name = op.name;
+  if (name == "embedding_backward" || name == "embedding_backward_shard")
+    return cuda::embedding_backward_scratch_bytes(op.shapes.at(1).numel());  // (dtable, ids, dout)
+  if (name == "rmsnorm_backward") {  // (dx, dweight, dout, x, weight, rstd)
+    const Shape& x = op.shapes.at(3);
+    return cuda::rmsnorm_backward_scratch_bytes(x.rows(), x.last());
+  }
+  if (name == "sum_of_squares") return cuda::sum_of_squares_scratch_bytes();
+  if (const std::optional<RecordedAttention> a = recorded_attention(op)) return attention_scratch_bytes(*a);
+  return 0;
+}
+
+}  // namespace ustrain
