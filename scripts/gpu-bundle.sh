@@ -12,7 +12,7 @@
 # GPU window starts with tests instead of a build. The CUDA libraries (cudart, cuBLAS, cuDNN,
 # NCCL) are the GPU machine's own.
 #
-# Writes OUT_DIR/deps.tgz and OUT_DIR/bundle.txt (packages, versions, the newest glibc symbol
+# Writes OUT_DIR/deps.txz and OUT_DIR/bundle.txt (packages, versions, the newest glibc symbol
 # the libraries need). The tarball holds two trees:
 #   usr/       the packages we build against, first on every search path;
 #   fallback/  the libraries those need beyond glibc and the compiler's runtime (zlib, OpenSSL,
@@ -138,7 +138,8 @@ needers=$(find "$work/tree/usr" -type f -name '*.so*' -exec sh -c \
   echo "packages: $(dpkg-query -W -f='${Package}=${Version} ' "${packages[@]}")"
   echo "fallback: $( ((${#fallback[@]})) && dpkg-query -W -f='${Package}=${Version} ' "${fallback[@]}")"
 } >"$out/bundle.txt"
-tar czf "$out/deps.tgz" -C "$work/tree" .
+# xz: oneDNN and OpenBLAS alone are 76 MiB; gzip left the call too little room.
+XZ_OPT=${XZ_OPT:--6 -T0} tar cJf "$out/deps.txz" -C "$work/tree" .
 
 if [[ -n $binaries ]]; then
   # One xz archive: the binaries and the libraries they bring (ICU's data alone is 30 MiB) fit
@@ -165,5 +166,5 @@ if ((size + tracked > 60)); then
        "carries; carry less" >&2
   exit 1
 fi
-echo "gpu-bundle: wrote $out/deps.tgz ($(du -h "$out/deps.tgz" | cut -f1))${binaries:+ and $out/bin.txz}," \
+echo "gpu-bundle: wrote $out/deps.txz ($(du -h "$out/deps.txz" | cut -f1))${binaries:+ and $out/bin.txz}," \
      "needs glibc >= $glibc; $size MiB in all: carry '$out' in the device call"

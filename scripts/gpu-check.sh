@@ -35,14 +35,14 @@
 # Logs go to runs/gpu-check (and back from a device call as one archive, see below); the
 # console gets a summary.
 #
-# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.tgz), DEPS (.deps/gpu-root), BENCH_TORCH (0: no PyTorch),
+# Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.txz), DEPS (.deps/gpu-root), BENCH_TORCH (0: no PyTorch),
 # BUILD (build-gpu), CUDA_ARCH (90), BENCH_STEPS (10 timed), BENCH_WARMUP (3 untimed),
 # GPU_CHECK_CMAKE_ARGS (more configure arguments).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
 budget=${GPU_CHECK_BUDGET:-540}
-bundle=${BUNDLE:-.deps/gpu/deps.tgz}
+bundle=${BUNDLE:-.deps/gpu/deps.txz}
 deps=$(realpath -m "${DEPS:-.deps/gpu-root}")
 build=${BUILD:-build-gpu}
 arch=${CUDA_ARCH:-90}
@@ -168,7 +168,7 @@ phase_unpack() {
     status=1
   else
     rm -rf "$deps" && mkdir -p "$deps"
-    timed 120 "$log" tar xzf "$bundle" -C "$deps" || status=$?
+    timed 120 "$log" tar xJf "$bundle" -C "$deps" || status=$?
     if [[ -f $prebuilt_archive ]] && ((status == 0)); then
       timed 60 "$log" tar xJf "$prebuilt_archive" -C "$deps" || status=$?
     fi
