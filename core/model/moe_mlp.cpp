@@ -211,7 +211,7 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);  // (R, D)
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);                 // (N, D)
   be.linear_forward(a.logits, ln2, params_[router_].value);                // (N, E)
-  be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_);
+  be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_, Tensor());
   const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
   be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
   be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
@@ -274,7 +274,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   }
   if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
   be.moe_route_backward(a.d_logits, a.d_gates, a.logits, a.probs, a.lse, a.experts, a.gates, routing_,
-                        z_loss_ * s.loss_grad);
+                        z_loss_ * s.loss_grad, Tensor());
   if (!a.deferred) be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
 
   // dL/d(ln2): the experts' inputs back in token order, the shared experts', the router's.
