@@ -27,6 +27,7 @@
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/faults.h"
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/model_state.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/model/params.h"
 #include "core/interop/safetensors.h"
@@ -43,6 +44,8 @@ struct TrainingProgress {
   double loss = 0;
   std::string data_state;  // TrainingData::state()
   double loss_scale = 1.0;  // LossScaler::scale(); 1 outside fp16
+  // The model state this rank saves (core/checkpoint/model_state.h), copied at the step.
+  std::vector<std::pair<std::string, std::vector<float>>> model_state;
 };
 
 struct CheckpointWriterConfig {
@@ -59,6 +62,8 @@ struct CheckpointWriterConfig {
   Communicator* group = nullptr;
   // The model's tokenizer, kept in every checkpoint by the rank that writes the manifest.
   std::optional<TokenizerSnapshot> tokenizer;
+  // Every model-state tensor of the model (ModelState::whole_model), which the manifest lists.
+  std::vector<ParamDecl> model_state;
 };
 
 class CheckpointWriter {
