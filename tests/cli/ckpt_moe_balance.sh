@@ -1,13 +1,13 @@
 # Mixture-of-experts balancing across checkpoints: with auxiliary-loss-free balancing the
 # routing biases are model state, saved under their global names and restored on resume, so
 # 6 + 6 steps equal 12 straight bit for bit (the bias moves every step and decides the routing);
-# with the sequence-level balance loss as well. Export to Mixtral refuses a biased router, and a
+# with the sequence-level balance loss as well (softmax scores, so that Mixtral lacks only the bias). Export to Mixtral refuses a biased router, and a
 # recipe without the bias refuses a checkpoint that has one.
 source "$(dirname "$0")/lib/common.bash"
 
 make_corpus
 tiny_recipe >tiny.toml
-sed -i 's/^ffn_hidden = 64$/ffn_hidden = 64\nn_experts = 4\nexperts_per_token = 2\nexpert_ffn_hidden = 16\nrouter_score = "sigmoid"\nrouter_bias_update_rate = 0.01\nrouter_seq_aux_loss = 0.01/' tiny.toml
+sed -i 's/^ffn_hidden = 64$/ffn_hidden = 64\nn_experts = 4\nexperts_per_token = 2\nexpert_ffn_hidden = 16\nrouter_bias_update_rate = 0.01\nrouter_seq_aux_loss = 0.01/' tiny.toml
 "$USTRAIN" data convert --input corpus --output data --val-fraction 0.1 >/dev/null 2>&1 || fail "data convert"
 bias_rows() { grep '"kind":"moe"' "$1" | sed -n 's/.*\("layer0_bias_min":[^,]*,"layer0_bias_max":[^,]*\).*/\1/p'; }
 
