@@ -2,7 +2,7 @@
 // crash safety: core/checkpoint/dir.h).
 //
 // Every rank of a job saves its chunk of every parameter and AdamW moment of every store
-// (ModelParams::owned): the ranks write their files in parallel into the directory rank 0
+// (ModelParams::owned), and the model state it was handed (TrainingProgress::model_state): the ranks write their files in parallel into the directory rank 0
 // staged, hand rank 0 their file's record, and rank 0 writes the tokenizer and the manifest
 // and publishes the checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
 // and nothing is published.

@@ -1,7 +1,8 @@
 // The mixture-of-experts ops on the CUDA backend against the CPU reference, in fp32, bf16 and
 // fp16: routing (softmax or sigmoid scores, renormalised gates or not, top-1 to top-E of E = 1
-// to 256 experts), its backward with and without the z-loss term, and the gate-weighted
-// combine with its backward. The router logits lie on a grid of 1/64 in [-4, 4), exact in every
+// to 256 experts), its backward with and without the z-loss term, balancing (a routing bias
+// and a sequence gradient of the normalised scores), and the gate-weighted combine with its
+// backward. The router logits lie on a grid of 1/64 in [-4, 4), exact in every
 // activation dtype: two experts' probs are then either exactly equal (a tie, which goes to the
 // lower expert) or apart by far more than either backend's rounding, so the experts chosen must
 // be the CPU's exactly. Tolerances: gpu_test_support.h.
