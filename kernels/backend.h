@@ -207,15 +207,21 @@ class Backend {
   // expert order as row gathers (embedding_forward / embedding_backward with row indices).
   //
   // From router logits (N, E): probs (N, E) fp32 = softmax or sigmoid of the logits computed
-  // in fp32; experts (N, k) i32 = the k highest probs of each row, highest first, a tie going
-  // to the lower expert index; gates (N, k) fp32 = their probs, divided by their sum when
-  // renormalising; lse (N) fp32 = the log-sum-exp of each row's logits (the router z-loss).
+  // in fp32; experts (N, k) i32 = the k highest of each row's probs + bias (fp32 sums; bias (E)
+  // fp32, or empty for none), highest first, a tie going to the lower expert index; gates (N, k)
+  // fp32 = their probs (without the bias), divided by their sum when renormalising; lse (N)
+  // fp32 = the log-sum-exp of each row's logits (the router z-loss).
   virtual void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                         const MoeRouting& routing) = 0;
+                         const MoeRouting& routing, Tensor bias) = 0;
   // dlogits (N, E) overwritten: dgates (N, k) fp32 back through the renormalisation and the
-  // score function, plus z_grad * 2 lse softmax(logits) per row (the gradient of z_grad * lse^2).
+  // score function, plus z_grad * 2 lse softmax(logits) per row (the gradient of z_grad * lse^2),
+  // plus seq_grad (B, E) fp32 (empty for none) back through the score function: the gradient of
+  // each token's normalised scores p_e / sum_m p_m (p itself for softmax) for the N / B tokens
+  // of each of B sequences (the sequence-level balance loss). In dp: the chosen experts'
+  // gradient (fp32), plus seq_grad's share computed in double and rounded once.
   virtual void moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
-                                  Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad) = 0;
+                                  Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad,
+                                  Tensor seq_grad) = 0;
   // out (N, D) = sum_j gates[t, j] * rows[t k + j] for the experts' outputs rows (N k, D) in
   // token order; the products and sum in fp32.
   virtual void moe_combine(Tensor out, Tensor rows, Tensor gates) = 0;

@@ -39,6 +39,11 @@ std::int64_t score_entries(const std::vector<RingBlock>& schedule) {
   return n;
 }
 
+void RingAttention::sum(Tensor t) {
+  if (cp_ == nullptr || cp_->size() == 1) return;
+  cp_->all_reduce(t).join_compute();
+}
+
 std::vector<Work> RingAttention::pass_on(Tensor send, Tensor recv, int tag) {
   const int n = size(), r = rank();
   const PeerTransfer transfers[] = {{PeerTransfer::Kind::send, send, (r + 1) % n, tag},

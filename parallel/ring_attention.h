@@ -69,6 +69,10 @@ class RingAttention {
   void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads, int n_kv_heads,
                 const RingBuffers& buf);
 
+  // The sum over the cp ranks of `t` (small per-sequence statistics: each rank holds part of
+  // every sequence), in place; nothing at cp = 1.
+  void sum(Tensor t);
+
   // Host seconds spent waiting for ring transfers since the last reset: for the key/value
   // blocks, which travel while a block computes (the part the compute did not hide), and for
   // the gradient sums, which travel after it (never hidden: their whole transfer time).

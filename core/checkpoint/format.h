@@ -7,6 +7,8 @@
 //
 // Rank files are ordinary safetensors files (readable by any safetensors library); each
 // entry is one slice of one state (param, adam_m, adam_v) of one global tensor, float32.
+// Model state that is not trained (core/checkpoint/model_state.h: an MoE router's balancing
+// bias) has the state param only, whole, in the file of one of the ranks that hold it.
 // Their __metadata__ says {"format": "ustrain-checkpoint-rank", "format_version", "rank"}.
 //
 // manifest.json holds what a resumed run needs besides the tensors: step, tokens seen, the

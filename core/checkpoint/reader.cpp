@@ -173,7 +173,7 @@ void CheckpointReader::read(std::string_view state, const std::string& name, con
 }
 
 void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
-                      bool with_optimizer) {
+                      bool with_optimizer, const ModelState& state) {
   const CheckpointManifest& m = checkpoint.manifest();
   const std::string advice = fmt::format(
       "the checkpoint was written for another model shape; use the recipe it was trained with (`ustrain ckpt "
@@ -189,10 +189,23 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
       throw UserError(fmt::format("checkpoint {} holds {} with shape {}, the recipe's model needs {}: {}",
                                   checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(), advice));
   }
+  for (const ParamDecl& s : state.whole_model) {
+    wanted.insert(s.name);
+    const CheckpointTensor* t = m.find(s.name);
+    if (t != nullptr && t->shape != dims_of(s.shape))
+      throw UserError(fmt::format("checkpoint {} holds {} with shape {}, the recipe's model needs {}: {}",
+                                  checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(), advice));
+  }
   for (const CheckpointTensor& t : m.tensors)
-    if (wanted.count(t.name) == 0)
+    if (wanted.count(t.name) == 0) {
+      if (t.states == std::vector<std::string>{std::string(kStateParam)} && !m.weights_only)
+        throw UserError(fmt::format(
+            "checkpoint {} holds the model state {}, which the recipe's model lacks: it is a mixture of experts' "
+            "routing bias; set model.router_bias_update_rate > 0 as in the run that wrote it",
+            checkpoint.dir(), t.name));
       throw UserError(fmt::format("checkpoint {} holds the tensor {}, which the recipe's model lacks: {}",
                                   checkpoint.dir(), t.name, advice));
+    }
   if (with_optimizer && m.weights_only)
     throw UserError(fmt::format("checkpoint {} holds weights only (an imported model) and cannot be resumed; start "
                                 "a run from it with checkpoint.init_from = \"{}\"",
@@ -223,6 +236,17 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
     load(kStateAdamM, ParamState::adam_m);
     load(kStateAdamV, ParamState::adam_v);
   }
+  int absent = 0;
+  for (const ModelStateTensor& s : state.held) {
+    if (m.find(s.name) == nullptr) {
+      std::fill(s.values->begin(), s.values->end(), 0.0f);
+      ++absent;
+      continue;
+    }
+    checkpoint.read(kStateParam, s.name, Slice::whole({static_cast<std::int64_t>(s.values->size())}), s.values->data());
+  }
+  if (absent > 0)
+    spdlog::info("checkpoint {} has no routing bias for {} MoE layer(s): they start at zero", checkpoint.dir(), absent);
   params.refresh_compute_copy(backend);
   backend.synchronize();
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/model_state.h"
 #include "core/checkpoint/slices.h"
 #include "core/model/params.h"
 #include "core/interop/safetensors_file.h"
@@ -54,9 +55,11 @@ class CheckpointReader {
 };
 
 // Copies every parameter of `params` (and with `with_optimizer` its AdamW moments) from the
-// checkpoint. UserError naming the checkpoint when it holds other tensors or other shapes
-// than the model, i.e. was written for another model shape, or lacks optimizer state.
+// checkpoint, and the model state this rank holds (`state`; a tensor the checkpoint lacks, as
+// from a run without it or an import, starts at zero). UserError naming the checkpoint when it
+// holds other tensors or other shapes than the model, i.e. was written for another model
+// shape, or lacks optimizer state.
 void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
-                      bool with_optimizer);
+                      bool with_optimizer, const ModelState& state = {});
 
 }  // namespace ustrain

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, bool force,
                            const CheckpointDirectory& run_checkpoints, const ModelParams& params, Backend& backend,
-                           TrainingData& data, bool leads) {
+                           TrainingData& data, bool leads, const ModelState& state) {
   const CheckpointReader reader(checkpoint);
   const CheckpointManifest& m = reader.manifest();
   const auto changes = recipe_changes(m.recipe, to_toml(recipe));
@@ -42,7 +42,7 @@ ResumedRun resume_training(const std::string& checkpoint, const Recipe& recipe, 
                  checkpoint, m.backend, backend.name());
 
   const auto start = std::chrono::steady_clock::now();
-  load_model_state(reader, params, backend, /*with_optimizer=*/true);
+  load_model_state(reader, params, backend, /*with_optimizer=*/true, state);
   data.restore(reader.data_state(0), m.tokens_seen);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::uint64_t bytes = 0;

@@ -111,6 +111,7 @@ void CheckpointWriter::prepare(const ModelParams& params, Backend& backend) {
   for (const ParamDecl& s : params.whole_model())  // every rank lists the whole model
     tensors_.push_back({s.name, dims_of(s.shape),
                         {std::string(kStateParam), std::string(kStateAdamM), std::string(kStateAdamV)}});
+  for (const ParamDecl& s : config_.model_state) tensors_.push_back({s.name, dims_of(s.shape), {std::string(kStateParam)}});
   host_floats_ = lay_out_entries(entries_) / sizeof(float);
   host_ = backend.allocate_host_staging(host_floats_ * sizeof(float), kCheckpointSnapshot);
 }
@@ -178,11 +179,21 @@ void CheckpointWriter::write(const TrainingProgress& progress) {
         }),
         what);
 
+  // The rank file: the snapshot's entries, then the model state this rank saves (whole tensors).
+  std::vector<SafetensorsEntry> entries = entries_;
+  for (const auto& [name, values] : progress.model_state) {
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(values.size())};
+    entries.push_back({format_shard_key({std::string(kStateParam), name, Slice::whole(shape)}), "F32", shape, 0, 0});
+  }
+  lay_out_entries(entries);
   CheckpointFile file;
   agree(attempt([&] {
           file = write_rank_file(
-              staging, rank(), progress.step, entries_,
-              [this](std::size_t i) -> const void* { return host() + entries_[i].begin / sizeof(float); },
+              staging, rank(), progress.step, entries,
+              [&](std::size_t i) -> const void* {
+                if (i < entries_.size()) return host() + entries_[i].begin / sizeof(float);
+                return progress.model_state[i - entries_.size()].second.data();
+              },
               faults_);
           file.data_state = progress.data_state;
           // Rank 0 reads the others' records from the shared directory the files are in.

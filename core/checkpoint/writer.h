@@ -2,7 +2,7 @@
 // crash safety: core/checkpoint/dir.h).
 //
 // Every rank of a job saves its chunk of every parameter and AdamW moment of every store
-// (ModelParams::owned): the ranks write their files in parallel into the directory rank 0
+// (ModelParams::owned), and the model state it was handed (TrainingProgress::model_state): the ranks write their files in parallel into the directory rank 0
 // staged, hand rank 0 their file's record, and rank 0 writes the tokenizer and the manifest
 // and publishes the checkpoint once every file is on disk. A rank that fails makes every rank fail the save,
 // and nothing is published.
@@ -27,6 +27,7 @@
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/faults.h"
 #include "core/checkpoint/format.h"
+#include "core/checkpoint/model_state.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/model/params.h"
 #include "core/interop/safetensors.h"
@@ -43,6 +44,8 @@ struct TrainingProgress {
   double loss = 0;
   std::string data_state;  // TrainingData::state()
   double loss_scale = 1.0;  // LossScaler::scale(); 1 outside fp16
+  // The model state this rank saves (core/checkpoint/model_state.h), copied at the step.
+  std::vector<std::pair<std::string, std::vector<float>>> model_state;
 };
 
 struct CheckpointWriterConfig {
@@ -59,6 +62,8 @@ struct CheckpointWriterConfig {
   Communicator* group = nullptr;
   // The model's tokenizer, kept in every checkpoint by the rank that writes the manifest.
   std::optional<TokenizerSnapshot> tokenizer;
+  // Every model-state tensor of the model (ModelState::whole_model), which the manifest lists.
+  std::vector<ParamDecl> model_state;
 };
 
 class CheckpointWriter {

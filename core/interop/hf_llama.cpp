@@ -90,6 +90,10 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
       throw UserError(fmt::format("this mixture-of-experts model cannot be exported: ustrain writes MoE models in the "
                                   "Hugging Face Mixtral layout, and {}",
                                   *problem));
+  if (moe && m.router_bias_update_rate > 0)  // the bias is part of the model: without it other experts are chosen
+    throw UserError("this mixture-of-experts model cannot be exported: ustrain writes MoE models in the Hugging Face "
+                    "Mixtral layout, and its routers choose experts with a per-expert bias (model.router_bias_update_rate, "
+                    "auxiliary-loss-free balancing) that Mixtral's router lacks");
   nlohmann::ordered_json j;
   j["architectures"] = {moe ? "MixtralForCausalLM" : "LlamaForCausalLM"};
   j["model_type"] = moe ? "mixtral" : "llama";

@@ -11,7 +11,8 @@ namespace ustrain {
 
 struct LayerParallel {
   TensorParallel& tp;  // heads and MLP units split over tp ranks; residual rows too under sp
-  RingAttention& cp;   // every sequence split over cp ranks: attention meets the others' keys
+  RingAttention& cp;   // every sequence split over cp ranks: attention meets the others' keys,
+                       // per-sequence statistics are summed over them
 };
 
 }  // namespace ustrain

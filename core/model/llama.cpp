@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/model/rope_frequencies.h"
 
@@ -66,6 +67,14 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
   const LlamaModel whole(cfg, 1, 1, Recompute::none);
   return {whole.params().specs().begin(), whole.params().specs().end()};
+}
+
+std::vector<ParamDecl> LlamaModel::state_declaration(const ModelSection& cfg) {
+  LlamaModel whole(cfg, 1, 1, Recompute::none);
+  std::vector<ParamDecl> decls;
+  for (const RouterBias* b : std::as_const(whole).router_biases())
+    decls.push_back({b->name, Shape{static_cast<std::int64_t>(b->values.size())}, false, false, 0.0, UnitId::layer(b->layer)});
+  return decls;
 }
 
 void LlamaModel::plan(MemoryPlan& plan, const ParamShardings& sharding, const SlotPlan& slots) {
@@ -161,6 +170,20 @@ std::vector<const MoeLoad*> LlamaModel::moe_loads() const {
   for (const TransformerBlock& b : blocks_)
     if (const MoeLoad* load = b.mlp().load()) loads.push_back(load);
   return loads;
+}
+
+std::vector<RouterBias*> LlamaModel::router_biases() {
+  std::vector<RouterBias*> biases;
+  for (TransformerBlock& b : blocks_)
+    if (RouterBias* bias = b.mlp().router_bias()) biases.push_back(bias);
+  return biases;
+}
+
+std::vector<const RouterBias*> LlamaModel::router_biases() const {
+  std::vector<const RouterBias*> biases;
+  for (const TransformerBlock& b : blocks_)
+    if (const RouterBias* bias = b.mlp().router_bias()) biases.push_back(bias);
+  return biases;
 }
 
 void LlamaModel::reset_moe_loads() const {

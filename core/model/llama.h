@@ -59,6 +59,8 @@ class LlamaModel {
   // Every parameter of the whole model as the model declares it (names, global shapes): what
   // a checkpoint lists, whatever part of it a rank holds.
   static std::vector<ParamDecl> declaration(const ModelSection& cfg);
+  // The same for the model state outside the parameters (router_biases()): name and shape.
+  static std::vector<ParamDecl> state_declaration(const ModelSection& cfg);
 
   // Units of parameters (core/model/params.h): 0 the embedding (and a tied head on the same
   // rank), l + 1 block l, L + 1 the final norm and an untied head, L + 2 the last stage's copy
@@ -88,6 +90,10 @@ class LlamaModel {
   // layer order (none for a dense model).
   std::vector<const MoeLoad*> moe_loads() const;
   void reset_moe_loads() const;
+  // The routing biases of this rank's MoE layers where auxiliary-loss-free balancing is on, in
+  // layer order (model state outside the parameters: core/train/router_balance.h).
+  std::vector<RouterBias*> router_biases();
+  std::vector<const RouterBias*> router_biases() const;
 
   // Told of every use of a unit of parameters (core/model/param_hooks.h), e.g. by a
   // data-parallel engine; null (the default) for none. Not owned.

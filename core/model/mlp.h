@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/model/layer_parallel.h"
@@ -23,6 +24,18 @@ struct MoeLoad {
   std::vector<std::int64_t> tokens;  // per expert: the token choices routed to it
   std::int64_t rows = 0;             // tokens routed
   double z_sum = 0;                  // the sum over those tokens of the squared router log-sum-exp
+  // The sequence-level balance loss alpha sum_i f_i P_i of those tokens' sequences, each
+  // sequence's share of its P_i from this rank's tokens (the shares add up over cp).
+  double seq_aux_sum = 0;
+};
+
+// Auxiliary-loss-free balancing's per-expert bias of a mixture-of-experts router (DeepSeek-V3):
+// added to the scores only to choose the experts. Model state that training moves by the
+// expert load (core/train/router_balance.h), not a trained parameter.
+struct RouterBias {
+  int layer = 0;
+  std::string name;           // its global name in checkpoints
+  std::vector<float> values;  // (E)
 };
 
 class Mlp {
@@ -54,6 +67,9 @@ class Mlp {
   // A mixture of experts' routing statistics (null for other kinds), and starting them again.
   virtual const MoeLoad* load() const { return nullptr; }
   virtual void reset_load() const {}
+  // A mixture of experts' routing bias when auxiliary-loss-free balancing is on, else null.
+  virtual RouterBias* router_bias() { return nullptr; }
+  virtual const RouterBias* router_bias() const { return nullptr; }
 };
 
 }  // namespace ustrain

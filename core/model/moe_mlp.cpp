@@ -1,6 +1,7 @@
 #include "core/model/moe_mlp.h"
 
 #include "core/model/expert_order.h"
+#include "core/model/sequence_balance.h"
 
 namespace ustrain {
 
@@ -33,6 +34,8 @@ struct MoeMlp::Views {
   Tensor sh_d_act;     // (N, Fs)
   Tensor sh_d_gate_up;  // (N, 2 Fs): deferred or workspace
   Tensor d_y;          // (N, D) deferred only: the gradient of the MLP's output (every row)
+  Tensor router_bias;  // (E) fp32: the routing bias, where balancing has one
+  Tensor seq_grad;     // (B, E) fp32: the sequence-level balance loss's gradient, where on
   bool deferred = false;
 };
 
@@ -43,6 +46,10 @@ MoeMlp::MoeMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeome
       eps_(static_cast<float>(cfg.norm_eps)),
       routing_{static_cast<int>(geo.top_k), cfg.router_score == "sigmoid", cfg.router_renormalize},
       z_loss_(static_cast<float>(cfg.router_z_loss)),
+      seq_aux_(static_cast<float>(cfg.router_seq_aux_loss)),
+      bias_on_(cfg.router_bias_update_rate > 0),
+      bias_{layer, layer_prefix(layer) + "mlp.gate.e_score_correction_bias",
+            std::vector<float>(static_cast<std::size_t>(geo.n_experts), 0.0f)},
       params_(params) {
   const std::int64_t d = geo.d_model, f = geo.expert_ffn, fs = geo.shared_ffn;
   const std::string p = layer_prefix(layer) + "mlp.";
@@ -117,6 +124,8 @@ std::vector<ActivationSpec> MoeMlp::workspace(std::int64_t max_batch, DType c) c
     specs.push_back({"moe.grad.shared_swiglu_out", Shape{n, fs}, c});
     specs.push_back({"moe.grad.shared_gate_up", Shape{n, 2 * fs}, c});
   }
+  if (bias_on_) specs.push_back({"moe.router_bias", Shape{geo_.n_experts}, DType::f32});
+  if (seq_aux_ > 0) specs.push_back({"moe.grad.sequence_scores", Shape{max_batch, geo_.n_experts}, DType::f32});
   return specs;
 }
 
@@ -152,6 +161,9 @@ MoeMlp::Views MoeMlp::views(const SubLayerMemory& m) const {
   v.d_x_perm = matrix(w.at(4), nk);
   v.d_gates = matrix(w.at(5), n);
   v.partial = matrix(w.at(7), n);
+  std::size_t extra = geo_.shared_ffn_local > 0 ? 10 : 8;  // the optional workspace, in workspace()'s order
+  if (bias_on_) v.router_bias = w.at(extra++);
+  if (seq_aux_ > 0) v.seq_grad = matrix(w.at(extra++), m.batch);
   v.deferred = !m.deferred.empty();
   if (v.deferred) {
     v.expert_out = matrix(m.deferred.at(0), nk);  // its gradient stays for the weight pass
@@ -171,11 +183,16 @@ MoeMlp::Views MoeMlp::views(const SubLayerMemory& m) const {
 
 namespace {
 
-// The routing's expert order, from the chosen experts on the device.
-ExpertOrder order_of(Backend& be, const Tensor& experts, std::int64_t n_experts) {
+// The chosen experts (N, k) on the host.
+std::vector<std::int32_t> host_experts(Backend& be, const Tensor& experts) {
   std::vector<std::int32_t> host(static_cast<std::size_t>(experts.numel()));
   be.copy(Tensor(host.data(), experts.shape, DType::i32), experts);
-  return expert_order(host, n_experts, experts.shape.last());
+  return host;
+}
+
+// The routing's expert order, from the chosen experts on the device.
+ExpertOrder order_of(Backend& be, const Tensor& experts, std::int64_t n_experts) {
+  return expert_order(host_experts(be, experts), n_experts, experts.shape.last());
 }
 
 }  // namespace
@@ -211,7 +228,8 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);  // (R, D)
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);                 // (N, D)
   be.linear_forward(a.logits, ln2, params_[router_].value);                // (N, E)
-  be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_);
+  if (bias_on_) be.copy(a.router_bias, Tensor(const_cast<float*>(bias_.values.data()), a.router_bias.shape));
+  be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_, a.router_bias);
   const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
   be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
   be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
@@ -228,6 +246,23 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   return par.tp.reduce(s.branch, out);  // (R, D)
 }
 
+Tensor MoeMlp::balance_sequences(Backend& be, const LayerParallel& par, const Views& a, std::int64_t batch,
+                                const std::vector<std::int32_t>& chosen, float loss_grad) const {
+  // Each sequence's choices over its tokens on every cp rank (exact: small integers in fp32).
+  std::vector<float> choices = sequence_choices(chosen, batch, geo_.n_experts, geo_.top_k);  // (B, E)
+  const Tensor host_choices(choices.data(), a.seq_grad.shape);
+  be.copy(a.seq_grad, host_choices);
+  par.cp.sum(a.seq_grad);
+  be.copy(host_choices, a.seq_grad);
+  std::vector<float> probs(static_cast<std::size_t>(a.probs.numel()));  // (N, E)
+  be.copy(Tensor(probs.data(), a.probs.shape), a.probs);
+  const SequenceBalance balance =
+      ustrain::sequence_balance(choices, probs, batch, geo_.n_experts, geo_.top_k, routing_.sigmoid, seq_aux_, loss_grad);
+  load_.seq_aux_sum += balance.value;
+  be.copy(a.seq_grad, Tensor(const_cast<float*>(balance.score_grad.data()), a.seq_grad.shape));
+  return a.seq_grad;
+}
+
 void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m, const BlockScratch& s,
                       Recompute policy) const {
   const Views a = views(m);
@@ -239,7 +274,8 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
     be.swiglu_forward(a.act, a.gate_up);
     if (shared) be.swiglu_forward(a.sh_act, a.sh_gate_up);
   }
-  const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
+  const std::vector<std::int32_t> chosen = host_experts(be, a.experts);
+  const ExpertOrder order = expert_order(chosen, geo_.n_experts, geo_.top_k);
   {  // the layer's load, and the z-loss of the tokens
     std::vector<float> lse(static_cast<std::size_t>(a.lse.numel()));
     be.copy(Tensor(lse.data(), a.lse.shape), a.lse);
@@ -273,8 +309,9 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
                                params_.packed_value(experts_[e].gate, experts_[e].up));
   }
   if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
+  const Tensor seq_grad = seq_aux_ > 0 ? balance_sequences(be, par, a, m.batch, chosen, s.loss_grad) : Tensor();
   be.moe_route_backward(a.d_logits, a.d_gates, a.logits, a.probs, a.lse, a.experts, a.gates, routing_,
-                        z_loss_ * s.loss_grad);
+                        z_loss_ * s.loss_grad, seq_grad);
   if (!a.deferred) be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
 
   // dL/d(ln2): the experts' inputs back in token order, the shared experts', the router's.

@@ -13,6 +13,18 @@
 // (model.router_z_loss: the squared log-sum-exp of each token's logits, averaged like the
 // training loss) adds its gradient in backward.
 //
+// Balancing that is the same on every layout (a micro-batch's composition changes with dp,
+// a sequence's does not):
+//   sequence-level balance loss (model.router_seq_aux_loss = alpha; DeepSeek-V3): per sequence
+//     of T tokens alpha sum_i f_i P_i, f_i = E / (k T) x the sequence's top-k choices of expert
+//     i (a constant), P_i = the mean over its tokens of the normalised score s_i / sum_m s_m;
+//     averaged over the global batch's sequences (its gradient scaled like the cross-entropy's).
+//     Under cp each rank holds part of every sequence: the per-sequence choice counts are
+//     summed over the cp ranks before f_i is formed.
+//   auxiliary-loss-free balancing (model.router_bias_update_rate; DeepSeek-V3): a per-expert
+//     bias (RouterBias) added to the scores only to choose the top-k; the gates use the
+//     unbiased scores. Training moves it after every step (core/train/router_balance.h).
+//
 // Under tensor parallelism every expert (and the shared experts) splits its hidden units like
 // the dense MLP, column-parallel gate/up and row-parallel down, so the combine sums partial
 // outputs that the block's reduce adds up; the router is replicated and sees every token row
@@ -49,6 +61,8 @@ class MoeMlp final : public Mlp {
 
   const MoeLoad* load() const override { return &load_; }
   void reset_load() const override { load_ = MoeLoad{layer_, std::vector<std::int64_t>(experts_.size(), 0)}; }
+  RouterBias* router_bias() override { return bias_on_ ? &bias_ : nullptr; }
+  const RouterBias* router_bias() const override { return bias_on_ ? &bias_ : nullptr; }
 
  private:
   struct Views;
@@ -61,6 +75,11 @@ class MoeMlp final : public Mlp {
   // The experts' weight gradients from their output gradients (expert order) and inputs.
   void experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
                             Tensor d_gate_up) const;
+  // The sequence-level balance loss of a micro-batch of `batch` sequences routed to `chosen`
+  // (N k, host): its gradient of the normalised scores into a.seq_grad (B, E), returned, and
+  // its value added to the load.
+  Tensor balance_sequences(Backend& be, const LayerParallel& par, const Views& a, std::int64_t batch,
+                          const std::vector<std::int32_t>& chosen, float loss_grad) const;
 
   const ModelGeometry& geo_;
   int layer_;
@@ -68,6 +87,9 @@ class MoeMlp final : public Mlp {
   float eps_;
   MoeRouting routing_;
   float z_loss_;
+  float seq_aux_;  // alpha of the sequence-level balance loss; 0: off
+  bool bias_on_;   // auxiliary-loss-free balancing
+  RouterBias bias_;
   int ln2_ = -1, router_;
   std::vector<ExpertParams> experts_;
   ExpertParams shared_{-1, -1, -1};

@@ -35,6 +35,7 @@ class TransformerBlock {
 
   const Attention& attention() const { return attention_; }
   const Mlp& mlp() const { return *mlp_; }
+  Mlp& mlp() { return *mlp_; }
   // x_mid for micro-batches of at most `max_batch` sequences: planned between the attention's
   // activations and the MLP's.
   ActivationSpec x_mid(std::int64_t max_batch, DType compute) const;
@@ -56,7 +57,7 @@ class TransformerBlock {
   UnitId unit_;
   const ModelGeometry& geo_;
   Attention attention_;
-  std::unique_ptr<const Mlp> mlp_;
+  std::unique_ptr<Mlp> mlp_;
 };
 
 }  // namespace ustrain

@@ -49,6 +49,8 @@ struct ModelSection {
   std::string router_score = "softmax";      // softmax | sigmoid
   bool router_renormalize = true;            // top-k gate weights divided by their sum
   double router_z_loss = 0.0;                // coefficient of the router z-loss
+  double router_seq_aux_loss = 0.0;          // coefficient of the sequence-level balance loss
+  double router_bias_update_rate = 0.0;      // auxiliary-loss-free balancing's bias step
 
   bool operator==(const ModelSection&) const = default;
 };

@@ -170,7 +170,20 @@ void check_model_rules(const Recipe& r, const Origins& at) {
 // A mixture of experts' rules: top-k within the experts, at least one MoE layer.
 void check_moe_rules(const Recipe& r, const Origins& at) {
   const ModelSection& m = r.model;
-  if (m.n_experts == 0) return;
+  const bool balancing = m.router_seq_aux_loss > 0 || m.router_bias_update_rate > 0;
+  if (m.n_experts == 0) {
+    if (balancing)
+      fail("{}: expert balancing needs experts; set model.n_experts > 0, or leave model.router_seq_aux_loss and "
+           "model.router_bias_update_rate at 0 for a dense model",
+           at.of({"model.router_seq_aux_loss", "model.router_bias_update_rate", "model.n_experts"}));
+    return;
+  }
+  if (balancing && m.experts_per_token == m.n_experts)
+    fail("{}: with model.experts_per_token = model.n_experts = {} every token goes to every expert, so there is "
+         "nothing to balance; set model.router_seq_aux_loss and model.router_bias_update_rate to 0, or route to "
+         "fewer experts",
+         at.of({"model.router_seq_aux_loss", "model.router_bias_update_rate", "model.experts_per_token"}),
+         m.n_experts);
   if (m.experts_per_token > m.n_experts)
     fail("{}: model.experts_per_token = {} exceeds model.n_experts = {}; a token is routed to that many distinct "
          "experts, so set experts_per_token <= n_experts",

@@ -128,6 +128,15 @@ std::vector<KeySpec> model_keys() {
       key(USTRAIN_RECIPE_FIELD(model.router_z_loss), at_least(0.0),
           "Coefficient of the router z-loss: the mean over tokens of the squared log-sum-exp of the router "
           "logits, added to the training loss; 0 disables it"),
+      key(USTRAIN_RECIPE_FIELD(model.router_seq_aux_loss), at_least(0.0),
+          "Coefficient alpha of the sequence-level balance loss (DeepSeek-V3): per sequence and MoE layer alpha "
+          "sum_i f_i P_i (f_i: the expert's share of the sequence's top-k choices times E / k; P_i: its mean "
+          "normalised score), averaged over the global batch's sequences and added to the training loss; 0 "
+          "disables it"),
+      key(USTRAIN_RECIPE_FIELD(model.router_bias_update_rate), at_least(0.0),
+          "Auxiliary-loss-free balancing (DeepSeek-V3): a per-expert bias added to the router scores only to "
+          "choose the top-k; after each step it moves by this much towards balance (up for experts below the "
+          "mean load of the global batch, down above it); 0 disables it"),
   };
 }
 

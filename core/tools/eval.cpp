@@ -11,6 +11,7 @@
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/train/model_instance.h"
+#include "core/train/router_balance.h"
 #include "core/recipe/recipe_defaults.h"
 
 namespace ustrain {
@@ -48,7 +49,8 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
                                 "convert it with a --val-fraction above 0",
                                 recipe.data.path, t.seq_len));
   ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, t.seq_len), t.micro_batch, Recompute::none);
-  load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false);
+  load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false,
+                   model_state_of(instance.model, false));
 
   // The trainer's validation set: `batches` global batches, read here by one process, and no
   // more than the split holds (more would count some sequences twice).

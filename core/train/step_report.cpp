@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "core/run/resource_usage.h"
 #include "core/run/signals.h"
@@ -121,8 +122,9 @@ void StepReport::begin_step() {
 // The expert load of this rank's mixture-of-experts layers over the step, summed over the ranks
 // that saw other tokens (dp x cp; tensor-parallel ranks route the same ones): per layer the
 // least, most and mean token choices an expert took, the share dropped (0: routing is
-// dropless) and the mean squared router log-sum-exp; and the router z-loss of the step. A
-// collective: every rank calls it.
+// dropless) and the mean squared router log-sum-exp, with the sequence-level balance loss and
+// the routing bias's range where they are on; and the router z-loss and balance loss of the
+// step. A collective: every rank calls it.
 void StepReport::record_moe_load(std::int64_t step) {
   const std::vector<const MoeLoad*> loads = run_.model.moe_loads();
   if (loads.empty()) return;
@@ -131,18 +133,23 @@ void StepReport::record_moe_load(std::int64_t step) {
     for (std::int64_t c : l->tokens) sums.push_back(static_cast<float>(c));
     sums.push_back(static_cast<float>(l->rows));
     sums.push_back(static_cast<float>(l->z_sum));
+    sums.push_back(static_cast<float>(l->seq_aux_sum));
   }
   const Tensor t(sums.data(), Shape{static_cast<std::int64_t>(sums.size())});
   run_.groups.gradients().host().all_reduce(t).wait();
   std::vector<std::pair<std::string, double>> numbers{{"step", double(step)}};
-  double z_loss = 0;
+  const std::vector<const RouterBias*> biases = std::as_const(run_.model).router_biases();
+  const bool seq_aux = recipe_.model.router_seq_aux_loss > 0;
+  double z_loss = 0, balance_loss = 0;
   std::size_t at = 0;
-  for (const MoeLoad* l : loads) {
+  for (std::size_t i = 0; i < loads.size(); ++i) {
+    const MoeLoad* l = loads[i];
     const std::string p = "layer" + std::to_string(l->layer) + "_";
     const auto first = sums.begin() + static_cast<std::ptrdiff_t>(at);
     const auto last = first + static_cast<std::ptrdiff_t>(l->tokens.size());
     const double rows = *last, z = *(last + 1);
-    at += l->tokens.size() + 2;
+    const double seq_balance = *(last + 2) / static_cast<double>(recipe_.train.global_batch);  // mean per sequence
+    at += l->tokens.size() + 3;
     double total = 0;
     for (auto c = first; c != last; ++c) total += *c;
     numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
@@ -151,8 +158,18 @@ void StepReport::record_moe_load(std::int64_t step) {
                                    {p + "dropped", 0.0},
                                    {p + "router_lse_sq", rows > 0 ? z / rows : 0.0}});
     if (rows > 0) z_loss += recipe_.model.router_z_loss * z / rows;
+    if (seq_aux) {
+      numbers.emplace_back(p + "seq_aux_loss", seq_balance);
+      balance_loss += seq_balance;
+    }
+    if (!biases.empty()) {
+      const std::vector<float>& b = biases.at(i)->values;
+      numbers.emplace_back(p + "bias_min", *std::min_element(b.begin(), b.end()));
+      numbers.emplace_back(p + "bias_max", *std::max_element(b.begin(), b.end()));
+    }
   }
   numbers.emplace_back("router_z_loss", z_loss);
+  if (seq_aux) numbers.emplace_back("router_seq_aux_loss", balance_loss);
   record("moe", numbers);
 }
 

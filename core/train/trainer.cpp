@@ -15,6 +15,7 @@
 #include "core/run/run_schedule.h"
 #include "core/run/signals.h"
 #include "core/train/kept_peak.h"
+#include "core/train/router_balance.h"
 #include "core/train/run_setup.h"
 #include "core/train/step_report.h"
 #include "core/train/train_step.h"
@@ -22,6 +23,10 @@
 
 namespace ustrain {
 namespace {
+
+// Whether this rank saves the model state it holds: one rank of those that hold the same
+// layers (the first of the data-, context- and tensor-parallel ranks of its pipeline stage).
+bool saves_model_state(TrainingRank& run) { return run.groups.gradients().rank() == 0 && run.groups.tp().rank() == 0; }
 
 // Saves the state after `progress.step`: in the background with checkpoint.async (training
 // pauses only to copy it), and with `wait` until it is on disk.
@@ -33,7 +38,11 @@ void save_checkpoint(RunSetup& setup, std::unique_ptr<CheckpointWriter>& writer,
   const CheckpointSection& ck = setup.run.recipe.checkpoint;
   std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "checkpoint",
                                  ck.async ? "checkpoint snapshot" : "checkpoint save");
-  const std::optional<double> stall = writer->save(params, be, progress);
+  TrainingProgress saved = progress;
+  const ModelState state = model_state_of(setup.run.model, saves_model_state(setup.run));
+  if (state.saves)
+    for (const ModelStateTensor& t : state.held) saved.model_state.emplace_back(t.name, *t.values);
+  const std::optional<double> stall = writer->save(params, be, saved);
   span.reset();
   report.checkpoint_saved(progress.step, stall, paths.checkpoints.path_of(progress.step), writer->state_bytes());
   if (wait) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/distributed/gradient_sync.h"
+#include "core/train/router_balance.h"
 
 namespace ustrain {
 
@@ -102,6 +103,8 @@ StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro
   engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
                                     static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
                                     static_cast<float>(recipe.optim.weight_decay), step});
+  if (recipe.model.router_bias_update_rate > 0)  // with the step's load over the whole global batch
+    balance_router_biases(run.model, run.groups.gradients().host(), recipe.model.router_bias_update_rate);
   be.synchronize();
   timer.mark(Phase::optimizer);
   return r;

@@ -33,9 +33,12 @@ RouteShape route_shape(const Tensor& experts, const Tensor& gates, const Tensor&
 }  // namespace
 
 void CpuBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                           const MoeRouting& routing) {
+                           const MoeRouting& routing, Tensor bias) {
   const RouteShape s = route_shape(experts, gates, probs, lse, logits, routing);
   const std::int64_t E = s.experts, k = s.k;
+  USTRAIN_ASSERT(bias.empty() || (bias.dtype == DType::f32 && bias.numel() == E),
+                 "router bias " + bias.shape.str() + " for " + std::to_string(E) + " experts");
+  const float* b = bias.empty() ? nullptr : bias.f32();  // (E)
 #pragma omp parallel for schedule(static) num_threads(threads_) if (s.rows > 64)
   for (std::int64_t t = 0; t < s.rows; ++t) {
     const float* x = logits.f32() + t * E;  // (E)
@@ -47,11 +50,16 @@ void CpuBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor ls
     for (std::int64_t e = 0; e < E; ++e)
       p[e] = routing.sigmoid ? static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x[e]))))
                              : static_cast<float>(std::exp(static_cast<double>(x[e]) - m) / sum);
-    // The k highest scores, highest first; equal scores in expert order (a stable sort).
+    // The selection keys: the probs, plus the bias where balancing adds one (fp32 sums).
+    std::vector<float> key(p, p + E);
+    if (b != nullptr)
+      for (std::int64_t e = 0; e < E; ++e) key[static_cast<std::size_t>(e)] = p[e] + b[e];
+    const float* q = key.data();
+    // The k highest keys, highest first; equal keys in expert order (a stable sort).
     std::vector<std::int32_t> idx(static_cast<std::size_t>(E));
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [p](std::int32_t a, std::int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+                      [q](std::int32_t a, std::int32_t b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
     double chosen = 0;
     for (std::int64_t j = 0; j < k; ++j) chosen += p[idx[static_cast<std::size_t>(j)]];
     for (std::int64_t j = 0; j < k; ++j) {
@@ -63,11 +71,18 @@ void CpuBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor ls
 }
 
 void CpuBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
-                                    Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad) {
+                                    Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad,
+                                    Tensor seq_grad) {
   const RouteShape s = route_shape(experts, gates, probs, lse, logits, routing);
   const std::int64_t E = s.experts, k = s.k;
   USTRAIN_ASSERT(dlogits.shape == logits.shape && dgates.numel() == s.rows * k,
                  "router backward: dlogits " + dlogits.shape.str() + ", dgates " + dgates.shape.str());
+  const std::int64_t seqs = seq_grad.empty() ? 0 : seq_grad.shape.rows();
+  USTRAIN_ASSERT(seq_grad.empty() || (seq_grad.dtype == DType::f32 && seqs > 0 && seq_grad.numel() == seqs * E &&
+                                      s.rows % seqs == 0),
+                 "router backward: seq_grad " + seq_grad.shape.str() + " for " + std::to_string(s.rows) +
+                     " tokens of " + std::to_string(E) + " experts");
+  const std::int64_t seq_len = seqs > 0 ? s.rows / seqs : 0;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (s.rows > 64)
   for (std::int64_t t = 0; t < s.rows; ++t) {
     const float* p = probs.f32() + t * E;
@@ -86,6 +101,20 @@ void CpuBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits
       for (std::int64_t j = 0; j < k; ++j) shift += static_cast<double>(dg[j]) * g[j];
     }
     for (std::int64_t j = 0; j < k; ++j) dl[chosen[j]] = static_cast<float>((dg[j] - shift) * scale);  // dp
+    if (seqs > 0) {  // the sequence's gradient c of the normalised scores p_e / P, P = sum_m p_m
+      const float* c = seq_grad.f32() + (t / seq_len) * E;  // (E)
+      if (routing.sigmoid) {  // dp_e += (c_e - sum_m c_m p_m / P) / P
+        double total = 0, dot = 0;
+        for (std::int64_t e = 0; e < E; ++e) {
+          total += p[e];
+          dot += static_cast<double>(c[e]) * p[e];
+        }
+        const double mean = dot / total;
+        for (std::int64_t e = 0; e < E; ++e) dl[e] = static_cast<float>(dl[e] + (c[e] - mean) / total);
+      } else {  // softmax scores sum to 1 already
+        for (std::int64_t e = 0; e < E; ++e) dl[e] = static_cast<float>(static_cast<double>(dl[e]) + c[e]);
+      }
+    }
     // Through the score function, in place: softmax dl_e = p_e (dp_e - sum_m dp_m p_m);
     // sigmoid dl_e = dp_e p_e (1 - p_e).
     if (routing.sigmoid) {

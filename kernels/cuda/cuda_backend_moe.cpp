@@ -44,23 +44,38 @@ std::int64_t picks_of(const char* op, const Tensor& out, const Tensor& rows, con
 }  // namespace
 
 void CudaBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                            const MoeRouting& routing) {
+                            const MoeRouting& routing, Tensor bias) {
   const DType act = act_of("moe_route", {&logits});
   const MoeRouteShape s = route_shape("moe_route", experts, gates, probs, lse, logits, routing);
-  cuda::moe_route(static_cast<std::int32_t*>(experts.data), gates.f32(), probs.f32(), lse.f32(), logits.data, s,
-                  routing.sigmoid, routing.renormalize, act, stream_.get());
+  if (!bias.empty()) {
+    expect_f32(bias, "moe router bias");
+    USTRAIN_ASSERT(bias.numel() == s.experts, "moe_route: bias " + bias.shape.str() + " for " +
+                                                  std::to_string(s.experts) + " experts");
+  }
+  cuda::moe_route(static_cast<std::int32_t*>(experts.data), gates.f32(), probs.f32(), lse.f32(), logits.data,
+                  bias.empty() ? nullptr : bias.f32(), s, routing.sigmoid, routing.renormalize, act, stream_.get());
 }
 
 void CudaBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
-                                     Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad) {
+                                     Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad,
+                                     Tensor seq_grad) {
   const DType act = act_of("moe_route_backward", {&logits, &dlogits});
   const MoeRouteShape s = route_shape("moe_route_backward", experts, gates, probs, lse, logits, routing);
   expect_f32(dgates, "moe dgates");
   USTRAIN_ASSERT(dlogits.shape == logits.shape && dgates.numel() == s.rows * s.top_k,
                  "moe_route_backward: dlogits " + dlogits.shape.str() + ", dgates " + dgates.shape.str() +
                      " for logits " + logits.shape.str() + ", top-" + std::to_string(s.top_k));
+  std::int64_t seq_len = 0;
+  if (!seq_grad.empty()) {
+    expect_f32(seq_grad, "moe sequence gradient");
+    const std::int64_t seqs = seq_grad.shape.rows();
+    USTRAIN_ASSERT(seqs > 0 && seq_grad.numel() == seqs * s.experts && s.rows % seqs == 0,
+                   "moe_route_backward: seq_grad " + seq_grad.shape.str() + " for logits " + logits.shape.str());
+    seq_len = s.rows / seqs;
+  }
   cuda::moe_route_backward(dlogits.data, dgates.f32(), logits.data, probs.f32(), lse.f32(),
-                           static_cast<const std::int32_t*>(experts.data), gates.f32(), s, routing.sigmoid,
+                           static_cast<const std::int32_t*>(experts.data), gates.f32(),
+                           seq_grad.empty() ? nullptr : seq_grad.f32(), seq_len, s, routing.sigmoid,
                            routing.renormalize, z_grad, act, stream_.get());
 }
 

@@ -2,7 +2,8 @@
 // Routing, forward and backward: one warp per token row, the row's sums in double like the CPU
 // op (the router's rows are short; this keeps the probs, and so the experts chosen, those of
 // the CPU). Top-k: k passes of a warp arg-max, pass j taking the best expert that ranks after
-// pick j - 1 in the order (prob descending, then expert ascending). The order is strict, so
+// pick j - 1 in the order (key descending, then expert ascending; the key is the prob, plus
+// the expert's bias where balancing adds one). The order is strict, so
 // the picks are distinct, a tie goes to the lower expert, and nothing is kept between passes:
 // any E and any k <= E.
 // Combine: one block per token, threads over D. Its backward: one warp per (token, pick) row.
@@ -50,15 +51,16 @@ __device__ __forceinline__ V warp_sum(V x) {
 
 // ---- top-k ----
 
-// An expert and its prob as ranked: a NaN prob ranks below every real one (probs are >= 0).
+// An expert, its selection key and its prob: a NaN key ranks below every real one.
 struct Ranked {
   float key;
+  float prob;
   int expert;  // < 0: none
 };
 
-__device__ __forceinline__ float rank_key(float prob) { return isnan(prob) ? -1.0f : prob; }
+__device__ __forceinline__ float rank_key(float key) { return isnan(key) ? -INFINITY : key; }
 
-// The ranking order: the higher prob first, equal probs in expert order.
+// The ranking order: the higher key first, equal keys in expert order.
 __device__ __forceinline__ bool ranks_before(Ranked a, Ranked b) {
   return a.key > b.key || (a.key == b.key && a.expert < b.expert);
 }
@@ -70,28 +72,31 @@ __device__ __forceinline__ Ranked better(Ranked a, Ranked b) {
   return ranks_before(b, a) ? b : a;
 }
 
-// The first expert of p (E) that ranks after `prev` (in every lane). Lane l reads p[e] for
-// e = l mod 32 only: the probs it wrote itself.
-__device__ __forceinline__ Ranked next_pick(const float* p, std::int64_t E, Ranked prev, int lane) {
-  Ranked best{0.0f, -1};
+// The first expert of p (E) that ranks after `prev` (in every lane), by p + bias (bias (E) or
+// null). Lane l reads p[e] for e = l mod 32 only: the probs it wrote itself.
+__device__ __forceinline__ Ranked next_pick(const float* p, const float* bias, std::int64_t E, Ranked prev,
+                                            int lane) {
+  Ranked best{0.0f, 0.0f, -1};
   for (std::int64_t e = lane; e < E; e += kWarp) {
-    const Ranked c{rank_key(p[e]), static_cast<int>(e)};
+    const float key = bias != nullptr ? p[e] + bias[e] : p[e];
+    const Ranked c{rank_key(key), p[e], static_cast<int>(e)};
     if (ranks_before(prev, c)) best = better(best, c);
   }
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    best = better(best, {__shfl_xor_sync(kFullMask, best.key, offset), __shfl_xor_sync(kFullMask, best.expert, offset)});
+    best = better(best, {__shfl_xor_sync(kFullMask, best.key, offset), __shfl_xor_sync(kFullMask, best.prob, offset),
+                         __shfl_xor_sync(kFullMask, best.expert, offset)});
   return best;
 }
 
 // ---- routing ----
 
 // Grid: kRowWarps token rows per block, strided. logits and probs (N, E); experts and gates
-// (N, k); lse (N).
+// (N, k); lse (N); bias (E) or null.
 template <class T>
 __global__ void __launch_bounds__(kRowWarps* kWarp)
-    route_kernel(std::int32_t* experts, float* gates, float* probs, float* lse, const T* logits, std::int64_t rows,
-                 std::int64_t E, std::int64_t k, bool sigmoid, bool renormalize) {
+    route_kernel(std::int32_t* experts, float* gates, float* probs, float* lse, const T* logits, const float* bias,
+                 std::int64_t rows, std::int64_t E, std::int64_t k, bool sigmoid, bool renormalize) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kRowWarps;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / kWarp; t < rows;
@@ -112,11 +117,11 @@ __global__ void __launch_bounds__(kRowWarps* kWarp)
     // Pick j goes out through lane j mod 32, which alone later rescales it.
     std::int32_t* chosen = experts + t * k;  // (k)
     float* g = gates + t * k;                // (k)
-    Ranked prev{INFINITY, -1};               // ranks before every prob
+    Ranked prev{INFINITY, 0.0f, -1};         // ranks before every key
     double chosen_sum = 0.0;
     for (std::int64_t j = 0; j < k; ++j) {
-      prev = next_pick(p, E, prev, lane);
-      const float prob = prev.key < 0.0f ? NAN : prev.key;
+      prev = next_pick(p, bias, E, prev, lane);
+      const float prob = prev.expert < 0 ? NAN : prev.prob;
       chosen_sum += prob;
       if (j % kWarp == lane) {
         chosen[j] = prev.expert;
@@ -128,14 +133,16 @@ __global__ void __launch_bounds__(kRowWarps* kWarp)
   }
 }
 
-// Grid: as route_kernel. dlogits and logits (N, E) in T; the rest fp32 (experts i32).
-// dp, the gradient of the chosen probs, then through the score function; the arithmetic and
-// its roundings are those of the CPU op.
+// Grid: as route_kernel. dlogits and logits (N, E) in T; the rest fp32 (experts i32);
+// seq_grad (N / seq_len, E) or null. dp, the gradient of the chosen probs plus the sequence's
+// share, then through the score function; the arithmetic and its roundings are those of the
+// CPU op.
 template <class T>
 __global__ void __launch_bounds__(kRowWarps* kWarp)
     route_backward_kernel(T* dlogits, const float* dgates, const T* logits, const float* probs, const float* lse,
-                          const std::int32_t* experts, const float* gates, std::int64_t rows, std::int64_t E,
-                          std::int64_t k, bool sigmoid, bool renormalize, float z_grad) {
+                          const std::int32_t* experts, const float* gates, const float* seq_grad,
+                          std::int64_t seq_len, std::int64_t rows, std::int64_t E, std::int64_t k, bool sigmoid,
+                          bool renormalize, float z_grad) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kRowWarps;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / kWarp; t < rows;
@@ -159,17 +166,40 @@ __global__ void __launch_bounds__(kRowWarps* kWarp)
       shift = warp_sum(dot);
     }
     const auto dp_of_pick = [&](std::int64_t j) { return static_cast<float>((dg[j] - shift) * scale); };
-    // Softmax: dl_e = p_e (dp_e - sum_m dp_m p_m); only the chosen experts have dp != 0.
+    // The sequence's gradient c (E) of the normalised scores p_e / P: sigmoid scores add
+    // (c_e - sum_m c_m p_m / P) / P to dp_e (P = sum_m p_m), softmax scores c_e.
+    const float* c = seq_grad != nullptr ? seq_grad + (t / seq_len) * E : nullptr;
+    double total = 1.0, mean = 0.0;
+    if (c != nullptr && sigmoid) {
+      double sum = 0.0, dot = 0.0;
+      for (std::int64_t e = lane; e < E; e += kWarp) {
+        sum += p[e];
+        dot += static_cast<double>(c[e]) * p[e];
+      }
+      total = warp_sum(sum);
+      mean = warp_sum(dot) / total;
+    }
+    const auto dp_of = [&](std::int64_t e) {
+      float dp = 0.0f;
+      for (std::int64_t j = 0; j < k; ++j)
+        if (chosen[j] == e) dp = dp_of_pick(j);
+      if (c != nullptr) dp = static_cast<float>(dp + (c[e] - mean) / total);
+      return dp;
+    };
+    // Softmax: dl_e = p_e (dp_e - sum_m dp_m p_m); without a sequence gradient only the
+    // chosen experts have dp != 0.
     double dot = 0.0;
     if (!sigmoid) {
-      for (std::int64_t j = lane; j < k; j += kWarp) dot += static_cast<double>(dp_of_pick(j)) * chosen_prob(j);
+      if (c != nullptr) {
+        for (std::int64_t e = lane; e < E; e += kWarp) dot += static_cast<double>(dp_of(e)) * p[e];
+      } else {
+        for (std::int64_t j = lane; j < k; j += kWarp) dot += static_cast<double>(dp_of_pick(j)) * chosen_prob(j);
+      }
       dot = warp_sum(dot);
     }
     const double row_lse = lse[t];
     for (std::int64_t e = lane; e < E; e += kWarp) {
-      float dp = 0.0f;
-      for (std::int64_t j = 0; j < k; ++j)
-        if (chosen[j] == e) dp = dp_of_pick(j);
+      const float dp = dp_of(e);
       const double pe = p[e];
       float dl = sigmoid ? static_cast<float>(dp * pe * (1.0 - pe)) : static_cast<float>(pe * (dp - dot));
       if (z_grad != 0.0f)  // d(z lse^2) / dlogit_e = 2 z lse softmax_e
@@ -284,29 +314,33 @@ void with_pack_width(std::int64_t dim, std::initializer_list<const void*> pointe
 
 }  // namespace
 
-void moe_route(std::int32_t* experts, float* gates, float* probs, float* lse, const void* logits,
+void moe_route(std::int32_t* experts, float* gates, float* probs, float* lse, const void* logits, const float* bias,
                MoeRouteShape shape, bool sigmoid, bool renormalize, DType act, cudaStream_t stream) {
   check_route("moe_route", shape, act);
   if (shape.rows == 0) return;
   with_float_type(act, [&](auto tag) {
     using T = decltype(tag);
     route_kernel<T><<<blocks_for(shape.rows, kRowWarps), kRowWarps * kWarp, 0, stream>>>(
-        experts, gates, probs, lse, static_cast<const T*>(logits), shape.rows, shape.experts, shape.top_k, sigmoid,
-        renormalize);
+        experts, gates, probs, lse, static_cast<const T*>(logits), bias, shape.rows, shape.experts, shape.top_k,
+        sigmoid, renormalize);
     USTRAIN_CUDA_CHECK_LAUNCH();
   });
 }
 
 void moe_route_backward(void* dlogits, const float* dgates, const void* logits, const float* probs, const float* lse,
-                        const std::int32_t* experts, const float* gates, MoeRouteShape shape, bool sigmoid,
-                        bool renormalize, float z_grad, DType act, cudaStream_t stream) {
+                        const std::int32_t* experts, const float* gates, const float* seq_grad, std::int64_t seq_len,
+                        MoeRouteShape shape, bool sigmoid, bool renormalize, float z_grad, DType act,
+                        cudaStream_t stream) {
   check_route("moe_route_backward", shape, act);
+  USTRAIN_ASSERT(seq_grad == nullptr || (seq_len > 0 && shape.rows % seq_len == 0),
+                 route_text("moe_route_backward", shape, act) + ": sequences of " + std::to_string(seq_len) +
+                     " tokens");
   if (shape.rows == 0) return;
   with_float_type(act, [&](auto tag) {
     using T = decltype(tag);
     route_backward_kernel<T><<<blocks_for(shape.rows, kRowWarps), kRowWarps * kWarp, 0, stream>>>(
-        static_cast<T*>(dlogits), dgates, static_cast<const T*>(logits), probs, lse, experts, gates, shape.rows,
-        shape.experts, shape.top_k, sigmoid, renormalize, z_grad);
+        static_cast<T*>(dlogits), dgates, static_cast<const T*>(logits), probs, lse, experts, gates, seq_grad,
+        seq_len, shape.rows, shape.experts, shape.top_k, sigmoid, renormalize, z_grad);
     USTRAIN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -19,17 +19,20 @@ struct MoeRouteShape {
   std::int64_t rows, experts, top_k;
 };
 
-// From logits (N, E): probs (N, E) = softmax or sigmoid; experts (N, k) the k highest probs,
-// highest first, a tie going to the lower expert index; gates (N, k) their probs, divided by
-// their sum when `renormalize`; lse (N) the log-sum-exp of the logits.
-void moe_route(std::int32_t* experts, float* gates, float* probs, float* lse, const void* logits,
+// From logits (N, E): probs (N, E) = softmax or sigmoid; experts (N, k) the k highest of
+// probs + bias (bias (E) fp32, or null for none), highest first, a tie going to the lower
+// expert index; gates (N, k) their probs, divided by their sum when `renormalize`; lse (N) the
+// log-sum-exp of the logits.
+void moe_route(std::int32_t* experts, float* gates, float* probs, float* lse, const void* logits, const float* bias,
                MoeRouteShape shape, bool sigmoid, bool renormalize, DType act, cudaStream_t stream);
 
 // dlogits (N, E) overwritten: dgates (N, k) back through the renormalisation and the score
-// function, plus 2 z_grad lse softmax(logits) per row.
+// function, plus 2 z_grad lse softmax(logits) per row, plus seq_grad (N / seq_len, E) fp32 (or
+// null), the gradient of the normalised scores of each sequence's seq_len tokens.
 void moe_route_backward(void* dlogits, const float* dgates, const void* logits, const float* probs, const float* lse,
-                        const std::int32_t* experts, const float* gates, MoeRouteShape shape, bool sigmoid,
-                        bool renormalize, float z_grad, DType act, cudaStream_t stream);
+                        const std::int32_t* experts, const float* gates, const float* seq_grad, std::int64_t seq_len,
+                        MoeRouteShape shape, bool sigmoid, bool renormalize, float z_grad, DType act,
+                        cudaStream_t stream);
 
 // out (N, D) = sum_j gates[t, j] * rows[t k + j], rows (N k, D) in token order.
 void moe_combine(void* out, const void* rows, const float* gates, std::int64_t tokens, std::int64_t top_k,

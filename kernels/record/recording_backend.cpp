@@ -254,15 +254,24 @@ void RecordingBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
 
 // ---- mixture of experts: routing and the combine, priced by their bytes ----
 void RecordingBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                                 const MoeRouting&) {
-  record("moe_route", OpClass::elementwise, {&experts, &gates, &probs, &lse, &logits}, 0,
-         bytes_of({&experts, &gates, &probs, &lse, &logits}));
+                                 const MoeRouting&, Tensor bias) {
+  if (bias.empty())
+    record("moe_route", OpClass::elementwise, {&experts, &gates, &probs, &lse, &logits}, 0,
+           bytes_of({&experts, &gates, &probs, &lse, &logits}));
+  else
+    record("moe_route", OpClass::elementwise, {&experts, &gates, &probs, &lse, &logits, &bias}, 0,
+           bytes_of({&experts, &gates, &probs, &lse, &logits, &bias}));
 }
 
 void RecordingBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
-                                          Tensor experts, Tensor gates, const MoeRouting&, float) {
-  record("moe_route_backward", OpClass::elementwise, {&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates}, 0,
-         bytes_of({&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates}));
+                                          Tensor experts, Tensor gates, const MoeRouting&, float, Tensor seq_grad) {
+  if (seq_grad.empty())
+    record("moe_route_backward", OpClass::elementwise, {&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates},
+           0, bytes_of({&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates}));
+  else
+    record("moe_route_backward", OpClass::elementwise,
+           {&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates, &seq_grad}, 0,
+           bytes_of({&dlogits, &dgates, &logits, &probs, &lse, &experts, &gates, &seq_grad}));
 }
 
 void RecordingBackend::moe_combine(Tensor out, Tensor rows, Tensor gates) {

@@ -1,7 +1,8 @@
 // The mixture-of-experts ops on the CUDA backend against the CPU reference, in fp32, bf16 and
 // fp16: routing (softmax or sigmoid scores, renormalised gates or not, top-1 to top-E of E = 1
-// to 256 experts), its backward with and without the z-loss term, and the gate-weighted
-// combine with its backward. The router logits lie on a grid of 1/64 in [-4, 4), exact in every
+// to 256 experts), its backward with and without the z-loss term, balancing (a routing bias
+// and a sequence gradient of the normalised scores), and the gate-weighted combine with its
+// backward. The router logits lie on a grid of 1/64 in [-4, 4), exact in every
 // activation dtype: two experts' probs are then either exactly equal (a tie, which goes to the
 // lower expert) or apart by far more than either backend's rounding, so the experts chosen must
 // be the CPU's exactly. Tolerances: gpu_test_support.h.
@@ -97,7 +98,7 @@ CpuRoute cpu_route(CpuBackend& cpu, std::vector<float>& logits, const RouteCase&
              std::vector<float>(static_cast<std::size_t>(kTokens * k)),
              std::vector<float>(static_cast<std::size_t>(kTokens * E)), std::vector<float>(kTokens)};
   cpu.moe_route(host_ids(r.experts, {kTokens, k}), host(r.gates, {kTokens, k}), host(r.probs, {kTokens, E}),
-                host(r.lse, {kTokens}), host(logits, {kTokens, E}), c.routing());
+                host(r.lse, {kTokens}), host(logits, {kTokens, E}), c.routing(), Tensor());
   return r;
 }
 
@@ -111,7 +112,7 @@ TEST_P(GpuMoeTest, RouteMatchesCpuWithTiesToTheLowerExpert) {
     auto glogits = on_device(gpu(), logits, {kTokens, E}, act());
     DeviceTensor experts(gpu(), {kTokens, k}, DType::i32), gates(gpu(), {kTokens, k}, DType::f32),
         probs(gpu(), {kTokens, E}, DType::f32), lse(gpu(), {kTokens}, DType::f32);
-    gpu().moe_route(experts, gates, probs, lse, *glogits, c.routing());
+    gpu().moe_route(experts, gates, probs, lse, *glogits, c.routing(), Tensor());
     const auto got = download_ids(gpu(), experts);
 
     expect_same_experts(got, want.experts, k, at);
@@ -138,7 +139,8 @@ TEST_P(GpuMoeTest, RouteBackwardMatchesCpuWithAndWithoutZLoss) {
                                   DType::f32);
       std::vector<float> want(logits.size());
       cpu().moe_route_backward(host(want, ls), host(dgates, gs), host(logits, ls), host(r.probs, ls),
-                               host(r.lse, rs), host_ids(r.experts, gs), host(r.gates, gs), c.routing(), z_grad);
+                               host(r.lse, rs), host_ids(r.experts, gs), host(r.gates, gs), c.routing(), z_grad,
+                               Tensor());
 
       // The GPU gets the CPU's routing, so that only the backward is measured.
       auto glogits = on_device(gpu(), logits, ls, act());
@@ -146,9 +148,53 @@ TEST_P(GpuMoeTest, RouteBackwardMatchesCpuWithAndWithoutZLoss) {
       auto glse = on_device(gpu(), r.lse, rs, DType::f32), ggates = on_device(gpu(), r.gates, gs, DType::f32);
       DeviceTensor gexperts(gpu(), gs, DType::i32), dlogits(gpu(), ls, act());
       gexperts.upload_ids(r.experts);
-      gpu().moe_route_backward(dlogits, *gdgates, *glogits, *gprobs, *glse, gexperts, *ggates, c.routing(), z_grad);
+      gpu().moe_route_backward(dlogits, *gdgates, *glogits, *gprobs, *glse, gexperts, *ggates, c.routing(), z_grad,
+                               Tensor());
       expect_close(dlogits.download(), want, act_tolerance(act(), Measure::max_rel), "moe dlogits" + at);
     }
+}
+
+// Balancing: a routing bias (multiples of 1/8, so that probs + bias keep the grid's ties
+// and gaps) changes the choices but not the gates; a sequence gradient of the normalised
+// scores (kTokens = 3 sequences of 15 tokens) adds to the backward.
+TEST_P(GpuMoeTest, RouteWithBiasAndSequenceGradientMatchesCpu) {
+  constexpr std::int64_t kSeqs = 3;
+  for (const RouteCase& c : route_cases()) {
+    const std::int64_t E = c.experts, k = c.top_k;
+    const std::string at = c.str() + " in " + dtype_name(act());
+    const Shape ls{kTokens, E}, gs{kTokens, k}, rs{kTokens}, bs{E}, ss{kSeqs, E};
+    auto logits = router_logits(E, static_cast<std::uint32_t>(5 * E + k));
+    std::vector<float> bias(static_cast<std::size_t>(E));
+    for (std::int64_t e = 0; e < E; ++e) bias[static_cast<std::size_t>(e)] = static_cast<float>((e * 5) % 7 - 3) / 8.0f;
+    CpuRoute r{std::vector<std::int32_t>(static_cast<std::size_t>(kTokens * k)),
+               std::vector<float>(static_cast<std::size_t>(kTokens * k)),
+               std::vector<float>(static_cast<std::size_t>(kTokens * E)), std::vector<float>(kTokens)};
+    cpu().moe_route(host_ids(r.experts, gs), host(r.gates, gs), host(r.probs, ls), host(r.lse, rs), host(logits, ls),
+                    c.routing(), host(bias, bs));
+    auto glogits = on_device(gpu(), logits, ls, act());
+    auto gbias = on_device(gpu(), bias, bs, DType::f32);
+    DeviceTensor experts(gpu(), gs, DType::i32), gates(gpu(), gs, DType::f32), probs(gpu(), ls, DType::f32),
+        lse(gpu(), rs, DType::f32);
+    gpu().moe_route(experts, gates, probs, lse, *glogits, c.routing(), *gbias);
+    expect_same_experts(download_ids(gpu(), experts), r.experts, k, " (biased)" + at);
+    expect_close(gates.download(), r.gates, fp32_tolerance(Measure::max_rel), "moe biased gates" + at);
+
+    auto dgates = random_values(static_cast<std::size_t>(kTokens * k), static_cast<std::uint32_t>(E + 7 * k),
+                                DType::f32);
+    auto seq_grad = random_values(static_cast<std::size_t>(kSeqs * E), static_cast<std::uint32_t>(E + 9 * k),
+                                  DType::f32);
+    std::vector<float> want(logits.size());
+    cpu().moe_route_backward(host(want, ls), host(dgates, gs), host(logits, ls), host(r.probs, ls), host(r.lse, rs),
+                             host_ids(r.experts, gs), host(r.gates, gs), c.routing(), 0.05f, host(seq_grad, ss));
+    auto gdgates = on_device(gpu(), dgates, gs, DType::f32), gprobs = on_device(gpu(), r.probs, ls, DType::f32);
+    auto glse = on_device(gpu(), r.lse, rs, DType::f32), ggates = on_device(gpu(), r.gates, gs, DType::f32);
+    auto gseq = on_device(gpu(), seq_grad, ss, DType::f32);
+    DeviceTensor gexperts(gpu(), gs, DType::i32), dlogits(gpu(), ls, act());
+    gexperts.upload_ids(r.experts);
+    gpu().moe_route_backward(dlogits, *gdgates, *glogits, *gprobs, *glse, gexperts, *ggates, c.routing(), 0.05f,
+                             *gseq);
+    expect_close(dlogits.download(), want, act_tolerance(act(), Measure::max_rel), "moe dlogits with balance" + at);
+  }
 }
 
 struct CombineCase {
@@ -220,8 +266,8 @@ TEST_P(GpuMoeTest, EveryOpRepeatsBitForBit) {
       drows(gpu(), rows_shape, act()), dgates(gpu(), gs, DType::f32);
   std::vector<std::vector<float>> first;
   for (int run = 0; run < 2; ++run) {
-    gpu().moe_route(experts, gates, probs, lse, *glogits, c.routing());
-    gpu().moe_route_backward(dlogits, *gdgates, *glogits, probs, lse, experts, gates, c.routing(), 0.01f);
+    gpu().moe_route(experts, gates, probs, lse, *glogits, c.routing(), Tensor());
+    gpu().moe_route_backward(dlogits, *gdgates, *glogits, probs, lse, experts, gates, c.routing(), 0.01f, Tensor());
     gpu().moe_combine(out, *grows, gates);
     gpu().moe_combine_backward(drows, dgates, *gdout, *grows, gates);
     std::vector<std::vector<float>> results = {gates.download(), probs.download(), lse.download(),

@@ -66,10 +66,15 @@ threads = 1
 
 # The mixtures of experts (each against its own one-rank run): 8 experts of width 32, top-2,
 # a shared expert, the first layer dense, the router z-loss on; the widths divide by tp = 2.
+# Balancing: the sequence-level balance loss (softmax scores), and auxiliary-loss-free
+# balancing with sigmoid scores (DeepSeek-V3's pairing) at a rate that moves the routing
+# within the run's 10 steps.
 MOE = ["model.n_experts=8", "model.experts_per_token=2", "model.expert_ffn_hidden=32", "model.n_shared_experts=1",
        "model.shared_expert_ffn_hidden=32", "model.first_dense_layers=1", "model.router_z_loss=0.001"]
 MODELS = {"dense": [], "moe": MOE,
           "moe-sigmoid": MOE + ["model.router_score=sigmoid", "model.router_renormalize=false"],
+          "moe-seqaux": MOE + ["model.router_seq_aux_loss=0.01"],
+          "moe-bias": MOE + ["model.router_score=sigmoid", "model.router_bias_update_rate=0.01"],
           "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:

@@ -66,26 +66,48 @@ struct TinyRun {
     loss();
     model.backward(*backend, 1.0f);  // d(sum of losses)
   }
+  // The sum of losses plus what the sequence-level balance loss adds at dL/d(each token's
+  // loss) = 1: S x the sum over sequences of alpha sum_i f_i P_i (which backward computes).
+  double loss_with_balance() {
+    model.reset_moe_loads();
+    gradients();
+    double balance = 0;
+    for (const MoeLoad* l : model.moe_loads()) balance += l->seq_aux_sum;
+    return loss() + static_cast<double>(S) * balance;
+  }
 };
 
 // For each parameter tensor, the directional derivative along a random direction (every
 // element non-zero) from the analytic gradient must match a central difference of the loss.
-void check_all_gradients(const ModelSection& cfg, double tolerance = 2e-3) {
+void check_all_gradients(const ModelSection& cfg, double tolerance = 2e-3, bool balance = false) {
   TinyRun run(cfg, Recompute::none);
   run.gradients();
   const ModelParams& params = run.model.params();
+  // Every directional derivative first: with the balance loss each shifted loss runs a
+  // backward pass, which overwrites the gradients.
+  const auto direction = [&](std::size_t i) {
+    std::vector<float> dir(static_cast<std::size_t>(params[static_cast<int>(i)].value.numel()));
+    fill_normal(dir.data(), dir.size(), 1000 + i, 1.0);
+    return dir;
+  };
+  std::vector<double> analytics;
+  for (std::size_t i = 0; i < params.specs().size(); ++i) {
+    const std::vector<float> dir = direction(i);
+    double analytic = 0;
+    for (std::size_t j = 0; j < dir.size(); ++j)
+      analytic += static_cast<double>(params[static_cast<int>(i)].grad.f32()[j]) * dir[j];
+    analytics.push_back(analytic);
+  }
   for (std::size_t i = 0; i < params.specs().size(); ++i) {
     const ParamViews& p = params[static_cast<int>(i)];
     const auto n = static_cast<std::size_t>(p.value.numel());
-    std::vector<float> dir(n);
-    fill_normal(dir.data(), n, 1000 + i, 1.0);
-    double analytic = 0;
-    for (std::size_t j = 0; j < n; ++j) analytic += static_cast<double>(p.grad.f32()[j]) * dir[j];
+    const std::vector<float> dir = direction(i);
+    const double analytic = analytics[i];
     const std::vector<float> saved(p.value.f32(), p.value.f32() + n);
     const double eps = 1e-3;
     const auto shifted_loss = [&](double sign) {
       for (std::size_t j = 0; j < n; ++j) p.value.f32()[j] = saved[j] + static_cast<float>(sign * eps * dir[j]);
-      return run.loss();
+      return balance ? run.loss_with_balance() : run.loss();
     };
     const double numeric = (shifted_loss(+1) - shifted_loss(-1)) / (2 * eps);
     std::copy(saved.begin(), saved.end(), p.value.f32());
@@ -104,6 +126,17 @@ TEST(Model, MixtureOfExpertsGradientsMatchFiniteDifferences) {
   check_all_gradients(tiny_moe("softmax", true), 3e-3);
   check_all_gradients(tiny_moe("sigmoid", false), 3e-3);
   check_all_gradients(tiny_moe("sigmoid", true), 3e-3);
+}
+
+// The sequence-level balance loss's gradient through the router, on top of the rest (a large
+// alpha, so that a wrong balance gradient shows above the tolerance).
+TEST(Model, SequenceBalanceLossGradientsMatchFiniteDifferences) {
+  for (const char* score : {"softmax", "sigmoid"}) {
+    SCOPED_TRACE(score);
+    ModelSection cfg = tiny_moe(score, true);
+    cfg.router_seq_aux_loss = 2.0;
+    check_all_gradients(cfg, 3e-3, /*balance=*/true);
+  }
 }
 
 TEST(Model, MixtureOfExpertsCountsActiveParameters) {

@@ -629,6 +629,20 @@ TEST(RecipeError, TensorParallelismNeedsDivisibleHeadsAndWidths) {
             257);
 }
 
+TEST(RecipeError, ExpertBalancingNeedsExpertsToBalance) {
+  expect_mentions(error_of(kMinimal, {"model.router_seq_aux_loss=0.01"}),
+                  {"expert balancing needs experts", "model.n_experts > 0"});
+  expect_mentions(error_of(kMinimal, {"model.n_experts=4", "model.experts_per_token=4",
+                                      "model.router_bias_update_rate=0.001"}),
+                  {"every token goes to every expert", "model.router_bias_update_rate"});
+  expect_mentions(error_of(kMinimal, {"model.n_experts=4", "model.router_bias_update_rate=-0.1"}),
+                  {"model.router_bias_update_rate"});
+  const Recipe r = parse(kMinimal, {"model.n_experts=4", "model.router_seq_aux_loss=0.001",
+                                    "model.router_bias_update_rate=0.001"});
+  EXPECT_DOUBLE_EQ(r.model.router_seq_aux_loss, 0.001);
+  EXPECT_DOUBLE_EQ(r.model.router_bias_update_rate, 0.001);
+}
+
 TEST(RecipeError, MissingFileNamesThePath) {
   const std::string path = fixture("does-not-exist.toml");
   try {
@@ -807,9 +821,9 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     ++key_lines;
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
-  // Keys in core/recipe/recipe.h: run 3, model 26, data 5, train 10, optim 5, schedule 4,
+  // Keys in core/recipe/recipe.h: run 3, model 28, data 5, train 10, optim 5, schedule 4,
   // parallel 13, checkpoint 5, log 5, device 3.
-  EXPECT_EQ(key_lines, 79u);
+  EXPECT_EQ(key_lines, 81u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

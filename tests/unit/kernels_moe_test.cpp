@@ -1,5 +1,6 @@
 // Mixture-of-experts routing and combine against float64: choices with ties, gates with and
-// without renormalisation, softmax and sigmoid scores, the router z-loss, and their backwards
+// without renormalisation, softmax and sigmoid scores, the router z-loss, a balancing bias, the
+// gradient of the normalised scores (the sequence-level balance loss), and their backwards
 // against finite differences.
 #include <gtest/gtest.h>
 
@@ -24,7 +25,8 @@ Routed route(CpuBackend& cpu, std::vector<float>& logits, std::int64_t n, std::i
              std::vector<float>(static_cast<std::size_t>(n * r.top_k)), std::vector<float>(static_cast<std::size_t>(n * e)),
              std::vector<float>(static_cast<std::size_t>(n))};
   cpu.moe_route(test::i32(out.experts, Shape{n, r.top_k}), test::f32(out.gates, Shape{n, r.top_k}),
-                test::f32(out.probs, Shape{n, e}), test::f32(out.lse, Shape{n}), test::f32(logits, Shape{n, e}), r);
+                test::f32(out.probs, Shape{n, e}), test::f32(out.lse, Shape{n}), test::f32(logits, Shape{n, e}), r,
+                Tensor());
   return out;
 }
 
@@ -103,7 +105,8 @@ TEST(CpuMoe, RoutingBackwardMatchesFiniteDifferences) {
         std::vector<float> dlogits(logits.size());
         cpu.moe_route_backward(test::f32(dlogits, Shape{n, e}), test::f32(w, Shape{n, k}), test::f32(logits, Shape{n, e}),
                                test::f32(r.probs, Shape{n, e}), test::f32(r.lse, Shape{n}),
-                               test::i32(r.experts, Shape{n, k}), test::f32(r.gates, Shape{n, k}), routing, z);
+                               test::i32(r.experts, Shape{n, k}), test::f32(r.gates, Shape{n, k}), routing, z,
+                               Tensor());
         const auto loss = [&](const std::vector<double>& x) {
           double l = 0;
           for (std::int64_t t = 0; t < n; ++t) {
@@ -124,6 +127,82 @@ TEST(CpuMoe, RoutingBackwardMatchesFiniteDifferences) {
         };
         EXPECT_LT(test::rel_error(dlogits, test::numeric_gradient(loss, test::to_double(logits))), test::kBackwardTol);
       }
+}
+
+TEST(CpuMoe, RoutingBiasChoosesTheExpertsAndLeavesTheGates) {
+  CpuBackend cpu(2);
+  const std::int64_t n = 29, e = 8;
+  auto logits = random_floats(static_cast<std::size_t>(n * e), 75, -2.0f, 2.0f);
+  auto bias = random_floats(static_cast<std::size_t>(e), 76, -0.3f, 0.3f);
+  for (bool sigmoid : {false, true})
+    for (bool renormalize : {false, true})
+      for (int k : {1, 3}) {
+        SCOPED_TRACE(std::string(sigmoid ? "sigmoid" : "softmax") + (renormalize ? " renormalised" : "") + " k " +
+                     std::to_string(k));
+        const MoeRouting routing{k, sigmoid, renormalize};
+        Routed r{std::vector<std::int32_t>(static_cast<std::size_t>(n * k)), std::vector<float>(static_cast<std::size_t>(n * k)),
+                 std::vector<float>(static_cast<std::size_t>(n * e)), std::vector<float>(static_cast<std::size_t>(n))};
+        cpu.moe_route(test::i32(r.experts, Shape{n, k}), test::f32(r.gates, Shape{n, k}), test::f32(r.probs, Shape{n, e}),
+                      test::f32(r.lse, Shape{n}), test::f32(logits, Shape{n, e}), routing, test::f32(bias, Shape{e}));
+        const Routed plain = route(cpu, logits, n, e, routing);
+        int moved = 0;
+        for (std::int64_t t = 0; t < n; ++t) {
+          const float* p = r.probs.data() + t * e;
+          std::vector<int> order(static_cast<std::size_t>(e));
+          std::iota(order.begin(), order.end(), 0);
+          const auto key = [&](int i) { return p[i] + bias[static_cast<std::size_t>(i)]; };
+          std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) > key(b); });
+          double chosen = 0;
+          for (int j = 0; j < k; ++j) chosen += p[order[static_cast<std::size_t>(j)]];
+          for (int j = 0; j < k; ++j) {
+            const int want = order[static_cast<std::size_t>(j)];
+            ASSERT_EQ(r.experts[static_cast<std::size_t>(t * k + j)], want) << "row " << t;
+            EXPECT_NEAR(r.gates[static_cast<std::size_t>(t * k + j)], renormalize ? p[want] / chosen : p[want], 1e-6);
+            moved += r.experts[static_cast<std::size_t>(t * k + j)] != plain.experts[static_cast<std::size_t>(t * k + j)];
+          }
+        }
+        EXPECT_GT(moved, 0) << "the bias changed no choice";
+        EXPECT_EQ(r.probs, plain.probs);
+      }
+}
+
+TEST(CpuMoe, RoutingBackwardOfTheNormalisedScoresMatchesFiniteDifferences) {
+  // L = sum_j w_j gate_j + sum_t sum_i c_{b(t), i} s_{i,t} / sum_m s_{m,t} for fixed w and c,
+  // token t in sequence b(t): the gates' gradient plus a sequence gradient c of the
+  // normalised scores.
+  CpuBackend cpu(2);
+  const std::int64_t seqs = 2, len = 3, n = seqs * len, e = 5;
+  auto logits = random_floats(static_cast<std::size_t>(n * e), 85, -2.0f, 2.0f);
+  auto c = random_floats(static_cast<std::size_t>(seqs * e), 86);
+  for (bool sigmoid : {false, true})
+    for (bool renormalize : {false, true}) {
+      SCOPED_TRACE(std::string(sigmoid ? "sigmoid" : "softmax") + (renormalize ? " renormalised" : ""));
+      const int k = 2;
+      const MoeRouting routing{k, sigmoid, renormalize};
+      Routed r = route(cpu, logits, n, e, routing);
+      auto w = random_floats(static_cast<std::size_t>(n * k), 87);
+      std::vector<float> dlogits(logits.size());
+      cpu.moe_route_backward(test::f32(dlogits, Shape{n, e}), test::f32(w, Shape{n, k}), test::f32(logits, Shape{n, e}),
+                             test::f32(r.probs, Shape{n, e}), test::f32(r.lse, Shape{n}), test::i32(r.experts, Shape{n, k}),
+                             test::f32(r.gates, Shape{n, k}), routing, 0.0f, test::f32(c, Shape{seqs, e}));
+      const auto loss = [&](const std::vector<double>& x) {
+        double l = 0;
+        for (std::int64_t t = 0; t < n; ++t) {
+          const std::vector<double> p = scores_ref(std::vector<double>(x.begin() + t * e, x.begin() + (t + 1) * e), sigmoid);
+          double chosen = 0, total = 0;
+          for (int j = 0; j < k; ++j) chosen += p[static_cast<std::size_t>(r.experts[static_cast<std::size_t>(t * k + j)])];
+          for (double v : p) total += v;
+          for (int j = 0; j < k; ++j) {
+            const double pj = p[static_cast<std::size_t>(r.experts[static_cast<std::size_t>(t * k + j)])];
+            l += w[static_cast<std::size_t>(t * k + j)] * (renormalize ? pj / chosen : pj);
+          }
+          for (std::int64_t i = 0; i < e; ++i)
+            l += c[static_cast<std::size_t>((t / len) * e + i)] * p[static_cast<std::size_t>(i)] / total;
+        }
+        return l;
+      };
+      EXPECT_LT(test::rel_error(dlogits, test::numeric_gradient(loss, test::to_double(logits))), test::kBackwardTol);
+    }
 }
 
 TEST(CpuMoe, CombineAndItsBackwardMatchFloat64) {

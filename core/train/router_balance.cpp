@@ -1,0 +1,42 @@
+#include "core/train/router_balance.h"
+
+#include "kernels/error.h"
+
+namespace ustrain {
+
+void step_router_bias(std::vector<float>& bias, std::span<const double> load, double rate) {
+  USTRAIN_ASSERT(bias.size() == load.size() && !load.empty(), "a router bias and its load differ in experts");
+  double total = 0;
+  for (double l : load) total += l;
+  const double mean = total / static_cast<double>(load.size());
+  const auto step = static_cast<float>(rate);
+  for (std::size_t i = 0; i < bias.size(); ++i) {
+    if (load[i] < mean) bias[i] += step;
+    else if (load[i] > mean) bias[i] -= step;
+  }
+}
+
+void balance_router_biases(LlamaModel& model, Communicator& batch_group, double rate) {
+  const std::vector<RouterBias*> biases = model.router_biases();
+  if (biases.empty()) return;
+  const std::vector<const MoeLoad*> loads = model.moe_loads();
+  USTRAIN_ASSERT(loads.size() == biases.size(), "every MoE layer has a router bias when balancing");
+  std::vector<double> counts;  // the layers' loads, one after the other
+  for (const MoeLoad* l : loads) counts.insert(counts.end(), l->tokens.begin(), l->tokens.end());
+  batch_group.all_reduce(Tensor(counts.data(), Shape{static_cast<std::int64_t>(counts.size())}, DType::f64)).wait();
+  std::size_t at = 0;
+  for (std::size_t l = 0; l < biases.size(); ++l) {
+    USTRAIN_ASSERT(loads[l]->layer == biases[l]->layer, "router biases and loads out of layer order");
+    const std::size_t e = biases[l]->values.size();
+    step_router_bias(biases[l]->values, std::span<const double>(counts).subspan(at, e), rate);
+    at += e;
+  }
+}
+
+ModelState model_state_of(LlamaModel& model, bool saves) {
+  ModelState state{LlamaModel::state_declaration(model.config()), {}, saves};
+  for (RouterBias* b : model.router_biases()) state.held.push_back({b->name, &b->values});
+  return state;
+}
+
+}  // namespace ustrain
