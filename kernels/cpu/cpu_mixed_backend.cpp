@@ -182,16 +182,18 @@ void CpuMixedBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
 }
 
 void CpuMixedBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                                const MoeRouting& routing) {
+                                const MoeRouting& routing, Tensor bias) {
   Widening w(slots_);
-  CpuBackend::moe_route(experts, gates, probs, lse, w.in(logits), routing);
+  CpuBackend::moe_route(experts, gates, probs, lse, w.in(logits), routing, bias);
   w.done();
 }
 
 void CpuMixedBackend::moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse,
-                                         Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad) {
+                                         Tensor experts, Tensor gates, const MoeRouting& routing, float z_grad,
+                                         Tensor seq_grad) {
   Widening w(slots_);
-  CpuBackend::moe_route_backward(w.out(dlogits), dgates, w.in(logits), probs, lse, experts, gates, routing, z_grad);
+  CpuBackend::moe_route_backward(w.out(dlogits), dgates, w.in(logits), probs, lse, experts, gates, routing, z_grad,
+                                 seq_grad);
   w.done();
 }
 

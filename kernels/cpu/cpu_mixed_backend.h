@@ -45,10 +45,10 @@ class CpuMixedBackend : public CpuBackend {
                                 Tensor out, Tensor lse, AttentionMask mask, int n_heads, int n_kv_heads) override;
   void attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) override;
 
-  void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
-                 const MoeRouting& routing) override;
+  void moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits, const MoeRouting& routing,
+                 Tensor bias) override;
   void moe_route_backward(Tensor dlogits, Tensor dgates, Tensor logits, Tensor probs, Tensor lse, Tensor experts,
-                          Tensor gates, const MoeRouting& routing, float z_grad) override;
+                          Tensor gates, const MoeRouting& routing, float z_grad, Tensor seq_grad) override;
   void moe_combine(Tensor out, Tensor rows, Tensor gates) override;
   void moe_combine_backward(Tensor drows, Tensor dgates, Tensor dout, Tensor rows, Tensor gates) override;
 
