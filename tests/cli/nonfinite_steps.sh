@@ -69,4 +69,12 @@ expect_exit 0 "one rank's bad loss at dp = 2" -- timeout 300 mpiexec --oversubsc
   --set parallel.dp=2 --set run.name=dp
 check "$(field runs/dp/metrics.jsonl 3 step_applied) $(field runs/dp/metrics.jsonl 4 step_applied)" "0 1" \
   "rank 0, whose loss was finite, skipped step 3 too"
+# fp16 on the CPU: a non-finite loss (the forward's, which loss scaling cannot help) skips the
+# step and leaves the loss scale alone.
+expect_exit 0 "fp16: a NaN loss at step 3" -- env USTRAIN_TEST_NONFINITE_STEPS=3 "$USTRAIN" train tiny.toml \
+  "${common[@]}" --set train.steps=5 --set train.precision=fp16 --set run.name=fp16
+check "$(field runs/fp16/metrics.jsonl 3 step_applied) $(field runs/fp16/metrics.jsonl 4 step_applied)" "0 1" \
+  "fp16: step 3 skipped, step 4 applied"
+check "$(field runs/fp16/metrics.jsonl 3 loss_scale) $(field runs/fp16/metrics.jsonl 4 loss_scale)" "65536 65536" \
+  "fp16: the loss scale stays"
 finish
