@@ -1,8 +1,7 @@
 #include "kernels/cpu/cpu_mixed_backend.h"
 
 #include <cstdint>
-#include <cstdio>
-#include <vector>
+#include <utility>
 
 #include "kernels/cpu/half_convert.h"
 
@@ -19,7 +18,10 @@ class CpuMixedBackend::Widening {
   Tensor inout(const Tensor& t) { return stand_in(t, true, true); }
 
   void done() {
-    for (const auto& [target, wide] : results_) cpu::narrow(target.data, target.dtype, wide.f32(), wide.numel());
+    for (int i = 0; i < stored_; ++i) {
+      const auto& [target, wide] = results_[static_cast<std::size_t>(i)];
+      cpu::narrow(target.data, target.dtype, wide.f32(), wide.numel());
+    }
   }
 
  private:
@@ -30,13 +32,13 @@ class CpuMixedBackend::Widening {
     const auto n = static_cast<std::size_t>(t.numel());
     Tensor wide(slots_[static_cast<std::size_t>(used_++)].as<float>(n), t.shape, DType::f32);
     if (load) cpu::widen(wide.f32(), t.data, t.dtype, t.numel());
-    if (store) results_.push_back({t, wide});
+    if (store) results_[static_cast<std::size_t>(stored_++)] = {t, wide};
     return wide;
   }
 
   std::array<ScratchBuffer, kSlots>& slots_;
-  int used_ = 0;
-  std::vector<std::pair<Tensor, Tensor>> results_;  // (16-bit tensor, its fp32 stand-in)
+  int used_ = 0, stored_ = 0;
+  std::array<std::pair<Tensor, Tensor>, kSlots> results_;  // (16-bit tensor, its fp32 stand-in): no allocation
 };
 
 CpuMixedBackend::CpuMixedBackend(int threads) : CpuBackend(threads) {}
