@@ -14,7 +14,10 @@ dense bf16). bf16 runs under autocast with fp32 master weights and a fused AdamW
 keeps fp32 master weights, gradients and moments.
 
     python3 scripts/bench-torch.py recipes/bench-1b.toml [--steps 10] [--warmup 3]
-        [--set train.micro_batch=4 ...] [--no-compile] [--dry-run]
+        [--set train.micro_batch=4 ...] [--no-compile] [--dry-run] [--profile CSV]
+
+--profile CSV runs one more step under torch.profiler after the timed ones and writes its GPU
+kernels as CSV (name, calls, total_ns; one step), the input scripts/kernel-classes.py reads.
 """
 import argparse
 import functools
@@ -213,6 +216,24 @@ def recompute_wrapper(policy, torch):
                                                       context_fn=context)
 
 
+def write_kernel_profile(path, run_step, torch):
+    """One step under torch.profiler; its GPU kernels' calls and total time as CSV."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run_step()
+        torch.cuda.synchronize()
+    kernels = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        calls, ns = kernels.get(e.name, (0, 0))
+        kernels[e.name] = (calls + 1, ns + int(e.time_range.elapsed_us() * 1000))  # a kernel's own span
+    with open(path, "w") as f:
+        f.write("name,calls,total_ns\n")
+        for name, (calls, ns) in sorted(kernels.items(), key=lambda kv: -kv[1][1]):
+            f.write('"%s",%d,%d\n' % (name.replace('"', "'"), calls, ns))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("recipe")
@@ -221,6 +242,7 @@ def main():
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
     parser.add_argument("--no-compile", action="store_true", help="eager mode (no torch.compile)")
     parser.add_argument("--dry-run", action="store_true", help="print the sizes and FLOPs, import no torch")
+    parser.add_argument("--profile", metavar="CSV", help="one more step under torch.profiler: its kernels to CSV")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0:
         sys.exit("bench-torch: --steps must be at least 1 and --warmup at least 0")
@@ -278,6 +300,8 @@ def main():
     except torch.cuda.OutOfMemoryError:
         print(f"torch: error=out_of_memory {sizes} peak_mem_gib={torch.cuda.max_memory_allocated() / 2**30:.2f}")
         return 1
+    if args.profile:
+        write_kernel_profile(args.profile, lambda: step(args.warmup + args.steps), torch)
     step_s = sum(times) / len(times)
     tokens_per_s = micro * accum * seq / step_s
     mfu = tokens_per_s * flops_per_token(m, seq) / PEAK_FLOPS

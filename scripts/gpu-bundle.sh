@@ -147,7 +147,9 @@ if [[ -n $binaries ]]; then
   rm -rf "$out/bin" "$out/bin.txz" && mkdir -p "$work/bin/lib"
   cuda_libs='^(libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcuda)\.so'
   provided=$(provided_sonames "$work/tree")
-  for b in app/ustrain tests/gpu/ustrain_gpu_tests; do
+  # The kernel timeline library (kernels/cuda/tools) comes along where the build has it (CUPTI found).
+  traced=""; [[ -f $binaries/kernels/libustrain_kernel_trace.so ]] && traced=kernels/libustrain_kernel_trace.so
+  for b in app/ustrain tests/gpu/ustrain_gpu_tests $traced; do
     [[ -x $binaries/$b ]] || { echo "gpu-bundle: no $binaries/$b: build it first (CUDA on)" >&2; exit 1; }
     strip --strip-unneeded -o "$work/bin/${b##*/}" "$binaries/$b"
     while read -r soname path; do

@@ -14,6 +14,9 @@
 #                should take as an error (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the
 #                attention tests
 #     bench      `ustrain bench` and scripts/bench-torch.py on recipes/bench-1b.toml, side by side
+#     profile    where the benchmark step's time goes: a kernel timeline by op class with the idle
+#                gaps (scripts/kernel-timeline.py) beside PyTorch's kernels (from bench), Nsight
+#                Compute on our own largest kernels (not in the default list: run it after bench)
 #     runs       the quickstart model 300 steps in bf16 (twice), fp32 and fp16, and resumed at step 150
 #                (carry runs/data/fortunes): determinism, resume exactness, loss curves
 #     ranks      dp = 2, tp = 2, pp = 2 and cp = 2 runs of two processes on the one GPU (host-staged
@@ -37,7 +40,9 @@
 #
 # Environment: OUT, GPU_CHECK_BUDGET, BUNDLE (.deps/gpu/deps.txz), DEPS (.deps/gpu-root), BENCH_TORCH (0: no PyTorch),
 # BUILD (build-gpu), CUDA_ARCH (90), BENCH_STEPS (10 timed), BENCH_WARMUP (3 untimed),
-# GPU_CHECK_CMAKE_ARGS (more configure arguments).
+# GPU_CHECK_CMAKE_ARGS (more configure arguments), BENCH_CALIBRATION_OUT (set: bench also measures
+# the planner's calibration curves into calibration.json, about 30 s more), PROFILE_STEPS (5),
+# PROFILE_NCU_KERNELS (4: our own kernels Nsight Compute looks at).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 start=$SECONDS
@@ -261,18 +266,13 @@ metrics_mean() {
     awk -v skip="$bench_warmup" 'NR > skip { s += $1; n++ } END { if (n) printf "%.6g", s / n }'
 }
 
-phase_bench() {
-  local log=$logs/bench-ustrain.log tlog=$logs/bench-torch.log status=0 tstatus=0
-  : >"$log"; : >"$tlog"
-  local ustrain=$ustrain_bin data=runs/data/bench-random run=runs/bench-1b-bench
-  if [[ ! -x $ustrain ]]; then
-    echo "no $ustrain: run the build phase first" >>"$log"
-    record bench-ours 1 "$log"
-    return
-  fi
-  if [[ ! -f $data/manifest.json ]]; then  # random ids: speed does not depend on them
-    mkdir -p runs
-    python3 - <<'PY' >>"$log" 2>&1
+# bench_data LOG: runs/data/bench-random, random token ids for the benchmark (speed does not
+# depend on the ids, and the machine has no corpus to download).
+bench_data() {
+  local log=$1 ustrain=$ustrain_bin data=runs/data/bench-random
+  [[ -f $data/manifest.json ]] && return 0
+  mkdir -p runs
+  python3 - <<'PY' >>"$log" 2>&1
 import random, struct
 rows, cols, vocab = 128, 4096, 32000
 rng = random.Random(1234)
@@ -282,20 +282,54 @@ with open("runs/bench-tokens.npy", "wb") as f:
     f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
     f.write(struct.pack("<%dH" % (rows * cols), *(rng.randrange(vocab) for _ in range(rows * cols))))
 PY
-    (use_deps && timed 60 "$log" "$ustrain" data convert --input runs/bench-tokens.npy --output "$data" \
-       --format npy --tokenizer random --vocab-size 32000 --no-eos --val-fraction 0) || status=$?
+  (use_deps && timed 60 "$log" "$ustrain" data convert --input runs/bench-tokens.npy --output "$data" \
+     --format npy --tokenizer random --vocab-size 32000 --no-eos --val-fraction 0)
+}
+
+# clocks_start NAME / clocks_stop: the GPU's SM clock, power and temperature once a second
+# into clocks-NAME.csv while a benchmark runs (read only: nothing is set), so that two runs'
+# speeds can be compared knowing the clocks each had; clocks_stop prints their means.
+clocks_pid="" clocks_file=""
+clocks_start() {
+  clocks_file=$logs/clocks-$1.csv
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 1000 \
+    >"$clocks_file" 2>/dev/null &
+  clocks_pid=$!
+}
+clocks_stop() {
+  [[ -n $clocks_pid ]] && kill "$clocks_pid" 2>/dev/null && wait "$clocks_pid" 2>/dev/null
+  clocks_pid=""
+  awk -F', *' -v f="${clocks_file##*/}" '$2 + 0 > 0 && $3 + 0 > 300 { c += $2; p += $3; t += $4; n++ }
+    END { if (n) printf "  %s: while above 300 W (%d s): SM clock %.0f MHz, power %.0f W, %.0f C\n", f, n, c / n, p / n, t / n }' \
+    "$clocks_file"
+}
+
+phase_bench() {
+  local log=$logs/bench-ustrain.log tlog=$logs/bench-torch.log status=0 tstatus=0
+  : >"$log"; : >"$tlog"
+  local ustrain=$ustrain_bin run=runs/bench-1b-bench
+  if [[ ! -x $ustrain ]]; then
+    echo "no $ustrain: run the build phase first" >>"$log"
+    record bench-ours 1 "$log"
+    return
   fi
+  bench_data "$log" || status=$?
   if ((status == 0)); then
     # bench trains one warm-up step of its own before --steps: the run has warm-up + timed steps.
-    (use_deps && timed 210 "$log" "$ustrain" bench "$recipe" --calibration-out "$logs/calibration.json" \
+    clocks_start ours
+    (use_deps && timed 210 "$log" "$ustrain" bench "$recipe" ${BENCH_CALIBRATION_OUT:+--calibration-out "$logs/calibration.json"} \
        --steps $((bench_warmup + bench_steps > 1 ? bench_warmup + bench_steps - 1 : 1))) || status=$?
+    clocks_stop
   fi
   record bench-ours $status "$log"
 
   # PyTorch runs in the machine's own environment, without the bundle (BENCH_TORCH=0: not at all).
   if [[ ${BENCH_TORCH:-1} != 0 ]]; then
-    timed 150 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" ||
+    clocks_start torch
+    timed 150 "$tlog" python3 scripts/bench-torch.py "$recipe" --steps "$bench_steps" --warmup "$bench_warmup" \
+      --profile "$logs/torch-kernels.csv" ||
       tstatus=$?
+    clocks_stop
     record bench-torch $tstatus "$tlog"
   fi
 
@@ -316,6 +350,95 @@ PY
   fi
   grep -h '^torch:' "$tlog" | tee -a "$logs/bench-summary.txt"
   grep -h 'bench: ' "$log" | sed 's/^.*bench: /  ustrain bench: /' | tail -n 6
+}
+
+# Where the benchmark step's time goes: a kernel timeline of a few steps of `ustrain bench`
+# (kernels/cuda/tools/kernel_trace.cpp; else Nsight Systems' kernel sums, else Nsight Compute's
+# serialised durations), sorted into op classes with the idle gaps (scripts/kernel-timeline.py,
+# scripts/kernel-classes.py) beside PyTorch's kernels from the bench phase (torch-kernels.csv),
+# and Nsight Compute's speed-of-light sections of our own largest kernels. Run after bench.
+phase_profile() {
+  local log=$logs/profile.log status=0 nsys ncu steps=${PROFILE_STEPS:-5} run=runs/bench-1b-bench
+  : >"$log"
+  nsys=$(command -v nsys || find /usr/local/cuda*/ /opt/nvidia -maxdepth 4 -name nsys -type f 2>/dev/null | head -1)
+  ncu=$(command -v ncu || find /usr/local/cuda*/ /opt/nvidia -maxdepth 4 -name ncu -type f 2>/dev/null | head -1)
+  local kernels=$logs/ours-kernels.csv tracer accum
+  tracer=$(ls "$prebuilt_dir/libustrain_kernel_trace.so" "$build/kernels/libustrain_kernel_trace.so" 2>/dev/null | head -1)
+  echo "kernel timeline library: ${tracer:-none}; nsys: ${nsys:-none}; ncu: ${ncu:-none}" >>"$log"
+  if [[ ! -x $ustrain_bin || -z $tracer$nsys$ncu ]]; then
+    echo "no $ustrain_bin, or no kernel timeline library, nsys or ncu" >>"$log"
+    record profile 1 "$log"
+    return
+  fi
+  # the step time of the runs before this one (bench), not of profiled runs
+  local step_ms
+  step_ms=$(sed -n 's/.*"kind":"train".*"step_s":\([-0-9.e+]*\).*/\1/p' "$run/metrics.jsonl" 2>/dev/null |
+    awk 'NR > 1 { s += $1; n++ } END { if (n) printf "%.2f", 1e3 * s / n }')
+  bench_data "$log" || status=$?
+  accum=$(python3 scripts/bench-torch.py "$recipe" --dry-run | grep -o 'accum=[0-9]*' | cut -d= -f2)
+  if [[ -n $tracer ]]; then
+    # The kernel timeline of a run at full speed (kernels/cuda/tools/kernel_trace.cpp): busy
+    # time per op class and the idle gaps; bench's own warm-up step is left out.
+    ((status == 0)) && { (use_deps && timed 150 "$log" env CUDA_INJECTION64_PATH="$(realpath "$tracer")" \
+        USTRAIN_KERNEL_TRACE="$logs/ours-trace.csv" "$ustrain_bin" bench "$recipe" --steps "$steps") || status=$?; }
+    ((status == 0)) && { python3 scripts/kernel-timeline.py "$logs/ours-trace.csv" --per-step "${accum:-1}" --top 25 \
+        >"$logs/classes-ours.txt" 2>>"$log" || status=$?; }
+    ((status == 0)) && { echo "ustrain (kernel timeline, $((steps - 1)) steps):"; sed 's/^/  /' "$logs/classes-ours.txt"; }
+    gzip -f "$logs/ours-trace.csv"
+  elif [[ -n $nsys ]]; then
+    # bench's own warm-up step plus steps-1 more: `steps` steps in the profile.
+    ((status == 0)) && { (use_deps && timed 150 "$log" "$nsys" profile -t cuda --sample none --cpuctxsw none \
+        --force-overwrite true -o "$logs/ours" "$ustrain_bin" bench "$recipe" --steps $((steps - 1))) || status=$?; }
+    ((status == 0)) && { timed 90 "$log" "$nsys" stats --report cuda_gpu_kern_sum --format csv \
+        --force-export true --output "$logs/ours" "$logs/ours.nsys-rep" || status=$?; }
+    [[ -f $logs/ours_cuda_gpu_kern_sum.csv ]] && mv "$logs/ours_cuda_gpu_kern_sum.csv" "$kernels"
+    rm -f "$logs"/ours.nsys-rep "$logs"/ours.sqlite  # too large to bring back; the CSV holds the sums
+  else
+    # Nsight Compute instead: every kernel's duration, one at a time (serialised, so launch gaps
+    # are not seen; the step time comes from the bench phase's run).
+    steps=${PROFILE_STEPS_NCU:-2}
+    ((status == 0)) && { (use_deps && timed 240 "$logs/ncu-all.csv" "$ncu" --metrics gpu__time_duration.sum \
+        --cache-control none --clock-control none --csv --page raw "$ustrain_bin" bench "$recipe" \
+        --steps $((steps - 1))) || status=$?; }
+    python3 - "$logs/ncu-all.csv" "$kernels" <<'PY' >>"$log" 2>&1 || status=$?
+import csv, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+sums = {}
+for r in csv.DictReader(rows):
+    try:
+        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
+    except (KeyError, ValueError):
+        continue  # the units row
+    calls, total = sums.get(r["Kernel Name"], (0, 0.0))
+    sums[r["Kernel Name"]] = (calls + 1, total + ns)
+with open(sys.argv[2], "w") as f:
+    f.write("name,calls,total_ns\n")
+    for name, (calls, total) in sorted(sums.items(), key=lambda kv: -kv[1][1]):
+        f.write('"%s",%d,%.0f\n' % (name.replace('"', "'"), calls, total))
+print(f"ncu: {sum(c for c, _ in sums.values())} kernels, {len(sums)} distinct")
+PY
+    gzip -f "$logs/ncu-all.csv"
+  fi
+  if ((status == 0)) && [[ -z $tracer ]]; then
+    python3 scripts/kernel-classes.py "$kernels" --steps "$steps" --top 25 \
+      ${step_ms:+--step-ms "$step_ms"} >"$logs/classes-ours.txt" 2>>"$log" || status=$?
+    echo "ustrain (all $steps profiled steps; step_ms is the mean after the first):"; sed 's/^/  /' "$logs/classes-ours.txt"
+  fi
+  if [[ -f $logs/torch-kernels.csv ]]; then
+    python3 scripts/kernel-classes.py "$logs/torch-kernels.csv" >"$logs/classes-torch.txt" 2>>"$log"
+    echo "PyTorch (one step):"; sed 's/^/  /' "$logs/classes-torch.txt"
+  fi
+  # Nsight Compute on our own largest kernels (not cuBLASLt's or cuDNN's): one launch each.
+  if ((status == 0)) && [[ -n $ncu ]]; then
+    local k
+    for k in $(grep -E ' (norm|elementwise|cross-entropy|optimizer|embedding|copy/cast) ' "$logs/classes-ours.txt" |
+               grep -oE '[a-z_0-9]+_kernel' | awk '!seen[$0]++' | head -n "${PROFILE_NCU_KERNELS:-4}"); do
+      (use_deps && timed 60 "$logs/ncu-$k.txt" "$ncu" --section SpeedOfLight --section LaunchStats \
+         --section Occupancy -k "regex:$k" -c 1 "$ustrain_bin" bench "$recipe" --steps 1) ||
+        echo "ncu $k: exit $?" >>"$log"
+    done
+  fi
+  record profile $status "$log"
 }
 
 # The quickstart model (carry runs/data/fortunes, made by scripts/quickstart.sh's convert) trained
@@ -480,7 +603,7 @@ if ((${#phases[@]} == 0)); then
   if [[ -f $prebuilt_archive ]]; then phases=(probe unpack prebuilt test ranks moe bench sanitize runs)
   else phases=(probe unpack configure build test ranks moe bench sanitize runs); fi
 fi
-all='probe unpack prebuilt configure build test bench runs ranks moe sanitize'
+all='probe unpack prebuilt configure build test bench profile runs ranks moe sanitize'
 for p in "${phases[@]}"; do
   case " $all " in
     *" $p "*)
