@@ -23,6 +23,7 @@ void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParam
     AdamWParams q = p;
     q.weight_decay = r.weight_decay;
     adamw(r.param, r.grad, r.m, r.v, q);
+    if (!r.compute_copy.empty()) convert(r.compute_copy, r.param);
   }
 }
 

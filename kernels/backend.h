@@ -31,6 +31,9 @@ struct AdamWParams {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   std::int64_t step = 1;  // 1-based, for bias correction
+  // Multiplies every gradient as it is read (the loss scale's inverse times the clipping
+  // factor): the scaling takes no pass over the gradients of its own.
+  float grad_scale = 1.0f;
 };
 
 // The block of vocabulary rows one tensor-parallel rank holds of an embedding table, an
@@ -65,6 +68,9 @@ struct MoeRouting {
 struct AdamWTensors {
   Tensor param, grad, m, v;
   float weight_decay = 0.0f;
+  // Empty, or the 16-bit copy of `param` the model computes with: rewritten from the updated
+  // values (convert()'s rounding) in the same pass.
+  Tensor compute_copy;
 };
 
 // Host memory for copies to and from a backend's device (Backend::allocate_host_staging). Its
@@ -264,7 +270,7 @@ class Backend {
   // Decoupled weight decay: p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p).
   virtual void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) = 0;
   // AdamW over many ranges at once (a GPU does them in few launches); the same as one
-  // adamw() call per range.
+  // adamw() call per range, each followed by convert(compute_copy, param) where it has one.
   virtual void adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p);
   // Sum of squares of all elements, accumulated in double; the global norm is the square
   // root of the sum over all gradient tensors (and ranks).

@@ -23,9 +23,6 @@ void ParamEngines::begin_step(int micro_batches) {
 void ParamEngines::finish_backward() {
   for (auto& e : engines_) e->finish_backward();
 }
-void ParamEngines::scale_grads(float factor) {
-  for (auto& e : engines_) e->scale_grads(factor);
-}
 void ParamEngines::optimizer_step(const AdamWParams& p) {
   for (auto& e : engines_) e->optimizer_step(p);
 }

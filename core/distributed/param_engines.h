@@ -24,7 +24,6 @@ class ParamEngines : public ParamUseHooks {
   // ZeroEngine's step calls, on every store's engine.
   void begin_step(int micro_batches);
   void finish_backward();
-  void scale_grads(float factor);
   void optimizer_step(const AdamWParams& p);
   // Summed over the engines.
   double exposed_reduce_seconds() const;

@@ -207,27 +207,16 @@ void ZeroEngine::finish_backward() {
   if (!reduces_) exposed_reduce_seconds_ = 0;
 }
 
-void ZeroEngine::scale_grads(float factor) {
-  if (!params_.sharding().shards_optimizer()) {
-    backend_.scale(params_.all_grads(), factor);
-    return;
-  }
-  for (std::size_t u = 0; u < params_.units().size(); ++u) backend_.scale(params_.grad_chunk(static_cast<int>(u)), factor);
-}
-
 void ZeroEngine::optimizer_step(const AdamWParams& p) {
   std::vector<AdamWTensors> ranges;
   for (const OptimizerSegment& s : params_.optimizer_segments())
-    ranges.push_back({s.value, s.grad, s.m, s.v, s.decay ? p.weight_decay : 0.0f});
-  backend_.adamw_multi(ranges, p);
+    ranges.push_back({s.value, s.grad, s.m, s.v, s.decay ? p.weight_decay : 0.0f, s.compute_copy});
+  backend_.adamw_multi(ranges, p);  // unsharded: the segments' compute copies are rewritten too
   if (params_.sharding().shards_values()) {
     drop_gathered();  // the next forward gathers the new values
     return;
   }
-  if (!params_.sharding().shards_optimizer()) {
-    params_.refresh_compute_copy(backend_);
-    return;
-  }
+  if (!params_.sharding().shards_optimizer()) return;
   backend_.synchronize();
   std::vector<Work> gathers;
   for (std::size_t u = 0; u < params_.units().size(); ++u) {

@@ -52,7 +52,6 @@ class ZeroEngine {
   // After the last backward: waits for the gradient reduction. The stored gradients (whole,
   // or this rank's chunks) then hold the sum over the group.
   void finish_backward();
-  void scale_grads(float factor);
   // AdamW on what this rank updates, then the values every rank needs (stages 1, 2: all-gather
   // every unit; stage 3: the next forward gathers). `p.weight_decay` applies to decayed ranges.
   void optimizer_step(const AdamWParams& p);

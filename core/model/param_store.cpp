@@ -1,6 +1,7 @@
 #include "core/model/param_store.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "core/model/rng.h"
@@ -15,7 +16,9 @@ std::int64_t round_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a *
 // Before the store is bound (a model only planned, to size what it will need) the ranges
 // have no memory: their data stays null.
 Tensor range_of(const Tensor& flat, std::int64_t begin, std::int64_t length) {
-  return Tensor(flat.data ? flat.f32() + begin : nullptr, Shape{length}, DType::f32, flat.device);
+  void* data = flat.data ? static_cast<std::byte*>(flat.data) + begin * static_cast<std::int64_t>(dtype_size(flat.dtype))
+                         : nullptr;
+  return Tensor(data, Shape{length}, flat.dtype, flat.device);
 }
 
 }  // namespace
@@ -232,7 +235,8 @@ std::vector<OptimizerSegment> ParamStore::optimizer_segments() const {
       if (a >= b) continue;
       out.push_back({decay, view(values_, sharding_.shards_values(), a, b - a),
                      view(grads_, sharding_.shards_grads(), a, b - a), view(m_, sharded, a, b - a),
-                     view(v_, sharded, a, b - a)});
+                     view(v_, sharded, a, b - a),
+                     sharded || compute_copy_.empty() ? Tensor() : range_of(compute_copy_, a, b - a)});
     }
   }
   return out;

@@ -66,6 +66,9 @@ struct ParamPiece {
 struct OptimizerSegment {
   bool decay = true;
   Tensor value, grad, m, v;
+  // The same range of the compute copy, where the store has one and this rank holds all of
+  // it (no ZeRO sharding of the optimizer): the update rewrites it in the same pass.
+  Tensor compute_copy;
 };
 
 class ParamStore {

@@ -99,10 +99,10 @@ StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro
   r.grad_norm = std::sqrt(scaled_sum_of_squares) / loss_scale;
   double factor = 1.0 / loss_scale;
   if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) factor *= t.grad_clip / (r.grad_norm + 1e-6);
-  if (factor != 1.0) engine.scale_grads(static_cast<float>(factor));
+  // The optimizer scales the gradients as it reads them (no pass of its own).
   engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
                                     static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
-                                    static_cast<float>(recipe.optim.weight_decay), step});
+                                    static_cast<float>(recipe.optim.weight_decay), step, static_cast<float>(factor)});
   if (recipe.model.router_bias_update_rate > 0)  // with the step's load over the whole global batch
     balance_router_biases(run.model, run.groups.gradients().host(), recipe.model.router_bias_update_rate);
   be.synchronize();

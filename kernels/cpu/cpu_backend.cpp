@@ -196,15 +196,16 @@ void CpuBackend::adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Adam
   const double step = static_cast<double>(p.step);
   const float inv_bias1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), step)));
   const float inv_bias2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), step)));
-  const float b1 = p.beta1, b2 = p.beta2, lr = p.lr, eps = p.eps, wd = p.weight_decay;
+  const float b1 = p.beta1, b2 = p.beta2, lr = p.lr, eps = p.eps, wd = p.weight_decay, gs = p.grad_scale;
   float* w = param.f32();
-  const float* g = grad.f32();
+  const float* grads = grad.f32();
   float* mp = m.f32();
   float* vp = v.f32();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (n >= kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
-    const float mi = b1 * mp[i] + (1.0f - b1) * g[i];
-    const float vi = b2 * vp[i] + (1.0f - b2) * g[i] * g[i];
+    const float g = grads[i] * gs;
+    const float mi = b1 * mp[i] + (1.0f - b1) * g;
+    const float vi = b2 * vp[i] + (1.0f - b2) * g * g;
     mp[i] = mi;
     vp[i] = vi;
     const float update = (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps) + wd * w[i];

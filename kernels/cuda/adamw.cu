@@ -38,7 +38,7 @@ struct SegmentTable {
 
 // Everything of the update that does not depend on the element, computed once on the host.
 struct Coefficients {
-  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
   float inv_bias1, inv_bias2;  // 1 / (1 - beta^step), as the CPU op rounds them
 };
 
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(const SegmentTable tabl
     for (int k = 0; k < kUnroll; ++k) {
       const std::int64_t i = base + std::int64_t{k} * kThreads;
       if (i >= end) continue;
-      const float g = gk[k];
+      const float g = gk[k] * c.grad_scale;
       const float mi = c.beta1 * mk[k] + c.one_minus_beta1 * g;
       const float vi = c.beta2 * vk[k] + c.one_minus_beta2 * g * g;
       const float update = (mi * c.inv_bias1) / (sqrtf(vi * c.inv_bias2) + c.eps) + wd * wk[k];
@@ -102,6 +102,7 @@ Coefficients coefficients(const AdamWHyper& h) {
   c.one_minus_beta1 = 1.0f - h.beta1;
   c.one_minus_beta2 = 1.0f - h.beta2;
   c.eps = h.eps;
+  c.grad_scale = h.grad_scale;
   c.inv_bias1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.beta1), step)));
   c.inv_bias2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(h.beta2), step)));
   return c;

@@ -26,7 +26,8 @@ struct AdamWSegment {
 
 struct AdamWHyper {
   float lr, beta1, beta2, eps;
-  std::int64_t step;  // 1-based, for bias correction
+  std::int64_t step;        // 1-based, for bias correction
+  float grad_scale = 1.0f;  // multiplies every gradient as it is read
 };
 
 // Updates every segment. `segments` is a HOST array of `count` entries (device pointers

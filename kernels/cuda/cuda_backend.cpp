@@ -450,6 +450,8 @@ void CudaBackend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWP
   USTRAIN_ASSERT(p.step >= 1, "adamw step is 1-based");
   std::vector<AdamWSegment> segments;
   segments.reserve(ranges.size());
+  DType copy_dtype = DType::f32;  // of every compute copy: one kernel writes them all
+  bool has_copy = false;
   for (const AdamWTensors& r : ranges) {
     expect_f32(r.param, "adamw param");
     expect_f32(r.grad, "adamw grad");
@@ -457,10 +459,19 @@ void CudaBackend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWP
     expect_f32(r.v, "adamw v");
     const std::int64_t n = r.param.numel();
     USTRAIN_ASSERT(r.grad.numel() == n && r.m.numel() == n && r.v.numel() == n, "adamw tensors differ in size");
-    segments.push_back({r.param.f32(), r.grad.f32(), r.m.f32(), r.v.f32(), n, r.weight_decay, nullptr});
+    if (!r.compute_copy.empty()) {
+      expect_device(r.compute_copy, "adamw compute copy");
+      USTRAIN_ASSERT(r.compute_copy.numel() == n && is_act(r.compute_copy.dtype) &&
+                         (!has_copy || r.compute_copy.dtype == copy_dtype),
+                     "adamw compute copies need the parameters' sizes and one activation dtype");
+      copy_dtype = r.compute_copy.dtype;
+      has_copy = true;
+    }
+    segments.push_back({r.param.f32(), r.grad.f32(), r.m.f32(), r.v.f32(), n, r.weight_decay,
+                        r.compute_copy.empty() ? nullptr : r.compute_copy.data});
   }
-  const AdamWHyper hyper{p.lr, p.beta1, p.beta2, p.eps, p.step};
-  cuda::adamw(segments.data(), static_cast<int>(segments.size()), hyper, DType::f32, stream_.get());
+  const AdamWHyper hyper{p.lr, p.beta1, p.beta2, p.eps, p.step, p.grad_scale};
+  cuda::adamw(segments.data(), static_cast<int>(segments.size()), hyper, copy_dtype, stream_.get());
 }
 
 double CudaBackend::sum_of_squares(Tensor x) { return sum_of_squares_multi(std::span(&x, 1)); }

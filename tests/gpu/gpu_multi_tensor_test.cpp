@@ -84,6 +84,42 @@ TEST_F(GpuTest, AdamWMultiMatchesCpuPerRangeWeightDecayOverSeveralSteps) {
   }
 }
 
+// The gradient scale and the compute copies the update writes in the same pass: parameters
+// as the CPU's (scale, update, then convert), and each bf16 copy exactly the GPU's own
+// updated fp32 values rounded once.
+TEST_F(GpuTest, AdamWMultiScalesGradientsAndWritesComputeCopies) {
+  const auto ranges = ranges_of({8192, 1, 8193, 0, 37, 20000}, 40);  // 2 launches of 32
+  const std::int64_t n = flat_size(ranges);
+  auto param = random_values(static_cast<std::size_t>(n), 81, DType::f32);
+  std::vector<float> m(param.size(), 0.0f), v(param.size(), 0.0f);
+  auto dp = on_device(gpu(), param, {n}, DType::f32), dm = on_device(gpu(), m, {n}, DType::f32),
+       dv = on_device(gpu(), v, {n}, DType::f32);
+  DeviceTensor dg(gpu(), {n}, DType::f32), dcopy(gpu(), {n}, DType::bf16);
+  auto grad = random_values(static_cast<std::size_t>(n), 91, DType::f32, -2.0f, 2.0f);
+  dg.upload(grad);
+  AdamWParams p{/*lr=*/1e-2f, /*beta1=*/0.9f, /*beta2=*/0.95f, /*eps=*/1e-8f, /*weight_decay=*/0.1f, /*step=*/1};
+  p.grad_scale = 0.37f;
+  std::vector<AdamWTensors> cpu_ranges, gpu_ranges;
+  const Tensor hp = host(param, {n}), hg = host(grad, {n}), hm = host(m, {n}), hv = host(v, {n});
+  for (const Range r : ranges) {
+    cpu_ranges.push_back({range_of(hp, r), range_of(hg, r), range_of(hm, r), range_of(hv, r), 0.1f});
+    gpu_ranges.push_back({range_of(*dp, r), range_of(dg, r), range_of(*dm, r), range_of(*dv, r), 0.1f,
+                          range_of(dcopy, r)});
+  }
+  cpu().adamw_multi(cpu_ranges, p);
+  gpu().adamw_multi(gpu_ranges, p);
+  const auto got_param = dp->download();
+  expect_close(got_param, param, fp32_tolerance(Measure::max_rel), "adamw_multi with a gradient scale");
+  EXPECT_EQ(dg.download(), grad) << "the update scales the gradients it reads, not the stored ones";
+  const auto got_copy = dcopy.download();
+  bool copies_match = true;
+  for (const Range r : ranges)
+    for (std::int64_t i = r.offset; i < r.offset + r.size; ++i)
+      copies_match = copies_match && got_copy[static_cast<std::size_t>(i)] ==
+                                         rounded({got_param[static_cast<std::size_t>(i)]}, DType::bf16)[0];
+  EXPECT_TRUE(copies_match) << "a compute copy differs from its updated parameter rounded to bf16";
+}
+
 // ---- sum of squares over many tensors ----
 
 // As SumOfSquaresMatchesCpu (gpu_ops_test.cpp): sums in double agree to 1e-7 relative.

@@ -74,5 +74,38 @@ TEST(CpuAdamW, FirstStepMovesEachParameterByAboutLr) {
   EXPECT_NEAR(p[2], 0.5 - 0.1 * (1.0 + 0.5 * 0.5), 1e-6);
 }
 
+// The gradient scale and the compute copy fold two passes into the update: the same bits as
+// scale() first and convert() after.
+TEST(CpuAdamW, GradScaleAndComputeCopyEqualTheirOwnPasses) {
+  CpuBackend cpu(2);
+  const std::size_t n = 5000;
+  const auto len = static_cast<std::int64_t>(n);
+  AdamWParams hp;
+  hp.lr = 1e-2f;
+  hp.weight_decay = 0.1f;
+  auto fused_p = random_floats(n, 3), g = random_floats(n, 4, -3.0f, 3.0f);
+  auto passes_p = fused_p, passes_g = g;
+  std::vector<float> fused_m(n, 0.0f), fused_v(n, 0.0f), passes_m(n, 0.0f), passes_v(n, 0.0f);
+  std::vector<std::uint16_t> fused_copy(n, 0), passes_copy(n, 0);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    hp.step = step;
+    hp.grad_scale = 1.0f;
+    cpu.scale(test::f32(passes_g, {len}), 0.37f);
+    cpu.adamw(test::f32(passes_p, {len}), test::f32(passes_g, {len}), test::f32(passes_m, {len}),
+              test::f32(passes_v, {len}), hp);
+    cpu.convert(Tensor(passes_copy.data(), Shape{len}, DType::bf16), test::f32(passes_p, {len}));
+    hp.grad_scale = 0.37f;
+    const AdamWTensors range{test::f32(fused_p, {len}), test::f32(g, {len}), test::f32(fused_m, {len}),
+                             test::f32(fused_v, {len}), hp.weight_decay,
+                             Tensor(fused_copy.data(), Shape{len}, DType::bf16)};
+    cpu.adamw_multi(std::span(&range, 1), hp);
+    passes_g = g;  // the fused update leaves the gradients as they were
+  }
+  EXPECT_EQ(fused_p, passes_p);
+  EXPECT_EQ(fused_m, passes_m);
+  EXPECT_EQ(fused_v, passes_v);
+  EXPECT_EQ(fused_copy, passes_copy);
+}
+
 }  // namespace
 }  // namespace ustrain
