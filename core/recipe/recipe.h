@@ -76,6 +76,8 @@ struct TrainSection {
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
   std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
+  double loss_scale_init = 65536.0;                 // fp16: the first loss scale
+  std::int64_t loss_scale_growth_interval = 2000;   // fp16: clean steps before it doubles
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -41,7 +41,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       backend(*instance.backend),
       engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
              r.parallel.overlap_comm),
-      scaler(r.train.precision == "fp16"),
+      scaler(r.train.precision == "fp16", r.train.loss_scale_init, r.train.loss_scale_growth_interval),
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),
       bad_steps(r.train.max_bad_steps),
