@@ -48,13 +48,8 @@ struct ExpertDispatcher::Plan {
   }
 };
 
-ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts, std::int64_t capacity,
-                                   DispatchBuffers buffers)
-    : counts_(&counts),
-      rows_(&rows),
-      placement_{n_experts, rows.size(), rows.rank()},
-      capacity_(capacity),
-      buf_(buffers) {
+ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts)
+    : counts_(&counts), rows_(&rows), placement_{n_experts, rows.size(), rows.rank()} {
   USTRAIN_ASSERT(counts.size() == rows.size() && counts.rank() == rows.rank(),
                  "the dispatcher's two communicators are one group");
   USTRAIN_ASSERT(n_experts % rows.size() == 0,
@@ -63,17 +58,22 @@ ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, int
     rows_ = counts_ = nullptr;
     return;
   }
-  USTRAIN_ASSERT(capacity >= 1, "a dispatch capacity of at least one row");
-  USTRAIN_ASSERT(buf_.recv.shape[0] >= capacity && buf_.recv_grad.shape[0] >= capacity &&
-                     buf_.result.shape[0] >= capacity,
-                 "dispatch buffers of the capacity's rows");
   count_table_.assign(static_cast<std::size_t>(rows.size() * n_experts), 0);
 }
 
-ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> counts) {
+ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> counts, const Tensor& in,
+                                              const DispatchBuffers& buffers) {
   const ExpertPlacement& pl = placement_;
   Plan p;
-  p.members = pl.members, p.n_experts = pl.n_experts, p.me = pl.member, p.capacity = capacity_;
+  p.members = pl.members, p.n_experts = pl.n_experts, p.me = pl.member;
+  p.width = in.shape.last();
+  p.capacity = buffers.recv.shape[0];
+  USTRAIN_ASSERT(p.capacity >= 1 && buffers.recv_grad.shape[0] == p.capacity && buffers.result.shape[0] == p.capacity,
+                 "dispatch buffers of at least one row, all of the capacity's rows");
+  for (const Tensor* t : {&buffers.send, &buffers.recv, &buffers.recv_grad, &buffers.result})
+    USTRAIN_ASSERT(t->shape.rank() == 2 && t->shape.last() == p.width && t->dtype == in.dtype,
+                   "dispatch buffers of the rows' width and dtype");
+  USTRAIN_ASSERT(buffers.send.shape[0] >= in.shape[0], "a send buffer of the input's rows");
   const auto e_count = static_cast<std::size_t>(pl.n_experts);
   std::int32_t* mine = count_table_.data() + static_cast<std::size_t>(pl.member) * e_count;
   for (std::size_t e = 0; e < e_count; ++e) {
@@ -98,33 +98,34 @@ ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> coun
     }
     most = std::max(most, at);
   }
-  p.rounds = static_cast<int>(ceil_div(most, capacity_));
+  p.rounds = static_cast<int>(ceil_div(most, p.capacity));
   p.own_offset.assign(m, 0);
   for (int d = 1; d < p.members; ++d) p.own_offset[static_cast<std::size_t>(d)] = p.own_offset[d - 1] + p.rows(p.me, d - 1);
   return p;
 }
 
-std::vector<std::int64_t> ExpertDispatcher::pack(Backend& be, const Plan& p, int round, Tensor rows) {
+std::vector<std::int64_t> ExpertDispatcher::pack(Backend& be, const Plan& p, int round, Tensor rows,
+                                                 Tensor send) const {
   std::vector<std::int64_t> elements(static_cast<std::size_t>(p.members), 0);
   std::int64_t at = 0;
   for (int d = 0; d < p.members; ++d) {
     const auto [lo, hi] = p.piece(p.me, d, round);
     if (hi <= lo) continue;
     const std::int64_t from = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
-    be.copy(buf_.send.slice(at, at + hi - lo), rows.slice(from, from + hi - lo));
+    be.copy(send.slice(at, at + hi - lo), rows.slice(from, from + hi - lo));
     at += hi - lo;
     elements[static_cast<std::size_t>(d)] = (hi - lo) * p.width;
   }
   return elements;
 }
 
-void ExpertDispatcher::unpack(Backend& be, const Plan& p, int round, Tensor rows) {
+void ExpertDispatcher::unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const {
   std::int64_t at = 0;
   for (int d = 0; d < p.members; ++d) {
     const auto [lo, hi] = p.piece(p.me, d, round);
     if (hi <= lo) continue;
     const std::int64_t to = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
-    be.copy(rows.slice(to, to + hi - lo), buf_.send.slice(at, at + hi - lo));
+    be.copy(rows.slice(to, to + hi - lo), send.slice(at, at + hi - lo));
     at += hi - lo;
   }
 }
@@ -176,7 +177,7 @@ void check_rows(std::span<const std::int64_t> counts, int n_experts, const Tenso
 }  // namespace
 
 DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
-                                        Tensor in, Tensor out) {
+                                        Tensor in, Tensor out, const DispatchBuffers& buf) {
   check_rows(counts, placement_.n_experts, in, {out});
   DispatchStats stats;
   if (local()) {
@@ -188,20 +189,17 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
     }
     return stats;
   }
-  Plan p = plan(counts);
-  p.width = in.shape.last();
-  USTRAIN_ASSERT(buf_.send.shape[0] >= in.shape[0] && buf_.send.shape.last() == p.width,
-                 "a send buffer of the input's rows");
+  const Plan p = plan(counts, in, buf);
   for (int t = 0; t < p.rounds; ++t) {
-    const std::vector<std::int64_t> sent = pack(be, p, t, in);
+    const std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     count_sent(sent, p.me, p.width, stats);
-    rows_->all_to_all_v(flat(buf_.recv), received, flat(buf_.send), sent).join_compute();
+    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
     for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.forward(be, e, buf_.result.slice(b, end), buf_.recv.slice(b, end));
+      experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
     });
-    rows_->all_to_all_v(flat(buf_.send), sent, flat(buf_.result), received).join_compute();
-    unpack(be, p, t, out);
+    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    unpack(be, p, t, out, buf.send);
   }
   stats.rounds = p.rounds;
   stats.extra_rounds = std::max(0, p.rounds - 1);
@@ -209,7 +207,7 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
 }
 
 DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
-                                         Tensor in, Tensor d_out, Tensor d_in) {
+                                         Tensor in, Tensor d_out, Tensor d_in, const DispatchBuffers& buf) {
   check_rows(counts, placement_.n_experts, in, {d_out, d_in});
   DispatchStats stats;
   if (local()) {
@@ -221,22 +219,19 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
     }
     return stats;
   }
-  Plan p = plan(counts);
-  p.width = in.shape.last();
-  USTRAIN_ASSERT(buf_.send.shape[0] >= in.shape[0] && buf_.send.shape.last() == p.width,
-                 "a send buffer of the input's rows");
+  const Plan p = plan(counts, in, buf);
   for (int t = 0; t < p.rounds; ++t) {
     const std::vector<std::int64_t> received = incoming(p, t, stats);
-    std::vector<std::int64_t> sent = pack(be, p, t, in);
+    std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     count_sent(sent, p.me, p.width, stats);
-    rows_->all_to_all_v(flat(buf_.recv), received, flat(buf_.send), sent).join_compute();
-    sent = pack(be, p, t, d_out);
-    rows_->all_to_all_v(flat(buf_.recv_grad), received, flat(buf_.send), sent).join_compute();
+    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
+    sent = pack(be, p, t, d_out, buf.send);
+    rows_->all_to_all_v(flat(buf.recv_grad), received, flat(buf.send), sent).join_compute();
     for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.backward(be, e, buf_.result.slice(b, end), buf_.recv_grad.slice(b, end), buf_.recv.slice(b, end));
+      experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
     });
-    rows_->all_to_all_v(flat(buf_.send), sent, flat(buf_.result), received).join_compute();
-    unpack(be, p, t, d_in);
+    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    unpack(be, p, t, d_in, buf.send);
   }
   stats.rounds = p.rounds;
   stats.extra_rounds = std::max(0, p.rounds - 1);

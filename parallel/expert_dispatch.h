@@ -17,7 +17,7 @@
 // accumulates the expert's weight gradients and returns the input gradients.
 //
 // Dropless under a static memory plan: a member receives at most `capacity` rows per round (the
-// receive buffers are planned for it). A member whose incoming rows R exceed it takes
+// rows of the receive buffers the caller plans and hands in, DispatchBuffers). A member whose incoming rows R exceed it takes
 // ceil(R / capacity) rounds; every member runs the most rounds any member needs (the
 // exchanges are collective). Round t carries positions [t C, (t + 1) C) of every member's
 // incoming stream, which lists the sources in member order and, within a source, its rows in
@@ -69,7 +69,8 @@ class ExpertCompute {
   virtual void backward(Backend& be, int expert, Tensor d_in, Tensor d_out, Tensor in) = 0;
 };
 
-// The planned buffers of a dispatcher of D-wide rows (a group of one needs none).
+// The planned buffers of a dispatch of D-wide rows (a group of one needs none). The capacity C
+// is the rows of recv, recv_grad and result.
 struct DispatchBuffers {
   Tensor send;       // (max rows, D): the rows this rank routes, as one round sends them
   Tensor recv;       // (C, D): a round's incoming rows
@@ -90,30 +91,29 @@ class ExpertDispatcher {
  public:
   ExpertDispatcher() = default;  // one member: every expert local
   // `counts` carries the host integers every member plans with, `rows` the row tensors (the
-  // same group; on a GPU its device communicator). At most `capacity` rows arrive per round.
-  ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts, std::int64_t capacity,
-                   DispatchBuffers buffers);
+  // same group; on a GPU its device communicator); E experts, a multiple of the members.
+  ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts);
 
   const ExpertPlacement& placement() const { return placement_; }
   bool local() const { return rows_ == nullptr; }
-  std::int64_t capacity() const { return capacity_; }
+  int members() const { return placement_.members; }
 
   // out (n, D) = each row of `in` (n, D, expert order, counts[e] rows of expert e, E counts)
   // through its expert.
   DispatchStats forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
-                        Tensor out);
+                        Tensor out, const DispatchBuffers& buffers);
   // d_in (n, D) from d_out (n, D), rows as forward's; the owners add their experts' weight
   // gradients.
   DispatchStats backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
-                         Tensor d_out, Tensor d_in);
+                         Tensor d_out, Tensor d_in, const DispatchBuffers& buffers);
 
  private:
   struct Plan;
-  Plan plan(std::span<const std::int64_t> counts);
-  // Copies this rank's pieces of round t out of `rows` into the send buffer; returns the
-  // element counts per member.
-  std::vector<std::int64_t> pack(Backend& be, const Plan& p, int round, Tensor rows);
-  void unpack(Backend& be, const Plan& p, int round, Tensor rows);
+  Plan plan(std::span<const std::int64_t> counts, const Tensor& in, const DispatchBuffers& buffers);
+  // Copies this rank's pieces of round t out of `rows` into `send`; returns the element counts
+  // per member.
+  std::vector<std::int64_t> pack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
+  void unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
   // Runs `run(expert, begin, end)` over the (source, expert) runs of round t's received rows.
   template <class Run>
   void for_each_run(const Plan& p, int round, Run run) const;
@@ -121,8 +121,6 @@ class ExpertDispatcher {
   Communicator* counts_ = nullptr;
   Communicator* rows_ = nullptr;
   ExpertPlacement placement_;
-  std::int64_t capacity_ = 0;
-  DispatchBuffers buf_;
   std::vector<std::int32_t> count_table_;  // (ep, E): the all-gathered counts, reused per call
 };
 

@@ -75,6 +75,8 @@ MODELS = {"dense": [], "moe": MOE,
           "moe-sigmoid": MOE + ["model.router_score=sigmoid", "model.router_renormalize=false"],
           "moe-seqaux": MOE + ["model.router_seq_aux_loss=0.01"],
           "moe-bias": MOE + ["model.router_score=sigmoid", "model.router_bias_update_rate=0.01"],
+          # A dispatch capacity of a quarter of a rank's own rows: every ep step takes extra rounds.
+          "moe-tight": MOE + ["parallel.ep_capacity_factor=0.25"],
           "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:

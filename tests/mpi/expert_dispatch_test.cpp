@@ -128,7 +128,8 @@ void check_dispatch(Communicator& comm, Routing routing, std::int64_t capacity, 
   const Rows& mine = all[static_cast<std::size_t>(me)];
   const std::int64_t n = mine.n();
   Buffers buffers(std::max<std::int64_t>(n, 1), capacity);
-  ExpertDispatcher dispatcher(comm, comm, kExperts, capacity, buffers.tensors(std::max<std::int64_t>(n, 1), capacity));
+  const DispatchBuffers planned = buffers.tensors(std::max<std::int64_t>(n, 1), capacity);
+  ExpertDispatcher dispatcher(comm, comm, kExperts);
   const std::vector<float> w = weights(seed);
   LinearExperts experts(w, dispatcher.placement());
 
@@ -136,9 +137,9 @@ void check_dispatch(Communicator& comm, Routing routing, std::int64_t capacity, 
   const Tensor tx(x.data(), Shape{n, kWidth}), tout(out.data(), Shape{n, kWidth});
   const Tensor tdo(d_out.data(), Shape{n, kWidth}), tdi(d_in.data(), Shape{n, kWidth});
   comm.reset_volume();
-  const DispatchStats fwd = dispatcher.forward(be, experts, mine.counts, tx, tout);
+  const DispatchStats fwd = dispatcher.forward(be, experts, mine.counts, tx, tout, planned);
   const std::int64_t forward_wire = comm.volume().all_to_all.wire_bytes;
-  const DispatchStats bwd = dispatcher.backward(be, experts, mine.counts, tx, tdo, tdi);
+  const DispatchStats bwd = dispatcher.backward(be, experts, mine.counts, tx, tdo, tdi, planned);
   const std::int64_t backward_wire = comm.volume().all_to_all.wire_bytes - forward_wire;
 
   // Outputs and input gradients of this member's rows.
