@@ -21,8 +21,9 @@
 // ceil(R / capacity) rounds; every member runs the most rounds any member needs (the
 // exchanges are collective). Round t carries positions [t C, (t + 1) C) of every member's
 // incoming stream, which lists the sources in member order and, within a source, its rows in
-// expert order. Nothing is dropped and no row's result depends on the rounds: the expert runs
-// row by row the same GEMM. DispatchStats counts the rounds past the first.
+// expert order. Nothing is dropped and every row meets the same expert whatever the rounds
+// (they change only how rows are batched into GEMMs). DispatchStats counts the rounds past the
+// first.
 //
 // Memory: the receiving side holds C rows of inputs, results and (backward) output gradients;
 // the sending side one buffer of the rows it routes. The rows an owner receives are not kept

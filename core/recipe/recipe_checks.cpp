@@ -61,9 +61,18 @@ void check_context_parallel_rules(const Recipe& r, const Origins& at) {
 }
 
 // What expert parallelism needs: its groups are blocks of the dp x cp ranks (parallel/mesh.h),
-// so ep divides dp * cp. With dp unset (0) the rule waits for the launch (check_recipe asks again).
+// so ep divides dp * cp (with dp unset (0) that rule waits for the launch: check_recipe asks
+// again), and each ep rank holds as many of a layer's experts as the others.
 void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
+  // ep divides dp * cp when what dp leaves of ep divides cp (no product that could overflow).
+  if (p.dp != 0 && p.cp % (p.ep / std::gcd(p.ep, p.dp)) != 0) {
+    const std::string product =
+        p.dp <= std::numeric_limits<std::int64_t>::max() / p.cp ? fmt::format(" = {}", p.dp * p.cp) : "";
+    fail("{}: parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {}{}; expert parallelism borrows "
+         "its ranks from the data- and context-parallel ones, so choose an ep that divides dp * cp (or change dp)",
+         at.of({"parallel.ep", "parallel.dp", "parallel.cp"}), p.ep, p.dp, p.cp, product);
+  }
   if (p.ep > 1 && r.model.n_experts == 0)
     fail("{}: parallel.ep = {} with a dense model (model.n_experts = 0): expert parallelism places the experts of "
          "mixture-of-experts layers; set parallel.ep = 1 or give the model experts",
@@ -72,13 +81,6 @@ void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
     fail("{}: model.n_experts = {} does not divide over parallel.ep = {} ranks; every ep rank holds the same number "
          "of each layer's experts, so choose an ep that divides n_experts",
          at.of({"parallel.ep", "model.n_experts"}), r.model.n_experts, p.ep);
-  // ep divides dp * cp when what dp leaves of ep divides cp (no product that could overflow).
-  if (p.dp == 0 || p.cp % (p.ep / std::gcd(p.ep, p.dp)) == 0) return;
-  const std::string product =
-      p.dp <= std::numeric_limits<std::int64_t>::max() / p.cp ? fmt::format(" = {}", p.dp * p.cp) : "";
-  fail("{}: parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {}{}; expert parallelism borrows "
-       "its ranks from the data- and context-parallel ones, so choose an ep that divides dp * cp (or change dp)",
-       at.of({"parallel.ep", "parallel.dp", "parallel.cp"}), p.ep, p.dp, p.cp, product);
 }
 
 // What pipeline parallelism needs: stages of whole, equal layer ranges, and a schedule that
