@@ -100,7 +100,10 @@ ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> coun
   }
   p.rounds = static_cast<int>(ceil_div(most, p.capacity));
   p.own_offset.assign(m, 0);
-  for (int d = 1; d < p.members; ++d) p.own_offset[static_cast<std::size_t>(d)] = p.own_offset[d - 1] + p.rows(p.me, d - 1);
+  for (int d = 1; d < p.members; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    p.own_offset[i] = p.own_offset[i - 1] + p.rows(p.me, d - 1);
+  }
   return p;
 }
 

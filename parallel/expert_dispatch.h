@@ -17,11 +17,11 @@
 // accumulates the expert's weight gradients and returns the input gradients.
 //
 // Dropless under a static memory plan: a member receives at most `capacity` rows per round (the
-// rows of the receive buffers the caller plans and hands in, DispatchBuffers). A member whose incoming rows R exceed it takes
-// ceil(R / capacity) rounds; every member runs the most rounds any member needs (the
-// exchanges are collective). Round t carries positions [t C, (t + 1) C) of every member's
-// incoming stream, which lists the sources in member order and, within a source, its rows in
-// expert order. Nothing is dropped and every row meets the same expert whatever the rounds
+// rows of the receive buffers the caller plans and hands in, DispatchBuffers). A member whose
+// incoming rows R exceed it takes ceil(R / capacity) rounds; every member runs the most rounds
+// any member needs (the exchanges are collective). Round t carries positions [t C, (t + 1) C)
+// of every member's incoming stream, which lists the sources in member order and, within a
+// source, its rows in expert order. Nothing is dropped and every row meets the same expert whatever the rounds
 // (they change only how rows are batched into GEMMs). DispatchStats counts the rounds past the
 // first.
 //

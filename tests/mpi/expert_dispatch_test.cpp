@@ -58,7 +58,8 @@ Rows rows_of(int member, int members, Routing routing, std::uint64_t seed) {
   if (routing == Routing::silent_member && member == 1) n = 0;
   std::vector<std::int32_t> chosen;
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t h = mix(seed * 7919u + static_cast<std::uint64_t>(member) * 104729u + static_cast<std::uint64_t>(i));
+    const auto m = static_cast<std::uint64_t>(member), at = static_cast<std::uint64_t>(i);
+    const std::uint64_t h = mix(seed * 7919u + m * 104729u + at);
     int e = static_cast<int>(h % kExperts);
     if (routing == Routing::some_empty) e = 3 * static_cast<int>(h % (kExperts / 3));
     if (routing == Routing::one_member) e = static_cast<int>(h % static_cast<std::uint64_t>(kExperts / members));
@@ -68,9 +69,11 @@ Rows rows_of(int member, int members, Routing routing, std::uint64_t seed) {
   for (int e = 0; e < kExperts; ++e)  // expert order
     for (std::int32_t c : chosen)
       if (c == e) r.expert.push_back(e);
+  const auto m = static_cast<std::uint64_t>(member);
   for (std::int64_t i = 0; i < n * kWidth; ++i) {
-    r.x.push_back(eighth(mix(seed + 11u * static_cast<std::uint64_t>(member) + 1000003u * static_cast<std::uint64_t>(i))));
-    r.d_out.push_back(eighth(mix(seed + 13u * static_cast<std::uint64_t>(member) + 999983u * static_cast<std::uint64_t>(i) + 5)));
+    const auto at = static_cast<std::uint64_t>(i);
+    r.x.push_back(eighth(mix(seed + 11u * m + 1000003u * at)));
+    r.d_out.push_back(eighth(mix(seed + 13u * m + 999983u * at + 5)));
   }
   return r;
 }
