@@ -26,7 +26,7 @@ constexpr std::string_view kHarmlessKeys[] = {
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
 constexpr std::string_view kReassociatingKeys[] = {
     "parallel.dp",           "parallel.tp",   "parallel.sp",      "parallel.pp", "parallel.cp", "parallel.pp_schedule",
-    "parallel.virtual_stages", "parallel.zero", "train.micro_batch"};
+    "parallel.virtual_stages", "parallel.zero", "train.micro_batch", "parallel.ep", "parallel.ep_capacity_factor"};
 
 std::string literal_of(const toml::node& value) {
   if (const auto* s = value.as_string()) return fmt::format("\"{}\"", s->get());

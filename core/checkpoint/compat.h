@@ -8,7 +8,8 @@
 //                     allowed and reported. A new train.steps stretches the LR schedule.
 //   reassociates      how the same global batch and state are split (parallel.dp, parallel.tp,
 //                     parallel.sp, parallel.pp, parallel.pp_schedule, parallel.virtual_stages,
-//                     parallel.zero, train.micro_batch): the state is resharded on load and
+//                     parallel.zero, parallel.ep, parallel.ep_capacity_factor,
+//                     train.micro_batch): the state is resharded on load and
 //                     the continuation sums the same gradients in another order: allowed and
 //                     reported;
 //   breaks_exactness  everything else (seed, data, batch and sequence sizes, optimizer,

@@ -135,12 +135,15 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
   const ModelGeometry geometry = ModelGeometry::of(
       recipe.model,
       ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0, static_cast<int>(p.virtual_stages),
-                 static_cast<int>(p.cp), 0},
+                 static_cast<int>(p.cp), 0, static_cast<int>(p.ep), 0, p.ep_capacity_factor},
       recipe.train.seq_len);
   LlamaModel model(recipe.model, geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   MemoryPlan plan;
-  plan_model(model, plan, ParamSharding{static_cast<int>(p.dp * p.cp), 0, static_cast<int>(p.zero)},
+  const auto zero = static_cast<int>(p.zero);
+  plan_model(model, plan,
+             ParamShardings{ParamSharding{static_cast<int>(p.dp * p.cp), 0, zero},
+                            ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), 0, zero}},
              plan_pipeline(recipe, 0).slots);
   if (saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_trace(recipe, plan);

@@ -1,6 +1,7 @@
 #include "core/model/geometry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "kernels/error.h"
@@ -51,6 +52,13 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
                    "expert widths must divide by tp (the recipe check refuses other layouts)");
     g.expert_ffn_local = g.expert_ffn / tp;
     g.shared_ffn_local = g.shared_ffn / tp;
+    USTRAIN_ASSERT(split.ep >= 1 && split.ep_rank >= 0 && split.ep_rank < split.ep && m.n_experts % split.ep == 0,
+                   "the experts must split over the ep ranks (the recipe check refuses other layouts)");
+    g.ep = split.ep;
+    g.ep_rank = split.ep_rank;
+    g.experts_local = m.n_experts / split.ep;
+    g.experts_first = g.experts_local * split.ep_rank;
+    g.ep_capacity_factor = split.ep_capacity_factor;
     g.first_dense_layers = static_cast<int>(m.first_dense_layers);
     g.moe_interval = static_cast<int>(m.moe_layer_interval);
   }
@@ -67,19 +75,29 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   return g;
 }
 
+std::int64_t ModelGeometry::dispatch_capacity(std::int64_t batch) const {
+  const auto rows = static_cast<double>(tokens(batch) * top_k);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(ep_capacity_factor * rows)));
+}
+
 namespace {
+
+// Which experts of an MoE layer a count takes.
+enum class Experts { all, active, held };
 
 // q and o (d x attention width each), k and v (d x kv width each), and the MLP of block
 // `layer`: gate, up and down (d x ffn each), or of an MoE layer the router (experts x d), the
-// experts' gate, up and down (d x expert_ffn each; all of them, or the top-k a token uses
-// when `active`) and the shared experts' (d x shared_ffn each).
+// experts' gate, up and down (d x expert_ffn each; all of them, the top-k a token uses, or the
+// ones this rank's ep block holds) and the shared experts' (d x shared_ffn each).
 template <class N>
-N block_matmul_params(const ModelGeometry& g, int layer, bool active) {
+N block_matmul_params(const ModelGeometry& g, int layer, Experts which) {
   const N d = static_cast<N>(g.d_model), head_dim = static_cast<N>(g.head_dim);
   const N attention = static_cast<N>(g.n_heads) * head_dim, kv = static_cast<N>(g.n_kv_heads) * head_dim;
   const N attn = 2 * d * attention + 2 * kv * d;
   if (!g.moe_layer(layer)) return attn + 3 * static_cast<N>(g.ffn) * d;
-  const N experts = static_cast<N>(active ? g.top_k : g.n_experts);
+  const N experts = static_cast<N>(which == Experts::active ? g.top_k
+                                   : which == Experts::held ? g.experts_local
+                                                            : g.n_experts);
   return attn + static_cast<N>(g.n_experts) * d + experts * 3 * static_cast<N>(g.expert_ffn) * d +
          3 * static_cast<N>(g.shared_ffn) * d;
 }
@@ -88,13 +106,13 @@ N block_matmul_params(const ModelGeometry& g, int layer, bool active) {
 
 template <class N>
 N ModelGeometry::block_params(int layer) const {
-  return block_matmul_params<N>(*this, layer, false) + 2 * static_cast<N>(d_model);
+  return block_matmul_params<N>(*this, layer, Experts::all) + 2 * static_cast<N>(d_model);
 }
 
 template <class N>
 N ModelGeometry::matmul_params() const {
   N blocks = 0;
-  for (int l = 0; l < n_layers; ++l) blocks += block_matmul_params<N>(*this, l, true);
+  for (int l = 0; l < n_layers; ++l) blocks += block_matmul_params<N>(*this, l, Experts::active);
   return blocks + static_cast<N>(vocab) * static_cast<N>(d_model);
 }
 
@@ -113,7 +131,8 @@ N ModelGeometry::held_params() const {
   for (const ChunkSpan& c : chunks) {
     first |= c.embedding;
     last |= c.head;
-    for (int l = c.first_layer; l < c.end_layer; ++l) blocks += block_params<N>(l);
+    for (int l = c.first_layer; l < c.end_layer; ++l)
+      blocks += block_matmul_params<N>(*this, l, Experts::held) + 2 * static_cast<N>(d_model);
   }
   // The embedding on the first stage; on the last an untied head or a tied embedding's copy.
   const int matrices = (first ? 1 : 0) + (last && !(tied_embeddings && first) ? 1 : 0);

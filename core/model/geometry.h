@@ -34,6 +34,9 @@ struct ModelSplit {
   bool sp = false;
   int pp = 1, pp_rank = 0, virtual_stages = 1;
   int cp = 1, cp_rank = 0;
+  // Expert parallelism: each MoE layer's experts in ep blocks, this rank's is ep_rank's.
+  int ep = 1, ep_rank = 0;
+  double ep_capacity_factor = 2.0;  // parallel.ep_capacity_factor
 };
 
 // The part of the model one chunk runs: layers [first_layer, end_layer) of stage `stage`.
@@ -71,6 +74,15 @@ struct ModelGeometry {
   std::int64_t n_experts = 0, top_k = 0, expert_ffn = 0, shared_ffn = 0;
   std::int64_t expert_ffn_local = 0, shared_ffn_local = 0;
   int first_dense_layers = 0, moe_interval = 1;
+  // Expert parallelism: this rank holds experts [experts_first, experts_first + experts_local)
+  // of every MoE layer (all of them at ep = 1) and runs them on the rows its ep group routes
+  // there (parallel/expert_dispatch.h).
+  int ep = 1, ep_rank = 0;
+  std::int64_t experts_first = 0, experts_local = 0;
+  double ep_capacity_factor = 2.0;
+  // Rows this rank receives per dispatch round for micro-batches of `batch` sequences: the
+  // capacity factor times the rows it routes itself (tokens x top_k), at least one.
+  std::int64_t dispatch_capacity(std::int64_t batch) const;
   // Whether layer `layer`'s MLP is a mixture of experts.
   bool moe_layer(int layer) const {
     return n_experts > 0 && layer >= first_dense_layers && (layer - first_dense_layers) % moe_interval == 0;
@@ -110,7 +122,8 @@ struct ModelGeometry {
   N total_params() const;
   // What this pipeline rank's chunks hold: their blocks, the embedding on the first stage, the
   // final norm and the output head on the last (with tied embeddings, the last stage's copy
-  // of the embedding when the first stage is another rank's).
+  // of the embedding when the first stage is another rank's); of an MoE layer the experts of
+  // this rank's ep block.
   template <class N = std::int64_t>
   N held_params() const;
 

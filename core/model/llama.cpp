@@ -13,11 +13,13 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     : LlamaModel(cfg, ModelGeometry::of(cfg, {}, max_seq), max_batch, policy, compute) {}
 
 LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch,
-                       Recompute policy, DType compute, TensorParallel* tp, RingAttention* cp)
+                       Recompute policy, DType compute, TensorParallel* tp, RingAttention* cp,
+                       ExpertDispatcher* ep)
     : cfg_(cfg),
       geo_(geometry),
       tp_(tp ? tp : &no_tp_),
       cp_(cp ? cp : &no_cp_),
+      ep_(ep ? ep : &no_ep_),
       max_batch_(max_batch),
       policy_(policy),
       compute_(compute) {
@@ -28,6 +30,9 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
                  "the tensor-parallel group does not match the model's geometry");
   USTRAIN_ASSERT(cp == nullptr || (cp_->size() == geo_.context.size && cp_->rank() == geo_.context.rank),
                  "the context-parallel group does not match the model's geometry");
+  USTRAIN_ASSERT(ep == nullptr || (ep_->members() == geo_.ep && ep_->placement().member == geo_.ep_rank &&
+                                   (geo_.ep == 1 || ep_->placement().n_experts == geo_.n_experts)),
+                 "the expert-parallel group does not match the model's geometry");
   const std::int64_t v = geo_.vocab, d = geo_.d_model;
   bool holds_first = false, holds_last = false;
   int layers = 0;
@@ -58,10 +63,11 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
       p.head = params_.registry().declare(
           {"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::tied_head()});
   }
-  if (!holds_first || !holds_last) params_.registry().set_whole_model(declaration(cfg));
+  // A rank that holds part of the model (a pipeline stage, an ep block of experts) lists all of it.
+  if (!holds_first || !holds_last || geo_.ep > 1) params_.registry().set_whole_model(declaration(cfg));
   for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
     chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_.registry(),
-                                                   LayerParallel{*tp_, *cp_}, policy_, compute_, hooks_));
+                                                   LayerParallel{*tp_, *cp_, *ep_}, policy_, compute_, hooks_));
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {

@@ -46,9 +46,10 @@ class LlamaModel {
   // micro-batches of at most `max_batch` sequences. `compute`: the dtype of activations and of
   // the weights' compute copy (f32, bf16, f16); statistics, gradients, master weights and
   // optimizer state stay fp32. `tp` (not owned) carries tensor and sequence parallelism, `cp`
-  // (not owned) context parallelism; null for one rank.
+  // (not owned) context parallelism, `ep` (not owned) expert parallelism; null for one rank.
   LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch, Recompute policy,
-             DType compute = DType::f32, TensorParallel* tp = nullptr, RingAttention* cp = nullptr);
+             DType compute = DType::f32, TensorParallel* tp = nullptr, RingAttention* cp = nullptr,
+             ExpertDispatcher* ep = nullptr);
   // The whole model on one rank, for micro-batches of at most (max_batch, max_seq) tokens.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
              DType compute = DType::f32);
@@ -116,8 +117,10 @@ class LlamaModel {
   ModelGeometry geo_;
   TensorParallel no_tp_;  // the one-rank defaults
   RingAttention no_cp_;
+  ExpertDispatcher no_ep_;
   TensorParallel* tp_;
   RingAttention* cp_;
+  ExpertDispatcher* ep_;
   std::int64_t max_batch_;
   Recompute policy_;
   DType compute_;

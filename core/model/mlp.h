@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct MoeLoad {
   std::vector<std::int64_t> tokens;  // per expert: the token choices routed to it
   std::int64_t rows = 0;             // tokens routed
   double z_sum = 0;                  // the sum over those tokens of the squared router log-sum-exp
+  // Expert parallelism's dispatch rounds past the first (its capacity exceeded), forward and
+  // backward: the same on every rank of an ep group.
+  std::int64_t extra_rounds = 0;
   // The sequence-level balance loss alpha sum_i f_i P_i of those tokens' sequences, each
   // sequence's share of its P_i from this rank's tokens (the shares add up over cp).
   double seq_aux_sum = 0;
@@ -64,6 +68,9 @@ class Mlp {
   virtual void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
                                const BlockScratch& s) const = 0;
 
+  // The unit of a mixture of experts' routed experts, which the model acquires and releases
+  // with the block's (none for other kinds).
+  virtual std::optional<UnitId> expert_unit() const { return std::nullopt; }
   // A mixture of experts' routing statistics (null for other kinds), and starting them again.
   virtual const MoeLoad* load() const { return nullptr; }
   virtual void reset_load() const {}

@@ -152,9 +152,12 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
     be.copy(rows(s.resid[0], r), input);
   }
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    const std::optional<UnitId> experts = blocks_[l]->expert_unit();
     acquire(blocks_[l]->unit(), false);
+    if (experts) acquire(*experts, false);
     blocks_[l]->forward(be, par_, rows(s.resid[l], r), rows(s.resid[l + 1], r),
                         layer_memory(s, span_.first_layer + static_cast<int>(l), false), g, rope_);
+    if (experts) release(*experts);
     release(blocks_[l]->unit());
   }
   if (!span_.head) return;
@@ -217,10 +220,16 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
 
   for (std::size_t l = blocks_.size(); l-- > 0;) {
     const int layer = span_.first_layer + static_cast<int>(l);
+    const std::optional<UnitId> experts = blocks_[l]->expert_unit();
     acquire(blocks_[l]->unit(), true);
+    if (experts) acquire(*experts, true);
     blocks_[l]->backward(be, par_, rows(s.resid[l], r), layer_memory(s, layer, !weights), g, rope_, policy_);
+    if (experts) release(*experts);
     release(blocks_[l]->unit());
-    if (weights) grads_done(blocks_[l]->unit());
+    if (weights) {
+      grads_done(blocks_[l]->unit());
+      if (experts) grads_done(*experts);
+    }
   }
 
   if (span_.embedding) {
@@ -241,6 +250,7 @@ void ModelChunk::backward_weight(Backend& be, int slot) {
     const int layer = span_.first_layer + static_cast<int>(l);
     blocks_[l]->backward_weight(be, par_, layer_memory(s, layer, true), g);
     grads_done(blocks_[l]->unit());
+    if (const std::optional<UnitId> experts = blocks_[l]->expert_unit()) grads_done(*experts);
   }
 }
 

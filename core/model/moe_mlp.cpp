@@ -36,7 +36,54 @@ struct MoeMlp::Views {
   Tensor d_y;          // (N, D) deferred only: the gradient of the MLP's output (every row)
   Tensor router_bias;  // (E) fp32: the routing bias, where balancing has one
   Tensor seq_grad;     // (B, E) fp32: the sequence-level balance loss's gradient, where on
+  // Expert parallelism's workspace (ep > 1), C = the dispatch capacity's rows.
+  DispatchBuffers dispatch;  // send (N k, D); recv, recv_grad, result (C, D)
+  Tensor ep_gate_up;         // (C, 2F): a run's expert activations, recomputed in backward
+  Tensor ep_act;             // (C, F)
+  Tensor ep_d_act;           // (C, F)
+  Tensor ep_d_gate_up;       // (C, 2F)
   bool deferred = false;
+};
+
+// This rank's experts on the rows the dispatcher hands it, in runs of at most C rows, with
+// scratch for their activations (ep > 1).
+class MoeMlp::Dispatched final : public ExpertCompute {
+ public:
+  Dispatched(const MoeMlp& mlp, const Views& a) : mlp_(mlp), a_(a) {}
+
+  void forward(Backend& be, int expert, Tensor out, Tensor in) override {
+    const ExpertParams& w = local(expert);
+    const std::int64_t c = in.shape[0];
+    const Tensor gate_up = first_rows(a_.ep_gate_up, c), act = first_rows(a_.ep_act, c);
+    be.linear_forward(gate_up, in, mlp_.params_.packed_value(w.gate, w.up));  // (c, 2F)
+    be.swiglu_forward(act, gate_up);                                          // (c, F)
+    be.linear_forward(out, act, mlp_.params_[w.down].value);                  // (c, D), partial over tp
+  }
+
+  void backward(Backend& be, int expert, Tensor d_in, Tensor d_out, Tensor in) override {
+    const ExpertParams& w = local(expert);
+    const std::int64_t c = in.shape[0];
+    const Tensor gate_up = first_rows(a_.ep_gate_up, c), act = first_rows(a_.ep_act, c);
+    const Tensor d_act = first_rows(a_.ep_d_act, c), d_gate_up = first_rows(a_.ep_d_gate_up, c);
+    const Tensor packed = mlp_.params_.packed_value(w.gate, w.up);
+    be.linear_forward(gate_up, in, packed);  // recomputed: the rows were not kept
+    be.swiglu_forward(act, gate_up);
+    be.linear_backward_input(d_act, d_out, mlp_.params_[w.down].value);  // (c, F)
+    be.swiglu_backward(d_gate_up, d_act, gate_up);                       // (c, 2F)
+    be.linear_backward_input(d_in, d_gate_up, packed);                   // (c, D), partial over tp
+    be.linear_backward_weight(mlp_.params_[w.down].grad, d_out, act);
+    be.linear_backward_weight(mlp_.params_.packed_grad(w.gate, w.up), d_gate_up, in);
+  }
+
+ private:
+  const ExpertParams& local(int expert) const {
+    const std::int64_t i = expert - mlp_.geo_.experts_first;
+    USTRAIN_ASSERT(i >= 0 && i < static_cast<std::int64_t>(mlp_.experts_.size()),
+                   "expert " + std::to_string(expert) + " dispatched to a rank that does not hold it");
+    return mlp_.experts_[static_cast<std::size_t>(i)];
+  }
+  const MoeMlp& mlp_;
+  const Views& a_;
 };
 
 MoeMlp::MoeMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo, ParamRegistry& params)
@@ -55,12 +102,15 @@ MoeMlp::MoeMlp(int layer, UnitId unit, const ModelSection& cfg, const ModelGeome
   const std::string p = layer_prefix(layer) + "mlp.";
   const double std = cfg.init_std, out_std = residual_init_std(cfg);
   router_ = params.declare({p + "gate.weight", Shape{geo.n_experts, d}, true, false, std, unit});
-  for (std::int64_t e = 0; e < geo.n_experts; ++e) {
+  // This rank's experts, under their global names, in a unit of the expert sync group.
+  const UnitId experts_unit = UnitId::experts(layer);
+  const SyncGroup sync = SyncGroup::experts;
+  for (std::int64_t e = geo.experts_first; e < geo.experts_first + geo.experts_local; ++e) {
     const std::string q = p + "experts." + std::to_string(e) + ".";
     ExpertParams w{};
-    w.gate = params.declare({q + "gate_proj.weight", Shape{f, d}, true, false, std, unit});
-    w.up = params.declare({q + "up_proj.weight", Shape{f, d}, true, true, std, unit});
-    w.down = params.declare({q + "down_proj.weight", Shape{d, f}, true, false, out_std, unit});
+    w.gate = params.declare({q + "gate_proj.weight", Shape{f, d}, true, false, std, experts_unit, sync});
+    w.up = params.declare({q + "up_proj.weight", Shape{f, d}, true, true, std, experts_unit, sync});
+    w.down = params.declare({q + "down_proj.weight", Shape{d, f}, true, false, out_std, experts_unit, sync});
     experts_.push_back(w);
   }
   if (fs > 0) {
@@ -126,6 +176,17 @@ std::vector<ActivationSpec> MoeMlp::workspace(std::int64_t max_batch, DType c) c
   }
   if (bias_on_) specs.push_back({"moe.router_bias", Shape{geo_.n_experts}, DType::f32});
   if (seq_aux_ > 0) specs.push_back({"moe.grad.sequence_scores", Shape{max_batch, geo_.n_experts}, DType::f32});
+  if (geo_.ep > 1) {  // the dispatch's buffers and a run's expert activations
+    const std::int64_t cap = geo_.dispatch_capacity(max_batch);
+    specs.push_back({"moe.dispatch.send", Shape{n * k, d}, c});
+    specs.push_back({"moe.dispatch.recv", Shape{cap, d}, c});
+    specs.push_back({"moe.dispatch.recv_grad", Shape{cap, d}, c});
+    specs.push_back({"moe.dispatch.result", Shape{cap, d}, c});
+    specs.push_back({"moe.dispatch.gate_up", Shape{cap, 2 * f}, c});
+    specs.push_back({"moe.dispatch.swiglu_out", Shape{cap, f}, c});
+    specs.push_back({"moe.dispatch.grad.swiglu_out", Shape{cap, f}, c});
+    specs.push_back({"moe.dispatch.grad.gate_up", Shape{cap, 2 * f}, c});
+  }
   return specs;
 }
 
@@ -164,6 +225,16 @@ MoeMlp::Views MoeMlp::views(const SubLayerMemory& m) const {
   std::size_t extra = geo_.shared_ffn_local > 0 ? 10 : 8;  // the optional workspace, in workspace()'s order
   if (bias_on_) v.router_bias = w.at(extra++);
   if (seq_aux_ > 0) v.seq_grad = matrix(w.at(extra++), m.batch);
+  if (geo_.ep > 1) {
+    v.dispatch.send = matrix(w.at(extra++), nk);
+    v.dispatch.recv = w.at(extra++);
+    v.dispatch.recv_grad = w.at(extra++);
+    v.dispatch.result = w.at(extra++);
+    v.ep_gate_up = w.at(extra++);
+    v.ep_act = w.at(extra++);
+    v.ep_d_act = w.at(extra++);
+    v.ep_d_gate_up = w.at(extra++);
+  }
   v.deferred = !m.deferred.empty();
   if (v.deferred) {
     v.expert_out = matrix(m.deferred.at(0), nk);  // its gradient stays for the weight pass
@@ -234,7 +305,13 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
   be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
   be.embedding_forward(a.x_perm, a.slot_token, ln2);  // (N k, D) in expert order
-  experts_forward(be, a, order.offsets, a.expert_out);
+  if (geo_.ep > 1) {  // to the experts' ranks and back
+    USTRAIN_ASSERT(par.ep.members() == geo_.ep, "an MoE layer planned for ep > 1 run without its ep group");
+    Dispatched experts(*this, a);
+    load_.extra_rounds += par.ep.forward(be, experts, order.counts, a.x_perm, a.expert_out, a.dispatch).extra_rounds;
+  } else {
+    experts_forward(be, a, order.offsets, a.expert_out);
+  }
   be.embedding_forward(a.rows_out, a.token_slot, a.expert_out);  // (N k, D) in token order
   be.moe_combine(s.branch, a.rows_out, a.gates);                 // (N, D), partial over tp
   if (geo_.shared_ffn_local > 0) {
@@ -271,7 +348,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
   if (policy == Recompute::selective) {
     be.embedding_forward(a.x_perm, a.slot_token, ln2);
-    be.swiglu_forward(a.act, a.gate_up);
+    if (geo_.ep == 1) be.swiglu_forward(a.act, a.gate_up);
     if (shared) be.swiglu_forward(a.sh_act, a.sh_gate_up);
   }
   const std::vector<std::int32_t> chosen = host_experts(be, a.experts);
@@ -297,18 +374,25 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   // The experts, in expert order.
   be.fill(a.expert_out, 0.0f);
   be.embedding_backward(a.expert_out, a.token_slot, a.d_rows);  // each slot receives its one row
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
-    if (end > b) be.linear_backward_input(a.d_act.slice(b, end), a.expert_out.slice(b, end), params_[experts_[e].down].value);
+  if (geo_.ep > 1) {  // the rows and their gradients to the experts' ranks, input gradients back
+    Dispatched experts(*this, a);
+    load_.extra_rounds +=
+        par.ep.backward(be, experts, order.counts, a.x_perm, a.expert_out, a.d_x_perm, a.dispatch).extra_rounds;
+  } else {
+    for (std::size_t e = 0; e < experts_.size(); ++e) {
+      const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
+      if (end > b)
+        be.linear_backward_input(a.d_act.slice(b, end), a.expert_out.slice(b, end), params_[experts_[e].down].value);
+    }
+    be.swiglu_backward(a.d_gate_up, a.d_act, a.gate_up);
+    for (std::size_t e = 0; e < experts_.size(); ++e) {
+      const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
+      if (end > b)
+        be.linear_backward_input(a.d_x_perm.slice(b, end), a.d_gate_up.slice(b, end),
+                                 params_.packed_value(experts_[e].gate, experts_[e].up));
+    }
+    if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
   }
-  be.swiglu_backward(a.d_gate_up, a.d_act, a.gate_up);
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
-    if (end > b)
-      be.linear_backward_input(a.d_x_perm.slice(b, end), a.d_gate_up.slice(b, end),
-                               params_.packed_value(experts_[e].gate, experts_[e].up));
-  }
-  if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
   const Tensor seq_grad = seq_aux_ > 0 ? balance_sequences(be, par, a, m.batch, chosen, s.loss_grad) : Tensor();
   be.moe_route_backward(a.d_logits, a.d_gates, a.logits, a.probs, a.lse, a.experts, a.gates, routing_,
                         z_loss_ * s.loss_grad, seq_grad);
@@ -337,8 +421,10 @@ void MoeMlp::backward_weight(Backend& be, const LayerParallel& par, const SubLay
                              const BlockScratch& s) const {
   const Views a = views(m);
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
-  const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
-  experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
+  if (geo_.ep == 1) {  // under ep the dispatched backward computed them
+    const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
+    experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
+  }
   be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
   if (geo_.shared_ffn_local > 0) {
     be.linear_backward_weight(params_[shared_.down].grad, a.d_y, a.sh_act);

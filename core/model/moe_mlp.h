@@ -30,6 +30,15 @@
 // outputs that the block's reduce adds up; the router is replicated and sees every token row
 // on every rank. F is one routed expert's hidden width on this rank, Fs the shared experts'
 // together, E the experts, k the experts per token; other sizes as in core/model/sublayer.h.
+//
+// The routed experts are parameters of their own unit (UnitId::experts) in the expert sync
+// group. Under expert parallelism this rank holds the geometry's block of them (global names
+// keep their global index) and the rows in expert order go through the layer context's
+// ExpertDispatcher (parallel/expert_dispatch.h) to the ranks that own their experts and back;
+// its rounds' expert activations are scratch of the dispatch capacity's rows, recomputed in
+// backward from the rows sent again, and the experts' weight gradients are computed there
+// (not deferred to a split backward's weight pass). At ep = 1 the experts run in place on the
+// planned activations as above.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +69,8 @@ class MoeMlp final : public Mlp {
                        const BlockScratch& s) const override;
 
   const MoeLoad* load() const override { return &load_; }
-  void reset_load() const override { load_ = MoeLoad{layer_, std::vector<std::int64_t>(experts_.size(), 0)}; }
+  void reset_load() const override { load_ = MoeLoad{layer_, std::vector<std::int64_t>(geo_.n_experts, 0)}; }
+  std::optional<UnitId> expert_unit() const override { return UnitId::experts(layer_); }
   RouterBias* router_bias() override { return bias_on_ ? &bias_ : nullptr; }
   const RouterBias* router_bias() const override { return bias_on_ ? &bias_ : nullptr; }
 
@@ -69,6 +79,7 @@ class MoeMlp final : public Mlp {
   struct ExpertParams {
     int gate, up, down;
   };
+  class Dispatched;
   Views views(const SubLayerMemory& m) const;
   // Each expert's SwiGLU on its rows of x_perm into `out` (N k, D), in expert order.
   void experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const;
@@ -91,7 +102,7 @@ class MoeMlp final : public Mlp {
   bool bias_on_;   // auxiliary-loss-free balancing
   RouterBias bias_;
   int ln2_ = -1, router_;
-  std::vector<ExpertParams> experts_;
+  std::vector<ExpertParams> experts_;  // this rank's: experts [geo_.experts_first, + experts_local)
   ExpertParams shared_{-1, -1, -1};
   const ParamRegistry& params_;
   // What backward saw of the routing since the last reset: the layer's expert load.

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/model/attention.h"
 #include "core/model/geometry.h"
@@ -52,6 +53,8 @@ class TransformerBlock {
   void backward_weight(Backend& be, const LayerParallel& par, const BlockMemory& m, const BlockScratch& s) const;
 
   UnitId unit() const { return unit_; }
+  // The MLP's routed experts' unit, where it has one (core/model/moe_mlp.h).
+  std::optional<UnitId> expert_unit() const { return mlp_->expert_unit(); }
 
  private:
   UnitId unit_;

@@ -107,6 +107,9 @@ struct ParallelSection {
   std::int64_t pp = 1;
   std::int64_t cp = 1;
   std::int64_t ep = 1;  // borrowed from dp * cp, which it divides (parallel/mesh.h)
+  // Rows an ep rank receives per dispatch round, as a multiple of the rows it routes itself
+  // (its micro-batch's tokens x experts_per_token); more take another round (parallel/expert_dispatch.h).
+  double ep_capacity_factor = 2.0;
   std::int64_t zero = 0;
   bool sp = true;            // sequence parallelism (with tp > 1)
   bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers

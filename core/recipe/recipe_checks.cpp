@@ -61,16 +61,26 @@ void check_context_parallel_rules(const Recipe& r, const Origins& at) {
 }
 
 // What expert parallelism needs: its groups are blocks of the dp x cp ranks (parallel/mesh.h),
-// so ep divides dp * cp. With dp unset (0) the rule waits for the launch (check_recipe asks again).
+// so ep divides dp * cp (with dp unset (0) that rule waits for the launch: check_recipe asks
+// again), and each ep rank holds as many of a layer's experts as the others.
 void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   // ep divides dp * cp when what dp leaves of ep divides cp (no product that could overflow).
-  if (p.dp == 0 || p.cp % (p.ep / std::gcd(p.ep, p.dp)) == 0) return;
-  const std::string product =
-      p.dp <= std::numeric_limits<std::int64_t>::max() / p.cp ? fmt::format(" = {}", p.dp * p.cp) : "";
-  fail("{}: parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {}{}; expert parallelism borrows "
-       "its ranks from the data- and context-parallel ones, so choose an ep that divides dp * cp (or change dp)",
-       at.of({"parallel.ep", "parallel.dp", "parallel.cp"}), p.ep, p.dp, p.cp, product);
+  if (p.dp != 0 && p.cp % (p.ep / std::gcd(p.ep, p.dp)) != 0) {
+    const std::string product =
+        p.dp <= std::numeric_limits<std::int64_t>::max() / p.cp ? fmt::format(" = {}", p.dp * p.cp) : "";
+    fail("{}: parallel.ep = {} does not divide parallel.dp * parallel.cp = {} * {}{}; expert parallelism borrows "
+         "its ranks from the data- and context-parallel ones, so choose an ep that divides dp * cp (or change dp)",
+         at.of({"parallel.ep", "parallel.dp", "parallel.cp"}), p.ep, p.dp, p.cp, product);
+  }
+  if (p.ep > 1 && r.model.n_experts == 0)
+    fail("{}: parallel.ep = {} with a dense model (model.n_experts = 0): expert parallelism places the experts of "
+         "mixture-of-experts layers; set parallel.ep = 1 or give the model experts",
+         at.of({"parallel.ep", "model.n_experts"}), p.ep);
+  if (p.ep > 1 && r.model.n_experts % p.ep != 0)
+    fail("{}: model.n_experts = {} does not divide over parallel.ep = {} ranks; every ep rank holds the same number "
+         "of each layer's experts, so choose an ep that divides n_experts",
+         at.of({"parallel.ep", "model.n_experts"}), r.model.n_experts, p.ep);
 }
 
 // What pipeline parallelism needs: stages of whole, equal layer ranges, and a schedule that
@@ -276,15 +286,6 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
 // What this build cannot run yet. As features land, their lines are deleted from here.
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
-  const std::tuple<std::string_view, std::int64_t, std::string_view> dimensions[] = {
-      {"parallel.ep", p.ep, "expert parallelism"},
-  };
-  for (const auto& [key, value, what] : dimensions) {
-    if (value > 1) {
-      fail("{}: {} = {}: {} is not supported by this build yet; set {} = 1", at.of({key}), key,
-           value, what, key);
-    }
-  }
   if (r.train.precision == "fp8") {
     fail("{}: train.precision = \"fp8\": fp8 GEMMs are not supported by this build yet; set train.precision = "
          "\"bf16\"",

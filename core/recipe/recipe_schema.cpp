@@ -234,6 +234,10 @@ std::vector<KeySpec> parallel_keys() {
           "must divide by 2 * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1),
           "Expert-parallel ranks, borrowed from the dp * cp ranks (no extra processes); divides dp * cp"),
+      key(USTRAIN_RECIPE_FIELD(parallel.ep_capacity_factor), between(Bound{0.0, false}, Bound{1024.0, true}),
+          "Rows an expert-parallel rank receives per dispatch round, as a multiple of the rows it routes itself "
+          "(micro-batch tokens x experts_per_token; 1 is a perfectly balanced load); a step whose routing sends a "
+          "rank more takes extra rounds (counted in the metrics), never drops a token"),
       key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),
           "ZeRO stage: 0 off, 1 shards optimizer state, 2 also gradients, 3 also parameters"),
       key(USTRAIN_RECIPE_FIELD(parallel.overlap_comm), any_value(),

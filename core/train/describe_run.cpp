@@ -109,6 +109,36 @@ std::vector<std::string> check_as_training_does(const Recipe& recipe, const Proc
   return warnings;
 }
 
+// Expert parallelism (parallel/expert_dispatch.h): which experts each ep rank holds, the
+// dispatch's capacity and planned buffers, and the all-to-all bytes a rank of pipeline rank 0
+// sends per step under uniform routing (R = Q = (E-1)/E N k rows each way: forward (R + Q) D,
+// backward (2R + Q) D per MoE layer and micro-batch).
+std::string describe_expert_parallelism(const Recipe& recipe, const ModelGeometry& g, DType compute) {
+  const std::int64_t ep = g.ep, n = g.tokens(recipe.train.micro_batch), k = g.top_k, d = g.d_model;
+  const std::int64_t f = g.expert_ffn_local, cap = g.dispatch_capacity(recipe.train.micro_batch);
+  const auto bytes = static_cast<std::int64_t>(dtype_size(compute));
+  std::vector<std::string> blocks;
+  for (std::int64_t r = 0; r < ep; ++r)
+    blocks.push_back(fmt::format("rank {}: experts {}-{}", r, r * g.experts_local, (r + 1) * g.experts_local - 1));
+  int moe_layers = 0;
+  for (const ChunkSpan& c : g.chunks)
+    for (int l = c.first_layer; l < c.end_layer; ++l) moe_layers += g.moe_layer(l) ? 1 : 0;
+  const std::int64_t buffers = (n * k * d + 3 * cap * d + 6 * cap * f) * bytes;
+  const double per_layer = 5.0 * static_cast<double>(ep - 1) / static_cast<double>(ep) *
+                           static_cast<double>(n * k * d * bytes);
+  const double per_step = per_layer * moe_layers * static_cast<double>(recipe.grad_accum_steps());
+  return fmt::format(
+      "expert parallelism: {} ranks borrowed from dp x cp, each holding {} of the {} experts of every MoE layer ({}); "
+      "dispatch capacity {} rows per round ({} x the {} rows a rank routes per micro-batch), more take extra rounds; "
+      "dispatch buffers and a round's expert scratch {} per rank (send {} x {}, receive, gradients and results "
+      "{} x {} each, expert activations {} x {}); all-to-all sent per rank and step under uniform routing: {} "
+      "({} MoE layer(s) on pipeline rank 0 x {} micro-batch(es) x {} per layer, forward 2/5, backward 3/5)\n",
+      ep, g.experts_local, g.n_experts, fmt::join(blocks, ", "), cap, recipe.parallel.ep_capacity_factor, n * k,
+      format_bytes(static_cast<std::size_t>(buffers)), n * k, d, cap, d, cap, 6 * f,
+      format_bytes(static_cast<std::size_t>(per_step)), moe_layers, recipe.grad_accum_steps(),
+      format_bytes(static_cast<std::size_t>(per_layer)));
+}
+
 // Without a launcher, a layout of several ranks: how many, and the lines that start them.
 std::string describe_launch(const Recipe& recipe, const TrainCommand& command) {
   const ParallelSection& p = recipe.parallel;
@@ -153,6 +183,7 @@ std::string describe_run(const Recipe& given, const TrainCommand& command) {
                      geometry.heads, geometry.n_heads, geometry.kv_heads, geometry.n_kv_heads, geometry.ffn_local,
                      geometry.ffn, geometry.vocab_local, geometry.vocab_padded);
   if (recipe.model.n_experts > 0) s += describe_experts(geometry, model.params().count());
+  if (recipe.parallel.ep > 1) s += describe_expert_parallelism(recipe, geometry, compute_dtype(recipe));
   if (recipe.parallel.cp > 1) s += describe_context_parallelism(recipe, geometry);
   if (recipe.parallel.dp > 1)
     s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);

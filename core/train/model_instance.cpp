@@ -52,7 +52,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
                              Recompute policy, ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
-            placement.tp, placement.cp) {
+            placement.tp, placement.cp, placement.ep) {
   plan_model(model, plan, placement.sharding, placement.slots);
   plan_library_workspace(backend->device(), plan);
   plan_op_scratch(placement.op_scratch_bytes, plan);

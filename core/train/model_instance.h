@@ -24,6 +24,7 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
 struct ModelPlacement {
   TensorParallel* tp = nullptr;  // not owned; must outlive the instance
   RingAttention* cp = nullptr;   // the context-parallel group (none by default); the same
+  ExpertDispatcher* ep = nullptr;  // the expert-parallel group's dispatcher (none by default)
   ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)

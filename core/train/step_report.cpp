@@ -101,6 +101,11 @@ void StepReport::log_parallelism() const {
     spdlog::info("data parallelism: {} ranks, ZeRO stage {}", recipe.parallel.dp, recipe.parallel.zero);
   else if (recipe.parallel.zero > 0)
     spdlog::info("parallel.zero = {} shards nothing with one data-parallel rank", recipe.parallel.zero);
+  if (recipe.parallel.ep > 1)
+    spdlog::info("expert parallelism: {} ranks; each holds {} of the {} experts of every MoE layer and receives at "
+                 "most {} rows per dispatch round (parallel.ep_capacity_factor = {})",
+                 recipe.parallel.ep, run.geometry.experts_local, run.geometry.n_experts,
+                 run.geometry.dispatch_capacity(recipe.train.micro_batch), recipe.parallel.ep_capacity_factor);
   if (recipe.parallel.tp > 1)
     spdlog::info("tensor parallelism: {} ranks{}; each holds {} of {} heads, {} of {} MLP units, {} vocabulary rows",
                  recipe.parallel.tp, run.geometry.sequence_parallel() ? " with sequence parallelism" : "",
@@ -111,9 +116,12 @@ void StepReport::log_parallelism() const {
 void StepReport::begin_step() {
   TrainingRank& run = run_;
   run.gradient_comm().reset_volume();
+  run.expert_gradient_comm().reset_volume();
   run.tp_comm().reset_volume();
   run.pp_comm().reset_volume();
   run.cp_comm().reset_volume();
+  run.ep_comm().reset_volume();
+  run.groups.ep().host().reset_volume();
   run.tp.reset_comm_seconds();
   run.cp.reset_wait_seconds();
   run.model.reset_moe_loads();
@@ -134,6 +142,7 @@ void StepReport::record_moe_load(std::int64_t step) {
     sums.push_back(static_cast<float>(l->rows));
     sums.push_back(static_cast<float>(l->z_sum));
     sums.push_back(static_cast<float>(l->seq_aux_sum));
+    sums.push_back(static_cast<float>(l->extra_rounds));
   }
   const Tensor t(sums.data(), Shape{static_cast<std::int64_t>(sums.size())});
   run_.groups.gradients().host().all_reduce(t).wait();
@@ -149,7 +158,9 @@ void StepReport::record_moe_load(std::int64_t step) {
     const auto last = first + static_cast<std::ptrdiff_t>(l->tokens.size());
     const double rows = *last, z = *(last + 1);
     const double seq_balance = *(last + 2) / static_cast<double>(recipe_.train.global_batch);  // mean per sequence
-    at += l->tokens.size() + 3;
+    // Every rank of an ep group counted its rounds: summed over the groups.
+    const double extra_rounds = *(last + 3) / static_cast<double>(recipe_.parallel.ep);
+    at += l->tokens.size() + 4;
     double total = 0;
     for (auto c = first; c != last; ++c) total += *c;
     numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
@@ -158,6 +169,7 @@ void StepReport::record_moe_load(std::int64_t step) {
                                    {p + "dropped", 0.0},
                                    {p + "router_lse_sq", rows > 0 ? z / rows : 0.0}});
     if (rows > 0) z_loss += recipe_.model.router_z_loss * z / rows;
+    if (recipe_.parallel.ep > 1) numbers.emplace_back(p + "ep_extra_rounds", extra_rounds);
     if (seq_aux) {
       numbers.emplace_back(p + "seq_aux_loss", seq_balance);
       balance_loss += seq_balance;
@@ -180,10 +192,17 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   summary_.steps = step;
 
   StepNumbers& n = last_;
-  n.dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes());
+  // The dense parameters' gradient traffic and the experts' (their own group, even at ep = 1).
+  n.dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes() +
+                                   run.expert_gradient_comm().volume().playbook_bytes());
   n.tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
   n.pp_bytes = static_cast<double>(run.pp_comm().volume().playbook_bytes());
   n.cp_bytes = static_cast<double>(run.cp_comm().volume().playbook_bytes());
+  // The dispatch's rows (its device communicator) and counts (host; the same one on the CPU).
+  CommVolume ep_volume = run.ep_comm().volume();
+  if (&run.ep_comm() != &run.groups.ep().host()) ep_volume += run.groups.ep().host().volume();
+  n.ep_bytes = static_cast<double>(ep_volume.playbook_bytes());
+  n.ep_a2a_wire = static_cast<double>(ep_volume.all_to_all.wire_bytes);
   n.elapsed = std::chrono::duration<double>(PhaseTimer::Clock::now() - started_).count();
   n.step_s = step_timer.total();
   n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
@@ -201,6 +220,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                    {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
                    {"cp_comm_bytes", n.cp_bytes}, {"cp_wait_s", run.cp.block_wait_seconds()},
                    {"cp_sum_wait_s", run.cp.sum_wait_seconds()},
+                   {"ep_comm_bytes", n.ep_bytes}, {"ep_a2a_wire_bytes", n.ep_a2a_wire},
                    {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
                    {"nonfinite_steps", double(run.bad_steps.total())},
                    {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},

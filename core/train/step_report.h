@@ -62,7 +62,8 @@ class StepReport {
   void record_moe_load(std::int64_t step);
   // What the metrics record and the log line of the last step share.
   struct StepNumbers {
-    double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0;  // counted by the communicators
+    double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;  // counted by the communicators
+    double ep_a2a_wire = 0;  // the ep group's all-to-all bytes this rank sent to other ranks
     double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0;
   };
   void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);

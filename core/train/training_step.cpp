@@ -10,11 +10,12 @@
 
 namespace ustrain {
 
-ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank) {
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank, int ep_rank) {
   const auto& p = r.parallel;
   return ModelGeometry::of(r.model,
                            ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                      static_cast<int>(p.virtual_stages), static_cast<int>(p.cp), cp_rank},
+                                      static_cast<int>(p.virtual_stages), static_cast<int>(p.cp), cp_rank,
+                                      static_cast<int>(p.ep), ep_rank, p.ep_capacity_factor},
                            r.train.seq_len);
 }
 
@@ -29,12 +30,15 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
                            MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes)
     : recipe(r),
       groups(g),
-      geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank(), groups.cp().rank())),
+      geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank(), groups.cp().rank(), groups.ep().rank())),
       tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
       cp(groups.cp().for_tensors(be->device())),
+      ep(groups.ep().host(), groups.ep().for_tensors(be->device()),
+         static_cast<int>(std::max<std::int64_t>(1, r.model.n_experts))),
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
-               ModelPlacement{&tp, &cp, sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
+               ModelPlacement{&tp, &cp, &ep,
+                              sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
                               pipeline.slots, memory, saves_checkpoints, op_scratch_bytes},
                std::move(be)),
       model(instance.model),

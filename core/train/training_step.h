@@ -26,9 +26,10 @@
 
 namespace ustrain {
 
-// The model's sizes on tensor-parallel rank `tp_rank`, pipeline rank `pp_rank` and
-// context-parallel rank `cp_rank` of the recipe's layout, for its sequences.
-ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank = 0);
+// The model's sizes on tensor-parallel rank `tp_rank`, pipeline rank `pp_rank`,
+// context-parallel rank `cp_rank` and expert-parallel rank `ep_rank` of the recipe's layout,
+// for its sequences.
+ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank = 0, int ep_rank = 0);
 
 // How a rank of the recipe's layout holds the training state: ZeRO shards each store over the
 // ranks whose gradients add up, dense parameters over dp x cp (`rank` among them), expert
@@ -50,6 +51,7 @@ struct TrainingRank {
   ModelGeometry geometry;
   TensorParallel tp;
   RingAttention cp;
+  ExpertDispatcher ep;
   PipelinePlan pipeline;
   ModelInstance instance;
   LlamaModel& model;
@@ -72,9 +74,11 @@ struct TrainingRank {
   Communicator& sync_comm(SyncGroup g);
   // Communicators whose traffic the metrics report.
   Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
+  Communicator& expert_gradient_comm() { return groups.expert_gradients().for_tensors(backend.device()); }
   Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
   Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
   Communicator& cp_comm() { return groups.cp().for_tensors(backend.device()); }
+  Communicator& ep_comm() { return groups.ep().for_tensors(backend.device()); }
 };
 
 struct StepResult {

@@ -26,6 +26,15 @@ expect_output '^recompute = "selective"' "--set override is applied"
 expect_output '^dp = 1 ' "dp is resolved (one process, no launcher)"
 [[ ! -d runs ]] && pass "dry run writes nothing" || fail "dry run created a run directory"
 
+# Expert parallelism: each ep rank's experts, the dispatch capacity, buffers and all-to-all bytes.
+expect_exit 0 "dry run with expert parallelism" -- "$USTRAIN" train tiny.toml --dry-run --set model.n_experts=4 \
+  --set parallel.dp=2 --set parallel.ep=2
+expect_output "^expert parallelism: 2 ranks borrowed from dp x cp, each holding 2 of the 4 experts" "names the experts per ep rank"
+expect_output "rank 0: experts 0-1, rank 1: experts 2-3" "lists each ep rank's experts"
+expect_output "dispatch capacity 512 rows per round \(2 x the 256 rows" "names the capacity"
+expect_output "all-to-all sent per rank and step under uniform routing: [0-9.]+ (KiB|MiB)" "names the all-to-all volume"
+cp first.txt out.txt
+
 # The printed recipe parses back to the same resolved recipe.
 sed -n '/^# resolved recipe/,/^parameters:/p' first.txt | sed '$d' >resolved.toml
 "$USTRAIN" train resolved.toml --dry-run >third.txt 2>&1

@@ -44,6 +44,11 @@ expect_exit 2 "tensor parallelism over heads it cannot split" -- "$USTRAIN" trai
 expect_output "model.n_heads = 4 is not divisible by parallel.tp = 3" "names the heads and tp"
 expect_exit 2 "context parallelism over sequences it cannot split" -- "$USTRAIN" train tiny.toml --set parallel.cp=3 --set train.seq_len=32 --dry-run
 expect_output "train.seq_len = 32 is not divisible by 2 \* parallel.cp = 6" "names seq_len and 2 cp"
+expect_exit 2 "expert parallelism of a dense model" -- "$USTRAIN" train tiny.toml --set parallel.dp=2 --set parallel.ep=2 --dry-run
+expect_output "parallel.ep = 2 with a dense model \(model.n_experts = 0\)" "names ep and the dense model"
+expect_exit 2 "experts that do not split over ep" -- "$USTRAIN" train tiny.toml --set model.n_experts=6 \
+  --set parallel.dp=4 --set parallel.ep=4 --set train.micro_batch=2 --dry-run
+expect_output "model.n_experts = 6 does not divide over parallel.ep = 4 ranks" "names the experts and ep"
 expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
 expect_output "data" "names the dataset"
 [[ ! -d runs ]] && pass "failed runs write nothing" || fail "a failed run created a run directory"

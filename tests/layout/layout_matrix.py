@@ -3,8 +3,10 @@
 mpiexec with a different parallel layout, and must reproduce the one-rank run's training loss
 at every step and every validation loss, within 1e-5 relative (fp32 on the CPU: the layouts
 differ only by floating-point reassociation; the bf16 and fp16 models within a quarter of their
-unit roundoff, see TOLERANCES). Prints a pass/fail grid with each row's worst
-error and exits non-zero when a row fails.
+unit roundoff, see TOLERANCES). Rows with expert parallelism must also reproduce the gradient
+norm of every step: AdamW is nearly blind to a gradient scaled by a constant, so expert
+gradients summed ep times too often would leave the losses alone but not the norm. Prints a
+pass/fail grid with each row's worst error and exits non-zero when a row fails.
 
     scripts/layout-matrix.sh                 # every row
     scripts/layout-matrix.sh --ci            # the rows CI runs
@@ -75,6 +77,8 @@ MODELS = {"dense": [], "moe": MOE,
           "moe-sigmoid": MOE + ["model.router_score=sigmoid", "model.router_renormalize=false"],
           "moe-seqaux": MOE + ["model.router_seq_aux_loss=0.01"],
           "moe-bias": MOE + ["model.router_score=sigmoid", "model.router_bias_update_rate=0.01"],
+          # A dispatch capacity of a quarter of a rank's own rows: every ep step takes extra rounds.
+          "moe-tight": MOE + ["parallel.ep_capacity_factor=0.25"],
           "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:
@@ -131,6 +135,17 @@ def metrics(run_dir):
             elif row["kind"] == "eval":
                 val[int(row["step"])] = row["val_loss"]
     return train, val
+
+
+def grad_norms(run_dir):
+    """The gradient norm by step of a run's metrics.jsonl."""
+    norms = {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["kind"] == "train":
+                norms[int(row["step"])] = row["grad_norm"]
+    return norms
 
 
 def moe_loads(run_dir):
@@ -230,7 +245,8 @@ def main():
         overrides = [a for arg in MODELS[model] for a in ("--set", arg)]
         if launch([ustrain, "train", "tiny.toml", "--set", f"run.name={ref}"] + overrides, 1, f"{ref}.log") != 0:
             sys.exit(f"the one-rank reference of the {model} model failed: see {work}/{ref}.log")
-        references[model] = metrics(os.path.join("runs", ref)) + (moe_loads(os.path.join("runs", ref)),)
+        references[model] = metrics(os.path.join("runs", ref)) + (moe_loads(os.path.join("runs", ref)),
+                                                                  grad_norms(os.path.join("runs", ref)))
 
     header = f"{'row':<38} {'dp':>2} {'tp':>2} {'pp':>2} {'cp':>2} {'ep':>2} {'zero':>4} {'sp':>3} " \
              f"{'schedule':>11} {'vs':>2} {'accum':>5} {'ranks':>5}  {'train err':>9}  {'val err':>9}  {'time':>6}  result"
@@ -248,20 +264,25 @@ def main():
         started = time.monotonic()
         code = launch(command, ranks, f"{name}.log")
         seconds = time.monotonic() - started
-        train_err = val_err = flip = None
+        train_err = val_err = flip = norm_err = None
         reference = references[row["model"]]
         if code == 0:
             train, val = metrics(os.path.join("runs", name))
             train_err, val_err = worst_error(train, reference[0]), worst_error(val, reference[1])
             flip = load_difference(moe_loads(os.path.join("runs", name)), reference[2])
+            if row["ep"] > 1:
+                norm_err = worst_error(grad_norms(os.path.join("runs", name)), reference[3])
         tolerance = TOLERANCES.get(row["model"], TOLERANCE)
         ok = code == 0 and train_err is not None and val_err is not None and \
-            train_err <= tolerance and val_err <= tolerance and flip is None
+            train_err <= tolerance and val_err <= tolerance and flip is None and \
+            (row["ep"] == 1 or (norm_err is not None and norm_err <= tolerance))
         failures += not ok
         shown = lambda e: "missing" if e is None else f"{e:.2e}"
         result = "pass" if ok else (f"FAIL (exit {code}, see {work}/{name}.log)" if code else "FAIL")
         if code == 0 and flip is not None:
             result = f"FAIL (expert load {flip[1]} differs at step {flip[0]}: a routing flip)"
+        elif code == 0 and row["ep"] > 1 and (norm_err is None or norm_err > tolerance):
+            result = f"FAIL (gradient norm error {shown(norm_err)})"
         print(f"{name:<38} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
               f"{row['sp']:>3} {row['schedule']:>11} {row['vs']:>2} {row['accum']:>5} {ranks:>5}  "
               f"{shown(train_err):>9}  {shown(val_err):>9}  {seconds:5.1f}s  {result}", flush=True)

@@ -482,7 +482,7 @@ TEST(Recipe, AModelDescriptionNeedsNoData) {
   EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
   // The model's own rules still hold, and so does what this build supports.
   EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
-  EXPECT_THROW(parse_recipe("[parallel]\ndp = 2\nep = 2\n", kSource, {}, RecipeUse::model), UserError);
+  EXPECT_THROW(parse_recipe("[train]\nprecision = \"fp8\"\n", kSource, {}, RecipeUse::model), UserError);
 }
 
 TEST(Recipe, RopeScalingKeys) {
@@ -535,23 +535,27 @@ TEST(Recipe, SeveralRanksOnGpusAreAcceptedWithEitherDeviceCommunicator) {
 }
 
 TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
-  // ep borrows its ranks from dp x cp: the rule is told before the refusal of ep > 1.
+  // ep borrows its ranks from dp x cp: that rule is told first, then what the model needs.
   const std::string batch = "[train]\nmicro_batch = 1\nglobal_batch = 12\n";
+  const std::string moe = "[model]\nn_experts = 8\n";
   const std::vector<CrossFieldCase> cases = {
       {"[parallel]\ndp = 2\nep = 4\n",
        {"parallel.ep = 4 does not divide parallel.dp * parallel.cp = 2 * 1 = 2", "choose an ep that divides dp * cp"}},
       {"[parallel]\ndp = 4\nep = 3\n", {"parallel.ep = 3 does not divide parallel.dp * parallel.cp = 4 * 1 = 4"}},
       {"[parallel]\ndp = 3\ncp = 2\nep = 4\n", {"parallel.ep = 4 does not divide parallel.dp * parallel.cp = 3 * 2 = 6"}},
-      // Divisible: then the build's refusal.
-      {"[parallel]\ndp = 4\nep = 2\n", {"parallel.ep = 2", "expert parallelism is not supported by this build yet"}},
-      {"[parallel]\ndp = 3\ncp = 2\nep = 6\n", {"parallel.ep = 6", "expert parallelism is not supported"}},
+      // Divisible: then a dense model has no experts to place.
+      {"[parallel]\ndp = 4\nep = 2\n", {"parallel.ep = 2 with a dense model", "set parallel.ep = 1"}},
       // With dp unset the rule waits for the launch (core/recipe/recipe_defaults.h).
-      {"[parallel]\nep = 3\n", {"parallel.ep = 3", "expert parallelism is not supported by this build yet"}},
+      {"[parallel]\nep = 3\n", {"parallel.ep = 3 with a dense model"}},
+      // An MoE model whose experts do not split over ep.
+      {moe + "[parallel]\ndp = 3\ncp = 2\nep = 6\n",
+       {"model.n_experts = 8 does not divide over parallel.ep = 6 ranks", "choose an ep that divides n_experts"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
     expect_mentions(error_of(kMinimal + batch + c.text), c.mentions);
   }
+  EXPECT_EQ(parse(kMinimal + batch + moe + "[parallel]\ndp = 4\nep = 4\n").parallel.ep, 4);
   const std::string huge = "[parallel]\ndp = 4611686018427387904\ncp = 4\nep = 3\n";  // dp * cp overflows
   expect_mentions(error_of(kMinimal + "[train]\nmicro_batch = 1\nglobal_batch = 4611686018427387904\n" + huge),
                   {"parallel.ep = 3 does not divide parallel.dp * parallel.cp = 4611686018427387904 * 4;"});
@@ -822,8 +826,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe/recipe.h: run 3, model 28, data 5, train 10, optim 5, schedule 4,
-  // parallel 13, checkpoint 5, log 5, device 3.
-  EXPECT_EQ(key_lines, 81u);
+  // parallel 14, checkpoint 5, log 5, device 3.
+  EXPECT_EQ(key_lines, 82u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

@@ -1,0 +1,244 @@
+#include "parallel/expert_dispatch.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace ustrain {
+
+namespace {
+
+// All elements of a planned buffer as one flat tensor (the communicators' counts are elements).
+Tensor flat(const Tensor& t) { return Tensor(t.data, Shape{t.numel()}, t.dtype, t.device); }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+DispatchStats& DispatchStats::operator+=(const DispatchStats& o) {
+  rounds += o.rounds;
+  extra_rounds += o.extra_rounds;
+  rows_sent += o.rows_sent;
+  rows_received += o.rows_received;
+  return *this;
+}
+
+// Who sends what to whom, from every member's counts. Positions are rows of a destination's
+// incoming stream (sources in member order, each source's rows in expert order).
+struct ExpertDispatcher::Plan {
+  int members = 1, n_experts = 1, me = 0;
+  std::int64_t width = 0;                  // D
+  std::vector<std::int64_t> table;         // (ep, E) rows of source s for expert e
+  std::vector<std::int64_t> stream_begin;  // (ep, ep) [s][d]: where source s's rows start in d's stream
+  std::vector<std::int64_t> to;            // (ep, ep) [s][d]: rows source s routes to member d
+  std::vector<std::int64_t> own_offset;    // (ep) where this rank's rows for member d start in its input
+  int rounds = 0;
+  std::int64_t capacity = 0;
+
+  std::int64_t at(int s, int e) const { return table[static_cast<std::size_t>(s * n_experts + e)]; }
+  std::int64_t begin(int s, int d) const { return stream_begin[static_cast<std::size_t>(s * members + d)]; }
+  std::int64_t rows(int s, int d) const { return to[static_cast<std::size_t>(s * members + d)]; }
+  // Round t's part of source s's rows for member d, as positions [lo, hi) of d's stream
+  // (empty when hi <= lo).
+  std::pair<std::int64_t, std::int64_t> piece(int s, int d, int t) const {
+    const std::int64_t b = begin(s, d);
+    return {std::max(b, t * capacity), std::min(b + rows(s, d), (t + 1) * capacity)};
+  }
+};
+
+ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts)
+    : counts_(&counts), rows_(&rows), placement_{n_experts, rows.size(), rows.rank()} {
+  USTRAIN_ASSERT(counts.size() == rows.size() && counts.rank() == rows.rank(),
+                 "the dispatcher's two communicators are one group");
+  USTRAIN_ASSERT(n_experts % rows.size() == 0,
+                 fmt::format("{} experts do not split over {} ep ranks", n_experts, rows.size()));
+  if (rows.size() == 1) {  // a group of one: every expert is local
+    rows_ = counts_ = nullptr;
+    return;
+  }
+  count_table_.assign(static_cast<std::size_t>(rows.size() * n_experts), 0);
+}
+
+ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> counts, const Tensor& in,
+                                              const DispatchBuffers& buffers) {
+  const ExpertPlacement& pl = placement_;
+  Plan p;
+  p.members = pl.members, p.n_experts = pl.n_experts, p.me = pl.member;
+  p.width = in.shape.last();
+  p.capacity = buffers.recv.shape[0];
+  USTRAIN_ASSERT(p.capacity >= 1 && buffers.recv_grad.shape[0] == p.capacity && buffers.result.shape[0] == p.capacity,
+                 "dispatch buffers of at least one row, all of the capacity's rows");
+  for (const Tensor* t : {&buffers.send, &buffers.recv, &buffers.recv_grad, &buffers.result})
+    USTRAIN_ASSERT(t->shape.rank() == 2 && t->shape.last() == p.width && t->dtype == in.dtype,
+                   "dispatch buffers of the rows' width and dtype");
+  USTRAIN_ASSERT(buffers.send.shape[0] >= in.shape[0], "a send buffer of the input's rows");
+  const auto e_count = static_cast<std::size_t>(pl.n_experts);
+  std::int32_t* mine = count_table_.data() + static_cast<std::size_t>(pl.member) * e_count;
+  for (std::size_t e = 0; e < e_count; ++e) {
+    USTRAIN_ASSERT(counts[e] >= 0 && counts[e] <= INT32_MAX, "expert row counts in [0, 2^31)");
+    mine[e] = static_cast<std::int32_t>(counts[e]);
+  }
+  const Tensor table(count_table_.data(), Shape{static_cast<std::int64_t>(count_table_.size())}, DType::i32);
+  counts_->all_gather(table, table.slice(pl.member * pl.n_experts, (pl.member + 1) * pl.n_experts)).wait();
+  p.table.assign(count_table_.begin(), count_table_.end());
+
+  const auto m = static_cast<std::size_t>(p.members);
+  p.to.assign(m * m, 0);
+  p.stream_begin.assign(m * m, 0);
+  for (int s = 0; s < p.members; ++s)
+    for (int e = 0; e < p.n_experts; ++e) p.to[static_cast<std::size_t>(s * p.members + pl.owner(e))] += p.at(s, e);
+  std::int64_t most = 0;  // rows some member receives
+  for (int d = 0; d < p.members; ++d) {
+    std::int64_t at = 0;
+    for (int s = 0; s < p.members; ++s) {
+      p.stream_begin[static_cast<std::size_t>(s * p.members + d)] = at;
+      at += p.rows(s, d);
+    }
+    most = std::max(most, at);
+  }
+  p.rounds = static_cast<int>(ceil_div(most, p.capacity));
+  p.own_offset.assign(m, 0);
+  for (int d = 1; d < p.members; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    p.own_offset[i] = p.own_offset[i - 1] + p.rows(p.me, d - 1);
+  }
+  return p;
+}
+
+std::vector<std::int64_t> ExpertDispatcher::pack(Backend& be, const Plan& p, int round, Tensor rows,
+                                                 Tensor send) const {
+  std::vector<std::int64_t> elements(static_cast<std::size_t>(p.members), 0);
+  std::int64_t at = 0;
+  for (int d = 0; d < p.members; ++d) {
+    const auto [lo, hi] = p.piece(p.me, d, round);
+    if (hi <= lo) continue;
+    const std::int64_t from = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
+    be.copy(send.slice(at, at + hi - lo), rows.slice(from, from + hi - lo));
+    at += hi - lo;
+    elements[static_cast<std::size_t>(d)] = (hi - lo) * p.width;
+  }
+  return elements;
+}
+
+void ExpertDispatcher::unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const {
+  std::int64_t at = 0;
+  for (int d = 0; d < p.members; ++d) {
+    const auto [lo, hi] = p.piece(p.me, d, round);
+    if (hi <= lo) continue;
+    const std::int64_t to = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
+    be.copy(rows.slice(to, to + hi - lo), send.slice(at, at + hi - lo));
+    at += hi - lo;
+  }
+}
+
+template <class Run>
+void ExpertDispatcher::for_each_run(const Plan& p, int round, Run run) const {
+  const std::int64_t window = round * p.capacity;
+  const int first = placement_.first(), last = first + placement_.per_member();
+  for (int s = 0; s < p.members; ++s) {
+    std::int64_t at = p.begin(s, p.me);  // stream position of expert e's rows from source s
+    for (int e = first; e < last; ++e) {
+      const std::int64_t lo = std::max(at, window), hi = std::min(at + p.at(s, e), window + p.capacity);
+      if (hi > lo) run(e, lo - window, hi - window);
+      at += p.at(s, e);
+    }
+  }
+}
+
+namespace {
+
+// Element counts of what member `me` receives in round t (from each source), from the plan.
+template <class PlanT>
+std::vector<std::int64_t> incoming(const PlanT& p, int round, DispatchStats& stats) {
+  std::vector<std::int64_t> elements(static_cast<std::size_t>(p.members), 0);
+  for (int s = 0; s < p.members; ++s) {
+    const auto [lo, hi] = p.piece(s, p.me, round);
+    if (hi <= lo) continue;
+    elements[static_cast<std::size_t>(s)] = (hi - lo) * p.width;
+    if (s != p.me) stats.rows_received += hi - lo;
+  }
+  return elements;
+}
+
+void count_sent(const std::vector<std::int64_t>& elements, int me, std::int64_t width, DispatchStats& stats) {
+  for (std::size_t d = 0; d < elements.size(); ++d)
+    if (static_cast<int>(d) != me) stats.rows_sent += elements[d] / width;
+}
+
+void check_rows(std::span<const std::int64_t> counts, int n_experts, const Tensor& in,
+                std::initializer_list<Tensor> others) {
+  USTRAIN_ASSERT(counts.size() == static_cast<std::size_t>(n_experts), "one row count per expert");
+  std::int64_t total = 0;
+  for (std::int64_t c : counts) total += c;
+  USTRAIN_ASSERT(in.shape.rank() == 2 && in.shape[0] == total,
+                 fmt::format("dispatch: {} rows counted, the input holds {}", total, in.shape[0]));
+  for (const Tensor& t : others) USTRAIN_ASSERT(t.shape == in.shape, "dispatch: rows of the input's shape");
+}
+
+}  // namespace
+
+DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
+                                        Tensor in, Tensor out, const DispatchBuffers& buf) {
+  check_rows(counts, placement_.n_experts, in, {out});
+  DispatchStats stats;
+  if (local()) {
+    std::int64_t at = 0;
+    for (int e = 0; e < placement_.n_experts; ++e) {
+      const std::int64_t c = counts[static_cast<std::size_t>(e)];
+      if (c > 0) experts.forward(be, e, out.slice(at, at + c), in.slice(at, at + c));
+      at += c;
+    }
+    return stats;
+  }
+  const Plan p = plan(counts, in, buf);
+  for (int t = 0; t < p.rounds; ++t) {
+    const std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
+    const std::vector<std::int64_t> received = incoming(p, t, stats);
+    count_sent(sent, p.me, p.width, stats);
+    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
+    for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
+      experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
+    });
+    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    unpack(be, p, t, out, buf.send);
+  }
+  stats.rounds = p.rounds;
+  stats.extra_rounds = std::max(0, p.rounds - 1);
+  return stats;
+}
+
+DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
+                                         Tensor in, Tensor d_out, Tensor d_in, const DispatchBuffers& buf) {
+  check_rows(counts, placement_.n_experts, in, {d_out, d_in});
+  DispatchStats stats;
+  if (local()) {
+    std::int64_t at = 0;
+    for (int e = 0; e < placement_.n_experts; ++e) {
+      const std::int64_t c = counts[static_cast<std::size_t>(e)];
+      if (c > 0) experts.backward(be, e, d_in.slice(at, at + c), d_out.slice(at, at + c), in.slice(at, at + c));
+      at += c;
+    }
+    return stats;
+  }
+  const Plan p = plan(counts, in, buf);
+  for (int t = 0; t < p.rounds; ++t) {
+    const std::vector<std::int64_t> received = incoming(p, t, stats);
+    std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
+    count_sent(sent, p.me, p.width, stats);
+    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
+    sent = pack(be, p, t, d_out, buf.send);
+    rows_->all_to_all_v(flat(buf.recv_grad), received, flat(buf.send), sent).join_compute();
+    for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
+      experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
+    });
+    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    unpack(be, p, t, d_in, buf.send);
+  }
+  stats.rounds = p.rounds;
+  stats.extra_rounds = std::max(0, p.rounds - 1);
+  return stats;
+}
+
+}  // namespace ustrain

@@ -1,0 +1,128 @@
+// Expert parallelism's token exchange: the rows a rank routed to experts that other members of
+// its ep group own go there, the owners run their experts on them, and the results come back.
+//
+// A mixture-of-experts layer hands the dispatcher its rows in expert order (every choice of
+// every token, grouped by expert: core/model/expert_order.h) with the count of each expert,
+// and an ExpertCompute that runs one expert on some rows. Member r of the ep group owns the
+// experts [r E/ep, (r + 1) E/ep) (ExpertPlacement), so the rows for one member are contiguous.
+//
+// Forward, per layer and micro-batch:
+//   1. counts: every member's per-expert counts are all-gathered (ep x E integers), so every
+//      member plans the same rounds (below) without asking again;
+//   2. per round: the rows travel to their owners by one all-to-all-v, the owner runs each
+//      (source, expert) run of its received rows through the expert, and the results return by
+//      the inverse all-to-all-v to where the rows came from, in expert order.
+// Backward mirrors it: per round the rows travel again with their output gradients, the owner
+// recomputes what the expert needs (the rows are not kept between the passes, see below),
+// accumulates the expert's weight gradients and returns the input gradients.
+//
+// Dropless under a static memory plan: a member receives at most `capacity` rows per round (the
+// rows of the receive buffers the caller plans and hands in, DispatchBuffers). A member whose
+// incoming rows R exceed it takes ceil(R / capacity) rounds; every member runs the most rounds
+// any member needs (the exchanges are collective). Round t carries positions [t C, (t + 1) C)
+// of every member's incoming stream, which lists the sources in member order and, within a
+// source, its rows in expert order. Nothing is dropped and every row meets the same expert whatever the rounds
+// (they change only how rows are batched into GEMMs). DispatchStats counts the rounds past the
+// first.
+//
+// Memory: the receiving side holds C rows of inputs, results and (backward) output gradients;
+// the sending side one buffer of the rows it routes. The rows an owner receives are not kept
+// for the backward pass (that would need ep x N k rows, unbounded by the plan); backward sends
+// them again and the expert recomputes its activations from them.
+//
+// In a group of one (ep = 1) every expert is local: the ExpertCompute runs on the caller's
+// rows in place, no buffer is touched, nothing moves and the capacity plays no part.
+//
+// What overlaps today: nothing. The rounds of one layer and micro-batch run one after another,
+// each exchange waited for before the expert computes; the schedule's other micro-batches do
+// not run in between (the layer's forward returns only after its results are home).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "parallel/communicator.h"
+
+namespace ustrain {
+
+// Which experts each member of an ep group owns: contiguous blocks of E / ep.
+struct ExpertPlacement {
+  int n_experts = 1;  // E, a multiple of members
+  int members = 1;    // ep
+  int member = 0;     // this rank in the ep group
+  int per_member() const { return n_experts / members; }
+  int first() const { return member * per_member(); }  // this member's first expert
+  int owner(int expert) const { return expert / per_member(); }
+  bool owns(int expert) const { return owner(expert) == member; }
+};
+
+// One expert on some rows, run on the member that owns it (the MoE layer's expert GEMMs).
+// Runs hold at most max(the caller's rows, capacity) rows.
+class ExpertCompute {
+ public:
+  virtual ~ExpertCompute() = default;
+  // out (c, D) = the expert's output for rows `in` (c, D).
+  virtual void forward(Backend& be, int expert, Tensor out, Tensor in) = 0;
+  // d_in (c, D), overwritten, from the output gradients d_out (c, D) of rows `in` (c, D); adds
+  // the expert's weight gradients from them.
+  virtual void backward(Backend& be, int expert, Tensor d_in, Tensor d_out, Tensor in) = 0;
+};
+
+// The planned buffers of a dispatch of D-wide rows (a group of one needs none). The capacity C
+// is the rows of recv, recv_grad and result.
+struct DispatchBuffers {
+  Tensor send;       // (max rows, D): the rows this rank routes, as one round sends them
+  Tensor recv;       // (C, D): a round's incoming rows
+  Tensor recv_grad;  // (C, D): their output gradients (backward)
+  Tensor result;     // (C, D): the experts' results (or input gradients) on them
+};
+
+// What one call did.
+struct DispatchStats {
+  int rounds = 0;              // exchanges of rows (0 when no member routed any)
+  int extra_rounds = 0;        // rounds past the first: the capacity was exceeded
+  std::int64_t rows_sent = 0;  // rows this rank sent to other members (each way once)
+  std::int64_t rows_received = 0;  // rows other members sent to this rank
+  DispatchStats& operator+=(const DispatchStats& o);
+};
+
+class ExpertDispatcher {
+ public:
+  ExpertDispatcher() = default;  // one member: every expert local
+  // `counts` carries the host integers every member plans with, `rows` the row tensors (the
+  // same group; on a GPU its device communicator); E experts, a multiple of the members.
+  ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts);
+
+  const ExpertPlacement& placement() const { return placement_; }
+  bool local() const { return rows_ == nullptr; }
+  int members() const { return placement_.members; }
+
+  // out (n, D) = each row of `in` (n, D, expert order, counts[e] rows of expert e, E counts)
+  // through its expert.
+  DispatchStats forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
+                        Tensor out, const DispatchBuffers& buffers);
+  // d_in (n, D) from d_out (n, D), rows as forward's; the owners add their experts' weight
+  // gradients.
+  DispatchStats backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
+                         Tensor d_out, Tensor d_in, const DispatchBuffers& buffers);
+
+ private:
+  struct Plan;
+  Plan plan(std::span<const std::int64_t> counts, const Tensor& in, const DispatchBuffers& buffers);
+  // Copies this rank's pieces of round t out of `rows` into `send`; returns the element counts
+  // per member.
+  std::vector<std::int64_t> pack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
+  void unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
+  // Runs `run(expert, begin, end)` over the (source, expert) runs of round t's received rows.
+  template <class Run>
+  void for_each_run(const Plan& p, int round, Run run) const;
+
+  Communicator* counts_ = nullptr;
+  Communicator* rows_ = nullptr;
+  ExpertPlacement placement_;
+  std::vector<std::int32_t> count_table_;  // (ep, E): the all-gathered counts, reused per call
+};
+
+}  // namespace ustrain
