@@ -3,7 +3,7 @@
 
 Trains the quickstart model (recipes/quickstart.toml, on a byte-level dataset converted here
 from /usr/share/games/fortunes or, without it, from generated text) in a table of layouts on
-1, 2 and 4 MPI ranks (dp, tp, pp and ZeRO mixes), each for a few steps, and compares the
+1, 2 and 4 MPI ranks (dp, tp, pp, cp and ZeRO mixes), each for a few steps, and compares the
 fastest measured step (metrics.jsonl step_s, after the warm-up steps: on a shared machine the
 step least disturbed by other work, as the planner's calibration takes the fastest of its
 calls) with the step time `ustrain plan`, run right before it, predicts for the same layout.
@@ -44,10 +44,13 @@ LAYOUTS = [
     (4, {"parallel.dp": 2, "parallel.pp": 2, "train.micro_batch": 4}),
     (4, {"parallel.tp": 2, "parallel.pp": 2, "train.micro_batch": 4}),
     (4, {"parallel.tp": 4, "train.micro_batch": 8}),
+    (2, {"parallel.cp": 2, "train.micro_batch": 8}),
+    (4, {"parallel.dp": 2, "parallel.cp": 2, "train.micro_batch": 8}),
+    (4, {"parallel.cp": 2, "parallel.tp": 2, "train.micro_batch": 8}),
 ]
-DEFAULTS = {"parallel.dp": 1, "parallel.tp": 1, "parallel.pp": 1, "parallel.zero": 0, "parallel.sp": True,
+DEFAULTS = {"parallel.dp": 1, "parallel.tp": 1, "parallel.pp": 1, "parallel.cp": 1, "parallel.zero": 0, "parallel.sp": True,
             "parallel.pp_schedule": "1f1b", "parallel.virtual_stages": 1, "train.recompute": "none"}
-JSON_KEYS = {"parallel.dp": "dp", "parallel.tp": "tp", "parallel.pp": "pp", "parallel.zero": "zero",
+JSON_KEYS = {"parallel.dp": "dp", "parallel.tp": "tp", "parallel.pp": "pp", "parallel.cp": "cp", "parallel.zero": "zero",
              "parallel.sp": "sp", "parallel.pp_schedule": "pp_schedule", "parallel.virtual_stages": "virtual_stages",
              "train.recompute": "recompute", "train.micro_batch": "micro_batch"}
 
@@ -85,7 +88,8 @@ def predictions(ustrain, ranks, threads):
 
 def matches(entry, keys, ranks):
     want = dict(DEFAULTS, **keys)
-    want["parallel.dp"] = keys.get("parallel.dp", ranks // (want["parallel.tp"] * want["parallel.pp"]))
+    want["parallel.dp"] = keys.get("parallel.dp",
+                                   ranks // (want["parallel.tp"] * want["parallel.pp"] * want["parallel.cp"]))
     for key, name in JSON_KEYS.items():
         value = want[key]
         if key == "parallel.sp" and want["parallel.tp"] == 1:

@@ -8,9 +8,13 @@
 //                                         the end of backward. Without overlap_comm, exposed.
 //   gradients, ZeRO-3 parameter gathers   prefetched one layer ahead (overlap_comm): exposed
 //                                         only where an action's gathers outlast its compute.
-//   cp (ring attention's key/value        priced as blocking, an upper bound: the code sends
-//     blocks and gradient sums)           each block while the previous one computes (only
-//                                         the gradient sums wait), which is not modelled.
+//   cp (ring attention's key/value        the next key/value block travels while this one
+//     blocks and gradient sums)           computes (parallel/ring_attention.cpp): exposed only
+//                                         where an action's key/value transfers outlast its
+//                                         attention. The backward's gradient sums, as large as
+//                                         the key/values it passes, wait: exposed. So a
+//                                         forward exposes max(0, ring - attention), a backward
+//                                         ring / 2 + max(0, ring / 2 - attention).
 //   pp (activations and gradients)        non-blocking, posted one compute early: the
 //                                         pipeline simulator adds their time as the transfer
 //                                         between a send and the data's use.

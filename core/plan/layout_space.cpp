@@ -36,16 +36,15 @@ std::vector<std::pair<std::string, std::int64_t>> schedules(std::int64_t pp, std
 }  // namespace
 
 std::vector<std::string> Layout::overrides() const {
+  // Every dimension, 1s included: the lines are pasted after the user's own --set options,
+  // whose values for a dimension the layout does not use must not survive.
   std::vector<std::string> o = {fmt::format("parallel.dp={}", dp), fmt::format("parallel.tp={}", tp),
-                                fmt::format("parallel.pp={}", pp)};
-  if (cp > 1) o.push_back(fmt::format("parallel.cp={}", cp));
-  if (ep > 1) o.push_back(fmt::format("parallel.ep={}", ep));
+                                fmt::format("parallel.pp={}", pp), fmt::format("parallel.cp={}", cp),
+                                fmt::format("parallel.ep={}", ep)};
   o.push_back(fmt::format("parallel.zero={}", zero));
   if (tp > 1) o.push_back(fmt::format("parallel.sp={}", sp ? "true" : "false"));
-  if (pp > 1) {
-    o.push_back(fmt::format("parallel.pp_schedule={}", pp_schedule));
-    o.push_back(fmt::format("parallel.virtual_stages={}", virtual_stages));
-  }
+  o.push_back(fmt::format("parallel.pp_schedule={}", pp_schedule));
+  o.push_back(fmt::format("parallel.virtual_stages={}", virtual_stages));
   o.push_back(fmt::format("train.micro_batch={}", micro_batch));
   o.push_back(fmt::format("train.global_batch={}", micro_batch * grad_accum * dp));
   o.push_back(fmt::format("train.recompute={}", recompute));

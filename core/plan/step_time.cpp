@@ -40,6 +40,13 @@ bool is_backward(ActionKind k) {
   return k == ActionKind::backward || k == ActionKind::backward_input || k == ActionKind::backward_weight;
 }
 
+// The part of an action's ring transfers (ring_s) that its attention (attention_s) does not
+// hide: comm_cost.h's overlap rule for cp.
+double exposed_ring_seconds(ActionKind kind, double ring_s, double attention_s) {
+  if (!is_backward(kind)) return std::max(0.0, ring_s - attention_s);
+  return ring_s / 2 + std::max(0.0, ring_s / 2 - attention_s);
+}
+
 // The recorded pipeline rank whose profile stands for `r`: the first and last differ (the
 // embedding, the head and loss), the ones between are alike.
 int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
@@ -49,9 +56,10 @@ int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
 StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
     : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), profiles_(device) {}
 
-double StepTimeModel::price(const std::vector<RecordedOp>& ops) const {
+double StepTimeModel::price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only) const {
   double s = 0;
   for (const RecordedOp& op : ops) {
+    if (only && op.op_class != *only) continue;
     const auto flops = static_cast<double>(op.flops);
     if (op.op_class == OpClass::gemm && op.flops > 0) s += flops / cal_.gemm.rate(flops);
     else if (op.op_class == OpClass::attention && op.flops > 0) s += flops / cal_.attention.rate(flops);
@@ -76,7 +84,8 @@ const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int
     PricedAction c;
     c.compute_s = price(a.ops);
     c.tp_s = comm_seconds(a.comm.tp, spans.tp, hw_);
-    c.cp_s = comm_seconds(a.comm.cp, spans.cp, hw_);
+    c.cp_s = exposed_ring_seconds(a.action.kind, comm_seconds(a.comm.cp, spans.cp, hw_),
+                                  price(a.ops, OpClass::attention));
     const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_);
     const double sync = comm_seconds(a.comm.gradients, spans.gradients, hw_) - gathers;
     c.gather_s = overlap ? std::max(0.0, gathers - c.compute_s) : gathers;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 
 #include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
@@ -18,7 +19,7 @@ struct StepTime {
   double step_s = 0;
   double compute_s = 0;       // ops, recompute included, and the optimizer
   double tp_s = 0;            // tensor/sequence-parallel collectives (blocking)
-  double cp_s = 0;            // context parallelism's ring transfers (priced as blocking)
+  double cp_s = 0;            // context parallelism's ring transfers not hidden under attention
   double dp_s = 0;            // gradient sync and ZeRO traffic the compute does not hide
   double bubble_s = 0;        // idle inside the pipeline schedule (waits for other stages and transfers)
   double shared_cores_s = 0;  // CPU: waiting for a core the node's other ranks hold
@@ -48,7 +49,8 @@ class StepTimeModel {
     double message_bytes = 0;  // one activation (or its gradient) between stages
   };
   const PricedRank& priced(const Recipe& recipe, int pp_rank);
-  double price(const std::vector<RecordedOp>& ops) const;
+  // The ops' seconds on the calibrated device; with `only`, of that op class alone.
+  double price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only = std::nullopt) const;
 
   Hardware hw_;
   Calibration cal_;
