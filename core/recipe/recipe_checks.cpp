@@ -285,10 +285,16 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
            value, what, key);
     }
   }
-  if (r.train.precision == "fp8") {
-    fail("{}: train.precision = \"fp8\": fp8 GEMMs are not supported by this build yet; set train.precision = "
-         "\"bf16\"",
-         at.of({"train.precision"}));
+  if (r.train.precision == "fp8" && r.device.type == "cuda") {
+    fail("{}: train.precision = \"fp8\" with device.type = \"cuda\": this build computes FP8 GEMMs on the CPU "
+         "only; set device.type = \"cpu\", or train.precision = \"bf16\"",
+         at.of({"train.precision", "device.type"}));
+  }
+  // Delayed scaling keys its state by the weights' gradients, which ZeRO-2 moves between buffers.
+  if (r.train.precision == "fp8" && r.train.fp8_recipe == "delayed" && p.zero >= 2 && p.dp * p.cp > 1) {
+    fail("{}: train.fp8_recipe = \"delayed\" with parallel.zero = {}: delayed scaling needs whole gradients "
+         "(ZeRO 0 or 1); set parallel.zero = 1, or train.fp8_recipe = \"current\"",
+         at.of({"train.fp8_recipe", "parallel.zero"}), p.zero);
   }
   // ZeRO-3 shards the weights the GEMMs read; its gathered copies are fp32 only so far. With dp
   // unset (0) the rule waits for the launch (check_recipe asks again).
