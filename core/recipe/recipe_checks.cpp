@@ -290,11 +290,12 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
          "only; set device.type = \"cpu\", or train.precision = \"bf16\"",
          at.of({"train.precision", "device.type"}));
   }
-  // Delayed scaling keys its state by the weights' gradients, which ZeRO-2 moves between buffers.
-  if (r.train.precision == "fp8" && r.train.fp8_recipe == "delayed" && p.zero >= 2 && p.dp * p.cp > 1) {
-    fail("{}: train.fp8_recipe = \"delayed\" with parallel.zero = {}: delayed scaling needs whole gradients "
-         "(ZeRO 0 or 1); set parallel.zero = 1, or train.fp8_recipe = \"current\"",
-         at.of({"train.fp8_recipe", "parallel.zero"}), p.zero);
+  // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
+  // between buffers (core/train/fp8_layers.h).
+  if (r.train.precision == "fp8" && p.zero >= 2 && p.dp * p.cp > 1) {
+    fail("{}: train.precision = \"fp8\" with parallel.zero = {}: FP8 layers need whole gradients in this build "
+         "(ZeRO 0 or 1); set parallel.zero = 1, or train.precision = \"bf16\"",
+         at.of({"train.precision", "parallel.zero"}), p.zero);
   }
   // ZeRO-3 shards the weights the GEMMs read; its gathered copies are fp32 only so far. With dp
   // unset (0) the rule waits for the launch (check_recipe asks again).

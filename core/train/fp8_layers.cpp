@@ -60,6 +60,30 @@ std::vector<ParamDecl> fp8_state_declaration(const std::vector<ParamDecl>& whole
   return decls;
 }
 
+void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch, MemoryPlan& plan) {
+  if (recipe.train.precision != "fp8") return;
+  const ModelGeometry& g = model.geometry();
+  // Token rows an FP8 GEMM takes at most: a micro-batch's (gathered over tp), each token
+  // going to top_k experts.
+  const std::int64_t rows = g.tokens(micro_batch) * std::max<std::int64_t>(1, g.top_k);
+  std::int64_t layers = 0, largest = 0;
+  for (const ParamSpec& s : model.params().specs()) {
+    if (!computes_in_fp8(s)) continue;
+    ++layers;
+    std::int64_t out = s.local[0], in = s.local[1];
+    for (std::size_t next = static_cast<std::size_t>(&s - model.params().specs().data()) + 1;
+         next < model.params().specs().size() && model.params().specs()[next].packed; ++next)
+      out += model.params().specs()[next].local[0];  // a packed q/k/v or gate/up matrix is one GEMM
+    largest = std::max({largest, out * in, rows * out, rows * in});
+  }
+  if (layers == 0) return;
+  const TrainSection& t = recipe.train;
+  if (t.fp8_recipe == "delayed")
+    plan.add_host("fp8.scaling_state",
+                  static_cast<std::size_t>(layers * 2 * 3 * (t.fp8_amax_history + 2)) * sizeof(float));
+  if (recipe.device.type == "cpu") plan.add_host("fp8.cpu_operands", static_cast<std::size_t>(3 * largest) * sizeof(float));
+}
+
 void end_fp8_step(Backend& backend, ProcessGroups& groups) {
   fp8::Fp8Layers* layers = backend.fp8_layers();
   if (layers == nullptr) return;

@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "core/checkpoint/model_state.h"
+#include "core/memory/memory_plan.h"
+#include "core/model/llama.h"
 #include "core/model/params.h"
+#include "core/recipe/recipe.h"
 #include "kernels/backend.h"
 #include "parallel/process_groups.h"
 
@@ -33,6 +36,13 @@ void add_fp8_layers(const ModelParams& params, Backend& backend);
 // Every FP8 scaling state of the whole model (`whole_model`: ModelParams::whole_model()) for a
 // backend's recipe: names and shapes; none unless the recipe keeps state.
 std::vector<ParamDecl> fp8_state_declaration(const std::vector<ParamDecl>& whole_model, const Backend& backend);
+
+// The memory plan's FP8 lines for this rank's part of `model`, for micro-batches of
+// `micro_batch` sequences (nothing unless train.precision = "fp8"): the host buffers of the
+// delayed-scaling state ("fp8.scaling_state", 12 (history + 2) bytes per layer and GEMM key)
+// and of the CPU emulation's fp32 copies of a GEMM's two quantised operands and its result
+// ("fp8.cpu_operands", three times the largest operand of an FP8 GEMM).
+void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch, MemoryPlan& plan);
 
 // After a step's backward: the step's amaxes, reduced over the ranks that hold the same
 // layers, into the delayed-scaling histories. A collective over `groups`' gradient and

@@ -69,6 +69,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
   plan_library_workspace(backend->device(), plan);
   plan_op_scratch(placement.op_scratch_bytes, plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
+  plan_fp8(recipe, model, max_batch, plan);
   plan_trace(recipe, plan);
   // On a GPU the host buffers are not the checked memory's: the run checks them against the
   // host (RunSetup, before the checkpoint writer allocates its snapshot).

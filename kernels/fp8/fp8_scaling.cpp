@@ -75,6 +75,14 @@ std::vector<float> block_amax(const Operand& op, const ScaleGrid& g) {
     const std::int64_t r_end = std::min(op.rows, (gr + 1) * g.block_rows);
     for (std::int64_t r = gr * g.block_rows; r < r_end; ++r) {
       const float* row = op.data + r * op.cols;
+      if (g.block_cols == 1) {  // a block per column
+        float* m = amax.data() + gr * g.grid_cols;
+        for (std::int64_t c = 0; c < op.cols; ++c) {
+          const float a = std::fabs(row[c]);
+          m[c] = a > m[c] ? a : m[c];  // NaN ignored
+        }
+        continue;
+      }
       for (std::int64_t gc = 0; gc < g.grid_cols; ++gc) {
         const std::int64_t c_end = std::min(op.cols, (gc + 1) * g.block_cols);
         float m = amax[static_cast<std::size_t>(gr * g.grid_cols + gc)];
@@ -117,6 +125,13 @@ void quantize_dequantize_as(float* out, const Operand& op, const ScaleGrid& g, c
     const float* x = op.data + r * op.cols;
     float* y = out + r * op.cols;
     const std::int64_t base = (r / g.block_rows) * g.grid_cols;
+    if (g.block_cols == 1) {  // a scale per column (the reduction axis runs down the rows)
+      const float* s = g.scales.data() + base;
+      const float* inv = inverse.data() + base;
+#pragma omp simd
+      for (std::int64_t c = 0; c < op.cols; ++c) y[c] = round_saturating<F>(x[c] * s[c]) * inv[c];
+      continue;
+    }
     for (std::int64_t c0 = 0; c0 < op.cols; c0 += g.block_cols) {  // one block's stretch of the row
       const auto b = static_cast<std::size_t>(base + c0 / g.block_cols);
       const float s = g.scales[b], inv = inverse[b];

@@ -75,7 +75,8 @@ MODELS = {"dense": [], "moe": MOE,
           "moe-sigmoid": MOE + ["model.router_score=sigmoid", "model.router_renormalize=false"],
           "moe-seqaux": MOE + ["model.router_seq_aux_loss=0.01"],
           "moe-bias": MOE + ["model.router_score=sigmoid", "model.router_bias_update_rate=0.01"],
-          "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"]}
+          "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"],
+          "dense-fp8": ["train.precision=fp8"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:
 # under tp each rank's partial sums of the row-parallel GEMMs are rounded to 16 bits before the
