@@ -198,7 +198,8 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
   }
   for (const CheckpointTensor& t : m.tensors)
     if (wanted.count(t.name) == 0) {
-      const bool fp8_state = t.name.ends_with("fp8_scaling");  // core/train/fp8_layers.h
+      // core/train/fp8_layers.h's names
+      const bool fp8_state = t.name.ends_with(".fp8_scaling") || t.name.ends_with(".fp8_wgrad_scaling");
       if (fp8_state && !with_optimizer) continue;  // the weights alone start a run or evaluate
       if (fp8_state)
         throw UserError(fmt::format(

@@ -58,6 +58,13 @@ done
 "$USTRAIN" ckpt inspect runs/fp8-delayed-halves/checkpoints/latest >inspect.txt 2>&1
 grep -q "fp8_scaling" inspect.txt && pass "the checkpoint lists the fp8 scaling state" \
   || fail "no fp8 scaling state in the checkpoint: $(head -5 inspect.txt)"
+expect_exit 0 "a bf16 run starts from an fp8 checkpoint's weights" -- "$USTRAIN" train tiny.toml \
+  --set run.name=from-fp8 --set train.steps=2 --set train.precision=bf16 \
+  --set checkpoint.init_from=runs/fp8-delayed-halves/checkpoints/latest
+expect_exit 2 "resuming an fp8 checkpoint in bf16 is refused" -- "$USTRAIN" train tiny.toml \
+  --set run.name=fp8-delayed-halves --set train.steps=42 --set train.precision=bf16 "${constant[@]}" --resume auto \
+  --force-resume
+expect_output "fp8_recipe = \"delayed\"" "says how the checkpoint was trained"
 
 # Periodic checkpoints of the cosine-schedule run, each resumed into another run directory.
 ckpt=(--set train.steps=120 --set checkpoint.interval=20 --set checkpoint.keep_last=2 --set checkpoint.keep_every=40)
