@@ -224,6 +224,49 @@ TEST(CpuFp8Backend, GemmsMultiplyTheDequantisedOperands) {
   }
 }
 
+// Delayed scaling through the backend: a step's GEMMs quantise with the state's scales and
+// record each operand's amax; the step's end turns them into the next scales.
+TEST(CpuFp8Backend, DelayedScalingRecordsAmaxesAndUsesTheStatesScales) {
+  const std::int64_t n = 8, in = 16, outs = 4;
+  const std::vector<float> x = with_outliers(n * in, 6), w = with_outliers(outs * in, 7);
+  std::vector<std::uint16_t> xb = to_bf16(x), wb = to_bf16(w), out(static_cast<std::size_t>(n * outs));
+  const Config c{Recipe::delayed, Format::e5m2, 4, 0};
+  CpuFp8Backend be(1, c);
+  be.fp8_layers()->add(wb.data(), "w");
+  LayerScaling& state = *be.fp8_layers()->find(wb.data());
+  auto forward = [&] {
+    be.linear_forward(Tensor(out.data(), Shape{n, outs}, DType::bf16), Tensor(xb.data(), Shape{n, in}, DType::bf16),
+                      Tensor(wb.data(), Shape{outs, in}, DType::bf16));
+  };
+  auto amax = [](const std::vector<float>& v) {
+    float m = 0;
+    for (float e : v) m = std::max(m, std::fabs(e));
+    return m;
+  };
+  // out[0, 0] from operands quantised with scales sx and sw
+  auto first_output = [&](float sx, float sw) {
+    double s = 0;
+    for (std::int64_t k = 0; k < in; ++k)
+      s += static_cast<double>(round_to(Format::e4m3, x[k] * sx, true) * (1.0f / sx)) *
+           (round_to(Format::e4m3, w[k] * sw, true) * (1.0f / sw));
+    return cpu::bf16_to_float(cpu::float_to_bf16(static_cast<float>(s)));
+  };
+  be.fp8_layers()->begin_step();
+  forward();
+  EXPECT_EQ(state.pending()[static_cast<int>(Role::activation)], amax(x));
+  EXPECT_EQ(state.pending()[static_cast<int>(Role::weight)], amax(w));
+  EXPECT_NEAR(cpu::bf16_to_float(out[0]), first_output(1.0f, 1.0f), 1e-6 + 1e-2 * std::fabs(first_output(1.0f, 1.0f)));
+  be.fp8_layers()->end_step();
+  const float sx = 448.0f / amax(x), sw = 448.0f / amax(w);
+  EXPECT_EQ(state.scale(Role::activation), sx);
+  EXPECT_EQ(state.scale(Role::weight), sw);
+  forward();
+  EXPECT_NEAR(cpu::bf16_to_float(out[0]), first_output(sx, sw), 1e-6 + 1e-2 * std::fabs(first_output(sx, sw)));
+  // A validation pass's amaxes are forgotten when the next step begins.
+  be.fp8_layers()->begin_step();
+  EXPECT_EQ(state.pending()[static_cast<int>(Role::activation)], 0.0f);
+}
+
 TEST(CpuFp8Backend, LayersNotAddedComputeInBf16) {
   const std::int64_t n = 16, in = 32, outs = 8;
   const std::vector<float> x = with_outliers(n * in, 4), w = with_outliers(outs * in, 5);
