@@ -23,6 +23,9 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 namespace ustrain {
 
 struct RecordedOp;  // kernels/record/recording_backend.h
+namespace fp8 {
+class Fp8Layers;  // kernels/fp8/fp8_layers.h
+}
 
 struct AdamWParams {
   float lr = 3e-4f;
@@ -131,6 +134,10 @@ class Backend {
     (void)scratch;
     (void)bytes;
   }
+
+  // The linear layers whose GEMMs compute in FP8 and their scaling state (train.precision =
+  // "fp8"); null on a backend that computes none in FP8.
+  virtual fp8::Fp8Layers* fp8_layers() { return nullptr; }
 
   // ---- embedding ----
   // out (N, D) = table (V, D)[ids (N)]

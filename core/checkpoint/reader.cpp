@@ -198,6 +198,15 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
   }
   for (const CheckpointTensor& t : m.tensors)
     if (wanted.count(t.name) == 0) {
+      // core/train/fp8_layers.h's names
+      const bool fp8_state = t.name.ends_with(".fp8_scaling") || t.name.ends_with(".fp8_wgrad_scaling");
+      if (fp8_state && !with_optimizer) continue;  // the weights alone start a run or evaluate
+      if (fp8_state)
+        throw UserError(fmt::format(
+            "checkpoint {} holds the FP8 scaling state {}, which this run does not keep: it was trained with "
+            "train.precision = \"fp8\" and train.fp8_recipe = \"delayed\"; resume it with those, or start a run "
+            "from its weights with checkpoint.init_from",
+            checkpoint.dir(), t.name));
       if (t.states == std::vector<std::string>{std::string(kStateParam)} && !m.weights_only)
         throw UserError(fmt::format(
             "checkpoint {} holds the model state {}, which the recipe's model lacks: it is a mixture of experts' "
@@ -238,6 +247,7 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
   }
   int absent = 0;
   for (const ModelStateTensor& s : state.held) {
+    if (m.find(s.name) == nullptr && s.kept_when_absent) continue;
     if (m.find(s.name) == nullptr) {
       std::fill(s.values->begin(), s.values->end(), 0.0f);
       ++absent;

@@ -72,6 +72,11 @@ struct TrainSection {
   std::int64_t seq_len = 256;
   double grad_clip = 1.0;          // 0 disables clipping
   std::string precision = "fp32";  // fp32 | bf16 | fp16 | fp8
+  // fp8: how the linear layers' GEMM operands are scaled (kernels/fp8/fp8_scaling.h)
+  std::string fp8_recipe = "delayed";     // delayed | current | rowwise | blockwise
+  std::string fp8_grad_format = "e5m2";   // e5m2 | e4m3: the gradients' format
+  std::int64_t fp8_amax_history = 1024;   // delayed: steps of amax history
+  std::int64_t fp8_margin = 0;            // scales divided by 2^margin
   std::string recompute = "none";  // none | selective | full
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;

@@ -286,10 +286,17 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
 // What this build cannot run yet. As features land, their lines are deleted from here.
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
-  if (r.train.precision == "fp8") {
-    fail("{}: train.precision = \"fp8\": fp8 GEMMs are not supported by this build yet; set train.precision = "
-         "\"bf16\"",
-         at.of({"train.precision"}));
+  if (r.train.precision == "fp8" && r.device.type == "cuda") {
+    fail("{}: train.precision = \"fp8\" with device.type = \"cuda\": this build computes FP8 GEMMs on the CPU "
+         "only; set device.type = \"cpu\", or train.precision = \"bf16\"",
+         at.of({"train.precision", "device.type"}));
+  }
+  // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
+  // between buffers (core/train/fp8_layers.h).
+  if (r.train.precision == "fp8" && p.zero >= 2 && p.dp * p.cp > 1) {
+    fail("{}: train.precision = \"fp8\" with parallel.zero = {}: FP8 layers need whole gradients in this build "
+         "(ZeRO 0 or 1); set parallel.zero = 1, or train.precision = \"bf16\"",
+         at.of({"train.precision", "parallel.zero"}), p.zero);
   }
   // ZeRO-3 shards the weights the GEMMs read; its gathered copies are fp32 only so far. With dp
   // unset (0) the rule waits for the launch (check_recipe asks again).

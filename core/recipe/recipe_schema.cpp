@@ -173,8 +173,24 @@ std::vector<KeySpec> train_keys() {
           "Clip the global gradient norm to this value; 0 disables clipping"),
       key(USTRAIN_RECIPE_FIELD(train.precision), one_of({"fp32", "bf16", "fp16", "fp8"}),
           "Compute precision: fp32; or bf16 / fp16 (on the GPU, or on the CPU modelling its numerics) computing with a bf16 / fp16 copy of the "
-          "weights, fp32 master weights, gradients and Adam moments; fp16 adds dynamic loss scaling. fp8 is not "
-          "supported yet"),
+          "weights, fp32 master weights, gradients and Adam moments; fp16 adds dynamic loss scaling. fp8: bf16 as above, except that the GEMMs of "
+          "the decoder layers' linear layers take FP8 inputs (e4m3 activations and weights, train.fp8_grad_format "
+          "gradients) with fp32 accumulation, scaled as train.fp8_recipe says; the output head and MoE routers stay "
+          "bf16. On the CPU FP8 is emulated exactly (quantise, then multiply the dequantised values in fp32), a "
+          "correctness model rather than a fast path"),
+      key(USTRAIN_RECIPE_FIELD(train.fp8_recipe), one_of({"delayed", "current", "rowwise", "blockwise"}),
+          "fp8 scaling: delayed (one scale per tensor from the amax history of earlier steps, TransformerEngine's "
+          "default), current (one scale per tensor from its own amax), rowwise (a power-of-two scale per row along "
+          "the reduction axis, torchao's default) or blockwise (power-of-two scales per 1x128 tile of activations "
+          "and gradients and per 128x128 block of weights, DeepSeek-V3's)"),
+      key(USTRAIN_RECIPE_FIELD(train.fp8_grad_format), one_of({"e5m2", "e4m3"}),
+          "fp8: the format of the gradients the backward GEMMs take: e5m2 (more range, TransformerEngine's "
+          "hybrid format) or e4m3 (more precision)"),
+      key(USTRAIN_RECIPE_FIELD(train.fp8_amax_history), between(Bound{1, true}, Bound{65536, true}),
+          "fp8 delayed scaling: steps of amax history; each tensor's scale comes from the largest amax of the "
+          "last this many steps (saved in checkpoints)"),
+      key(USTRAIN_RECIPE_FIELD(train.fp8_margin), between(Bound{0, true}, Bound{16, true}),
+          "fp8: scales are divided by 2^margin, leaving that many binades of headroom above each amax"),
       key(USTRAIN_RECIPE_FIELD(train.recompute), one_of({"none", "selective", "full"}),
           "Activation recomputation in the backward pass, trading compute for memory"),
       key(USTRAIN_RECIPE_FIELD(train.eval_interval), at_least(0),

@@ -50,7 +50,7 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
                                 recipe.data.path, t.seq_len));
   ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, t.seq_len), t.micro_batch, Recompute::none);
   load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false,
-                   model_state_of(instance.model, false));
+                   model_state_of(instance.model, *instance.backend, false));
 
   // The trainer's validation set: `batches` global batches, read here by one process, and no
   // more than the split holds (more would count some sequences twice).

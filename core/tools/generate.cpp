@@ -32,7 +32,7 @@ GeneratedText generate_text(const GenerateOptions& o, const std::function<void(c
   ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, context), 1, Recompute::none);
   LlamaModel& model = instance.model;
   Backend& backend = *instance.backend;
-  load_model_state(checkpoint, model.params(), backend, /*with_optimizer=*/false, model_state_of(model, false));
+  load_model_state(checkpoint, model.params(), backend, /*with_optimizer=*/false, model_state_of(model, backend, false));
 
   if (tokenizer->vocab_size() > recipe.model.vocab_size)
     throw UserError(fmt::format("the tokenizer has {} tokens but the checkpoint's model only {}",

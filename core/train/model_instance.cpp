@@ -6,12 +6,20 @@
 #include "core/run/cpu_threads.h"
 #include "core/distributed/parallelize.h"
 #include "core/trace/trace_memory.h"
+#include "core/train/fp8_layers.h"
+#include "kernels/cpu/cpu_fp8_backend.h"
 
 namespace ustrain {
 
+fp8::Config fp8_config_of(const Recipe& recipe) {
+  const TrainSection& t = recipe.train;
+  return {fp8::recipe_named(t.fp8_recipe), t.fp8_grad_format == "e4m3" ? fp8::Format::e4m3 : fp8::Format::e5m2,
+          static_cast<int>(t.fp8_amax_history), static_cast<int>(t.fp8_margin)};
+}
+
 DType compute_dtype(const Recipe& recipe) {
   const std::string& p = recipe.train.precision;
-  if (p == "bf16") return DType::bf16;
+  if (p == "bf16" || p == "fp8") return DType::bf16;  // fp8: bf16 outside the FP8 GEMMs
   if (p == "fp16") return DType::f16;
   USTRAIN_ASSERT(p == "fp32", "train.precision " + p + " reached the model; the recipe check refuses it");
   return DType::f32;
@@ -22,6 +30,10 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
     const ThreadCheck threads = check_threads(recipe.device.threads, usable_cores());
     if (!threads.error.empty()) throw UserError(threads.error);
     if (!threads.warning.empty()) spdlog::warn("{}", threads.warning);
+  }
+  if (recipe.train.precision == "fp8") {
+    USTRAIN_ASSERT(recipe.device.type == "cpu", "fp8 on CUDA reached the backend; the recipe check refuses it");
+    return std::make_unique<CpuFp8Backend>(static_cast<int>(recipe.device.threads), fp8_config_of(recipe));
   }
   return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
                       static_cast<int>(recipe.device.threads), device_index);
@@ -57,6 +69,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
   plan_library_workspace(backend->device(), plan);
   plan_op_scratch(placement.op_scratch_bytes, plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
+  plan_fp8(recipe, model, max_batch, plan);
   plan_trace(recipe, plan);
   // On a GPU the host buffers are not the checked memory's: the run checks them against the
   // host (RunSetup, before the checkpoint writer allocates its snapshot).
@@ -64,6 +77,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
                   memory_check_of(recipe), 0, backend->device() == Device::cpu);
   memory = std::make_unique<PlannedMemory>(plan, *backend);
   model.bind(*memory, *backend);
+  add_fp8_layers(model.params(), *backend);
 }
 
 }  // namespace ustrain

@@ -9,13 +9,18 @@
 #include "core/memory/memory_plan.h"
 #include "core/model/llama.h"
 #include "core/recipe/recipe.h"
+#include "kernels/fp8/fp8_scaling.h"
 
 namespace ustrain {
 
-// The dtype the model computes in for train.precision: f32, bf16 or f16.
+// The dtype the model computes in for train.precision: f32, bf16 (bf16 and fp8) or f16.
 DType compute_dtype(const Recipe& recipe);
 
-// The backend the recipe's [device] section asks for; on CUDA, GPU `device_index`.
+// train.precision = "fp8"'s scaling keys (train.fp8_*).
+fp8::Config fp8_config_of(const Recipe& recipe);
+
+// The backend the recipe's [device] section asks for (with FP8 linear layers for train.precision
+// = "fp8"); on CUDA, GPU `device_index`.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
 
 // How one rank holds the part of the model its geometry names: the tensor- and

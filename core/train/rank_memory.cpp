@@ -3,6 +3,7 @@
 #include "core/checkpoint/writer.h"
 #include "core/plan/step_scratch.h"
 #include "core/trace/trace_memory.h"
+#include "core/train/fp8_layers.h"
 #include "core/train/model_instance.h"
 #include "core/train/training_step.h"
 
@@ -20,6 +21,7 @@ RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipe
   plan_library_workspace(recipe.device.type == "cuda" ? Device::cuda : Device::cpu, m.plan);
   plan_op_scratch(deviceless_op_scratch(recipe, pp_rank), m.plan);
   plan_checkpoint_snapshot(stage.params(), m.plan);
+  plan_fp8(recipe, stage, recipe.train.micro_batch, m.plan);
   plan_trace(recipe, m.plan);
   return m;
 }

@@ -1,6 +1,8 @@
 #include "core/train/router_balance.h"
 
+#include "core/train/fp8_layers.h"
 #include "kernels/error.h"
+#include "kernels/fp8/fp8_layers.h"
 
 namespace ustrain {
 
@@ -33,9 +35,13 @@ void balance_router_biases(LlamaModel& model, Communicator& batch_group, double 
   }
 }
 
-ModelState model_state_of(LlamaModel& model, bool saves) {
+ModelState model_state_of(LlamaModel& model, Backend& backend, bool saves) {
   ModelState state{LlamaModel::state_declaration(model.config()), {}, saves};
   for (RouterBias* b : model.router_biases()) state.held.push_back({b->name, &b->values});
+  const std::vector<ParamDecl> fp8 = fp8_state_declaration(model.params().whole_model(), backend);
+  state.whole_model.insert(state.whole_model.end(), fp8.begin(), fp8.end());
+  if (fp8::Fp8Layers* layers = backend.fp8_layers())
+    for (const auto& [name, s] : layers->by_name()) state.held.push_back({name, &s->values(), /*kept_when_absent=*/true});
   return state;
 }
 

@@ -28,8 +28,9 @@ void step_router_bias(std::vector<float>& bias, std::span<const double> load, do
 // collective over that group; nothing without router biases.
 void balance_router_biases(LlamaModel& model, Communicator& batch_group, double rate);
 
-// The model state of `model` that checkpoints keep; this rank saves what it holds when `saves`
-// (one rank of the ranks that hold the same layers).
-ModelState model_state_of(LlamaModel& model, bool saves);
+// The model state of `model` that checkpoints keep: its routing biases, and the FP8 scaling
+// state `backend` keeps for it (core/train/fp8_layers.h); this rank saves what it holds when
+// `saves` (one rank of the ranks that hold the same layers).
+ModelState model_state_of(LlamaModel& model, Backend& backend, bool saves);
 
 }  // namespace ustrain

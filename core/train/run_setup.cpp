@@ -150,12 +150,12 @@ ResumedRun RunSetup::load_state(const Recipe& recipe, const TrainOptions& option
   ResumedRun start;
   if (resume_from) {
     start = resume_training(*resume_from, recipe, options.force_resume, checkpoints, params, be, data,
-                           layout.leads(), model_state_of(run.model, false));
+                           layout.leads(), model_state_of(run.model, run.backend, false));
     if (layout.leads()) drop_metrics_after(paths.metrics_path, start.step);
     run.scaler.restore(start.loss_scale);
   } else if (!recipe.checkpoint.init_from.empty()) {
     const CheckpointReader initial(locate_checkpoint(recipe.checkpoint.init_from));
-    load_model_state(initial, params, be, /*with_optimizer=*/false, model_state_of(run.model, false));
+    load_model_state(initial, params, be, /*with_optimizer=*/false, model_state_of(run.model, run.backend, false));
     spdlog::info("initial weights from {} (step {} of the run that wrote it)", initial.dir(), initial.manifest().step);
   } else {
     run.model.initialise(be, recipe.run.seed);
@@ -176,7 +176,7 @@ std::unique_ptr<CheckpointWriter> open_checkpoint_writer(const Recipe& recipe, c
   auto writer = std::make_unique<CheckpointWriter>(
       CheckpointWriterConfig{checkpoints.root(), ck.keep_last, ck.keep_every, ck.async, to_toml(recipe),
                              options.ustrain_version, be.name(), layout.mesh().shape(), layout.checkpoint_group(),
-                             dataset_tokenizer_snapshot(recipe.data), LlamaModel::state_declaration(recipe.model)},
+                             dataset_tokenizer_snapshot(recipe.data), model_state_of(run.model, be, false).whole_model},
       SaveFaults::from_environment());
   // The host snapshot (12 bytes per parameter this rank saves) exists only in a run that saves,
   // whose memory plan holds it.

@@ -79,7 +79,8 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
                "x {} accumulation)",
                data.train_tokens(), data.validation_tokens(), t.global_batch * t.seq_len, layout.data_readers(),
                t.micro_batch, t.seq_len, recipe.grad_accum_steps());
-  spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s", peak_.source, peak_.flops_per_second / 1e9);
+  spdlog::info("MFU is relative to {}: {:.1f} GFLOP/s{}", peak_.source, peak_.flops_per_second / 1e9,
+               t.precision == "fp8" ? " (fp8: the bf16 peak; this CPU has no FP8 GEMMs, it emulates them)" : "");
 
   summary_.steps = start_step;
   summary_.first_step = start_step + 1;

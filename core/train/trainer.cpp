@@ -39,7 +39,7 @@ void save_checkpoint(RunSetup& setup, std::unique_ptr<CheckpointWriter>& writer,
   std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "checkpoint",
                                  ck.async ? "checkpoint snapshot" : "checkpoint save");
   TrainingProgress saved = progress;
-  const ModelState state = model_state_of(setup.run.model, saves_model_state(setup.run));
+  const ModelState state = model_state_of(setup.run.model, setup.run.backend, saves_model_state(setup.run));
   if (state.saves)
     for (const ModelStateTensor& t : state.held) saved.model_state.emplace_back(t.name, *t.values);
   const std::optional<double> stall = writer->save(params, be, saved);

@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "core/distributed/gradient_sync.h"
+#include "core/train/fp8_layers.h"
 #include "core/train/router_balance.h"
+#include "kernels/fp8/fp8_layers.h"
 
 namespace ustrain {
 
@@ -68,6 +70,7 @@ StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro
   ParamEngines& engine = run.engine;
   const std::int64_t tokens_per_step = t.global_batch * t.seq_len;
   engine.begin_step(static_cast<int>(micro.size()));
+  if (fp8::Fp8Layers* layers = be.fp8_layers()) layers->begin_step();  // amaxes of validation passes do not count
   const double loss_scale = run.scaler.scale();
   // The pipeline schedule runs every forward and backward of the step (one stage at pp = 1).
   const PipelineLoss local = run.train_executor.run(be, micro, t.micro_batch, run.geometry.seq,
@@ -80,6 +83,7 @@ StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro
   // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
   // (The test hook poisons this rank's share.)
   const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));
+  end_fp8_step(be, run.groups);  // the step's amaxes into the delayed-scaling histories
   sync_span.reset();
   timer.mark(Phase::backward);
   const TraceScope optimizer_span(trace, 0, "optimizer", "optimizer");

@@ -38,6 +38,34 @@ done
 [[ $(losses runs/bf16-straight/metrics.jsonl) != "$(losses runs/straight/metrics.jsonl | head -n 40)" ]] \
   && pass "bf16 losses differ from fp32's (the 16-bit path ran)" || fail "bf16 gave fp32's losses"
 
+# fp8 too: delayed scaling's amax histories and scales travel in the checkpoint (a history of 8
+# steps has wrapped by step 20); the other recipes keep no state.
+fp8_runs=(
+  "delayed --set train.fp8_recipe=delayed --set train.fp8_amax_history=8 --set train.fp8_grad_format=e4m3"
+  "blockwise --set train.fp8_recipe=blockwise"
+)
+for fp8_run in "${fp8_runs[@]}"; do
+  read -r name -a keys <<<"$fp8_run"
+  p=(--set train.precision=fp8 "${keys[@]}" "${constant[@]}")
+  expect_exit 0 "fp8 $name: 40 steps straight" -- "$USTRAIN" train tiny.toml --set run.name=fp8-$name-straight --set train.steps=40 "${p[@]}"
+  expect_exit 0 "fp8 $name: 20 steps" -- "$USTRAIN" train tiny.toml --set run.name=fp8-$name-halves --set train.steps=20 "${p[@]}"
+  expect_exit 0 "fp8 $name: resumed for 20 more" -- \
+    "$USTRAIN" train tiny.toml --set run.name=fp8-$name-halves --set train.steps=40 --resume auto "${p[@]}"
+  same_losses "fp8 $name: 20 + 20 steps equal 40 straight" runs/fp8-$name-straight/metrics.jsonl runs/fp8-$name-halves/metrics.jsonl
+  [[ $(losses runs/fp8-$name-straight/metrics.jsonl) != "$(losses runs/bf16-straight/metrics.jsonl)" ]] \
+    && pass "fp8 $name losses differ from bf16's (the FP8 GEMMs ran)" || fail "fp8 $name gave bf16's losses"
+done
+"$USTRAIN" ckpt inspect runs/fp8-delayed-halves/checkpoints/latest >inspect.txt 2>&1
+grep -q "fp8_scaling" inspect.txt && pass "the checkpoint lists the fp8 scaling state" \
+  || fail "no fp8 scaling state in the checkpoint: $(head -5 inspect.txt)"
+expect_exit 0 "a bf16 run starts from an fp8 checkpoint's weights" -- "$USTRAIN" train tiny.toml \
+  --set run.name=from-fp8 --set train.steps=2 --set train.precision=bf16 \
+  --set checkpoint.init_from=runs/fp8-delayed-halves/checkpoints/latest
+expect_exit 2 "resuming an fp8 checkpoint in bf16 is refused" -- "$USTRAIN" train tiny.toml \
+  --set run.name=fp8-delayed-halves --set train.steps=42 --set train.precision=bf16 "${constant[@]}" --resume auto \
+  --force-resume
+expect_output "fp8_recipe = \"delayed\"" "says how the checkpoint was trained"
+
 # Periodic checkpoints of the cosine-schedule run, each resumed into another run directory.
 ckpt=(--set train.steps=120 --set checkpoint.interval=20 --set checkpoint.keep_last=2 --set checkpoint.keep_every=40)
 expect_exit 0 "120 steps with a checkpoint every 20" -- "$USTRAIN" train tiny.toml --set run.name=periodic "${ckpt[@]}"

@@ -506,6 +506,18 @@ TEST(Recipe, DataParallelLayoutsAreAccepted) {
   EXPECT_EQ(r.grad_accum_steps(), 2);
 }
 
+TEST(Recipe, Fp8KeysParse) {
+  const Recipe r = parse("[data]\npath = \"d\"\n[train]\nprecision = \"fp8\"\nfp8_recipe = \"blockwise\"\n"
+                         "fp8_grad_format = \"e4m3\"\nfp8_amax_history = 16\nfp8_margin = 1\n");
+  EXPECT_EQ(r.train.fp8_recipe, "blockwise");
+  EXPECT_EQ(r.train.fp8_grad_format, "e4m3");
+  EXPECT_EQ(r.train.fp8_amax_history, 16);
+  EXPECT_EQ(r.train.fp8_margin, 1);
+  EXPECT_EQ(parse("[data]\npath = \"d\"\n[train]\nprecision = \"fp8\"\n").train.fp8_recipe, "delayed");
+  expect_mentions(error_of(kMinimal + "[train]\nfp8_recipe = \"tensorwise\"\n"),
+                  {"train.fp8_recipe", "one of: delayed, current, rowwise, blockwise"});
+}
+
 TEST(Recipe, EveryZeroStageIsAccepted) {
   for (int stage = 0; stage <= 3; ++stage)
     EXPECT_EQ(parse("[data]\npath = \"d\"\n[parallel]\nzero = " + std::to_string(stage) + "\n").parallel.zero, stage);
@@ -516,7 +528,9 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[parallel]\ndp = 4\nep = 4\n[train]\nmicro_batch = 2\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
-       {"train.precision = \"fp8\"", "not supported by this build yet", "set train.precision = \"bf16\""}},
+       {"train.precision = \"fp8\"", "device.type = \"cuda\"", "on the CPU only", "set device.type = \"cpu\""}},
+      {"[train]\nprecision = \"fp8\"\nmicro_batch = 2\n[parallel]\ndp = 2\nzero = 2\n",
+       {"train.precision = \"fp8\"", "parallel.zero = 2", "set parallel.zero = 1"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
@@ -825,9 +839,9 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     ++key_lines;
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
-  // Keys in core/recipe/recipe.h: run 3, model 28, data 5, train 10, optim 5, schedule 4,
+  // Keys in core/recipe/recipe.h: run 3, model 28, data 5, train 16, optim 5, schedule 4,
   // parallel 14, checkpoint 5, log 5, device 3.
-  EXPECT_EQ(key_lines, 82u);
+  EXPECT_EQ(key_lines, 88u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {
