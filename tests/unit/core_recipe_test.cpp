@@ -482,7 +482,8 @@ TEST(Recipe, AModelDescriptionNeedsNoData) {
   EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
   // The model's own rules still hold, and so does what this build supports.
   EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
-  EXPECT_THROW(parse_recipe("[train]\nprecision = \"fp8\"\n", kSource, {}, RecipeUse::model), UserError);
+  EXPECT_THROW(parse_recipe("[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n", kSource, {}, RecipeUse::model),
+               UserError);
 }
 
 TEST(Recipe, RopeScalingKeys) {
