@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/error.h"
 
@@ -15,6 +16,14 @@ Tensor flat(const Tensor& t) { return Tensor(t.data, Shape{t.numel()}, t.dtype, 
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// Orders an exchange before the compute that follows; the seconds the host was held (on a
+// device communicator join_compute returns at once: the stream waits, not the host).
+double joined(Work work) {
+  const auto start = std::chrono::steady_clock::now();
+  work.join_compute();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 DispatchStats& DispatchStats::operator+=(const DispatchStats& o) {
@@ -22,6 +31,7 @@ DispatchStats& DispatchStats::operator+=(const DispatchStats& o) {
   extra_rounds += o.extra_rounds;
   rows_sent += o.rows_sent;
   rows_received += o.rows_received;
+  wait_seconds += o.wait_seconds;
   return *this;
 }
 
@@ -128,7 +138,7 @@ void ExpertDispatcher::unpack(Backend& be, const Plan& p, int round, Tensor rows
     const auto [lo, hi] = p.piece(p.me, d, round);
     if (hi <= lo) continue;
     const std::int64_t to = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
-    be.copy(rows.slice(to, to + hi - lo), send.slice(at, at + hi - lo));
+    if (d != p.me) be.copy(rows.slice(to, to + hi - lo), send.slice(at, at + hi - lo));  // own rows: done in place
     at += hi - lo;
   }
 }
@@ -141,10 +151,14 @@ void ExpertDispatcher::for_each_run(const Plan& p, int round, Run run) const {
     std::int64_t at = p.begin(s, p.me);  // stream position of expert e's rows from source s
     for (int e = first; e < last; ++e) {
       const std::int64_t lo = std::max(at, window), hi = std::min(at + p.at(s, e), window + p.capacity);
-      if (hi > lo) run(e, lo - window, hi - window);
+      if (hi > lo) run(s, e, lo - window, hi - window);
       at += p.at(s, e);
     }
   }
+}
+
+std::int64_t ExpertDispatcher::own_row(const Plan& p, int round, std::int64_t position) const {
+  return p.own_offset[static_cast<std::size_t>(p.me)] + round * p.capacity + position - p.begin(p.me, p.me);
 }
 
 namespace {
@@ -180,10 +194,12 @@ void check_rows(std::span<const std::int64_t> counts, int n_experts, const Tenso
 }  // namespace
 
 DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
-                                        Tensor in, Tensor out, const DispatchBuffers& buf) {
+                                        Tensor in, Tensor out, const DispatchBuffers& buf,
+                                        const std::function<void()>& alongside) {
   check_rows(counts, placement_.n_experts, in, {out});
   DispatchStats stats;
   if (local()) {
+    if (alongside) alongside();
     std::int64_t at = 0;
     for (int e = 0; e < placement_.n_experts; ++e) {
       const std::int64_t c = counts[static_cast<std::size_t>(e)];
@@ -197,23 +213,34 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
     const std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     count_sent(sent, p.me, p.width, stats);
-    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
-    for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
+    Work rows = rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent);
+    // While the rows travel: the caller's work, then this rank's own rows on its own experts.
+    if (t == 0 && alongside) alongside();
+    for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
+      if (s != p.me) return;
+      const std::int64_t r = own_row(p, t, b);
+      experts.forward(be, e, out.slice(r, r + end - b), in.slice(r, r + end - b));
     });
-    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    stats.wait_seconds += joined(rows);
+    for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
+      if (s != p.me) experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
+    });
+    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received));
     unpack(be, p, t, out, buf.send);
   }
+  if (p.rounds == 0 && alongside) alongside();  // no member routed a row
   stats.rounds = p.rounds;
   stats.extra_rounds = std::max(0, p.rounds - 1);
   return stats;
 }
 
 DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
-                                         Tensor in, Tensor d_out, Tensor d_in, const DispatchBuffers& buf) {
+                                         Tensor in, Tensor d_out, Tensor d_in, const DispatchBuffers& buf,
+                                         const std::function<void()>& alongside) {
   check_rows(counts, placement_.n_experts, in, {d_out, d_in});
   DispatchStats stats;
   if (local()) {
+    if (alongside) alongside();
     std::int64_t at = 0;
     for (int e = 0; e < placement_.n_experts; ++e) {
       const std::int64_t c = counts[static_cast<std::size_t>(e)];
@@ -227,15 +254,25 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     count_sent(sent, p.me, p.width, stats);
-    rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent).join_compute();
+    Work rows = rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent);
+    if (t == 0 && alongside) alongside();  // while the rows travel
+    stats.wait_seconds += joined(rows);
     sent = pack(be, p, t, d_out, buf.send);
-    rows_->all_to_all_v(flat(buf.recv_grad), received, flat(buf.send), sent).join_compute();
-    for_each_run(p, t, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
+    Work grads = rows_->all_to_all_v(flat(buf.recv_grad), received, flat(buf.send), sent);
+    for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {  // own rows, while the gradients travel
+      if (s != p.me) return;
+      const std::int64_t r = own_row(p, t, b);
+      experts.backward(be, e, d_in.slice(r, r + end - b), d_out.slice(r, r + end - b), in.slice(r, r + end - b));
     });
-    rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received).join_compute();
+    stats.wait_seconds += joined(grads);
+    for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
+      if (s != p.me)
+        experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
+    });
+    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received));
     unpack(be, p, t, d_in, buf.send);
   }
+  if (p.rounds == 0 && alongside) alongside();  // no member routed a row
   stats.rounds = p.rounds;
   stats.extra_rounds = std::max(0, p.rounds - 1);
   return stats;

@@ -33,12 +33,18 @@
 // In a group of one (ep = 1) every expert is local: the ExpertCompute runs on the caller's
 // rows in place, no buffer is touched, nothing moves and the capacity plays no part.
 //
-// What overlaps today: nothing. The rounds of one layer and micro-batch run one after another,
-// each exchange waited for before the expert computes; the schedule's other micro-batches do
-// not run in between (the layer's forward returns only after its results are home).
+// What overlaps: within a layer and micro-batch, each round's exchanges with compute that needs
+// none of the incoming rows. Forward: while the rows travel, the caller's `alongside` work (the
+// MoE layer's shared experts) and then this rank's own rows on its own experts, which never
+// leave it (they are computed from and into the caller's tensors). Backward: the caller's work
+// under the rows' exchange, this rank's own rows under their gradients'. The results' return
+// is waited for at once; one micro-batch's exchange does not run under another's compute (a
+// layer returns only when its results are home). DispatchStats::wait_seconds is what was left
+// exposed on the host.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -85,6 +91,9 @@ struct DispatchStats {
   int extra_rounds = 0;        // rounds past the first: the capacity was exceeded
   std::int64_t rows_sent = 0;  // rows this rank sent to other members (each way once)
   std::int64_t rows_received = 0;  // rows other members sent to this rank
+  // Seconds the host waited for row exchanges (the communication compute did not hide; a
+  // device communicator makes the stream wait instead, so it counts ~0 there).
+  double wait_seconds = 0;
   DispatchStats& operator+=(const DispatchStats& o);
 };
 
@@ -100,13 +109,15 @@ class ExpertDispatcher {
   int members() const { return placement_.members; }
 
   // out (n, D) = each row of `in` (n, D, expert order, counts[e] rows of expert e, E counts)
-  // through its expert.
+  // through its expert. `alongside`, if given, runs once while the first rows travel (before
+  // the experts in a group of one): work that touches none of these tensors.
   DispatchStats forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
-                        Tensor out, const DispatchBuffers& buffers);
+                        Tensor out, const DispatchBuffers& buffers, const std::function<void()>& alongside = {});
   // d_in (n, D) from d_out (n, D), rows as forward's; the owners add their experts' weight
-  // gradients.
+  // gradients. `alongside` as forward's.
   DispatchStats backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
-                         Tensor d_out, Tensor d_in, const DispatchBuffers& buffers);
+                         Tensor d_out, Tensor d_in, const DispatchBuffers& buffers,
+                         const std::function<void()>& alongside = {});
 
  private:
   struct Plan;
@@ -115,9 +126,13 @@ class ExpertDispatcher {
   // per member.
   std::vector<std::int64_t> pack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
   void unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const;
-  // Runs `run(expert, begin, end)` over the (source, expert) runs of round t's received rows.
+  // Runs `run(source, expert, begin, end)` over the (source, expert) runs of round t's
+  // received rows (begin, end: rows of the round's receive buffers).
   template <class Run>
   void for_each_run(const Plan& p, int round, Run run) const;
+  // The row of the caller's tensors that holds position `position` of round t's receive
+  // buffers, for a run this rank routed to itself.
+  std::int64_t own_row(const Plan& p, int round, std::int64_t position) const;
 
   Communicator* counts_ = nullptr;
   Communicator* rows_ = nullptr;

@@ -28,6 +28,8 @@ struct MoeLoad {
   // Expert parallelism's dispatch rounds past the first (its capacity exceeded), forward and
   // backward: the same on every rank of an ep group.
   std::int64_t extra_rounds = 0;
+  // Seconds this rank's host waited on those dispatches' row exchanges: what compute did not hide.
+  double ep_wait_seconds = 0;
   // The sequence-level balance loss alpha sum_i f_i P_i of those tokens' sequences, each
   // sequence's share of its P_i from this rank's tokens (the shares add up over cp).
   double seq_aux_sum = 0;

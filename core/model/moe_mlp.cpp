@@ -305,21 +305,24 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
   be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
   be.embedding_forward(a.x_perm, a.slot_token, ln2);  // (N k, D) in expert order
+  // The shared experts need none of the routed rows: under ep they run while those travel.
+  const auto shared_forward = [&] {
+    if (geo_.shared_ffn_local == 0) return;
+    be.linear_forward(a.sh_gate_up, ln2, params_.packed_value(shared_.gate, shared_.up));  // (N, 2 Fs)
+    be.swiglu_forward(a.sh_act, a.sh_gate_up);
+    be.linear_forward(a.partial, a.sh_act, params_[shared_.down].value);  // (N, D), partial over tp
+  };
   if (geo_.ep > 1) {  // to the experts' ranks and back
     USTRAIN_ASSERT(par.ep.members() == geo_.ep, "an MoE layer planned for ep > 1 run without its ep group");
     Dispatched experts(*this, a);
-    load_.extra_rounds += par.ep.forward(be, experts, order.counts, a.x_perm, a.expert_out, a.dispatch).extra_rounds;
+    record(par.ep.forward(be, experts, order.counts, a.x_perm, a.expert_out, a.dispatch, shared_forward));
   } else {
+    shared_forward();
     experts_forward(be, a, order.offsets, a.expert_out);
   }
   be.embedding_forward(a.rows_out, a.token_slot, a.expert_out);  // (N k, D) in token order
   be.moe_combine(s.branch, a.rows_out, a.gates);                 // (N, D), partial over tp
-  if (geo_.shared_ffn_local > 0) {
-    be.linear_forward(a.sh_gate_up, ln2, params_.packed_value(shared_.gate, shared_.up));  // (N, 2 Fs)
-    be.swiglu_forward(a.sh_act, a.sh_gate_up);
-    be.linear_forward(a.partial, a.sh_act, params_[shared_.down].value);
-    be.add(s.branch, s.branch, a.partial);
-  }
+  if (geo_.shared_ffn_local > 0) be.add(s.branch, s.branch, a.partial);
   return par.tp.reduce(s.branch, out);  // (R, D)
 }
 
@@ -366,19 +369,28 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   const Tensor d_y = par.tp.gather(s.d_resid, s.d_full);  // (N, D)
   be.moe_combine_backward(a.d_rows, a.d_gates, d_y, a.rows_out, a.gates);
   par.tp.sum(a.d_gates);  // each rank's rows_out were partial sums
-  if (shared) {
+  // The shared experts' backward up to their input gradient (into a.partial) needs none of the
+  // routed rows: under ep it runs while those travel. It reads d_y, which the input gradient
+  // below may overwrite (under sp they share a buffer), so it runs before that in any case.
+  const auto shared_backward = [&] {
+    if (!shared) return;
     be.linear_backward_input(a.sh_d_act, d_y, params_[shared_.down].value);
     if (a.deferred) be.copy(a.d_y, d_y);
     else be.linear_backward_weight(params_[shared_.down].grad, d_y, a.sh_act);
-  }
+    be.swiglu_backward(a.sh_d_gate_up, a.sh_d_act, a.sh_gate_up);
+    if (!a.deferred)
+      be.linear_backward_weight(params_.packed_grad(shared_.gate, shared_.up), a.sh_d_gate_up, ln2);
+    be.linear_backward_input(a.partial, a.sh_d_gate_up, params_.packed_value(shared_.gate, shared_.up));  // (N, D)
+  };
   // The experts, in expert order.
   be.fill(a.expert_out, 0.0f);
   be.embedding_backward(a.expert_out, a.token_slot, a.d_rows);  // each slot receives its one row
   if (geo_.ep > 1) {  // the rows and their gradients to the experts' ranks, input gradients back
     Dispatched experts(*this, a);
-    load_.extra_rounds +=
-        par.ep.backward(be, experts, order.counts, a.x_perm, a.expert_out, a.d_x_perm, a.dispatch).extra_rounds;
+    record(par.ep.backward(be, experts, order.counts, a.x_perm, a.expert_out, a.d_x_perm, a.dispatch,
+                           shared_backward));
   } else {
+    shared_backward();
     for (std::size_t e = 0; e < experts_.size(); ++e) {
       const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
       if (end > b)
@@ -402,19 +414,18 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);  // (N, D)
   be.fill(d_part, 0.0f);
   be.embedding_backward(d_part, a.slot_token, a.d_x_perm);
-  if (shared) {
-    be.swiglu_backward(a.sh_d_gate_up, a.sh_d_act, a.sh_gate_up);
-    if (!a.deferred)
-      be.linear_backward_weight(params_.packed_grad(shared_.gate, shared_.up), a.sh_d_gate_up, ln2);
-    be.linear_backward_input(a.partial, a.sh_d_gate_up, params_.packed_value(shared_.gate, shared_.up));
-    be.add(d_part, d_part, a.partial);
-  }
+  if (shared) be.add(d_part, d_part, a.partial);
   if (par.tp.rank() == 0) {  // every rank routed every row: one of them adds the router's share
     be.linear_backward_input(a.partial, a.d_logits, params_[router_].value);
     be.add(d_part, d_part, a.partial);
   }
   const Tensor d_ln2 = par.tp.reduce(d_part, s.d_norm);  // (R, D)
   be.rmsnorm_backward(s.d_branch, params_[ln2_].grad, d_ln2, x, params_[ln2_].value, a.ln2_rstd);
+}
+
+void MoeMlp::record(const DispatchStats& stats) const {
+  load_.extra_rounds += stats.extra_rounds;
+  load_.ep_wait_seconds += stats.wait_seconds;
 }
 
 void MoeMlp::backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,

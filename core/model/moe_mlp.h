@@ -89,6 +89,8 @@ class MoeMlp final : public Mlp {
   // The sequence-level balance loss of a micro-batch of `batch` sequences routed to `chosen`
   // (N k, host): its gradient of the normalised scores into a.seq_grad (B, E), returned, and
   // its value added to the load.
+  // A dispatch's rounds and exposed wait into the load.
+  void record(const DispatchStats& stats) const;
   Tensor balance_sequences(Backend& be, const LayerParallel& par, const Views& a, std::int64_t batch,
                           const std::vector<std::int32_t>& chosen, float loss_grad) const;
 

@@ -144,13 +144,14 @@ void StepReport::record_moe_load(std::int64_t step) {
     sums.push_back(static_cast<float>(l->z_sum));
     sums.push_back(static_cast<float>(l->seq_aux_sum));
     sums.push_back(static_cast<float>(l->extra_rounds));
+    sums.push_back(static_cast<float>(l->ep_wait_seconds));
   }
   const Tensor t(sums.data(), Shape{static_cast<std::int64_t>(sums.size())});
   run_.groups.gradients().host().all_reduce(t).wait();
   std::vector<std::pair<std::string, double>> numbers{{"step", double(step)}};
   const std::vector<const RouterBias*> biases = std::as_const(run_.model).router_biases();
   const bool seq_aux = recipe_.model.router_seq_aux_loss > 0;
-  double z_loss = 0, balance_loss = 0;
+  double z_loss = 0, balance_loss = 0, ep_wait_total_ms = 0;
   std::size_t at = 0;
   for (std::size_t i = 0; i < loads.size(); ++i) {
     const MoeLoad* l = loads[i];
@@ -161,7 +162,8 @@ void StepReport::record_moe_load(std::int64_t step) {
     const double seq_balance = *(last + 2) / static_cast<double>(recipe_.train.global_batch);  // mean per sequence
     // Every rank of an ep group counted its rounds: summed over the groups.
     const double extra_rounds = *(last + 3) / static_cast<double>(recipe_.parallel.ep);
-    at += l->tokens.size() + 4;
+    const double ep_wait_ms = 1e3 * *(last + 4) / static_cast<double>(run_.groups.gradients().host().size());
+    at += l->tokens.size() + 5;
     double total = 0;
     for (auto c = first; c != last; ++c) total += *c;
     numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
@@ -170,7 +172,11 @@ void StepReport::record_moe_load(std::int64_t step) {
                                    {p + "dropped", 0.0},
                                    {p + "router_lse_sq", rows > 0 ? z / rows : 0.0}});
     if (rows > 0) z_loss += recipe_.model.router_z_loss * z / rows;
-    if (recipe_.parallel.ep > 1) numbers.emplace_back(p + "ep_extra_rounds", extra_rounds);
+    if (recipe_.parallel.ep > 1) {
+      numbers.emplace_back(p + "ep_extra_rounds", extra_rounds);
+      numbers.emplace_back(p + "ep_wait_ms", ep_wait_ms);  // mean over the ranks
+      ep_wait_total_ms += ep_wait_ms;
+    }
     if (seq_aux) {
       numbers.emplace_back(p + "seq_aux_loss", seq_balance);
       balance_loss += seq_balance;
@@ -183,6 +189,7 @@ void StepReport::record_moe_load(std::int64_t step) {
   }
   numbers.emplace_back("router_z_loss", z_loss);
   if (seq_aux) numbers.emplace_back("router_seq_aux_loss", balance_loss);
+  if (recipe_.parallel.ep > 1) numbers.emplace_back("ep_wait_ms", ep_wait_total_ms);
   record("moe", numbers);
 }
 

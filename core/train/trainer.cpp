@@ -71,7 +71,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   StepReport report(recipe, layout, run, data, paths, start.step, PeakCache{kept_peak_path(), options.measure_peak});
   std::unique_ptr<CheckpointWriter> writer = open_checkpoint_writer(recipe, options, layout, paths, run);
   report.log_parallelism();
-  TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale()};
+  TrainingProgress progress{start.step, start.tokens_seen, 0.0, std::nan(""), data.state(), run.scaler.scale(), {}};
   if (start.step == t.steps)
     spdlog::info("the run is complete at step {}; raise train.steps to train further", start.step);
   const LrScheduleConfig schedule = schedule_of(recipe);
@@ -86,7 +86,8 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     report.begin_step();
     const StepResult r = take_step(run, data, schedule, step, step_timer, trace.tracer());
     run.bad_steps.count(step, r.nonfinite, r.loss, r.grad_norm);
-    progress = {step, progress.tokens_seen + report.tokens_per_step(), r.lr, r.loss, data.state(), run.scaler.scale()};
+    progress = {step, progress.tokens_seen + report.tokens_per_step(), r.lr, r.loss, data.state(),
+                run.scaler.scale(), {}};
     report.record_step(step, r, step_timer);
     run.bad_steps.stop_if_too_many(step);
     report.log_step(step, r, step_timer);

@@ -41,6 +41,7 @@ enum class Routing {
   some_empty,     // only every third expert: the others get no row anywhere
   one_member,     // only the first member's experts: everything goes to one rank
   silent_member,  // spread, but member 1 routes no row at all
+  silent,         // no member routes a row: no round runs
 };
 
 // One member's rows in expert order, as the MoE layer hands them over.
@@ -55,7 +56,7 @@ Rows rows_of(int member, int members, Routing routing, std::uint64_t seed) {
   Rows r;
   r.counts.assign(kExperts, 0);
   std::int64_t n = 9 + 5 * member;
-  if (routing == Routing::silent_member && member == 1) n = 0;
+  if ((routing == Routing::silent_member && member == 1) || routing == Routing::silent) n = 0;
   std::vector<std::int32_t> chosen;
   for (std::int64_t i = 0; i < n; ++i) {
     const auto m = static_cast<std::uint64_t>(member), at = static_cast<std::uint64_t>(i);
@@ -140,9 +141,13 @@ void check_dispatch(Communicator& comm, Routing routing, std::int64_t capacity, 
   const Tensor tx(x.data(), Shape{n, kWidth}), tout(out.data(), Shape{n, kWidth});
   const Tensor tdo(d_out.data(), Shape{n, kWidth}), tdi(d_in.data(), Shape{n, kWidth});
   comm.reset_volume();
-  const DispatchStats fwd = dispatcher.forward(be, experts, mine.counts, tx, tout, planned);
+  int alongside_calls = 0;  // the caller's overlapped work runs once per pass, whatever the rounds
+  const auto alongside = [&] { ++alongside_calls; };
+  const DispatchStats fwd = dispatcher.forward(be, experts, mine.counts, tx, tout, planned, alongside);
+  EXPECT_EQ(alongside_calls, 1);
   const std::int64_t forward_wire = comm.volume().all_to_all.wire_bytes;
-  const DispatchStats bwd = dispatcher.backward(be, experts, mine.counts, tx, tdo, tdi, planned);
+  const DispatchStats bwd = dispatcher.backward(be, experts, mine.counts, tx, tdo, tdi, planned, alongside);
+  EXPECT_EQ(alongside_calls, 2);
   const std::int64_t backward_wire = comm.volume().all_to_all.wire_bytes - forward_wire;
 
   // Outputs and input gradients of this member's rows.
@@ -208,6 +213,7 @@ const Case kCases[] = {
     {Routing::spread, 1000},        {Routing::spread, 7},          {Routing::spread, 1},
     {Routing::some_empty, 1000},    {Routing::some_empty, 5},      {Routing::one_member, 1000},
     {Routing::one_member, 4},       {Routing::silent_member, 1000}, {Routing::silent_member, 3},
+    {Routing::silent, 2},
 };
 
 TEST(ExpertDispatch, EveryRankAgainstTheReference) {
