@@ -103,7 +103,8 @@ TEST(CheckpointWriter, SavedStateComesBackBitForBit) {
     saved.randomise(11);
     {
       CheckpointWriter writer(config_for(root, async), SaveFaults());
-      ASSERT_TRUE(writer.save(saved.model.params(), *saved.backend, {7, 7 * 64, 1e-3, 2.5, "{\"pos\":7}"}).has_value());
+      const TrainingProgress progress{7, 7 * 64, 1e-3, 2.5, "{\"pos\":7}", 1.0, {}};
+      ASSERT_TRUE(writer.save(saved.model.params(), *saved.backend, progress).has_value());
       writer.wait();
     }
     const CheckpointReader r(root + "/step-00000007");
@@ -127,12 +128,13 @@ TEST(CheckpointWriter, KeepsTheNewestAndEveryNth) {
   c.keep_last = 2;
   c.keep_every = 4;
   CheckpointWriter writer(c, SaveFaults());
-  for (std::int64_t step = 1; step <= 10; ++step) writer.save(s.model.params(), *s.backend, {step, 0, 0, 0, ""});
+  for (std::int64_t step = 1; step <= 10; ++step)
+    writer.save(s.model.params(), *s.backend, {step, 0, 0, 0, "", 1.0, {}});
   writer.wait();
   EXPECT_EQ(CheckpointDirectory(root).complete_steps(), (std::vector<std::int64_t>{4, 8, 9, 10}));
   EXPECT_EQ(fs::read_symlink(root + "/latest"), "step-00000010");
   // Saving a step that exists already (a resumed run stopped at once) is a no-op.
-  EXPECT_FALSE(writer.save(s.model.params(), *s.backend, {10, 0, 0, 0, ""}).has_value());
+  EXPECT_FALSE(writer.save(s.model.params(), *s.backend, {10, 0, 0, 0, "", 1.0, {}}).has_value());
   fs::remove_all(root);
 }
 
@@ -168,7 +170,7 @@ class BadCheckpoint : public ::testing::Test {
     ModelState s(small_model());
     s.randomise(5);
     CheckpointWriter writer(config_for(root_, false), SaveFaults());
-    writer.save(s.model.params(), *s.backend, {4, 0, 0, 0, ""});
+    writer.save(s.model.params(), *s.backend, {4, 0, 0, 0, "", 1.0, {}});
     dir_ = root_ + "/step-00000004";
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -322,7 +324,8 @@ TEST(CheckpointReader, RefusesNonFiniteWeightsNamingTheTensor) {
   s.randomise(3);
   const ParamPiece piece = s.model.params().held(ParamState::value)[1];
   piece.data.f32()[2] = std::nanf("");
-  CheckpointWriter(config_for(root, false), SaveFaults()).save(s.model.params(), *s.backend, {2, 0, 0, 0, ""});
+  CheckpointWriter(config_for(root, false), SaveFaults())
+      .save(s.model.params(), *s.backend, {2, 0, 0, 0, "", 1.0, {}});
   const CheckpointReader r(root + "/step-00000002");
   ModelState loaded(small_model());
   const std::string name = s.model.params().specs()[static_cast<std::size_t>(piece.param)].name;

@@ -90,7 +90,7 @@ class CheckpointTokenizer : public ::testing::Test {
     c.recipe_toml = recipe;
     c.ustrain_version = "test";
     c.tokenizer = tokenizer;
-    CheckpointWriter(c, SaveFaults()).save(model.params(), *backend, {1, 0, 0, 0, ""});
+    CheckpointWriter(c, SaveFaults()).save(model.params(), *backend, {1, 0, 0, 0, "", 1.0, {}});
     return path(name) + "/step-00000001";
   }
 
