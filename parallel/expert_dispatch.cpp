@@ -84,12 +84,14 @@ ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> coun
     USTRAIN_ASSERT(t->shape.rank() == 2 && t->shape.last() == p.width && t->dtype == in.dtype,
                    "dispatch buffers of the rows' width and dtype");
   USTRAIN_ASSERT(buffers.send.shape[0] >= in.shape[0], "a send buffer of the input's rows");
+  // This rank's counts in every member's row: the gather overwrites the others' with theirs,
+  // while a counting group (a planner's recorded step, parallel/counting_communicator.h) leaves
+  // them, so that step plans as if every member routed like this one.
   const auto e_count = static_cast<std::size_t>(pl.n_experts);
-  std::int32_t* mine = count_table_.data() + static_cast<std::size_t>(pl.member) * e_count;
-  for (std::size_t e = 0; e < e_count; ++e) {
+  for (std::size_t e = 0; e < e_count; ++e)
     USTRAIN_ASSERT(counts[e] >= 0 && counts[e] <= INT32_MAX, "expert row counts in [0, 2^31)");
-    mine[e] = static_cast<std::int32_t>(counts[e]);
-  }
+  for (std::size_t m = 0; m < static_cast<std::size_t>(pl.members); ++m)
+    for (std::size_t e = 0; e < e_count; ++e) count_table_[m * e_count + e] = static_cast<std::int32_t>(counts[e]);
   const Tensor table(count_table_.data(), Shape{static_cast<std::int64_t>(count_table_.size())}, DType::i32);
   counts_->all_gather(table, table.slice(pl.member * pl.n_experts, (pl.member + 1) * pl.n_experts)).wait();
   p.table.assign(count_table_.begin(), count_table_.end());

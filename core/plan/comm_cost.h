@@ -15,6 +15,12 @@
 //                                         the key/values it passes, wait: exposed. So a
 //                                         forward exposes max(0, ring - attention), a backward
 //                                         ring / 2 + max(0, ring / 2 - attention).
+//   ep (all-to-all of routed rows)        each exchange runs under the layer's shared experts
+//                                         and the rows a rank routes to its own experts
+//                                         (parallel/expert_dispatch.h); priced as exposed, an
+//                                         upper bound (the recorded ops do not say which
+//                                         GEMMs those are).
+//   expert gradients (dp x cp / ep)       as the dense gradients, in the same queue.
 //   pp (activations and gradients)        non-blocking, posted one compute early: the
 //                                         pipeline simulator adds their time as the transfer
 //                                         between a send and the data's use.

@@ -100,6 +100,7 @@ std::string plan_json(const Plan& plan) {
     j["compute_s"] = timed(p.time.compute_s);
     j["tp_s"] = timed(p.time.tp_s);
     j["cp_s"] = timed(p.time.cp_s);
+    j["ep_s"] = timed(p.time.ep_s);
     j["dp_s"] = timed(p.time.dp_s);
     j["bubble_s"] = timed(p.time.bubble_s);
     j["shared_cores_s"] = timed(p.time.shared_cores_s);

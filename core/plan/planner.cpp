@@ -28,6 +28,9 @@ std::string limits_of(const PlannedLayout& p) {
   if (share(t.cp_s) >= 0.05)
     found.emplace_back(share(t.cp_s), fmt::format("cp ring {:.0f}%{}", 100 * share(t.cp_s),
                                                   t.cp_across_nodes ? " over inter-node links" : ""));
+  if (share(t.ep_s) >= 0.05)
+    found.emplace_back(share(t.ep_s), fmt::format("ep all-to-all {:.0f}%{}", 100 * share(t.ep_s),
+                                                  t.ep_across_nodes ? " over inter-node links" : ""));
   if (share(t.dp_s) >= 0.05)
     found.emplace_back(share(t.dp_s), fmt::format("gradient sync {:.0f}%{}", 100 * share(t.dp_s),
                                                   t.dp_across_nodes ? " over inter-node links" : ""));

@@ -17,6 +17,8 @@ GroupVolumes read_volumes(ProcessGroups& g, Device device) {
   v.pp = g.pp().for_tensors(device).volume();
   v.cp = g.cp().for_tensors(device).volume();
   if (ProcessGroup* e = g.embedding()) v.embedding = e->for_tensors(device).volume();
+  v.ep = g.ep().for_tensors(device).volume();
+  v.expert_gradients = g.expert_gradients().for_tensors(device).volume();
   return v;
 }
 
@@ -46,6 +48,8 @@ GroupVolumes& GroupVolumes::operator-=(const GroupVolumes& o) {
   pp -= o.pp;
   cp -= o.cp;
   embedding -= o.embedding;
+  ep -= o.ep;
+  expert_gradients -= o.expert_gradients;
   return *this;
 }
 

@@ -28,6 +28,8 @@ struct GroupVolumes {
   CommVolume pp;         // activations and gradients between pipeline stages
   CommVolume cp;         // context parallelism's ring attention
   CommVolume embedding;  // tied embedding gradients between the first and last stage
+  CommVolume ep;         // expert parallelism's dispatch of routed rows (all-to-all)
+  CommVolume expert_gradients;  // the experts' gradient sync and ZeRO over dp x cp / ep
   GroupVolumes& operator-=(const GroupVolumes& o);
 };
 

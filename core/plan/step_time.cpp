@@ -13,7 +13,7 @@ namespace {
 
 // The spans of rank 0's groups (every rank's look alike: tp fastest, pp slowest).
 struct Spans {
-  GroupSpan tp, cp, gradients, embedding;
+  GroupSpan tp, cp, ep, gradients, expert_gradients, embedding;
   bool pp_across_nodes = false;
 };
 
@@ -30,6 +30,11 @@ Spans spans_of(const Recipe& r, int per_node) {
   s.tp = span({MeshDim::tp});
   s.cp = span({MeshDim::cp});
   s.gradients = span({MeshDim::dp, MeshDim::cp});
+  const auto ranks_span = [&](const std::vector<int>& ranks) {
+    return GroupSpan{static_cast<int>(ranks.size()), spans_nodes(ranks, per_node)};
+  };
+  s.ep = ranks_span(mesh.expert_group());
+  s.expert_gradients = ranks_span(mesh.expert_gradient_group());
   const std::vector<int> pipeline = mesh.group({MeshDim::pp});
   s.pp_across_nodes = spans_nodes(pipeline, per_node);
   s.embedding = GroupSpan{2, s.pp_across_nodes};
@@ -86,11 +91,15 @@ const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int
     c.tp_s = comm_seconds(a.comm.tp, spans.tp, hw_);
     c.cp_s = exposed_ring_seconds(a.action.kind, comm_seconds(a.comm.cp, spans.cp, hw_),
                                   price(a.ops, OpClass::attention));
-    const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_);
-    const double sync = comm_seconds(a.comm.gradients, spans.gradients, hw_) - gathers;
+    c.ep_s = comm_seconds(a.comm.ep, spans.ep, hw_);
+    // Dense and expert gradients travel on their own groups; one queue holds both (an upper bound).
+    const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_) +
+                           gather_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_);
+    const double sync = comm_seconds(a.comm.gradients, spans.gradients, hw_) +
+                        comm_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_) - gathers;
     c.gather_s = overlap ? std::max(0.0, gathers - c.compute_s) : gathers;
     c.async_s = overlap ? sync : 0;
-    c.blocking_s = c.compute_s + c.tp_s + c.cp_s + c.gather_s + (overlap ? 0 : sync) +
+    c.blocking_s = c.compute_s + c.tp_s + c.cp_s + c.ep_s + c.gather_s + (overlap ? 0 : sync) +
                    comm_seconds(a.comm.embedding, spans.embedding, hw_);
     p.actions[key] = c;
   }
@@ -101,6 +110,7 @@ const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int
   p.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
   p.tail_compute_s = price(profile.tail_ops);
   p.tail_comm_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
+                  comm_seconds(profile.tail_comm.expert_gradients, spans.expert_gradients, hw_) +
                   comm_seconds(profile.tail_comm.tp, spans.tp, hw_) +
                   comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_);
   return p;
@@ -158,7 +168,8 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
       t.compute_s += c.compute_s;
       t.tp_s += c.tp_s;
       t.cp_s += c.cp_s;
-      t.dp_s += c.blocking_s - c.compute_s - c.tp_s - c.cp_s;  // exposed gathers, unhidden syncs, tied embeddings
+      t.ep_s += c.ep_s;
+      t.dp_s += c.blocking_s - c.compute_s - c.tp_s - c.cp_s - c.ep_s;  // exposed gathers, unhidden syncs, tied embeddings
       if (last) {
         // The simulator ran every micro-batch at the regular cost; the last one's backward
         // may cost more (the gradient sync it issues).
@@ -172,10 +183,11 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
     t.step_s = last_end + extra + sync_wait + pr.tail_compute_s + pr.tail_comm_s;
     t.compute_s += pr.tail_compute_s;
     t.dp_s += sync_wait + pr.tail_comm_s;
-    t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.cp_s - t.dp_s);
-    node_busy += t.compute_s + t.tp_s + t.cp_s + t.dp_s;
+    t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.cp_s - t.ep_s - t.dp_s);
+    node_busy += t.compute_s + t.tp_s + t.cp_s + t.ep_s + t.dp_s;
     t.tp_across_nodes = spans.tp.across_nodes;
     t.cp_across_nodes = spans.cp.across_nodes;
+    t.ep_across_nodes = spans.ep.across_nodes;
     t.dp_across_nodes = spans.gradients.across_nodes;
     t.pp_across_nodes = spans.pp_across_nodes;
     if (t.step_s > best.step_s) best = t;
@@ -188,7 +200,7 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
     const double turns = node_busy * on_node / static_cast<double>(P) / at_once_;
     if (turns > best.step_s) {
       best.bubble_s = 0;  // idle ranks lend their cores: the bubble is spent computing
-      best.shared_cores_s = turns - best.compute_s - best.tp_s - best.cp_s - best.dp_s;
+      best.shared_cores_s = turns - best.compute_s - best.tp_s - best.cp_s - best.ep_s - best.dp_s;
       best.step_s = turns;
     }
   }

@@ -20,10 +20,12 @@ struct StepTime {
   double compute_s = 0;       // ops, recompute included, and the optimizer
   double tp_s = 0;            // tensor/sequence-parallel collectives (blocking)
   double cp_s = 0;            // context parallelism's ring transfers not hidden under attention
+  double ep_s = 0;            // expert parallelism's all-to-all of routed rows (blocking)
   double dp_s = 0;            // gradient sync and ZeRO traffic the compute does not hide
   double bubble_s = 0;        // idle inside the pipeline schedule (waits for other stages and transfers)
   double shared_cores_s = 0;  // CPU: waiting for a core the node's other ranks hold
-  bool tp_across_nodes = false, dp_across_nodes = false, pp_across_nodes = false, cp_across_nodes = false;
+  bool tp_across_nodes = false, dp_across_nodes = false, pp_across_nodes = false, cp_across_nodes = false,
+       ep_across_nodes = false;
 };
 
 class StepTimeModel {
@@ -39,8 +41,8 @@ class StepTimeModel {
 
  private:
   struct PricedAction {
-    double blocking_s = 0;  // compute + tp + cp + exposed gathers (+ gradient sync without overlap)
-    double compute_s = 0, tp_s = 0, cp_s = 0, gather_s = 0;
+    double blocking_s = 0;  // compute + tp + cp + ep + exposed gathers (+ gradient sync without overlap)
+    double compute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, gather_s = 0;
     double async_s = 0;     // gradient sync issued by this action, queued on the group
   };
   struct PricedRank {

@@ -121,9 +121,21 @@ RecordSummary RecordingBackend::summary() const {
   return s;
 }
 
+bool RecordingBackend::reserved(const void* p) const {
+  auto it = reservations_.upper_bound(const_cast<void*>(p));
+  if (it == reservations_.begin()) return false;
+  --it;
+  return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+}
+
 void RecordingBackend::copy(Tensor dst, const Tensor& src) {
   USTRAIN_ASSERT(dst.numel() == src.numel() && dst.dtype == src.dtype, "copy: shapes or dtypes differ");
   record("copy", OpClass::copy, {&dst, &src}, 0, bytes_of({&dst, &src}));
+  const auto routing = routed_.find(src.data);
+  if (routing != routed_.end() && src.dtype == DType::i32 && !reserved(dst.data)) {  // a balanced routing
+    auto* experts = static_cast<std::int32_t*>(dst.data);
+    for (std::int64_t i = 0; i < dst.numel(); ++i) experts[i] = static_cast<std::int32_t>(i % routing->second);
+  }
 }
 
 void RecordingBackend::fill(Tensor dst, float) { record("fill", OpClass::copy, {&dst}, 0, bytes_of(dst)); }
@@ -255,6 +267,7 @@ void RecordingBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
 // ---- mixture of experts: routing and the combine, priced by their bytes ----
 void RecordingBackend::moe_route(Tensor experts, Tensor gates, Tensor probs, Tensor lse, Tensor logits,
                                  const MoeRouting&, Tensor bias) {
+  routed_[experts.data] = logits.shape.last();
   if (bias.empty())
     record("moe_route", OpClass::elementwise, {&experts, &gates, &probs, &lse, &logits}, 0,
            bytes_of({&experts, &gates, &probs, &lse, &logits}));

@@ -21,11 +21,17 @@
 // Memory: allocate() reserves address space that is never committed or touched (PROT_NONE,
 // no swap reserved), so a plan of any size costs nothing, views into it work, and anything
 // that reads or writes it behind the backend's back faults at once. Host results come back
-// as nothing: copies to the host leave the host buffer as it was, sum_of_squares returns 0
+// as nothing: copies to the host leave the host buffer as it was (but for a router's choices,
+// below), sum_of_squares returns 0
 // (so a recorded training step never clips: it lacks the one `scale` pass over the gradients
 // that clipping adds to a real step whose gradient norm is above train.grad_clip).
 // available_memory_bytes() is 0 (unknown), so the memory-fit checks let any plan through:
 // reserved_bytes() and peak_device_bytes() say what it would hold.
+//
+// Routing: a host copy of the experts moe_route chose reads a balanced routing, choice j of
+// token t going to expert (t k + j) mod E, so that a recorded mixture-of-experts step runs each
+// expert's GEMMs on its even share of the rows, as a balanced router would, and expert
+// parallelism moves an even share to every rank (rather than every row to expert 0).
 #pragma once
 
 #include <array>
@@ -159,7 +165,10 @@ class RecordingBackend final : public Backend {
   Device device_;
   std::vector<RecordedOp> ops_;
   std::map<void*, std::size_t> reservations_;  // base -> bytes
+  // Whether `p` lies in address space this backend reserved (else it is the caller's host memory).
+  bool reserved(const void* p) const;
   std::size_t reserved_ = 0, peak_reserved_ = 0;
+  std::map<const void*, std::int64_t> routed_;  // a routing's chosen experts (N, k) -> E
   std::function<void()> synchronize_hook_;
 };
 
