@@ -1,4 +1,5 @@
-// Hugging Face Llama models on disk: config.json, and the safetensors files that hold the
+// Hugging Face models on disk: config.json (Llama, and the MoE layouts of
+// core/interop/hf_layout.h), and the safetensors files that hold the
 // weights (one model.safetensors, or shards listed by model.safetensors.index.json).
 //
 // Tensor names and layouts are the same in ustrain and Hugging Face: ustrain declares its

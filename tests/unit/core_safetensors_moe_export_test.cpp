@@ -90,7 +90,7 @@ Weights swapped(Weights w, const std::string& a, const std::string& b) {
 TEST_F(HfInterop, MixtralExportMatchesAnIndependentHuggingFaceForward) {
   const Recipe recipe = moe_recipe({});
   Model m(recipe.model);
-  export_checkpoint({save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000});
+  export_checkpoint({save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000, ""});
   const Weights w = read_safetensors(path("hf/model.safetensors"));
   const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/config.json")));
   ASSERT_EQ(config["model_type"], "mixtral");
@@ -108,9 +108,7 @@ TEST_F(HfInterop, Qwen2MoeExportMatchesAnIndependentHuggingFaceForward) {
   const Recipe recipe = moe_recipe({"model.n_layers=3", "model.first_dense_layers=1", "model.n_shared_experts=2",
                                     "model.shared_expert_ffn_hidden=4", "model.router_renormalize=false"});
   Model m(recipe.model);
-  ExportOptions options{save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000};
-  options.layout = "qwen2_moe";
-  export_checkpoint(options);
+  export_checkpoint({save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000, "qwen2_moe"});
   const Weights w = read_safetensors(path("hf/model.safetensors"));
   const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/config.json")));
   ASSERT_EQ(config["model_type"], "qwen2_moe");
@@ -142,9 +140,7 @@ TEST_F(HfInterop, Qwen2MoeExportMatchesAnIndependentHuggingFaceForward) {
 TEST_F(HfInterop, Qwen2MoeWithoutSharedExpertsHasAnEmptySharedExpert) {
   const Recipe recipe = moe_recipe({"model.first_dense_layers=1"});
   Model m(recipe.model);
-  ExportOptions options{save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000};
-  options.layout = "qwen2_moe";
-  export_checkpoint(options);
+  export_checkpoint({save_checkpoint(recipe, m, "ckpt"), path("hf"), "fp32", 5'000'000'000, "qwen2_moe"});
   const Weights w = read_safetensors(path("hf/model.safetensors"));
   const nlohmann::json config = nlohmann::json::parse(slurp(path("hf/config.json")));
   EXPECT_EQ(config["shared_expert_intermediate_size"], 0);
