@@ -44,10 +44,16 @@ HfLayout hf_layout_for_export(const ModelSection& m, const std::string& requeste
     throw UserError(fmt::format("--layout {} is not a Hugging Face layout ustrain writes; use llama, mixtral or "
                                 "qwen2_moe",
                                 requested));
-  const std::optional<std::string> problem = hf_layout_problem(m, layout);
+  std::optional<std::string> problem = hf_layout_problem(m, layout);
+  // The bias is part of a trained model: without it other experts are chosen. (An import into
+  // a recipe with balancing is fine: the bias starts at zero.)
+  if (!problem && m.n_experts > 0 && m.router_bias_update_rate > 0)
+    problem = fmt::format("its routers choose experts with a per-expert bias (model.router_bias_update_rate, "
+                          "auxiliary-loss-free balancing) that {}'s router lacks",
+                          title(layout));
   if (!problem) return layout;
   std::string hint;
-  if (layout == HfLayout::mixtral && !qwen2_moe_problem(m))
+  if (layout == HfLayout::mixtral && !qwen2_moe_problem(m) && m.router_bias_update_rate == 0)
     hint = "; the Qwen2-MoE layout holds it: pass --layout qwen2_moe";
   throw UserError(fmt::format("this {} model cannot be exported in the Hugging Face {} layout{}: {}{}",
                               m.n_experts > 0 ? "mixture-of-experts" : "dense", title(layout),

@@ -21,11 +21,12 @@ enum class HfLayout { llama, mixtral, qwen2_moe };
 // config.json's model_type: "llama", "mixtral", "qwen2_moe".
 const char* hf_layout_name(HfLayout layout);
 
-// Why `layout` cannot hold `model`, or nothing when it can.
+// Why `layout` cannot hold `model`'s blocks, or nothing when it can.
 std::optional<std::string> hf_layout_problem(const ModelSection& model, HfLayout layout);
 
 // The layout `requested` ("" picks llama for a dense model, mixtral for an MoE one).
-// UserError, naming the reason, when it cannot hold the model.
+// UserError, naming the reason, when it cannot hold the model, or when the model's routers
+// carry a balancing bias (model.router_bias_update_rate): neither layout's router has one.
 HfLayout hf_layout_for_export(const ModelSection& model, const std::string& requested);
 
 // The layers whose MLP is a mixture of experts (none for a dense model).

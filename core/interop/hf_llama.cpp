@@ -179,7 +179,10 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
     if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
     if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");
+    // Newer transformers versions write RoPE as rope_parameters {"rope_type", "rope_theta", ...}.
+    const bool rope_parameters = j.contains("rope_parameters") && j["rope_parameters"].is_object();
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], path, m);
+    else if (rope_parameters) read_rope_scaling(j["rope_parameters"], path, m);
     m.d_model = j.at("hidden_size").get<std::int64_t>();
     m.ffn_hidden = j.at("intermediate_size").get<std::int64_t>();
     m.n_layers = j.at("num_hidden_layers").get<std::int64_t>();
@@ -188,7 +191,8 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
     m.vocab_size = j.at("vocab_size").get<std::int64_t>();
     m.max_seq_len = get_or<std::int64_t>(j, "max_position_embeddings", 2048);
     m.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
-    m.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
+    m.rope_theta = get_or<double>(j, "rope_theta",
+                                  rope_parameters ? get_or<double>(j["rope_parameters"], "rope_theta", 10000.0) : 10000.0);
     m.tied_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
     m.init_std = get_or<double>(j, "initializer_range", m.init_std);
     if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) refuse("hidden_size is not a multiple of num_attention_heads");

@@ -9,9 +9,6 @@ std::optional<std::string> mixtral_problem(const ModelSection& m) {
   if (m.first_dense_layers > 0 || m.moe_layer_interval > 1) return "some of its layers are dense; Mixtral's are all MoE";
   if (m.router_score != "softmax" || !m.router_renormalize)
     return "its router is not softmax with renormalised top-k weights, as Mixtral's is";
-  if (m.router_bias_update_rate > 0)  // the bias is part of the model: without it other experts are chosen
-    return "its routers choose experts with a per-expert bias (model.router_bias_update_rate, auxiliary-loss-free "
-           "balancing) that Mixtral's router lacks";
   if (m.rope_scaling != "none") return "it scales RoPE (model.rope_scaling), which a Mixtral config does not carry";
   return std::nullopt;
 }

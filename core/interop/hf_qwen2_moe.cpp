@@ -24,9 +24,6 @@ std::int64_t shared_width(const ModelSection& m) {
 std::optional<std::string> qwen2_moe_problem(const ModelSection& m) {
   if (m.router_score != "softmax")
     return "its router scores experts with a sigmoid (model.router_score); Qwen2-MoE's router uses a softmax";
-  if (m.router_bias_update_rate > 0)  // the bias is part of the model: without it other experts are chosen
-    return "its routers choose experts with a per-expert bias (model.router_bias_update_rate, auxiliary-loss-free "
-           "balancing) that Qwen2-MoE's router lacks";
   if (m.rope_scaling != "none") return "it scales RoPE (model.rope_scaling), which a Qwen2-MoE config does not carry";
   return std::nullopt;
 }

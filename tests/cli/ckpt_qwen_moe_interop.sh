@@ -72,6 +72,8 @@ expect_exit 2 "import against another layer pattern" -- "$USTRAIN" ckpt import h
   --set model.first_dense_layers=0
 expect_output "make layers \[0, 1\] MoE but decoder_sparse_step and mlp_only_layers make layers \[1\] MoE" \
   "names the MoE layers of each"
+expect_exit 0 "import into a recipe that balances with a router bias (it starts at zero)" -- \
+  "$USTRAIN" ckpt import hf balanced --recipe tiny.toml --set model.router_bias_update_rate=0.01
 cp -r hf hfbias && edit hfbias/model.safetensors model.layers.1.self_attn.k_proj.bias 0.25
 expect_exit 2 "import of a nonzero attention bias" -- "$USTRAIN" ckpt import hfbias bad --recipe tiny.toml
 expect_output "k_proj.bias holds 0.25 at element 0, and ustrain's attention has no biases" "says why"

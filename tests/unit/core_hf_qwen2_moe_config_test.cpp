@@ -75,6 +75,17 @@ TEST(HfQwen2MoeConfig, ReadsHuggingFacesOwnPatterns) {
   EXPECT_FALSE(read_hf_config(c.dump(), "config.json").model.router_renormalize);
 }
 
+// Newer transformers versions write rope_parameters instead of rope_theta.
+TEST(HfQwen2MoeConfig, ReadsRopeThetaFromRopeParameters) {
+  nlohmann::json c = qwen_config(moe_model());
+  c.erase("rope_theta");
+  c.erase("rope_scaling");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  EXPECT_EQ(read_hf_config(c.dump(), "config.json").model.rope_theta, 1000000.0);
+  c["rope_parameters"]["rope_type"] = "yarn";
+  EXPECT_THROW(read_hf_config(c.dump(), "config.json"), UserError);
+}
+
 TEST(HfQwen2MoeConfig, RefusesWhatUstrainCannotHold) {
   nlohmann::json c = qwen_config(moe_model());
   c["use_sliding_window"] = true;
