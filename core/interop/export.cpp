@@ -14,7 +14,7 @@
 #include "core/interop/safetensors_file.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/interop/hf_llama.h"
-#include "core/interop/hf_mixtral.h"
+#include "core/interop/hf_layout.h"
 #include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
@@ -24,20 +24,22 @@ namespace {
 
 struct ExportShard {
   std::vector<SafetensorsEntry> entries;  // under their Hugging Face names
-  std::vector<std::string> names;         // the checkpoint's names of the same tensors
+  std::vector<HfTensor> sources;          // where the same tensors' values come from
   std::uint64_t bytes = 0;
 };
 
 // Greedy split in model order: a shard closes before the tensor that would overflow it.
-std::vector<ExportShard> plan_shards(const CheckpointManifest& m, const ModelSection& model, const std::string& dtype,
-                                     std::uint64_t max_bytes) {
+std::vector<ExportShard> plan_shards(const CheckpointManifest& m, const ModelSection& model, HfLayout layout,
+                                     const std::string& dtype, std::uint64_t max_bytes) {
+  ParamShapes params;
+  for (const CheckpointTensor& t : m.tensors) params.emplace_back(t.name, t.shape);
   std::vector<ExportShard> shards(1);
-  for (const CheckpointTensor& t : m.tensors) {
-    SafetensorsEntry e{hf_tensor_name(t.name, model), dtype, t.shape, 0, 0};
+  for (const HfTensor& t : hf_tensors(params, model, layout)) {
+    SafetensorsEntry e{t.name, dtype, t.shape, 0, 0};
     const std::uint64_t bytes = static_cast<std::uint64_t>(e.numel()) * safetensors_dtype_size(dtype);
     if (!shards.back().entries.empty() && shards.back().bytes + bytes > max_bytes) shards.emplace_back();
     shards.back().entries.push_back(e);
-    shards.back().names.push_back(t.name);
+    shards.back().sources.push_back(t);
     shards.back().bytes += bytes;
   }
   for (ExportShard& s : shards) lay_out_entries(s.entries);
@@ -61,10 +63,12 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     tokenizer_problem = e.what();
   }
   const bool bf16 = o.dtype == "bf16";
-  // The config first: a model the Hugging Face layouts cannot hold is refused before anything is written.
+  // The layout first: a model it cannot hold is refused before anything is written.
+  const HfLayout layout = hf_layout_for_export(recipe.model, o.layout);
   const HfTokenIds ids = tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{};
-  const std::string config = llama_config_json(recipe.model, bf16 ? "bfloat16" : "float32", ids);
-  const std::vector<ExportShard> shards = plan_shards(m, recipe.model, bf16 ? "BF16" : "F32", o.max_shard_bytes);
+  const std::string config = hf_config_json(recipe.model, layout, bf16 ? "bfloat16" : "float32", ids);
+  const std::vector<ExportShard> shards =
+      plan_shards(m, recipe.model, layout, bf16 ? "BF16" : "F32", o.max_shard_bytes);
 
   StagedDirectory out(o.output_dir);
   InteropReport report;
@@ -79,8 +83,11 @@ InteropReport export_checkpoint(const ExportOptions& o) {
     SafetensorsWriter writer(out.path() + "/" + name, shards[i].entries, {{"format", "pt"}});
     for (std::size_t t = 0; t < shards[i].entries.size(); ++t) {
       const SafetensorsEntry& e = shards[i].entries[t];
-      values.resize(static_cast<std::size_t>(e.numel()));
-      checkpoint.read(kStateParam, shards[i].names[t], Slice::whole(e.shape), values.data());
+      const HfTensor& source = shards[i].sources[t];
+      values.assign(static_cast<std::size_t>(e.numel()), 0.0f);  // a tensor ustrain lacks is zeros
+      if (!source.param.empty()) checkpoint.read(kStateParam, source.param, Slice::whole(e.shape), values.data());
+      if (source.scale != 1.0f)
+        for (float& v : values) v *= source.scale;  // a power of two: exact, and so is bf16's rounding of it
       if (bf16) {
         halves.resize(values.size());
         for (std::size_t k = 0; k < values.size(); ++k) halves[k] = float_to_bf16(values[k]);

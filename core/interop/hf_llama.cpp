@@ -8,7 +8,7 @@
 #include <set>
 
 #include "core/checkpoint/fs.h"
-#include "core/interop/hf_mixtral.h"
+#include "core/interop/hf_qwen2_moe.h"
 #include "core/model/geometry.h"
 #include "kernels/error.h"
 
@@ -81,31 +81,43 @@ void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, M
                        m.rope_original_max_seq_len));
 }
 
+std::string type_title(const nlohmann::json& j) {
+  const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+                               ? j["model_type"].get<std::string>()
+                               : "";
+  return type == "mixtral" ? "Mixtral" : type == "qwen2_moe" ? "Qwen2-MoE" : "Llama";
+}
+
 }  // namespace
 
 std::string llama_config_json(const ModelSection& m, const std::string& torch_dtype, const HfTokenIds& ids) {
-  const bool moe = m.n_experts > 0;
-  if (moe)
-    if (const std::optional<std::string> problem = mixtral_problem(m))
-      throw UserError(fmt::format("this mixture-of-experts model cannot be exported: ustrain writes MoE models in the "
-                                  "Hugging Face Mixtral layout, and {}",
-                                  *problem));
-  if (moe && m.router_bias_update_rate > 0)  // the bias is part of the model: without it other experts are chosen
-    throw UserError("this mixture-of-experts model cannot be exported: ustrain writes MoE models in the Hugging Face "
-                    "Mixtral layout, and its routers choose experts with a per-expert bias (model.router_bias_update_rate, "
-                    "auxiliary-loss-free balancing) that Mixtral's router lacks");
+  return hf_config_json(m, hf_layout_for_export(m, ""), torch_dtype, ids);
+}
+
+std::string hf_config_json(const ModelSection& m, HfLayout layout, const std::string& torch_dtype,
+                           const HfTokenIds& ids) {
+  if (const std::optional<std::string> problem = hf_layout_problem(m, layout))
+    throw UserError(fmt::format("this model cannot be written in the Hugging Face {} layout: {}", hf_layout_name(layout),
+                                *problem));
+  const char* architecture = layout == HfLayout::llama     ? "LlamaForCausalLM"
+                             : layout == HfLayout::mixtral ? "MixtralForCausalLM"
+                                                           : "Qwen2MoeForCausalLM";
+  const bool qwen = layout == HfLayout::qwen2_moe;
   nlohmann::ordered_json j;
-  j["architectures"] = {moe ? "MixtralForCausalLM" : "LlamaForCausalLM"};
-  j["model_type"] = moe ? "mixtral" : "llama";
+  j["architectures"] = {architecture};
+  j["model_type"] = hf_layout_name(layout);
   j["hidden_size"] = m.d_model;
-  j["intermediate_size"] = moe ? (m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden) : m.ffn_hidden;
-  if (moe) {
+  // Mixtral's experts are its only MLPs; Qwen2-MoE's dense layers have this width.
+  const bool mixtral = layout == HfLayout::mixtral;
+  j["intermediate_size"] = mixtral ? (m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden) : m.ffn_hidden;
+  if (mixtral) {
     j["num_local_experts"] = m.n_experts;
     j["num_experts_per_tok"] = m.experts_per_token;
     j["router_aux_loss_coef"] = 0.0;
     j["output_router_logits"] = false;
     j["sliding_window"] = nullptr;
   }
+  if (qwen) write_qwen2_moe_config(m, j);
   j["num_hidden_layers"] = m.n_layers;
   j["num_attention_heads"] = m.n_heads;
   j["num_key_value_heads"] = m.n_kv_heads;
@@ -123,9 +135,9 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
                          {"rope_type", "llama3"}};
   j["tie_word_embeddings"] = m.tied_embeddings;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
+  if (!qwen) j["attention_bias"] = false;  // Qwen2-MoE's are qkv_bias above
   j["attention_dropout"] = 0.0;
-  j["mlp_bias"] = false;
+  if (!qwen) j["mlp_bias"] = false;
   j["initializer_range"] = m.init_std;
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
@@ -136,19 +148,25 @@ std::string llama_config_json(const ModelSection& m, const std::string& torch_dt
 }
 
 ModelSection model_from_llama_config(const std::string& json_text, const std::string& path) {
+  return read_hf_config(json_text, path).model;
+}
+
+HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON", path));
   }
-  ModelSection m;
+  HfConfig config;
+  ModelSection& m = config.model;
   try {
     const std::string type = get_or<std::string>(j, "model_type", "");
-    if (type != "llama" && type != "mixtral")
-      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama and Mixtral models (model_type "
-                                  "\"llama\" or \"mixtral\")",
+    if (type != "llama" && type != "mixtral" && type != "qwen2_moe")
+      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama, Mixtral and Qwen2-MoE models "
+                                  "(model_type \"llama\", \"mixtral\" or \"qwen2_moe\")",
                                   path, type));
+    config.layout = type == "llama" ? HfLayout::llama : type == "mixtral" ? HfLayout::mixtral : HfLayout::qwen2_moe;
     const auto refuse = [&](const char* what) {
       throw UserError(fmt::format("{}: {}; ustrain's Llama has no such feature, so this model cannot be imported",
                                   path, what));
@@ -161,7 +179,10 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
     if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
     if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");
+    // Newer transformers versions write RoPE as rope_parameters {"rope_type", "rope_theta", ...}.
+    const bool rope_parameters = j.contains("rope_parameters") && j["rope_parameters"].is_object();
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], path, m);
+    else if (rope_parameters) read_rope_scaling(j["rope_parameters"], path, m);
     m.d_model = j.at("hidden_size").get<std::int64_t>();
     m.ffn_hidden = j.at("intermediate_size").get<std::int64_t>();
     m.n_layers = j.at("num_hidden_layers").get<std::int64_t>();
@@ -170,16 +191,18 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
     m.vocab_size = j.at("vocab_size").get<std::int64_t>();
     m.max_seq_len = get_or<std::int64_t>(j, "max_position_embeddings", 2048);
     m.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
-    m.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
+    m.rope_theta = get_or<double>(j, "rope_theta",
+                                  rope_parameters ? get_or<double>(j["rope_parameters"], "rope_theta", 10000.0) : 10000.0);
     m.tied_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
     m.init_std = get_or<double>(j, "initializer_range", m.init_std);
     if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) refuse("hidden_size is not a multiple of num_attention_heads");
     if (get_or<std::int64_t>(j, "head_dim", m.d_model / m.n_heads) != m.d_model / m.n_heads)
       refuse("head_dim differs from hidden_size / num_attention_heads");
+    if (config.layout == HfLayout::qwen2_moe) config.qkv_bias = read_qwen2_moe_config(j, path, m);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("{}: not a usable Llama config ({})", path, e.what()));
+    throw UserError(fmt::format("{}: not a usable {} config ({})", path, type_title(j), e.what()));
   }
-  return m;
+  return config;
 }
 
 HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path) {

@@ -1,4 +1,5 @@
-// Hugging Face Llama models on disk: config.json, and the safetensors files that hold the
+// Hugging Face models on disk: config.json (Llama, and the MoE layouts of
+// core/interop/hf_layout.h), and the safetensors files that hold the
 // weights (one model.safetensors, or shards listed by model.safetensors.index.json).
 //
 // Tensor names and layouts are the same in ustrain and Hugging Face: ustrain declares its
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/interop/hf_layout.h"
 #include "core/recipe/recipe.h"
 
 namespace ustrain {
@@ -25,13 +27,24 @@ struct HfTokenIds {
   bool operator==(const HfTokenIds&) const = default;
 };
 
-// config.json for LlamaForCausalLM. `torch_dtype` is "float32" or "bfloat16".
+// config.json for `model` in `layout` (LlamaForCausalLM, MixtralForCausalLM or
+// Qwen2MoeForCausalLM; UserError when the layout cannot hold the model). `torch_dtype` is
+// "float32" or "bfloat16". llama_config_json picks the default layout (hf_layout_for_export).
+std::string hf_config_json(const ModelSection& model, HfLayout layout, const std::string& torch_dtype,
+                           const HfTokenIds& ids);
 std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype, const HfTokenIds& ids);
 
-// The [model] section a Llama config.json describes, rope_scaling of type llama3 included.
-// UserError naming `path` for another model type or for features ustrain lacks (biases,
-// another rope_scaling type, an activation other than silu, head_dim other than
-// hidden_size / num_attention_heads).
+// What a config.json of model_type llama, mixtral or qwen2_moe describes: the [model]
+// section (rope_scaling of type llama3 included), the layout, and for Qwen2-MoE whether its
+// attention has biases. UserError naming `path` for another model type or for features
+// ustrain lacks (Llama biases, another rope_scaling type, an activation other than silu,
+// head_dim other than hidden_size / num_attention_heads, sliding windows).
+struct HfConfig {
+  ModelSection model;
+  HfLayout layout = HfLayout::llama;
+  bool qkv_bias = false;
+};
+HfConfig read_hf_config(const std::string& json_text, const std::string& path);
 ModelSection model_from_llama_config(const std::string& json_text, const std::string& path);
 // The token ids a config.json gives as single integers (a list of EOS ids is not read).
 HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path);

@@ -13,8 +13,7 @@ std::optional<std::string> mixtral_problem(const ModelSection& m) {
   return std::nullopt;
 }
 
-std::string hf_tensor_name(const std::string& name, const ModelSection& m) {
-  if (m.n_experts == 0) return name;
+std::string mixtral_tensor_name(const std::string& name) {
   static const std::regex router(R"(^(model\.layers\.\d+\.)mlp\.gate\.weight$)");
   static const std::regex expert(R"(^(model\.layers\.\d+\.)mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$)");
   std::smatch match;

@@ -15,7 +15,7 @@
 #include "core/recipe/recipe_defaults.h"
 #include "core/interop/safetensors_file.h"
 #include "core/interop/hf_llama.h"
-#include "core/interop/hf_mixtral.h"
+#include "core/interop/hf_layout.h"
 #include "core/interop/hf_tokenizer.h"
 #include "data/durable_output.h"
 #include "kernels/error.h"
@@ -30,8 +30,10 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
 }
 
 // The recipe's [model] against config.json: every key that shapes the computation must agree.
-void check_config(const ModelSection& recipe, const ModelSection& config, const std::string& config_path,
+void check_config(const ModelSection& recipe, const HfConfig& hf, const std::string& config_path,
                   const std::string& recipe_source) {
+  const ModelSection& config = hf.model;
+  const bool qwen = hf.layout == HfLayout::qwen2_moe;
   std::vector<std::string> diffs;
   const auto compare = [&](const char* key, const char* hf_key, auto a, auto b) {
     if (a != b) diffs.push_back(fmt::format("model.{} = {} but {} = {}", key, a, hf_key, b));
@@ -41,7 +43,11 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
   compare("n_layers", "num_hidden_layers", recipe.n_layers, config.n_layers);
   compare("n_heads", "num_attention_heads", recipe.n_heads, config.n_heads);
   compare("n_kv_heads", "num_key_value_heads", recipe.n_kv_heads, config.n_kv_heads);
-  if (recipe.n_experts == 0 || config.n_experts == 0)  // a Mixtral has no dense MLP: its experts' width below
+  // The dense MLP's width: a Mixtral has none (its experts' width below), nor has a model
+  // whose layers are all MoE.
+  const std::vector<std::int64_t> moe = moe_layers(recipe), config_moe = moe_layers(config);
+  if (recipe.n_experts == 0 || config.n_experts == 0 ||
+      (qwen && static_cast<std::int64_t>(config_moe.size()) < config.n_layers))
     compare("ffn_hidden", "intermediate_size", recipe.ffn_hidden, config.ffn_hidden);
   compare("tied_embeddings", "tie_word_embeddings", recipe.tied_embeddings, config.tied_embeddings);
   compare("rope_theta", "rope_theta", recipe.rope_theta, config.rope_theta);
@@ -56,13 +62,26 @@ void check_config(const ModelSection& recipe, const ModelSection& config, const 
             recipe.rope_original_max_seq_len, config.rope_original_max_seq_len);
   }
   compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
-  compare("n_experts", "num_local_experts", recipe.n_experts, config.n_experts);
+  compare("n_experts", qwen ? "num_experts" : "num_local_experts", recipe.n_experts, config.n_experts);
   if (recipe.n_experts > 0 && config.n_experts > 0) {
     compare("experts_per_token", "num_experts_per_tok", recipe.experts_per_token, config.experts_per_token);
     const auto width = [](const ModelSection& m) { return m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden; };
-    compare("expert_ffn_hidden", "intermediate_size", width(recipe), width(config));
-    if (const std::optional<std::string> problem = mixtral_problem(recipe))
-      diffs.push_back(fmt::format("the recipe's mixture of experts is not Mixtral's: {}", *problem));
+    compare("expert_ffn_hidden", qwen ? "moe_intermediate_size" : "intermediate_size", width(recipe), width(config));
+    if (qwen) {
+      const auto shared = [&](const ModelSection& m) {
+        return m.n_shared_experts * (m.shared_expert_ffn_hidden > 0 ? m.shared_expert_ffn_hidden : width(m));
+      };
+      compare("n_shared_experts x shared_expert_ffn_hidden", "shared_expert_intermediate_size", shared(recipe),
+              shared(config));
+      compare("router_renormalize", "norm_topk_prob", recipe.router_renormalize, config.router_renormalize);
+      if (moe != config_moe)
+        diffs.push_back(fmt::format("model.first_dense_layers and model.moe_layer_interval make layers [{}] MoE but "
+                                    "decoder_sparse_step and mlp_only_layers make layers [{}] MoE",
+                                    fmt::join(moe, ", "), fmt::join(config_moe, ", ")));
+    }
+    if (const std::optional<std::string> problem = hf_layout_problem(recipe, hf.layout))
+      diffs.push_back(fmt::format("the recipe's mixture of experts is not {}'s: {}",
+                                  qwen ? "Qwen2-MoE" : "Mixtral", *problem));
   }
   if (!diffs.empty())
     throw UserError(fmt::format("the recipe {} does not describe the model in {}: {}; set the recipe's [model] "
@@ -89,14 +108,31 @@ SourceTensors open_sources(const HfModelFiles& hf) {
   return s;
 }
 
+// What the source is: its layout and whether its attention has (zero) biases.
+struct SourceLayout {
+  HfLayout layout = HfLayout::llama;
+  bool qkv_bias = false;
+};
+
 // The options with what config.json settles: the vocabulary size when the recipe leaves it
-// unset, and the check that the recipe describes the model; one process writes the checkpoint.
-ImportOptions with_model_config(const ImportOptions& given, const HfModelFiles& hf) {
+// unset, the check that the recipe describes the model, and the layout; one process writes
+// the checkpoint. Without config.json the tensor names tell an MoE model's layout.
+ImportOptions with_model_config(const ImportOptions& given, const HfModelFiles& hf, const SourceTensors& source,
+                                SourceLayout& layout) {
   ImportOptions o = given;
   if (hf.config) {
-    const ModelSection config = model_from_llama_config(read_text_file(*hf.config), *hf.config);
-    if (o.recipe.model.vocab_size == 0) o.recipe.model.vocab_size = config.vocab_size;  // unset: the model's
+    const HfConfig config = read_hf_config(read_text_file(*hf.config), *hf.config);
+    if (o.recipe.model.vocab_size == 0) o.recipe.model.vocab_size = config.model.vocab_size;  // unset: the model's
     check_config(o.recipe.model, config, *hf.config, o.recipe.source);
+    layout = {config.layout, config.qkv_bias};
+  } else if (o.recipe.model.n_experts > 0) {
+    const auto named = [&](const std::string& part) {
+      for (const auto& [name, where] : source.by_name)
+        if (name.find(part) != std::string::npos) return true;
+      return false;
+    };
+    layout = named(".block_sparse_moe.") ? SourceLayout{HfLayout::mixtral, false}
+                                         : SourceLayout{HfLayout::qwen2_moe, named("_proj.bias")};
   }
   if (o.recipe.model.vocab_size == 0)
     throw UserError(fmt::format("{} has no config.json to take the vocabulary size from, and the recipe {} leaves "
@@ -107,40 +143,60 @@ ImportOptions with_model_config(const ImportOptions& given, const HfModelFiles& 
 }
 
 // Every tensor of the source is one of the model's (or one that may be left out).
-void check_no_foreign_tensors(const SourceTensors& source, const std::vector<ParamSpec>& specs, const Recipe& recipe) {
+void check_no_foreign_tensors(const SourceTensors& source, const std::vector<HfTensor>& tensors, const Recipe& recipe) {
   std::set<std::string> expected;
-  for (const ParamSpec& s : specs) expected.insert(hf_tensor_name(s.name, recipe.model));
+  for (const HfTensor& t : tensors) expected.insert(t.name);
   for (const auto& [name, where] : source.by_name) {
     if (expected.count(name) > 0) continue;
     if (name.ends_with(".rotary_emb.inv_freq")) continue;  // a derived buffer some exports include
     if (name == "lm_head.weight" && recipe.model.tied_embeddings) continue;  // checked below
-    throw UserError(fmt::format("{}: tensor {} is not part of a Llama model shaped like the recipe's [model] ({}); "
+    throw UserError(fmt::format("{}: tensor {} is not part of a model shaped like the recipe's [model] ({}); "
                                 "check the recipe's model section",
                                 where.first->path(), name, recipe.source));
   }
 }
 
-// The checkpoint's entries, one per parameter of the model, and the source tensor of each.
+// The checkpoint's entries, one per parameter of the model, the source tensor of each and
+// the factor that turns its values into ustrain's.
 struct ImportPlan {
   std::vector<SafetensorsEntry> entries;
   std::vector<std::pair<const SafetensorsReader*, const SafetensorsEntry*>> sources;
+  std::vector<float> scales;
 };
 
-ImportPlan plan_import(const SourceTensors& source, const std::vector<ParamSpec>& specs, const ModelSection& model,
+// Why a tensor ustrain lacks must be zero for the model to be ustrain's.
+std::string why_zero(const std::string& name) {
+  if (name.ends_with("_proj.bias")) return "ustrain's attention has no biases";
+  return "ustrain's shared experts are ungated (Qwen2-MoE's gate must be all zeros, sigmoid(0) = 1/2, as ustrain "
+         "exports it)";
+}
+
+ImportPlan plan_import(const SourceTensors& source, const std::vector<HfTensor>& tensors, HfLayout layout,
                        const std::string& origin) {
   ImportPlan plan;
-  for (const ParamSpec& s : specs) {
-    const std::string hf_name = hf_tensor_name(s.name, model);
-    const auto it = source.by_name.find(hf_name);
+  std::vector<float> values;
+  for (const HfTensor& t : tensors) {
+    const auto it = source.by_name.find(t.name);
     if (it == source.by_name.end())
       throw UserError(fmt::format("{} has no tensor {}; it is not a {} model shaped like the recipe's [model]", origin,
-                                  hf_name, model.n_experts > 0 ? "Mixtral" : "Llama"));
+                                  t.name,
+                                  layout == HfLayout::llama ? "Llama" : layout == HfLayout::mixtral ? "Mixtral" : "Qwen2-MoE"));
     const auto [file, entry] = it->second;
-    if (entry->shape != dims_of(s.shape))
-      throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs {}", file->path(), s.name,
-                                  fmt::join(entry->shape, ", "), s.shape.str()));
+    if (entry->shape != t.shape)
+      throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs ({})", file->path(), t.name,
+                                  fmt::join(entry->shape, ", "), fmt::join(t.shape, ", ")));
+    if (t.param.empty()) {  // a tensor ustrain lacks: only zeros compute what ustrain's model does
+      values.resize(static_cast<std::size_t>(entry->numel()));
+      file->read_f32(*entry, values.data());
+      for (std::size_t k = 0; k < values.size(); ++k)
+        if (values[k] != 0.0f)
+          throw UserError(fmt::format("{}: tensor {} holds {} at element {}, and {}; this model cannot be imported",
+                                      file->path(), t.name, values[k], k, why_zero(t.name)));
+      continue;
+    }
     plan.sources.push_back(it->second);
-    plan.entries.push_back({format_shard_key({std::string(kStateParam), s.name, Slice::whole(entry->shape)}), "F32",
+    plan.scales.push_back(1.0f / t.scale);
+    plan.entries.push_back({format_shard_key({std::string(kStateParam), t.param, Slice::whole(entry->shape)}), "F32",
                             entry->shape, 0, 0});
   }
   lay_out_entries(plan.entries);
@@ -167,15 +223,19 @@ void check_tied_head(const SourceTensors& source, const Recipe& recipe) {
 
 InteropReport import_hf_model(const ImportOptions& given) {
   const HfModelFiles hf = locate_hf_model(given.source);
-  const ImportOptions o = with_model_config(given, hf);
+  const SourceTensors source = open_sources(hf);
+  SourceLayout layout;
+  const ImportOptions o = with_model_config(given, hf, source, layout);
   std::string tokenizer_origin;
   const TokenizerSnapshot tokenizer = import_tokenizer(o.tokenizer, hf, o.recipe, tokenizer_origin);
-  const SourceTensors source = open_sources(hf);
 
   const LlamaModel model(o.recipe.model, 1, 1, Recompute::none);  // for its parameter list only
   const std::vector<ParamSpec>& specs = model.params().specs();
-  check_no_foreign_tensors(source, specs, o.recipe);
-  const ImportPlan plan = plan_import(source, specs, o.recipe.model, o.source);
+  ParamShapes params;
+  for (const ParamSpec& s : specs) params.emplace_back(s.name, dims_of(s.shape));
+  const std::vector<HfTensor> tensors = hf_tensors(params, o.recipe.model, layout.layout, layout.qkv_bias);
+  check_no_foreign_tensors(source, tensors, o.recipe);
+  const ImportPlan plan = plan_import(source, tensors, layout.layout, o.source);
   const std::vector<SafetensorsEntry>& entries = plan.entries;
   const auto& sources = plan.sources;
   check_tied_head(source, o.recipe);
@@ -194,6 +254,8 @@ InteropReport import_hf_model(const ImportOptions& given) {
             throw UserError(fmt::format("{}: tensor {} holds a non-finite value ({} at element {}); these weights are "
                                         "unusable",
                                         sources[i].first->path(), sources[i].second->name, buffer[k], k));
+        if (plan.scales[i] != 1.0f)
+          for (float& v : buffer) v *= plan.scales[i];  // a power of two: exact
         return buffer.data();
       },
       no_faults);

@@ -1,5 +1,6 @@
 // `ustrain ckpt export` and `ustrain ckpt import`: moving models between ustrain checkpoints
-// and Hugging Face Llama safetensors models (core/interop/hf_llama.h).
+// and Hugging Face safetensors models: Llama (core/interop/hf_llama.h), and mixtures of
+// experts as Mixtral or Qwen2-MoE (core/interop/hf_layout.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@ struct ExportOptions {
   std::string output_dir;   // created; must not exist or be empty
   std::string dtype = "fp32";  // fp32 | bf16 (rounded to nearest even)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // larger models are split into shards plus an index
+  std::string layout;  // llama | mixtral | qwen2_moe; empty: llama, or mixtral for an MoE model
 };
 
 struct InteropReport {
@@ -26,7 +28,7 @@ struct InteropReport {
   std::vector<std::string> tokenizer_files;  // export: the tokenizer files written
 };
 
-// Writes the checkpoint's weights as a Hugging Face Llama model: config.json (with the
+// Writes the checkpoint's weights as a Hugging Face model in `layout`: config.json (with the
 // tokenizer's special ids) and generation_config.json, model.safetensors or
 // model-0000i-of-0000n.safetensors with model.safetensors.index.json, and for a
 // sentencepiece tokenizer its Hugging Face files (core/interop/hf_tokenizer.h). Tied
@@ -43,10 +45,12 @@ struct ImportOptions {
   std::string tokenizer = "auto";  // auto | byte | none | FILE.model (core/interop/hf_tokenizer.h)
 };
 
-// Converts a Hugging Face Llama model into a weights-only ustrain checkpoint at step 0, the
-// starting point of a run with checkpoint.init_from = OUTPUT, keeping its tokenizer
-// (import_tokenizer). Checks config.json (when present) against the recipe's [model] and
-// every tensor's name and shape; converts BF16, F16 and F32 to float32.
+// Converts a Hugging Face Llama, Mixtral or Qwen2-MoE model (config.json's model_type; without
+// one, Llama for a dense recipe and for an MoE one Qwen2-MoE when its tensors are named so,
+// else Mixtral) into a weights-only ustrain checkpoint at step 0, the starting point of a run
+// with checkpoint.init_from = OUTPUT, keeping its tokenizer (import_tokenizer). Checks
+// config.json (when present) against the recipe's [model] and every tensor's name, shape and,
+// for the tensors ustrain lacks, value; converts BF16, F16 and F32 to float32.
 InteropReport import_hf_model(const ImportOptions& options);
 
 }  // namespace ustrain

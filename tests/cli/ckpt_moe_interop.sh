@@ -35,6 +35,6 @@ expect_output "num_local_experts" "names the disagreeing config key"
 "$USTRAIN" train tiny.toml --set run.name=shared --set train.steps=2 --set model.n_shared_experts=1 >shared.log 2>&1 \
   || fail "training with a shared expert"
 expect_exit 2 "export of a model with shared experts" -- "$USTRAIN" ckpt export runs/shared hfshared
-expect_output "Mixtral layout, and it has shared experts" "says what Mixtral lacks"
+expect_output "Mixtral layout \(the default\): it has shared experts, which Mixtral lacks; the Qwen2-MoE layout holds it: pass --layout qwen2_moe" "says what Mixtral lacks and which layout holds it"
 [[ ! -e hfshared ]] && pass "a refused export leaves nothing" || fail "a refused export left hfshared/"
 finish

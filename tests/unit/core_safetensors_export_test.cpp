@@ -31,7 +31,7 @@ TEST_F(HfInterop, ExportMatchesAnIndependentHuggingFaceForward) {
   const Recipe recipe = interop_recipe(false);
   Model m(recipe.model);
   const std::string ckpt = save_checkpoint(recipe, m, "ckpt");
-  export_checkpoint({ckpt, path("hf"), "fp32", 5'000'000'000});
+  export_checkpoint({ckpt, path("hf"), "fp32", 5'000'000'000, ""});
   const Weights w = read_safetensors(path("hf/model.safetensors"));
   EXPECT_EQ(w.size(), 2u + 9u * 2u + 1u);  // embed, 9 per layer, norm, lm_head
   for (const ParamSpec& s : m.model.params().specs()) {
@@ -79,7 +79,7 @@ TEST_F(HfInterop, Llama3ScaledModelMatchesTheHuggingFaceForward) {
                                       "model.rope_original_max_seq_len=16"});
   Model m(recipe.model);
   const std::string ckpt = save_checkpoint(recipe, m, "ckpt");
-  export_checkpoint({ckpt, path("hf"), "fp32", 5'000'000'000});
+  export_checkpoint({ckpt, path("hf"), "fp32", 5'000'000'000, ""});
   const Weights w = read_safetensors(path("hf/model.safetensors"));
   std::vector<std::int32_t> ids, targets;
   Rng rng(5);
@@ -105,7 +105,7 @@ TEST_F(HfInterop, Bf16ExportRoundsAndTiedExportOmitsTheHead) {
   const Recipe recipe = interop_recipe(true);
   Model m(recipe.model);
   const std::string ckpt = save_checkpoint(recipe, m, "ckpt");
-  export_checkpoint({ckpt, path("hf"), "bf16", 5'000'000'000});
+  export_checkpoint({ckpt, path("hf"), "bf16", 5'000'000'000, ""});
   std::string dtype;
   const Weights w = read_safetensors(path("hf/model.safetensors"), &dtype);
   EXPECT_EQ(dtype, "BF16");

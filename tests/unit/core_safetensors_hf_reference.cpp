@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -144,13 +146,32 @@ void rope(std::vector<double>& x, std::size_t hd, std::size_t pos, const std::ve
   }
 }
 
-}  // namespace
+// The MLP of layer `layer` (its prefix `p`, "model.layers.L.") applied to the normed `h`.
+using MlpFn = std::function<std::vector<double>(int layer, const std::string& p, const std::vector<double>& h)>;
 
-double reference_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
-                      const std::vector<std::int32_t>& targets, bool rotate_half) {
+// A SwiGLU MLP: down(silu(gate h) * up h), its width taken from the gate's shape.
+std::vector<double> swiglu(const std::vector<double>& gate_w, const std::vector<double>& up_w,
+                           const std::vector<double>& down_w, const std::vector<double>& h) {
+  const std::size_t F = gate_w.size() / h.size();
+  const auto gate = matvec(gate_w, h, F);
+  const auto up = matvec(up_w, h, F);
+  std::vector<double> act(F);
+  for (std::size_t i = 0; i < F; ++i) act[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+  return matvec(down_w, act, h.size());
+}
+
+// The decoder both families share: embedding, pre-norm blocks of rotary GQA attention (with
+// q/k/v biases when `qkv_bias`) and `mlp`, final norm, head, mean cross-entropy.
+double decoder_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
+                    const std::vector<std::int32_t>& targets, bool rotate_half, bool qkv_bias, const MlpFn& mlp) {
   const std::size_t S = ids.size(), D = static_cast<std::size_t>(m.d_model), H = static_cast<std::size_t>(m.n_heads);
-  const std::size_t KV = static_cast<std::size_t>(m.n_kv_heads), hd = D / H, F = static_cast<std::size_t>(m.ffn_hidden);
+  const std::size_t KV = static_cast<std::size_t>(m.n_kv_heads), hd = D / H;
   const std::size_t V = static_cast<std::size_t>(m.vocab_size);
+  const auto add_bias = [&](std::vector<double>& y, const std::string& name) {
+    if (!qkv_bias) return;
+    const auto& b = w.at(name);
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+  };
   const std::vector<double> inv_freq = inverse_frequencies(m, hd);
   const auto& E = w.at("model.embed_tokens.weight");
   std::vector<std::vector<double>> x(S);
@@ -164,6 +185,9 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
       q[t] = matvec(w.at(p + "self_attn.q_proj.weight"), h, H * hd);
       k[t] = matvec(w.at(p + "self_attn.k_proj.weight"), h, KV * hd);
       v[t] = matvec(w.at(p + "self_attn.v_proj.weight"), h, KV * hd);
+      add_bias(q[t], p + "self_attn.q_proj.bias");  // before RoPE, as Linear(bias=True) adds it
+      add_bias(k[t], p + "self_attn.k_proj.bias");
+      add_bias(v[t], p + "self_attn.v_proj.bias");
       rope(q[t], hd, t, inv_freq, rotate_half);
       rope(k[t], hd, t, inv_freq, rotate_half);
     }
@@ -187,11 +211,7 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
       const auto o = matvec(w.at(p + "self_attn.o_proj.weight"), att, D);
       for (std::size_t i = 0; i < D; ++i) x[t][i] += o[i];
       const auto h2 = rmsnorm(x[t], w.at(p + "post_attention_layernorm.weight"), m.norm_eps);
-      const auto gate = matvec(w.at(p + "mlp.gate_proj.weight"), h2, F);
-      const auto up = matvec(w.at(p + "mlp.up_proj.weight"), h2, F);
-      std::vector<double> act(F);
-      for (std::size_t i = 0; i < F; ++i) act[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-      const auto down = matvec(w.at(p + "mlp.down_proj.weight"), act, D);
+      const auto down = mlp(l, p, h2);
       for (std::size_t i = 0; i < D; ++i) x[t][i] += down[i];
     }
   }
@@ -205,6 +225,94 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
     loss += std::log(z) + mx - logits[static_cast<std::size_t>(targets[t])];
   }
   return loss / static_cast<double>(S);
+}
+
+// Softmax over all experts' logits, the top k (torch.topk: the largest first), renormalised
+// when `renormalize`; returns (expert, weight) pairs and lowers `gap` to the distance between
+// the k-th and the (k+1)-th probability.
+std::vector<std::pair<std::size_t, double>> route(const std::vector<double>& logits, std::size_t k, bool renormalize,
+                                                  double* gap) {
+  double mx = -1e300, z = 0;
+  for (double v : logits) mx = std::max(mx, v);
+  std::vector<double> p(logits.size());
+  for (std::size_t e = 0; e < p.size(); ++e) z += (p[e] = std::exp(logits[e] - mx));
+  for (double& v : p) v /= z;
+  std::vector<std::size_t> order(p.size());
+  for (std::size_t e = 0; e < order.size(); ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
+  if (gap && k < p.size()) *gap = std::min(*gap, p[order[k - 1]] - p[order[k]]);
+  double sum = 0;
+  for (std::size_t j = 0; j < k; ++j) sum += p[order[j]];
+  std::vector<std::pair<std::size_t, double>> chosen;
+  for (std::size_t j = 0; j < k; ++j) chosen.emplace_back(order[j], renormalize ? p[order[j]] / sum : p[order[j]]);
+  return chosen;
+}
+
+}  // namespace
+
+double reference_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
+                      const std::vector<std::int32_t>& targets, bool rotate_half) {
+  const MlpFn dense = [&](int, const std::string& p, const std::vector<double>& h) {
+    return swiglu(w.at(p + "mlp.gate_proj.weight"), w.at(p + "mlp.up_proj.weight"), w.at(p + "mlp.down_proj.weight"), h);
+  };
+  return decoder_loss(w, m, ids, targets, rotate_half, /*qkv_bias=*/false, dense);
+}
+
+double reference_moe_loss(const Weights& w, const nlohmann::json& c, const std::vector<std::int32_t>& ids,
+                          const std::vector<std::int32_t>& targets, double* routing_gap) {
+  ModelSection m;  // the decoder's sizes, from config.json alone
+  m.d_model = c.at("hidden_size");
+  m.n_layers = c.at("num_hidden_layers");
+  m.n_heads = c.at("num_attention_heads");
+  m.n_kv_heads = c.at("num_key_value_heads");
+  m.vocab_size = c.at("vocab_size");
+  m.norm_eps = c.at("rms_norm_eps");
+  m.rope_theta = c.at("rope_theta");
+  m.tied_embeddings = c.at("tie_word_embeddings");
+  const std::string type = c.at("model_type");
+  const auto k = c.at("num_experts_per_tok").get<std::size_t>();
+  double gap = 1e300;
+  MlpFn mlp;
+  bool qkv_bias = false;
+  if (type == "mixtral") {  // MixtralSparseMoeBlock: softmax, top-k, always renormalised
+    const auto E = c.at("num_local_experts").get<std::size_t>();
+    mlp = [&, E](int, const std::string& p, const std::vector<double>& h) {
+      const std::string b = p + "block_sparse_moe.";
+      std::vector<double> out(h.size(), 0.0);
+      for (const auto& [e, g] : route(matvec(w.at(b + "gate.weight"), h, E), k, true, &gap)) {
+        const std::string x = b + "experts." + std::to_string(e) + ".";
+        const auto y = swiglu(w.at(x + "w1.weight"), w.at(x + "w3.weight"), w.at(x + "w2.weight"), h);
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] += g * y[i];
+      }
+      return out;
+    };
+  } else {  // Qwen2MoeSparseMoeBlock in the layers Qwen2MoeDecoderLayer makes sparse, Qwen2MoeMLP elsewhere
+    EXPECT_EQ(type, "qwen2_moe");
+    qkv_bias = c.value("qkv_bias", true);
+    const auto E = c.at("num_experts").get<std::size_t>();
+    const auto step = c.at("decoder_sparse_step").get<int>();
+    const auto mlp_only = c.at("mlp_only_layers").get<std::vector<int>>();
+    const bool renormalize = c.at("norm_topk_prob");
+    mlp = [&, E, step, mlp_only, renormalize](int l, const std::string& p, const std::vector<double>& h) {
+      const bool sparse = std::find(mlp_only.begin(), mlp_only.end(), l) == mlp_only.end() && E > 0 && (l + 1) % step == 0;
+      if (!sparse)
+        return swiglu(w.at(p + "mlp.gate_proj.weight"), w.at(p + "mlp.up_proj.weight"), w.at(p + "mlp.down_proj.weight"), h);
+      std::vector<double> out(h.size(), 0.0);
+      for (const auto& [e, g] : route(matvec(w.at(p + "mlp.gate.weight"), h, E), k, renormalize, &gap)) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        const auto y = swiglu(w.at(x + "gate_proj.weight"), w.at(x + "up_proj.weight"), w.at(x + "down_proj.weight"), h);
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] += g * y[i];
+      }
+      const std::string s = p + "mlp.shared_expert.";
+      const auto shared = swiglu(w.at(s + "gate_proj.weight"), w.at(s + "up_proj.weight"), w.at(s + "down_proj.weight"), h);
+      const double gate = 1.0 / (1.0 + std::exp(-matvec(w.at(p + "mlp.shared_expert_gate.weight"), h, 1)[0]));
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] += gate * shared[i];
+      return out;
+    };
+  }
+  const double loss = decoder_loss(w, m, ids, targets, /*rotate_half=*/true, qkv_bias, mlp);
+  if (routing_gap) *routing_gap = gap;
+  return loss;
 }
 
 void HfInterop::SetUp() {

@@ -1,5 +1,6 @@
-// Test support for the Hugging Face interop tests: a safetensors reader and a float64 Llama
-// forward, both written here from the specifications (not from ustrain's code), and a fixture
+// Test support for the Hugging Face interop tests: a safetensors reader and float64 Llama,
+// Mixtral and Qwen2-MoE forwards, written here from the specifications and Hugging Face's
+// model definitions (not from ustrain's code), and a fixture
 // that saves a checkpoint of a small model with large random weights.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,17 @@ std::map<std::string, std::vector<double>> read_safetensors(const std::string& p
 using Weights = std::map<std::string, std::vector<double>>;
 double reference_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
                       const std::vector<std::int32_t>& targets, bool rotate_half);
+
+// The same for a mixture of experts in the Hugging Face Mixtral or Qwen2-MoE definition
+// (config.json's model_type), from the weights and config.json alone: MixtralSparseMoeBlock
+// (softmax over all experts, top-k renormalised, experts w2(silu(w1 h) * w3 h)), and
+// Qwen2-MoE's q/k/v biases, Qwen2MoeSparseMoeBlock (top-k renormalised when norm_topk_prob,
+// plus sigmoid(shared_expert_gate h) x shared_expert(h)) in the layers decoder_sparse_step
+// and mlp_only_layers make sparse, Qwen2MoeMLP elsewhere. `routing_gap` receives the least
+// distance between a token's k-th and (k+1)-th expert probability: far above float32's
+// errors, the routing cannot flip between implementations.
+double reference_moe_loss(const Weights& w, const nlohmann::json& config, const std::vector<std::int32_t>& ids,
+                          const std::vector<std::int32_t>& targets, double* routing_gap);
 
 class HfInterop : public ::testing::Test {
  protected:

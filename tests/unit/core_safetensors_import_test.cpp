@@ -31,7 +31,7 @@ TEST_F(HfInterop, ExportImportExportIsBitIdenticalAndSharded) {
   const Recipe recipe = interop_recipe(false);
   Model m(recipe.model);
   const std::string ckpt = save_checkpoint(recipe, m, "ckpt");
-  export_checkpoint({ckpt, path("hf"), "fp32", 2000});  // ~2 kB shards: several files and an index
+  export_checkpoint({ckpt, path("hf"), "fp32", 2000, ""});  // ~2 kB shards: several files and an index
   const nlohmann::json index = nlohmann::json::parse(slurp(path("hf/model.safetensors.index.json")));
   std::set<std::string> files;
   for (const auto& [name, file] : index["weight_map"].items()) files.insert(file.get<std::string>());
@@ -44,7 +44,7 @@ TEST_F(HfInterop, ExportImportExportIsBitIdenticalAndSharded) {
   for (const ParamSpec& s : m.model.params().specs())
     ASSERT_EQ(std::memcmp(back.values(s.name), m.values(s.name), static_cast<std::size_t>(s.shape.numel()) * 4), 0)
         << s.name;
-  export_checkpoint({path("imported"), path("hf2"), "fp32", 2000});
+  export_checkpoint({path("imported"), path("hf2"), "fp32", 2000, ""});
   for (const std::string& f : files) EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
   for (const std::string f : {"config.json", "generation_config.json", "model.safetensors.index.json"})
     EXPECT_EQ(slurp(path("hf/" + f)), slurp(path("hf2/" + f))) << f;
@@ -207,7 +207,7 @@ TEST_F(HfInterop, Llama3RopeScalingRoundTripsThroughImportAndExport) {
   ASSERT_TRUE(imported.manifest().tokenizer.has_value());
   EXPECT_EQ(imported.manifest().tokenizer->kind, "external");  // the config's list of EOS ids is not read
 
-  export_checkpoint({path("imported"), path("exported"), "bf16", 5'000'000'000});
+  export_checkpoint({path("imported"), path("exported"), "bf16", 5'000'000'000, ""});
   const nlohmann::json back = nlohmann::json::parse(slurp(path("exported/config.json")));
   EXPECT_EQ(back.at("rope_scaling"), scaling);
   for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
