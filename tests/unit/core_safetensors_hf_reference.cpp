@@ -350,7 +350,7 @@ std::string HfInterop::save_checkpoint(const Recipe& recipe, Model& m, const std
   c.async = false;
   c.recipe_toml = to_toml(recipe);
   c.ustrain_version = "test";
-  CheckpointWriter(c, SaveFaults()).save(m.model.params(), *m.backend, {5, 0, 0, 0, ""});
+  CheckpointWriter(c, SaveFaults()).save(m.model.params(), *m.backend, {5, 0, 0, 0, "", 1.0, {}});
   return path(name) + "/step-00000005";
 }
 

@@ -61,6 +61,28 @@ TEST(RecordingBackend, ReservesWithoutCommittingAndHostResultsAreNothing) {
   EXPECT_EQ(be.peak_device_bytes(), huge);
 }
 
+TEST(RecordingBackend, HostCopiesOfARoutersChoicesReadABalancedRouting) {
+  RecordingBackend be;
+  const std::int64_t n = 6, e = 4, k = 2;
+  const auto planned = [&](Shape s, DType d) {
+    return Tensor(be.allocate(static_cast<std::size_t>(s.numel()) * 4), s, d);
+  };
+  const Tensor experts = planned(Shape{n, k}, DType::i32), gates = planned(Shape{n, k}, DType::f32);
+  const Tensor probs = planned(Shape{n, e}, DType::f32), lse = planned(Shape{n}, DType::f32);
+  const Tensor logits = planned(Shape{n, e}, DType::f32);
+  be.moe_route(experts, gates, probs, lse, logits, MoeRouting{static_cast<int>(k), false, true}, Tensor());
+  std::vector<std::int32_t> chosen(static_cast<std::size_t>(n * k), -1);
+  be.copy(Tensor(chosen.data(), experts.shape, DType::i32), experts);
+  // Choice j of token t goes to expert (t k + j) mod E: each expert n k / E rows, a token's
+  // choices distinct.
+  EXPECT_EQ(chosen, (std::vector<std::int32_t>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  // Another i32 tensor read back stays as it was; a copy into reserved memory writes nothing.
+  std::vector<std::int32_t> other(static_cast<std::size_t>(n * k), -1);
+  be.copy(Tensor(other.data(), gates.shape, DType::i32), planned(Shape{n, k}, DType::i32));
+  EXPECT_EQ(other, std::vector<std::int32_t>(other.size(), -1));
+  be.copy(planned(Shape{n, k}, DType::i32), experts);  // would fault if it wrote
+}
+
 TEST(RecordingBackendDeathTest, MemoryTouchedBehindItsBackFaults) {
   RecordingBackend be;
   auto* p = static_cast<volatile float*>(be.allocate(4096));
