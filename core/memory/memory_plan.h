@@ -19,7 +19,8 @@ namespace ustrain {
 // gradient buckets). library_workspace: the device memory the backend's libraries work in
 // (kernels/library_workspace.h; none on the CPU), handed to the backend when allocated.
 // op_scratch: the scratch the backend's ops and cuDNN's attention plans work in, the most any
-// op of the step takes (Backend::op_scratch_bytes; none on the CPU), handed over likewise.
+// op of the step takes (Backend::op_scratch_bytes; on the CPU only with 16-bit storage), handed
+// over likewise.
 enum class MemCategory : int {
   parameters = 0,
   gradients,

@@ -19,13 +19,24 @@ StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
   return most;
 }
 
+namespace {
+
+// The CPU backend takes op scratch only to widen 16-bit tensors.
+bool cpu_without_scratch(const Recipe& recipe) {
+  return recipe.device.type != "cuda" && recipe.train.precision == "fp32";
+}
+
+}  // namespace
+
 std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank) {
-  if (recipe.device.type != "cuda") return 0;
+  if (cpu_without_scratch(recipe)) return 0;
+  if (recipe.device.type != "cuda")
+    return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cpu_widening_bytes(op); }).bytes;
   return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
 }
 
 StepScratch backend_op_scratch(const Recipe& recipe, int pp_rank, Backend& backend) {
-  if (backend.device() == Device::cpu) return {};
+  if (cpu_without_scratch(recipe)) return {};
   return step_op_scratch(recipe, pp_rank, [&backend](const RecordedOp& op) { return backend.op_scratch_bytes(op); });
 }
 

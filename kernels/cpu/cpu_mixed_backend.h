@@ -6,9 +6,14 @@
 // on oneDNN's bf16 matmul (products exact, fp32 sums, one rounding of the result, as
 // cuBLASLt's); fp16 GEMMs on the fp32 GEMM of widened operands (their products are exact in
 // fp32 too). fp32 tensors go straight to the fp32 ops, bit for bit as CpuBackend.
+//
+// The fp32 stand-ins live in the planned op scratch (the memory plan's op-scratch line, sized
+// by kernels/record/op_scratch.h's cpu_widening_bytes over the step's ops) once the trainer
+// hands it over; before that (tests, tools) in buffers of the backend's own that grow.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <memory>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -62,14 +67,23 @@ class CpuMixedBackend : public CpuBackend {
   void cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
                                     VocabShard shard) override;
 
+  std::size_t op_scratch_bytes(const RecordedOp& op) override;
+  void use_op_scratch(void* scratch, std::size_t bytes) override;
+
  private:
   class Widening;
   // A GEMM on bf16 operands into fp32 or bf16 `c`; false when the operands are not both bf16.
   bool bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const Tensor& b, Tensor c);
 
+  // `count` floats for the op's stand-in number `slot`, from the planned op scratch at
+  // `offset` (advanced past them), or without one from the slot's own buffer.
+  float* widened(int slot, std::size_t& offset, std::size_t count);
+
   static constexpr int kSlots = 8;  // the most 16-bit tensors one op takes
   std::array<ScratchBuffer, kSlots> slots_;
   ScratchBuffer gemm_out_;
+  std::byte* scratch_ = nullptr;  // the planned op scratch, when handed over
+  std::size_t scratch_bytes_ = 0;
   std::unique_ptr<cpu::Bf16Gemm> gemm_;
 };
 

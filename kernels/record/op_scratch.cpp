@@ -79,6 +79,28 @@ std::optional<RecordedAttention> recorded_attention(const RecordedOp& op) {
   return std::nullopt;
 }
 
+std::size_t cpu_widening_bytes(const RecordedOp& op) {
+  // The ops CpuMixedBackend runs as widen, compute in fp32, round (cpu_mixed_backend.cpp); the
+  // rest (copies, conversions, the optimizer) take 16-bit tensors as they are.
+  static constexpr std::string_view kWidened[] = {
+      "linear_forward", "linear_backward_input", "linear_backward_weight", "embedding_forward",
+      "embedding_backward", "embedding_forward_shard", "embedding_backward_shard", "rmsnorm_forward",
+      "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
+      "attention_kv_pack", "attention_block_forward", "attention_block_backward", "attention_grad_pack",
+      "moe_route", "moe_route_backward", "moe_combine", "moe_combine_backward", "swiglu_forward",
+      "swiglu_backward", "add", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_shard_stats",
+      "cross_entropy_backward_shard"};
+  const std::string_view name = op.name;
+  if (std::find(std::begin(kWidened), std::end(kWidened), name) == std::end(kWidened)) return 0;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < op.shapes.size(); ++i) {
+    if (op.dtypes.at(i) != DType::bf16 && op.dtypes.at(i) != DType::f16) continue;
+    const auto wide = static_cast<std::size_t>(op.shapes[i].numel()) * sizeof(float);
+    bytes += (wide + kCpuWideningAlign - 1) / kCpuWideningAlign * kCpuWideningAlign;
+  }
+  return bytes;
+}
+
 std::size_t cuda_op_scratch_bytes(const RecordedOp& op) {
   const std::string_view name = op.name;
   if (name == "embedding_backward" || name == "embedding_backward_shard")

@@ -35,4 +35,10 @@ std::optional<RecordedAttention> recorded_attention(const RecordedOp& op);
 // Bytes of op scratch the CUDA backend takes for `op`, cuDNN's plan workspace aside.
 std::size_t cuda_op_scratch_bytes(const RecordedOp& op);
 
+// Bytes of op scratch the CPU backend with 16-bit storage (kernels/cpu/cpu_mixed_backend.h)
+// takes for `op`: an fp32 stand-in for each of its bf16 / fp16 tensors, each starting on a
+// kCpuWideningAlign boundary. 0 for the ops it does not widen.
+inline constexpr std::size_t kCpuWideningAlign = 64;
+std::size_t cpu_widening_bytes(const RecordedOp& op);
+
 }  // namespace ustrain
