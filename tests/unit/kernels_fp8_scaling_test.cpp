@@ -96,7 +96,9 @@ TEST_P(Fp8Scales, MatchTheReferenceAndQuantiseWithThem) {
         distinct += grid.at(r, col) != grid.at(0, 0);
       }
     // Finer recipes isolate the outliers: most groups get larger scales than the worst one.
-    if (k.recipe == Recipe::rowwise || k.recipe == Recipe::blockwise) EXPECT_GT(distinct, 0);
+    if (k.recipe == Recipe::rowwise || k.recipe == Recipe::blockwise) {
+      EXPECT_GT(distinct, 0);
+    }
   }
 }
 
