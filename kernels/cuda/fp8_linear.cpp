@@ -1,12 +1,10 @@
 // Fp8Linear: quantise the operands, then one cuBLASLt FP8 GEMM (see fp8_linear.h).
 #include "kernels/cuda/fp8_linear.h"
 
-#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/fp8_quantize.h"
 #include "kernels/cuda/lt_fp8_gemm.h"
-#include "kernels/cuda/scratch_sizes.h"
 #include "kernels/error.h"
 
 namespace ustrain::cuda {
@@ -21,13 +19,6 @@ namespace {
 
 Fp8Format device_format(fp8::Format f) { return f == fp8::Format::e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2; }
 
-std::size_t float_bytes(std::int64_t n) { return round_up_scratch(static_cast<std::size_t>(n) * sizeof(float)); }
-
-// The K-major shape of src (rows, cols), transposed or not.
-Fp8OperandShape operand_shape(std::int64_t rows, std::int64_t cols, bool transpose, Fp8Grouping g) {
-  return {transpose ? cols : rows, transpose ? rows : cols, g};
-}
-
 void check_sizes(const char* what, std::int64_t n, std::int64_t in, std::int64_t outs) {
   USTRAIN_ASSERT(n % 16 == 0 && in % 16 == 0 && outs % 16 == 0 && n > 0 && in > 0 && outs > 0,
                  std::string("FP8 ") + what + ": N, I and O must be positive multiples of 16 (N=" + std::to_string(n) +
@@ -36,32 +27,6 @@ void check_sizes(const char* what, std::int64_t n, std::int64_t in, std::int64_t
 
 }  // namespace
 
-Fp8Grouping fp8_grouping(fp8::Recipe recipe, fp8::Role role) {
-  switch (recipe) {
-    case fp8::Recipe::delayed:
-    case fp8::Recipe::current: return Fp8Grouping::tensor;
-    case fp8::Recipe::rowwise: return Fp8Grouping::row;
-    case fp8::Recipe::blockwise: return role == fp8::Role::weight ? Fp8Grouping::blk128 : Fp8Grouping::vec128;
-  }
-  return Fp8Grouping::tensor;
-}
-
-std::size_t fp8_operand_scratch_bytes(const Fp8OperandShape& s) {
-  return round_up_scratch(static_cast<std::size_t>(s.outer * s.k)) + 2 * float_bytes(s.groups()) +
-         float_bytes(s.lt_floats());
-}
-
-std::size_t fp8_linear_scratch_bytes(fp8::Recipe recipe, std::int64_t n, std::int64_t in, std::int64_t out) {
-  using fp8::Role;
-  const auto bytes = [recipe](std::int64_t rows, std::int64_t cols, bool transpose, Role role) {
-    return fp8_operand_scratch_bytes(operand_shape(rows, cols, transpose, fp8_grouping(recipe, role)));
-  };
-  const std::size_t forward = bytes(out, in, false, Role::weight) + bytes(n, in, false, Role::activation);
-  const std::size_t input_grad = bytes(out, in, true, Role::weight) + bytes(n, out, false, Role::gradient);
-  const std::size_t weight_grad = bytes(n, in, true, Role::activation) + bytes(n, out, true, Role::gradient);
-  return std::max({forward, input_grad, weight_grad});
-}
-
 Fp8Linear::Operand Fp8Linear::quantize(const void* src, std::int64_t rows, std::int64_t cols, bool transpose,
                                        fp8::Role role, const Fp8DeviceScaling& state, unsigned char*& at,
                                        cudaStream_t stream) const {
@@ -69,17 +34,17 @@ Fp8Linear::Operand Fp8Linear::quantize(const void* src, std::int64_t rows, std::
   USTRAIN_ASSERT(!delayed || (state.scales != nullptr && state.amaxes != nullptr),
                  "FP8 delayed scaling without its device scales and amaxes");
   Operand op;
-  op.shape = operand_shape(rows, cols, transpose, fp8_grouping(config_.recipe, role));
+  op.shape = fp8_operand_shape(rows, cols, transpose, fp8_grouping(config_.recipe, role));
   op.format = device_format(fp8::format_of(config_, role));
   const Fp8OperandShape& s = op.shape;
   op.buffers.codes = at;
   at += round_up_scratch(static_cast<std::size_t>(s.outer * s.k));
   op.buffers.amax = reinterpret_cast<float*>(at);
-  at += float_bytes(s.groups());
+  at += fp8_float_scratch(s.groups());
   op.buffers.scale = reinterpret_cast<float*>(at);
-  at += float_bytes(s.groups());
+  at += fp8_float_scratch(s.groups());
   op.buffers.descale = reinterpret_cast<float*>(at);
-  at += float_bytes(s.lt_floats());
+  at += fp8_float_scratch(s.lt_floats());
   const auto r = static_cast<int>(role);
   const Fp8QuantizeScaling scaling{op.format, config_.margin, !delayed && config_.recipe != fp8::Recipe::current,
                                    delayed ? state.scales + r : nullptr, delayed ? state.amaxes + r : nullptr};

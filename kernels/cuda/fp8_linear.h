@@ -7,14 +7,13 @@
 // The GEMMs take both operands K-major, so the input gradient quantises W transposed and the
 // weight gradient x and dout transposed.
 //
-// Groupings per recipe (kernels/fp8/fp8_scaling.h): delayed and current one tensor scale,
-// rowwise one per row along K, blockwise 1x128 activations and gradients and 128x128 weights.
+// Groupings per recipe: fp8_grouping() (kernels/cuda/fp8_scratch_sizes.h).
 // Delayed scaling takes its three scales (activation, weight, gradient) from device memory and
 // max-es each operand's amax into three device floats: the caller uploads a step's scales
 // once and reads the amaxes once per step, so no GEMM waits for the host.
 //
 // N, I and O must be multiples of 16 (lt_fp8_gemm.h). The quantised operands take
-// fp8_gemm_scratch_bytes() of device scratch, which the caller owns; work is queued on
+// fp8_linear_scratch_bytes() (kernels/cuda/fp8_scratch_sizes.h) of device scratch, which the caller owns; work is queued on
 // `stream` and never synchronised.
 #pragma once
 
@@ -23,7 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/fp8_operand_layout.h"
+#include "kernels/cuda/fp8_scratch_sizes.h"
 #include "kernels/fp8/fp8_scaling.h"
 #include "kernels/tensor.h"
 
@@ -36,15 +35,6 @@ struct Fp8DeviceScaling {
   const float* scales = nullptr;
   float* amaxes = nullptr;
 };
-
-// How `recipe` groups an operand of `role` (K-major).
-Fp8Grouping fp8_grouping(fp8::Recipe recipe, fp8::Role role);
-
-// Scratch of one quantised operand: codes, amaxes, scales and cuBLASLt's inverse scales, each
-// 256-byte aligned.
-std::size_t fp8_operand_scratch_bytes(const Fp8OperandShape& s);
-// The most scratch any of a linear layer's three FP8 GEMMs takes for (N, I, O) under `recipe`.
-std::size_t fp8_linear_scratch_bytes(fp8::Recipe recipe, std::int64_t n, std::int64_t in, std::int64_t out);
 
 class Fp8Linear {
  public:
