@@ -87,7 +87,7 @@ Fp8DeviceScaling CudaFp8Backend::device_state(const fp8::LayerScaling* state) {
     for (std::size_t s = 0; s < slots; ++s)
       for (int r = 0; r < fp8::kRoles; ++r)
         host_state_[s * fp8::kRoles + static_cast<std::size_t>(r)] = slot_states_[s]->scale(static_cast<fp8::Role>(r));
-    // Pageable memory: the copy has left host_state_ when the call returns.
+    // From pageable memory: the call waits for the stream and has read host_state_ when it returns.
     USTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_state_, host_state_.data(), slots * fp8::kRoles * sizeof(float),
                                        cudaMemcpyHostToDevice, stream()));
     uploaded_generation_ = layers_.generation();

@@ -5,10 +5,11 @@
 // output head, routers) and non-bf16 calls stay on CudaBackend's GEMMs.
 //
 // Delayed scaling keeps the host's LayerScaling states as they are (checkpoints, the amax
-// reduction over ranks): each state's three scales are copied to the device once per step
-// (whenever Fp8Layers::generation() moves: a step began or ended), the GEMMs max their
-// operands' amaxes into device floats, and Fp8Layers::collect_amaxes() brings those to the host
-// once at the step's end (one synchronisation per step, none per GEMM).
+// reduction over ranks): each state's three scales are copied to the device by the first FP8
+// GEMM after Fp8Layers::generation() moved (a step began or ended; a copy from pageable memory,
+// which waits for the stream), the GEMMs max their operands' amaxes into device floats, and
+// Fp8Layers::collect_amaxes() brings those to the host once at the step's end. So a step waits
+// for the GPU at its first FP8 GEMM and at its end, never per GEMM.
 //
 // Memory: the quantised operands live in the op scratch (the plan sizes it with
 // fp8_linear_scratch_bytes, core/train/fp8_layers.h); the FP8 GEMMs share the planned cuBLASLt

@@ -30,6 +30,7 @@
 #include "gpu_test_support.h"
 #include "kernels/cpu/cpu_fp8_backend.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cuda/cuda_fp8_backend.h"
 #include "kernels/cuda/fp8_linear.h"
 #include "kernels/cuda/fp8_quantize.h"
 #include "kernels/cuda/lt_fp8_gemm.h"
@@ -276,6 +277,66 @@ TEST_F(GpuFp8Test, LinearGemmsMatchTheCpuEmulation) {
         }
       }
     }
+}
+
+// CudaFp8Backend with delayed scaling over three steps against CpuFp8Backend: the first
+// step's GEMMs with the initial scales, the amaxes brought back from the GPU at the step's end
+// equal to the CPU's, the next scales equal, and the next steps' GEMMs use them.
+TEST_F(GpuFp8Test, DelayedScalingStepsMatchTheCpuBackend) {
+  const std::int64_t n = 64, in = 128, outs = 96;
+  const std::vector<float> x = with_outliers(n * in, 31), w = with_outliers(outs * in, 32);
+  const std::vector<float> d = with_outliers(n * outs, 33);
+  std::vector<std::uint16_t> xb = to_bf16(x), wb = to_bf16(w), db = to_bf16(d);
+  const fp8::Config c{Recipe::delayed, Format::e5m2, 2, 0};
+  CpuFp8Backend cpu_fp8(1, c);
+  cuda::CudaFp8Backend gpu_fp8(0, c);
+  DeviceBuffer<std::uint16_t> gx(xb), gw(wb), gd(db), gout(static_cast<std::size_t>(n * outs)),
+      gdx(static_cast<std::size_t>(n * in));
+  DeviceBuffer<float> gdw(static_cast<std::size_t>(outs * in));
+  std::vector<float> dw(static_cast<std::size_t>(outs * in), 0.0f);
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(n * outs)), dx(static_cast<std::size_t>(n * in));
+  cpu_fp8.fp8_layers()->add(wb.data(), "w");
+  cpu_fp8.fp8_layers()->add(dw.data(), "w.wgrad");
+  gpu_fp8.fp8_layers()->add(gw.get(), "w");
+  gpu_fp8.fp8_layers()->add(gdw.get(), "w.wgrad");
+  const auto on = [](void* p, Shape s, DType t) { return Tensor(p, s, t, Device::cuda); };
+  const auto widen = [](const std::vector<std::uint16_t>& b) {
+    std::vector<float> f(b.size());
+    for (std::size_t i = 0; i < b.size(); ++i) f[i] = cpu::bf16_to_float(b[i]);
+    return f;
+  };
+  for (int step = 0; step < 3; ++step) {
+    const std::string what = "step " + std::to_string(step);
+    for (Backend* be : {static_cast<Backend*>(&cpu_fp8), static_cast<Backend*>(&gpu_fp8)}) be->fp8_layers()->begin_step();
+    const Tensor tx(xb.data(), Shape{n, in}, DType::bf16), tw(wb.data(), Shape{outs, in}, DType::bf16);
+    const Tensor td(db.data(), Shape{n, outs}, DType::bf16);
+    cpu_fp8.linear_forward(Tensor(out.data(), Shape{n, outs}, DType::bf16), tx, tw);
+    cpu_fp8.linear_backward_input(Tensor(dx.data(), Shape{n, in}, DType::bf16), td, tw);
+    cpu_fp8.linear_backward_weight(Tensor(dw.data(), Shape{outs, in}), td, tx);
+    const Tensor gtx = on(gx.get(), Shape{n, in}, DType::bf16), gtw = on(gw.get(), Shape{outs, in}, DType::bf16);
+    const Tensor gtd = on(gd.get(), Shape{n, outs}, DType::bf16);
+    gpu_fp8.linear_forward(on(gout.get(), Shape{n, outs}, DType::bf16), gtx, gtw);
+    gpu_fp8.linear_backward_input(on(gdx.get(), Shape{n, in}, DType::bf16), gtd, gtw);
+    gpu_fp8.linear_backward_weight(on(gdw.get(), Shape{outs, in}, DType::f32), gtd, gtx);
+    expect_close(widen(gout.download(out.size())), widen(out), {Measure::norm_rel, kBf16GemmBound}, "forward, " + what);
+    expect_close(widen(gdx.download(dx.size())), widen(dx), {Measure::norm_rel, kBf16GemmBound},
+                 "input gradient, " + what);
+    expect_close(gdw.download(dw.size()), dw, {Measure::norm_rel, kFp32GemmBound}, "weight gradient, " + what);
+
+    gpu_fp8.fp8_layers()->collect_amaxes();
+    const auto cpu_states = cpu_fp8.fp8_layers()->by_name(), gpu_states = gpu_fp8.fp8_layers()->by_name();
+    ASSERT_EQ(cpu_states.size(), 2u);
+    ASSERT_EQ(gpu_states.size(), 2u);
+    for (const auto& [name, cs] : cpu_states) {
+      fp8::LayerScaling& gs = *gpu_states.at(name);
+      for (int r = 0; r < fp8::kRoles; ++r)
+        EXPECT_EQ(cs->pending()[static_cast<std::size_t>(r)], gs.pending()[static_cast<std::size_t>(r)])
+            << what << ", " << name << ", role " << r;
+    }
+    cpu_fp8.fp8_layers()->end_step();
+    gpu_fp8.fp8_layers()->end_step();
+    for (const auto& [name, cs] : cpu_states) EXPECT_EQ(cs->values(), gpu_states.at(name)->values()) << what << ", " << name;
+  }
 }
 
 }  // namespace
