@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kernels/cuda/fp8_operand_layout.h"
+#include "kernels/cuda/fp8_scratch_sizes.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -52,6 +53,28 @@ TEST(Fp8OperandLayout, CublasLtScaleTensorsFollowTheDocumentedLayouts) {
       EXPECT_TRUE(seen.insert(i).second) << fp8_grouping_name(s.grouping) << " group " << g;
     }
   }
+}
+
+TEST(Fp8OperandLayout, RecipesGroupAndSizeTheirScratchAsTheKernelsDo) {
+  using fp8::Recipe;
+  using fp8::Role;
+  EXPECT_EQ(fp8_grouping(Recipe::delayed, Role::weight), Fp8Grouping::tensor);
+  EXPECT_EQ(fp8_grouping(Recipe::current, Role::gradient), Fp8Grouping::tensor);
+  EXPECT_EQ(fp8_grouping(Recipe::rowwise, Role::activation), Fp8Grouping::row);
+  EXPECT_EQ(fp8_grouping(Recipe::blockwise, Role::weight), Fp8Grouping::blk128);
+  EXPECT_EQ(fp8_grouping(Recipe::blockwise, Role::gradient), Fp8Grouping::vec128);
+  // blockwise, N = 256, I = 384, O = 128: the forward's W (128, 384) in one row of three
+  // 128x128 blocks and x (256, 384) in 1x128 groups are the largest pair (the weight
+  // gradient's x^T (384, 256) and dout^T (128, 256) take 14 KiB less).
+  const auto operand = [](std::int64_t outer, std::int64_t k, Fp8Grouping g) {
+    const std::size_t codes = static_cast<std::size_t>(outer * k);  // multiples of 256 here
+    const std::int64_t groups = Fp8OperandShape{outer, k, g}.groups();
+    return codes + 3 * round_up_scratch(static_cast<std::size_t>(groups) * sizeof(float));
+  };
+  EXPECT_EQ(fp8_linear_scratch_bytes(Recipe::blockwise, 256, 384, 128),
+            operand(128, 384, Fp8Grouping::blk128) + operand(256, 384, Fp8Grouping::vec128));
+  EXPECT_GT(fp8_linear_scratch_bytes(Recipe::blockwise, 256, 384, 128),
+            operand(384, 256, Fp8Grouping::vec128) + operand(128, 256, Fp8Grouping::vec128));
 }
 
 }  // namespace
