@@ -12,9 +12,31 @@
 #include "kernels/error.h"
 
 namespace ustrain::cuda {
+namespace {
+
+// cuBLASLt's FP8 GEMMs take tensor scales from sm_89 on, and outer-vector and 128-block scales
+// on sm_90 only (cuBLAS documentation, "Scaling Mode Support Overview").
+void check_fp8_device(int device_index, fp8::Recipe recipe) {
+  int major = 0, minor = 0;
+  USTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
+  USTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index));
+  const int sm = major * 10 + minor;
+  const std::string gpu = "GPU " + std::to_string(device_index) + " is sm_" + std::to_string(sm);
+  const bool tensor_scales = recipe == fp8::Recipe::delayed || recipe == fp8::Recipe::current;
+  if (tensor_scales && sm < 89)
+    throw UserError("train.precision = \"fp8\" needs a GPU with FP8 tensor cores (sm_89 or later) and " + gpu +
+                    "; set train.precision = \"bf16\"");
+  if (!tensor_scales && sm != 90)
+    throw UserError(std::string("train.fp8_recipe = \"") + fp8::recipe_name(recipe) +
+                    "\" on CUDA needs a Hopper GPU (sm_90: cuBLASLt's row and 128-block FP8 scales) and " + gpu +
+                    "; set train.fp8_recipe = \"delayed\" or \"current\", or train.precision = \"bf16\"");
+}
+
+}  // namespace
 
 CudaFp8Backend::CudaFp8Backend(int device_index, const fp8::Config& config)
     : CudaBackend(device_index), layers_(config), fp8_gemm_(std::make_unique<LtFp8Gemm>()) {
+  check_fp8_device(device_index, config.recipe);
   linear_ = std::make_unique<Fp8Linear>(config, *fp8_gemm_);
   layers_.set_amax_source(this);
 }

@@ -33,6 +33,8 @@ class LtFp8Gemm;
 
 class CudaFp8Backend final : public CudaBackend, private fp8::AmaxSource {
  public:
+  // Throws UserError when the GPU cannot run the recipe's FP8 GEMMs: tensor scales (delayed,
+  // current) need sm_89 or later, row and block scales (rowwise, blockwise) sm_90.
   CudaFp8Backend(int device_index, const fp8::Config& config);
   ~CudaFp8Backend() override;
 
