@@ -9,7 +9,7 @@
 #                (scripts/gpu-bundle.sh --binaries build): no build on the GPU machine
 #     configure  the fallback: CMake, Release, Ninja, CUDA for sm_90, against the bundle
 #     build      ustrain and the GPU tests, on the GPU machine
-#     test       every GPU test (each CUDA op against the CPU; CPU vs GPU training), with a skip
+#     test       every GPU test (each CUDA op against the CPU; CPU vs GPU training, fp8 too), with a skip
 #                counted as a failure (USTRAIN_REQUIRE_GPU=1) and cuDNN refusing a shape it
 #                should take as an error (USTRAIN_REQUIRE_CUDNN=1); cuDNN's own log of the
 #                attention tests
@@ -257,6 +257,12 @@ phase_test() {
     tstatus=$?
   grep -E '^(ok|FAIL|SKIP)' "$log" | tail -n 8 | sed 's/^/  /'
   ((status)) || status=$tstatus
+  # FP8 training, each scaling recipe on the GPU against the CPU's emulation.
+  local fstatus=0 before
+  before=$(wc -l <"$log")
+  (use_deps && timed 120 "$log" "${strict[@]}" bash tests/gpu/gpu_train_fp8.sh "$ustrain_bin" .) || fstatus=$?
+  tail -n +"$((before + 1))" "$log" | grep -E '^(ok|FAIL|SKIP)' | grep -v 'run$' | tail -n 12 | sed 's/^/  /'
+  ((status)) || status=$fstatus
   record test $status "$log" quiet
 }
 

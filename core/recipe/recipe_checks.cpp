@@ -283,14 +283,42 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) 
   check_data_rules(r, at);
 }
 
+namespace {
+
+// FP8 on CUDA runs cuBLASLt's FP8 GEMMs (kernels/cuda/lt_fp8_gemm.h), whose sizes are multiples
+// of 16; the routed experts' GEMMs take whatever number of tokens the router sends them.
+void check_cuda_fp8(const Recipe& r, const Origins& at) {
+  const ModelSection& m = r.model;
+  if (m.n_experts > 0) {
+    fail("{}: train.precision = \"fp8\" with device.type = \"cuda\" trains dense models only in this build (the "
+         "experts' FP8 GEMMs would take token counts that are not multiples of 16); set model.n_experts = 0, "
+         "train.precision = \"bf16\", or device.type = \"cpu\"",
+         at.of({"train.precision", "device.type", "model.n_experts"}));
+  }
+  const std::int64_t tp = std::max<std::int64_t>(r.parallel.tp, 1), cp = std::max<std::int64_t>(r.parallel.cp, 1);
+  const struct {
+    const char* what;
+    std::int64_t value;
+  } sizes[] = {
+      {"model.d_model", m.d_model},
+      {"the head size model.d_model / model.n_heads", m.n_heads > 0 ? m.d_model / m.n_heads : 0},
+      {"model.ffn_hidden / parallel.tp", m.ffn_hidden / tp},
+      {"the tokens of a micro-batch, train.micro_batch * train.seq_len / parallel.cp",
+       r.train.micro_batch * r.train.seq_len / cp},
+  };
+  for (const auto& size : sizes)
+    if (size.value % 16 != 0)
+      fail("{}: train.precision = \"fp8\" with device.type = \"cuda\" needs FP8 GEMM sizes that are multiples of 16 "
+           "(cuBLASLt's FP8 GEMMs), but {} is {}; choose sizes that are, or train.precision = \"bf16\"",
+           at.of({"train.precision", "device.type"}), size.what, size.value);
+}
+
+}  // namespace
+
 // What this build cannot run yet. As features land, their lines are deleted from here.
 void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
-  if (r.train.precision == "fp8" && r.device.type == "cuda") {
-    fail("{}: train.precision = \"fp8\" with device.type = \"cuda\": this build computes FP8 GEMMs on the CPU "
-         "only; set device.type = \"cpu\", or train.precision = \"bf16\"",
-         at.of({"train.precision", "device.type"}));
-  }
+  if (r.train.precision == "fp8" && r.device.type == "cuda") check_cuda_fp8(r, at);
   // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
   // between buffers (core/train/fp8_layers.h).
   if (r.train.precision == "fp8" && p.zero >= 2 && p.dp * p.cp > 1) {

@@ -177,7 +177,8 @@ std::vector<KeySpec> train_keys() {
           "the decoder layers' linear layers take FP8 inputs (e4m3 activations and weights, train.fp8_grad_format "
           "gradients) with fp32 accumulation, scaled as train.fp8_recipe says; the output head and MoE routers stay "
           "bf16. On the CPU FP8 is emulated exactly (quantise, then multiply the dequantised values in fp32), a "
-          "correctness model rather than a fast path"),
+          "correctness model rather than a fast path; on CUDA (Hopper) the GEMMs are cuBLASLt FP8 GEMMs, for dense "
+          "models whose GEMM sizes are multiples of 16"),
       key(USTRAIN_RECIPE_FIELD(train.fp8_recipe), one_of({"delayed", "current", "rowwise", "blockwise"}),
           "fp8 scaling: delayed (one scale per tensor from the amax history of earlier steps, TransformerEngine's "
           "default), current (one scale per tensor from its own amax), rowwise (a power-of-two scale per row along "

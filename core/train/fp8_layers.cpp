@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/fp8_scratch_sizes.h"
 #include "kernels/fp8/fp8_layers.h"
 
 namespace ustrain {
@@ -60,6 +61,24 @@ std::vector<ParamDecl> fp8_state_declaration(const std::vector<ParamDecl>& whole
   return decls;
 }
 
+namespace {
+
+// Calls gemm(out, in) for each FP8 layer of this rank's part of `model` (a packed q/k/v or
+// gate/up matrix once, with all its rows).
+template <class Gemm>
+void for_each_fp8_gemm(const LlamaModel& model, Gemm&& gemm) {
+  const std::vector<ParamSpec>& specs = model.params().specs();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
+    if (!computes_in_fp8(s)) continue;
+    std::int64_t out = s.local[0];
+    for (std::size_t next = i + 1; next < specs.size() && specs[next].packed; ++next) out += specs[next].local[0];
+    gemm(out, s.local[1]);
+  }
+}
+
+}  // namespace
+
 void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch, MemoryPlan& plan) {
   if (recipe.train.precision != "fp8") return;
   const ModelGeometry& g = model.geometry();
@@ -67,15 +86,10 @@ void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_
   // going to top_k experts.
   const std::int64_t rows = g.tokens(micro_batch) * std::max<std::int64_t>(1, g.top_k);
   std::int64_t layers = 0, largest = 0;
-  for (const ParamSpec& s : model.params().specs()) {
-    if (!computes_in_fp8(s)) continue;
+  for_each_fp8_gemm(model, [&](std::int64_t out, std::int64_t in) {
     ++layers;
-    std::int64_t out = s.local[0], in = s.local[1];
-    for (std::size_t next = static_cast<std::size_t>(&s - model.params().specs().data()) + 1;
-         next < model.params().specs().size() && model.params().specs()[next].packed; ++next)
-      out += model.params().specs()[next].local[0];  // a packed q/k/v or gate/up matrix is one GEMM
     largest = std::max({largest, out * in, rows * out, rows * in});
-  }
+  });
   if (layers == 0) return;
   const TrainSection& t = recipe.train;
   if (t.fp8_recipe == "delayed")
@@ -84,9 +98,21 @@ void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_
   if (recipe.device.type == "cpu") plan.add_host("fp8.cpu_operands", static_cast<std::size_t>(3 * largest) * sizeof(float));
 }
 
+std::size_t fp8_op_scratch_bytes(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch) {
+  if (recipe.train.precision != "fp8" || recipe.device.type != "cuda") return 0;
+  const std::int64_t rows = model.geometry().tokens(micro_batch);  // dense layers only on CUDA (recipe check)
+  const fp8::Recipe r = fp8::recipe_named(recipe.train.fp8_recipe);
+  std::size_t most = 0;
+  for_each_fp8_gemm(model, [&](std::int64_t out, std::int64_t in) {
+    most = std::max(most, cuda::fp8_linear_scratch_bytes(r, rows, in, out));
+  });
+  return most;
+}
+
 void end_fp8_step(Backend& backend, ProcessGroups& groups) {
   fp8::Fp8Layers* layers = backend.fp8_layers();
   if (layers == nullptr) return;
+  layers->collect_amaxes();  // a GPU's, once per step
   const std::map<std::string, fp8::LayerScaling*> states = layers->by_name();
   if (!states.empty()) {  // delayed scaling: the same amaxes on every rank holding the layers
     std::vector<float> pending;

@@ -11,6 +11,8 @@
 // them, so the state is the same on each of them: one saves it, and all of them load it.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ std::vector<ParamDecl> fp8_state_declaration(const std::vector<ParamDecl>& whole
 // and of the CPU emulation's fp32 copies of a GEMM's two quantised operands and its result
 // ("fp8.cpu_operands", three times the largest operand of an FP8 GEMM).
 void plan_fp8(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch, MemoryPlan& plan);
+
+// The op scratch the CUDA FP8 GEMMs of `model` take at most (their quantised operands,
+// kernels/cuda/fp8_scratch_sizes.h): the plan's op scratch holds at least this much (0 unless
+// train.precision = "fp8" on CUDA).
+std::size_t fp8_op_scratch_bytes(const Recipe& recipe, const LlamaModel& model, std::int64_t micro_batch);
 
 // After a step's backward: the step's amaxes, reduced over the ranks that hold the same
 // layers, into the delayed-scaling histories. A collective over `groups`' gradient and

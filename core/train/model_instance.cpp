@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/checkpoint/writer.h"
 #include "core/run/cpu_threads.h"
 #include "core/distributed/parallelize.h"
 #include "core/trace/trace_memory.h"
 #include "core/train/fp8_layers.h"
-#include "kernels/cpu/cpu_fp8_backend.h"
+#include "kernels/fp8_backend.h"
 
 namespace ustrain {
 
@@ -31,10 +33,9 @@ std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_in
     if (!threads.error.empty()) throw UserError(threads.error);
     if (!threads.warning.empty()) spdlog::warn("{}", threads.warning);
   }
-  if (recipe.train.precision == "fp8") {
-    USTRAIN_ASSERT(recipe.device.type == "cpu", "fp8 on CUDA reached the backend; the recipe check refuses it");
-    return std::make_unique<CpuFp8Backend>(static_cast<int>(recipe.device.threads), fp8_config_of(recipe));
-  }
+  if (recipe.train.precision == "fp8")
+    return make_fp8_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
+                            static_cast<int>(recipe.device.threads), device_index, fp8_config_of(recipe));
   return make_backend(recipe.device.type == "cuda" ? Device::cuda : Device::cpu,
                       static_cast<int>(recipe.device.threads), device_index);
 }
@@ -67,7 +68,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
             placement.tp, placement.cp, placement.ep) {
   plan_model(model, plan, placement.sharding, placement.slots);
   plan_library_workspace(backend->device(), plan);
-  plan_op_scratch(placement.op_scratch_bytes, plan);
+  plan_op_scratch(std::max(placement.op_scratch_bytes, fp8_op_scratch_bytes(recipe, model, max_batch)), plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_fp8(recipe, model, max_batch, plan);
   plan_trace(recipe, plan);

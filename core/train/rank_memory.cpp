@@ -1,5 +1,7 @@
 #include "core/train/rank_memory.h"
 
+#include <algorithm>
+
 #include "core/checkpoint/writer.h"
 #include "core/plan/step_scratch.h"
 #include "core/trace/trace_memory.h"
@@ -19,7 +21,8 @@ RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipe
                    compute_dtype(recipe));
   plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);
   plan_library_workspace(recipe.device.type == "cuda" ? Device::cuda : Device::cpu, m.plan);
-  plan_op_scratch(deviceless_op_scratch(recipe, pp_rank), m.plan);
+  plan_op_scratch(std::max(deviceless_op_scratch(recipe, pp_rank), fp8_op_scratch_bytes(recipe, stage, recipe.train.micro_batch)),
+                  m.plan);
   plan_checkpoint_snapshot(stage.params(), m.plan);
   plan_fp8(recipe, stage, recipe.train.micro_batch, m.plan);
   plan_trace(recipe, m.plan);

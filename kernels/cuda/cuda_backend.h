@@ -37,7 +37,7 @@ namespace ustrain::cuda {
 class LtGemm;
 class CudnnAttention;
 
-class CudaBackend final : public Backend {
+class CudaBackend : public Backend {
  public:
   // Uses GPU `device_index`; throws UserError when it cannot be used.
   explicit CudaBackend(int device_index = 0);
@@ -120,10 +120,12 @@ class CudaBackend final : public Backend {
   double sum_of_squares_multi(std::span<const Tensor> xs) override;
   void scale(Tensor x, float factor) override;
 
- private:
-  void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
+ protected:
   // At least `bytes` of device scratch for the op `op` names, valid until the next op's.
   void* scratch(std::size_t bytes, std::string_view op);
+
+ private:
+  void rope(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim, bool inverse);
 
   int device_index_;
   std::string name_;

@@ -13,26 +13,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/gemm_plan.h"
+#include "kernels/cuda/lt_check.h"
 #include "kernels/error.h"
-
-namespace ustrain::cuda {
-namespace {
-
-[[noreturn]] void fail_cublas(cublasStatus_t status, const char* expr, const char* file, int line) {
-  ::ustrain::assertion_failed(expr, file, line,
-                              std::string("cuBLASLt error: ") + cublasLtGetStatusName(status) + " (" +
-                                  std::to_string(static_cast<int>(status)) + ")");
-}
-
-}  // namespace
-}  // namespace ustrain::cuda
-
-#define USTRAIN_LT_CHECK(expr)                                                                       \
-  do {                                                                                               \
-    const cublasStatus_t ustrain_status_ = (expr);                                                   \
-    if (ustrain_status_ != CUBLAS_STATUS_SUCCESS)                                                    \
-      ::ustrain::cuda::fail_cublas(ustrain_status_, #expr, __FILE__, __LINE__);                      \
-  } while (0)
 
 namespace ustrain::cuda {
 namespace {

@@ -47,10 +47,13 @@ std::map<std::string, LayerScaling*> Fp8Layers::by_name() {
 
 void Fp8Layers::begin_step() {
   for (auto& [key, state] : states_) state->drop_pending();
+  if (amax_source_ != nullptr) amax_source_->discard();
+  ++generation_;
 }
 
 void Fp8Layers::end_step() {
   for (auto& [key, state] : states_) state->end_step(config_);
+  ++generation_;
 }
 
 }  // namespace ustrain::fp8

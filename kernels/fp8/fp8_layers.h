@@ -53,6 +53,17 @@ class LayerScaling {
   std::array<float, kRoles> pending_{};
 };
 
+class Fp8Layers;
+
+// Where a backend keeps the step's amaxes while its GEMMs run off the host (a GPU): dropped
+// when a step begins, and recorded into the states' pending() when asked, once per step.
+class AmaxSource {
+ public:
+  virtual ~AmaxSource() = default;
+  virtual void discard() = 0;
+  virtual void record_into(Fp8Layers& layers) = 0;
+};
+
 // A backend's FP8 linear layers.
 class Fp8Layers {
  public:
@@ -71,10 +82,21 @@ class Fp8Layers {
   void begin_step();  // forgets amaxes recorded outside training steps (validation)
   void end_step();
 
+  // The step's amaxes that the backend holds elsewhere into pending() (before end_step).
+  void collect_amaxes() {
+    if (amax_source_ != nullptr) amax_source_->record_into(*this);
+  }
+  void set_amax_source(AmaxSource* source) { amax_source_ = source; }
+  // Changes whenever a step begins or ends, so the scales may have changed (new ones after a
+  // step, loaded ones before the first): a backend holding copies refreshes them.
+  std::uint64_t generation() const { return generation_; }
+
  private:
   Config config_;
   std::map<const void*, std::unique_ptr<LayerScaling>> states_;
   std::map<std::string, LayerScaling*> names_;
+  AmaxSource* amax_source_ = nullptr;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace ustrain::fp8

@@ -16,6 +16,7 @@
 #include "core/train/rank_memory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/fp8_scratch_sizes.h"
 #include "kernels/cuda/scratch_sizes.h"
 #include "kernels/library_workspace.h"
 #include "kernels/record/op_scratch.h"
@@ -55,6 +56,31 @@ TEST(OpScratchPlan, ACudaRanksPlanHoldsItAndTheCpusNone) {
   EXPECT_EQ(cuda.bytes(MemCategory::op_scratch), (scratch + 3) / 4 * 4);
   EXPECT_EQ(cpu.summary().find("op scratch"), std::string::npos);
   EXPECT_NE(cuda.summary().find("op scratch"), std::string::npos) << cuda.summary();
+}
+
+// fp8 on CUDA: the op scratch also holds the largest FP8 GEMM's quantised operands (the
+// kernels' own sizes, kernels/cuda/fp8_scratch_sizes.h), for every recipe; on the CPU none.
+TEST(OpScratchPlan, Fp8OnCudaHoldsTheLargestGemmsQuantisedOperands) {
+  for (const char* recipe : {"delayed", "current", "rowwise", "blockwise"}) {
+    SCOPED_TRACE(recipe);
+    Recipe r = quickstart_on("cuda", "fp8");
+    r.train.fp8_recipe = recipe;
+    r.model.ffn_hidden = 2048;  // so that an FP8 GEMM takes more than any other op
+    const std::int64_t N = r.train.micro_batch * r.train.seq_len, D = r.model.d_model, F = r.model.ffn_hidden;
+    const std::int64_t Dh = r.head_dim(), H = r.model.n_heads, KV = r.model.n_kv_heads;
+    const fp8::Recipe fr = fp8::recipe_named(recipe);
+    // (out, in) of q/k/v packed, o, gate/up packed, down
+    const std::pair<std::int64_t, std::int64_t> gemms[] = {{(H + 2 * KV) * Dh, D}, {D, H * Dh}, {2 * F, D}, {D, F}};
+    std::size_t fp8_most = 0;
+    for (const auto& [out, in] : gemms) fp8_most = std::max(fp8_most, cuda::fp8_linear_scratch_bytes(fr, N, in, out));
+    ASSERT_GT(fp8_most, deviceless_op_scratch(r, 0));
+    EXPECT_EQ(plan_rank_memory(r, 0).plan.bytes(MemCategory::op_scratch), (fp8_most + 3) / 4 * 4);
+    // x^T of the down projection's weight gradient alone: N x F bytes of FP8 codes
+    EXPECT_GE(fp8_most, static_cast<std::size_t>(N * F));
+  }
+  Recipe cpu = quickstart_on("cpu");
+  cpu.train.precision = "fp8";
+  EXPECT_EQ(plan_rank_memory(cpu, 0).plan.bytes(MemCategory::op_scratch), 0u);
 }
 
 // A backend that says each op takes scratch by its name, as the CUDA backend would.

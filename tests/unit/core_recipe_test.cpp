@@ -482,7 +482,8 @@ TEST(Recipe, AModelDescriptionNeedsNoData) {
   EXPECT_EQ(r.train.seq_len, 256);  // longer than the model's context: no run reads it
   // The model's own rules still hold, and so does what this build supports.
   EXPECT_THROW(parse_recipe("[model]\nd_model = 250\n", kSource, {}, RecipeUse::model), UserError);
-  EXPECT_THROW(parse_recipe("[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n", kSource, {}, RecipeUse::model),
+  EXPECT_THROW(parse_recipe("[model]\nn_experts = 8\n[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n", kSource,
+                           {}, RecipeUse::model),
                UserError);
 }
 
@@ -528,8 +529,10 @@ TEST(RecipeError, NotSupportedByThisBuildYet) {
   const std::vector<CrossFieldCase> cases = {
       {"[parallel]\nep = 4\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
       {"[parallel]\ndp = 4\nep = 4\n[train]\nmicro_batch = 2\n", {"parallel.ep = 4", "expert parallelism", "set parallel.ep = 1"}},
-      {"[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
-       {"train.precision = \"fp8\"", "device.type = \"cuda\"", "on the CPU only", "set device.type = \"cpu\""}},
+      {"[model]\nn_experts = 8\n[train]\nprecision = \"fp8\"\n[device]\ntype = \"cuda\"\n",
+       {"train.precision = \"fp8\"", "device.type = \"cuda\"", "dense models only", "set model.n_experts = 0"}},
+      {"[train]\nprecision = \"fp8\"\nseq_len = 100\nmicro_batch = 1\n[device]\ntype = \"cuda\"\n",
+       {"train.precision = \"fp8\"", "multiples of 16", "train.micro_batch * train.seq_len / parallel.cp is 100"}},
       {"[train]\nprecision = \"fp8\"\nmicro_batch = 2\n[parallel]\ndp = 2\nzero = 2\n",
        {"train.precision = \"fp8\"", "parallel.zero = 2", "set parallel.zero = 1"}},
   };

@@ -96,7 +96,9 @@ TEST_P(Fp8Scales, MatchTheReferenceAndQuantiseWithThem) {
         distinct += grid.at(r, col) != grid.at(0, 0);
       }
     // Finer recipes isolate the outliers: most groups get larger scales than the worst one.
-    if (k.recipe == Recipe::rowwise || k.recipe == Recipe::blockwise) EXPECT_GT(distinct, 0);
+    if (k.recipe == Recipe::rowwise || k.recipe == Recipe::blockwise) {
+      EXPECT_GT(distinct, 0);
+    }
   }
 }
 
@@ -157,6 +159,35 @@ TEST(Fp8Layers, OnlyDelayedScalingKeepsState) {
   EXPECT_NE(current.find(&key), nullptr);
   EXPECT_TRUE(current.by_name().empty());
   EXPECT_EQ(current.find(&delayed), nullptr);
+}
+
+// A backend that records amaxes off the host (the GPU's) is told when a step begins, asked for
+// the step's amaxes once, and sees the generation move whenever the scales may have changed.
+class RecordedAmaxes : public AmaxSource {
+ public:
+  void discard() override { ++discarded; }
+  void record_into(Fp8Layers& layers) override {
+    for (auto& [name, s] : layers.by_name()) s->record(Role::gradient, 5.0f);
+  }
+  int discarded = 0;
+};
+
+TEST(Fp8Layers, AnAmaxSourceIsDroppedAtAStepsStartAndCollectedAtItsEnd) {
+  int key = 0;
+  Fp8Layers layers({Recipe::delayed, Format::e5m2, 4, 0});
+  layers.add(&key, "w");
+  RecordedAmaxes source;
+  layers.set_amax_source(&source);
+  const std::uint64_t g0 = layers.generation();
+  layers.begin_step();
+  EXPECT_EQ(source.discarded, 1);
+  EXPECT_NE(layers.generation(), g0);
+  const std::uint64_t g1 = layers.generation();
+  layers.collect_amaxes();
+  EXPECT_EQ(layers.find(&key)->pending()[static_cast<int>(Role::gradient)], 5.0f);
+  layers.end_step();
+  EXPECT_NE(layers.generation(), g1);
+  EXPECT_EQ(layers.find(&key)->scale(Role::gradient), 57344.0f / 5.0f);  // the collected amax counted
 }
 
 // ---- CpuFp8Backend: the GEMMs of added layers on the dequantised operands ----
