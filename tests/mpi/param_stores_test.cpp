@@ -181,7 +181,7 @@ void check_stage(int zero) {
     c.mesh.dp = kRanks;
     c.group = &everyone.host();
     CheckpointWriter writer(c, SaveFaults());
-    ASSERT_TRUE(writer.save(p.params, *p.backend, {1, 0, 0, 0, ""}).has_value());
+    ASSERT_TRUE(writer.save(p.params, *p.backend, {1, 0, 0, 0, "", 1.0, {}}).has_value());
     writer.wait();
   }
   Params reloaded(rank, ParamShardings{ParamSharding{kRanks, rank, 3 - zero}, ParamSharding{}});
