@@ -30,6 +30,10 @@ struct MoeLoad {
   std::int64_t extra_rounds = 0;
   // Seconds this rank's host waited on those dispatches' row exchanges: what compute did not hide.
   double ep_wait_seconds = 0;
+  // Seconds the host spent routing and permuting (the router's GEMMs and softmax/top-k, the
+  // expert order, the gathers into and out of it, the combine; forward and backward): on the
+  // CPU their time, on a GPU only the time to issue them.
+  double routing_seconds = 0;
   // The sequence-level balance loss alpha sum_i f_i P_i of those tokens' sequences, each
   // sequence's share of its P_i from this rank's tokens (the shares add up over cp).
   double seq_aux_sum = 0;

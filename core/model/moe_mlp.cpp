@@ -1,5 +1,8 @@
 #include "core/model/moe_mlp.h"
 
+#include <chrono>
+#include <optional>
+
 #include "core/model/expert_order.h"
 #include "core/model/sequence_balance.h"
 
@@ -44,6 +47,24 @@ struct MoeMlp::Views {
   Tensor ep_d_gate_up;       // (C, 2F)
   bool deferred = false;
 };
+
+namespace {
+
+// Adds the host seconds of its scope to `seconds`: routing and permutation's time (the ops of
+// the CPU backend run synchronously; a GPU's run after the host issued them).
+class HostSeconds {
+ public:
+  explicit HostSeconds(double& seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
+  ~HostSeconds() { seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  HostSeconds(const HostSeconds&) = delete;
+  HostSeconds& operator=(const HostSeconds&) = delete;
+
+ private:
+  double& seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 // This rank's experts on the rows the dispatcher hands it, in runs of at most C rows, with
 // scratch for their activations (ep > 1).
@@ -298,13 +319,15 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   const Views a = views(m);
   be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);  // (R, D)
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);                 // (N, D)
-  be.linear_forward(a.logits, ln2, params_[router_].value);                // (N, E)
+  std::optional<HostSeconds> routing(load_.routing_seconds);
+  be.linear_forward(a.logits, ln2, params_[router_].value);  // (N, E)
   if (bias_on_) be.copy(a.router_bias, Tensor(const_cast<float*>(bias_.values.data()), a.router_bias.shape));
   be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_, a.router_bias);
   const ExpertOrder order = order_of(be, a.experts, geo_.n_experts);
   be.copy(a.slot_token, Tensor(const_cast<std::int32_t*>(order.slot_token.data()), a.slot_token.shape, DType::i32));
   be.copy(a.token_slot, Tensor(const_cast<std::int32_t*>(order.token_slot.data()), a.token_slot.shape, DType::i32));
   be.embedding_forward(a.x_perm, a.slot_token, ln2);  // (N k, D) in expert order
+  routing.reset();
   // The shared experts need none of the routed rows: under ep they run while those travel.
   const auto shared_forward = [&] {
     if (geo_.shared_ffn_local == 0) return;
@@ -320,8 +343,10 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
     shared_forward();
     experts_forward(be, a, order.offsets, a.expert_out);
   }
+  routing.emplace(load_.routing_seconds);
   be.embedding_forward(a.rows_out, a.token_slot, a.expert_out);  // (N k, D) in token order
   be.moe_combine(s.branch, a.rows_out, a.gates);                 // (N, D), partial over tp
+  routing.reset();
   if (geo_.shared_ffn_local > 0) be.add(s.branch, s.branch, a.partial);
   return par.tp.reduce(s.branch, out);  // (R, D)
 }
@@ -349,13 +374,15 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   const bool shared = geo_.shared_ffn_local > 0;
   if (policy == Recompute::selective) be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
+  std::optional<HostSeconds> routing(load_.routing_seconds);
+  if (policy == Recompute::selective) be.embedding_forward(a.x_perm, a.slot_token, ln2);
+  const std::vector<std::int32_t> chosen = host_experts(be, a.experts);
+  const ExpertOrder order = expert_order(chosen, geo_.n_experts, geo_.top_k);
+  routing.reset();
   if (policy == Recompute::selective) {
-    be.embedding_forward(a.x_perm, a.slot_token, ln2);
     if (geo_.ep == 1) be.swiglu_forward(a.act, a.gate_up);
     if (shared) be.swiglu_forward(a.sh_act, a.sh_gate_up);
   }
-  const std::vector<std::int32_t> chosen = host_experts(be, a.experts);
-  const ExpertOrder order = expert_order(chosen, geo_.n_experts, geo_.top_k);
   {  // the layer's load, and the z-loss of the tokens
     std::vector<float> lse(static_cast<std::size_t>(a.lse.numel()));
     be.copy(Tensor(lse.data(), a.lse.shape), a.lse);
@@ -367,7 +394,9 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   // Everything that reads the gradient of the MLP's output first: under sp it shares its
   // buffer with the input gradient's partial sums.
   const Tensor d_y = par.tp.gather(s.d_resid, s.d_full);  // (N, D)
+  routing.emplace(load_.routing_seconds);
   be.moe_combine_backward(a.d_rows, a.d_gates, d_y, a.rows_out, a.gates);
+  routing.reset();
   par.tp.sum(a.d_gates);  // each rank's rows_out were partial sums
   // The shared experts' backward up to their input gradient (into a.partial) needs none of the
   // routed rows: under ep it runs while those travel. It reads d_y, which the input gradient
@@ -383,8 +412,10 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
     be.linear_backward_input(a.partial, a.sh_d_gate_up, params_.packed_value(shared_.gate, shared_.up));  // (N, D)
   };
   // The experts, in expert order.
+  routing.emplace(load_.routing_seconds);
   be.fill(a.expert_out, 0.0f);
   be.embedding_backward(a.expert_out, a.token_slot, a.d_rows);  // each slot receives its one row
+  routing.reset();
   if (geo_.ep > 1) {  // the rows and their gradients to the experts' ranks, input gradients back
     Dispatched experts(*this, a);
     record(par.ep.backward(be, experts, order.counts, a.x_perm, a.expert_out, a.d_x_perm, a.dispatch,
@@ -406,6 +437,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
     if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
   }
   const Tensor seq_grad = seq_aux_ > 0 ? balance_sequences(be, par, a, m.batch, chosen, s.loss_grad) : Tensor();
+  routing.emplace(load_.routing_seconds);  // the router's backward, and the rows back in token order
   be.moe_route_backward(a.d_logits, a.d_gates, a.logits, a.probs, a.lse, a.experts, a.gates, routing_,
                         z_loss_ * s.loss_grad, seq_grad);
   if (!a.deferred) be.linear_backward_weight(params_[router_].grad, a.d_logits, ln2);
@@ -419,6 +451,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
     be.linear_backward_input(a.partial, a.d_logits, params_[router_].value);
     be.add(d_part, d_part, a.partial);
   }
+  routing.reset();
   const Tensor d_ln2 = par.tp.reduce(d_part, s.d_norm);  // (R, D)
   be.rmsnorm_backward(s.d_branch, params_[ln2_].grad, d_ln2, x, params_[ln2_].value, a.ln2_rstd);
 }

@@ -132,8 +132,9 @@ void StepReport::begin_step() {
 // that saw other tokens (dp x cp; tensor-parallel ranks route the same ones): per layer the
 // least, most and mean token choices an expert took, the share dropped (0: routing is
 // dropless) and the mean squared router log-sum-exp, with the sequence-level balance loss and
-// the routing bias's range where they are on; and the router z-loss and balance loss of the
-// step. A collective: every rank calls it.
+// the routing bias's range where they are on, the time spent routing and permuting and (under
+// ep) waiting on the dispatch, means over the ranks; and the router z-loss and balance loss of
+// the step. A collective: every rank calls it.
 void StepReport::record_moe_load(std::int64_t step) {
   const std::vector<const MoeLoad*> loads = run_.model.moe_loads();
   if (loads.empty()) return;
@@ -145,13 +146,14 @@ void StepReport::record_moe_load(std::int64_t step) {
     sums.push_back(static_cast<float>(l->seq_aux_sum));
     sums.push_back(static_cast<float>(l->extra_rounds));
     sums.push_back(static_cast<float>(l->ep_wait_seconds));
+    sums.push_back(static_cast<float>(l->routing_seconds));
   }
   const Tensor t(sums.data(), Shape{static_cast<std::int64_t>(sums.size())});
   run_.groups.gradients().host().all_reduce(t).wait();
   std::vector<std::pair<std::string, double>> numbers{{"step", double(step)}};
   const std::vector<const RouterBias*> biases = std::as_const(run_.model).router_biases();
   const bool seq_aux = recipe_.model.router_seq_aux_loss > 0;
-  double z_loss = 0, balance_loss = 0, ep_wait_total_ms = 0;
+  double z_loss = 0, balance_loss = 0, ep_wait_total_ms = 0, routing_total_ms = 0;
   std::size_t at = 0;
   for (std::size_t i = 0; i < loads.size(); ++i) {
     const MoeLoad* l = loads[i];
@@ -162,15 +164,18 @@ void StepReport::record_moe_load(std::int64_t step) {
     const double seq_balance = *(last + 2) / static_cast<double>(recipe_.train.global_batch);  // mean per sequence
     // Every rank of an ep group counted its rounds: summed over the groups.
     const double extra_rounds = *(last + 3) / static_cast<double>(recipe_.parallel.ep);
-    const double ep_wait_ms = 1e3 * *(last + 4) / static_cast<double>(run_.groups.gradients().host().size());
-    at += l->tokens.size() + 5;
+    const auto ranks = static_cast<double>(run_.groups.gradients().host().size());
+    const double ep_wait_ms = 1e3 * *(last + 4) / ranks, routing_ms = 1e3 * *(last + 5) / ranks;  // means over the ranks
+    at += l->tokens.size() + 6;
     double total = 0;
     for (auto c = first; c != last; ++c) total += *c;
     numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
                                    {p + "load_max", *std::max_element(first, last)},
                                    {p + "load_mean", total / static_cast<double>(l->tokens.size())},
                                    {p + "dropped", 0.0},
-                                   {p + "router_lse_sq", rows > 0 ? z / rows : 0.0}});
+                                   {p + "router_lse_sq", rows > 0 ? z / rows : 0.0},
+                                   {p + "routing_ms", routing_ms}});
+    routing_total_ms += routing_ms;
     if (rows > 0) z_loss += recipe_.model.router_z_loss * z / rows;
     if (recipe_.parallel.ep > 1) {
       numbers.emplace_back(p + "ep_extra_rounds", extra_rounds);
@@ -188,6 +193,7 @@ void StepReport::record_moe_load(std::int64_t step) {
     }
   }
   numbers.emplace_back("router_z_loss", z_loss);
+  numbers.emplace_back("routing_ms", routing_total_ms);
   if (seq_aux) numbers.emplace_back("router_seq_aux_loss", balance_loss);
   if (recipe_.parallel.ep > 1) numbers.emplace_back("ep_wait_ms", ep_wait_total_ms);
   record("moe", numbers);
