@@ -3,7 +3,8 @@
 
 Trains the quickstart model (recipes/quickstart.toml, on a byte-level dataset converted here
 from /usr/share/games/fortunes or, without it, from generated text) in a table of layouts on
-1, 2 and 4 MPI ranks (dp, tp, pp, cp and ZeRO mixes), each for a few steps, and compares the
+1, 2 and 4 MPI ranks (dp, tp, pp, cp and ZeRO mixes), and the MoE quickstart
+(recipes/moe-quickstart.toml) at ep 1, 2 and 4, each for a few steps, and compares the
 fastest measured step (metrics.jsonl step_s, after the warm-up steps: on a shared machine the
 step least disturbed by other work, as the planner's calibration takes the fastest of its
 calls) with the step time `ustrain plan`, run right before it, predicts for the same layout.
@@ -26,9 +27,10 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-RECIPE = os.path.join(ROOT, "recipes", "quickstart.toml")
+DENSE = os.path.join(ROOT, "recipes", "quickstart.toml")
+MOE = os.path.join(ROOT, "recipes", "moe-quickstart.toml")
 
-# (ranks, {recipe keys}): global batch 16 sequences of 256 tokens throughout.
+# (ranks, {recipe keys}[, recipe]): global batch 16 sequences of 256 tokens throughout.
 LAYOUTS = [
     (1, {"train.micro_batch": 8}),
     (1, {"train.micro_batch": 4}),
@@ -47,10 +49,16 @@ LAYOUTS = [
     (2, {"parallel.cp": 2, "train.micro_batch": 8}),
     (4, {"parallel.dp": 2, "parallel.cp": 2, "train.micro_batch": 8}),
     (4, {"parallel.cp": 2, "parallel.tp": 2, "train.micro_batch": 8}),
+    (2, {"parallel.dp": 2, "parallel.ep": 1, "train.micro_batch": 8}, MOE),
+    (2, {"parallel.dp": 2, "parallel.ep": 2, "train.micro_batch": 8}, MOE),
+    (4, {"parallel.dp": 4, "parallel.ep": 2, "train.micro_batch": 4}, MOE),
+    (4, {"parallel.dp": 4, "parallel.ep": 4, "train.micro_batch": 4}, MOE),
 ]
-DEFAULTS = {"parallel.dp": 1, "parallel.tp": 1, "parallel.pp": 1, "parallel.cp": 1, "parallel.zero": 0, "parallel.sp": True,
+DEFAULTS = {"parallel.dp": 1, "parallel.tp": 1, "parallel.pp": 1, "parallel.cp": 1, "parallel.ep": 1, "parallel.zero": 0,
+            "parallel.sp": True,
             "parallel.pp_schedule": "1f1b", "parallel.virtual_stages": 1, "train.recompute": "none"}
-JSON_KEYS = {"parallel.dp": "dp", "parallel.tp": "tp", "parallel.pp": "pp", "parallel.cp": "cp", "parallel.zero": "zero",
+JSON_KEYS = {"parallel.dp": "dp", "parallel.tp": "tp", "parallel.pp": "pp", "parallel.cp": "cp", "parallel.ep": "ep",
+             "parallel.zero": "zero",
              "parallel.sp": "sp", "parallel.pp_schedule": "pp_schedule", "parallel.virtual_stages": "virtual_stages",
              "train.recompute": "recompute", "train.micro_batch": "micro_batch"}
 
@@ -79,8 +87,8 @@ def make_dataset(ustrain, work):
     return data
 
 
-def predictions(ustrain, ranks, threads):
-    out = subprocess.run([ustrain, "plan", RECIPE, "--gpus", str(ranks), "--gpu", "cpu", "--json",
+def predictions(ustrain, recipe, ranks, threads):
+    out = subprocess.run([ustrain, "plan", recipe, "--gpus", str(ranks), "--gpu", "cpu", "--json",
                           "--set", f"device.threads={threads}"],
                          check=True, capture_output=True, text=True, env=mpi_env(threads)).stdout
     return json.loads(out)["layouts"]
@@ -101,12 +109,12 @@ def matches(entry, keys, ranks):
     return True
 
 
-def measure(ustrain, data, work, ranks, threads, keys, steps, warmup, name):
+def measure(ustrain, recipe, data, work, ranks, threads, keys, steps, warmup, name):
     sets = {"data.path": data, "run.output_dir": os.path.join(work, "runs"), "run.name": name,
             "train.steps": steps, "train.eval_interval": 0, "checkpoint.interval": 0, "log.interval": 1,
             "log.tensorboard": False, "device.threads": threads, "train.global_batch": 16}
     sets.update(keys)
-    command = [ustrain, "train", RECIPE, "--overwrite"]
+    command = [ustrain, "train", recipe, "--overwrite"]
     for k, v in sets.items():
         command += ["--set", f"{k}={setting(v)}"]
     if ranks > 1:
@@ -119,6 +127,11 @@ def measure(ustrain, data, work, ranks, threads, keys, steps, warmup, name):
             if record.get("kind") == "train" and record["step"] > warmup:
                 times.append(record["step_s"])
     return min(times)
+
+
+def name_of(keys, model):
+    label = " ".join(f"{k.split('.')[1]}={setting(v)}" for k, v in keys.items())
+    return ("moe " if model else "") + label
 
 
 def spearman(a, b):
@@ -149,24 +162,26 @@ def main():
         data = make_dataset(args.ustrain, work)
         best = {}  # layout index -> (fastest prediction, fastest measured step) over the passes
         for p in range(args.passes):
-            for i, (ranks, keys) in enumerate(LAYOUTS):
+            for i, (ranks, keys, *model) in enumerate(LAYOUTS):
+                recipe = model[0] if model else DENSE
                 threads = max(1, cores // ranks)
                 # Planned right before the layout is measured: the planner measures the machine
                 # anew each time, so calibration and measurement meet the same load.
-                found = [e for e in predictions(args.ustrain, ranks, threads) if matches(e, keys, ranks)]
+                found = [e for e in predictions(args.ustrain, recipe, ranks, threads) if matches(e, keys, ranks)]
                 if not found:
                     sys.exit(f"ustrain plan did not propose layout {keys} on {ranks} ranks")
-                measured = measure(args.ustrain, data, work, ranks, threads, keys, args.steps, args.warmup, f"v{i}")
+                measured = measure(args.ustrain, recipe, data, work, ranks, threads, keys, args.steps, args.warmup,
+                                   f"v{i}")
                 old = best.get(i, (float("inf"), float("inf")))
                 best[i] = (min(old[0], found[0]["step_s"]), min(old[1], measured))
-                label = " ".join(f"{k.split('.')[1]}={setting(v)}" for k, v in keys.items())
+                label = name_of(keys, model)
                 print(f"pass {p + 1}: {ranks} ranks x {threads} thread(s)  {label:<48} predicted "
                       f"{found[0]['step_s']:7.3f} s  measured {measured:7.3f} s", flush=True)
         print()
-        for i, (ranks, keys) in enumerate(LAYOUTS):
+        for i, (ranks, keys, *model) in enumerate(LAYOUTS):
             threads = max(1, cores // ranks)
             predicted, measured = best[i]
-            label = " ".join(f"{k.split('.')[1]}={setting(v)}" for k, v in keys.items())
+            label = name_of(keys, model)
             rows.append({"ranks": ranks, "threads": threads, "layout": label, "predicted_s": predicted,
                          "measured_s": measured, "error": (predicted - measured) / measured})
             print(f"{ranks} ranks x {threads} thread(s)  {label:<48} predicted {predicted:7.3f} s  measured "
