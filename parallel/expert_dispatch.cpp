@@ -88,8 +88,9 @@ struct ExpertDispatcher::Plan {
 
 ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, Communicator& tp, int n_experts)
     : ExpertDispatcher(counts, rows, n_experts) {
+  if (local() || tp.size() == 1) return;  // nothing travels, or nothing to share
   USTRAIN_ASSERT(tp.device() == rows.device(), "the dispatcher's tp group carries tensors like its ep group");
-  if (!local() && tp.size() > 1) tp_ = &tp;
+  tp_ = &tp;
 }
 
 std::int64_t ExpertDispatcher::gathered_rows(std::int64_t capacity, int members, int tp) {
