@@ -25,8 +25,9 @@
 // (they change only how rows are batched into GEMMs). DispatchStats counts the rounds past the
 // first.
 //
-// Memory: the receiving side holds C rows of inputs, results and (backward) output gradients;
-// the sending side one buffer of the rows it routes. The rows an owner receives are not kept
+// Memory: the receiving side holds C rows of inputs, results and (backward) output gradients
+// (under tp also the gathered sub-pieces, gathered_rows()); the sending side one buffer of the
+// rows it routes. The rows an owner receives are not kept
 // for the backward pass (that would need ep x N k rows, unbounded by the plan); backward sends
 // them again and the expert recomputes its activations from them.
 //
