@@ -39,6 +39,7 @@ DispatchStats& DispatchStats::operator+=(const DispatchStats& o) {
 // incoming stream (sources in member order, each source's rows in expert order).
 struct ExpertDispatcher::Plan {
   int members = 1, n_experts = 1, me = 0;
+  int tp = 1, tp_rank = 0;                 // the tp group that shares the traffic
   std::int64_t width = 0;                  // D
   std::vector<std::int64_t> table;         // (ep, E) rows of source s for expert e
   std::vector<std::int64_t> stream_begin;  // (ep, ep) [s][d]: where source s's rows start in d's stream
@@ -56,7 +57,46 @@ struct ExpertDispatcher::Plan {
     const std::int64_t b = begin(s, d);
     return {std::max(b, t * capacity), std::min(b + rows(s, d), (t + 1) * capacity)};
   }
+  // Whether the pieces between members split over the tp ranks.
+  bool split() const { return tp > 1; }
+  // The part of round t's piece from s to d that tp rank u sends and receives: its u-th of tp
+  // contiguous parts. At tp = 1, and for a rank's own piece (never sent), the whole piece.
+  std::pair<std::int64_t, std::int64_t> sub(int s, int d, int t, int u) const {
+    const auto [lo, hi] = piece(s, d, t);
+    if (!split() || s == d || hi <= lo) return {lo, hi};
+    const std::int64_t len = hi - lo;
+    return {lo + len * u / tp, lo + len * (u + 1) / tp};
+  }
+  std::pair<std::int64_t, std::int64_t> mine(int s, int d, int t) const { return sub(s, d, t, tp_rank); }
+  // Rows tp rank u of member `me` receives from other members in round t.
+  std::int64_t received_by(int t, int u) const {
+    std::int64_t n = 0;
+    for (int s = 0; s < members; ++s) {
+      if (s == me) continue;
+      const auto [lo, hi] = sub(s, me, t, u);
+      n += std::max<std::int64_t>(0, hi - lo);
+    }
+    return n;
+  }
+  // The rows of each tp rank's shard of the gathered buffer in round t: the most any receives.
+  std::int64_t shard(int t) const {
+    std::int64_t most = 0;
+    for (int u = 0; u < tp; ++u) most = std::max(most, received_by(t, u));
+    return most;
+  }
 };
+
+ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, Communicator& tp, int n_experts)
+    : ExpertDispatcher(counts, rows, n_experts) {
+  if (local() || tp.size() == 1) return;  // nothing travels, or nothing to share
+  USTRAIN_ASSERT(tp.device() == rows.device(), "the dispatcher's tp group carries tensors like its ep group");
+  tp_ = &tp;
+}
+
+std::int64_t ExpertDispatcher::gathered_rows(std::int64_t capacity, int members, int tp) {
+  if (tp <= 1) return 0;
+  return tp * ((capacity + static_cast<std::int64_t>(members - 1) * (tp - 1)) / tp);
+}
 
 ExpertDispatcher::ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts)
     : counts_(&counts), rows_(&rows), placement_{n_experts, rows.size(), rows.rank()} {
@@ -78,9 +118,17 @@ ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> coun
   p.members = pl.members, p.n_experts = pl.n_experts, p.me = pl.member;
   p.width = in.shape.last();
   p.capacity = buffers.recv.shape[0];
+  if (tp_) p.tp = tp_->size(), p.tp_rank = tp_->rank();
   USTRAIN_ASSERT(p.capacity >= 1 && buffers.recv_grad.shape[0] == p.capacity && buffers.result.shape[0] == p.capacity,
                  "dispatch buffers of at least one row, all of the capacity's rows");
-  for (const Tensor* t : {&buffers.send, &buffers.recv, &buffers.recv_grad, &buffers.result})
+  std::vector<const Tensor*> planned{&buffers.send, &buffers.recv, &buffers.recv_grad, &buffers.result};
+  if (p.split()) {
+    planned.push_back(&buffers.gathered);
+    USTRAIN_ASSERT(buffers.gathered.shape.rank() == 2 &&
+                       buffers.gathered.shape[0] == gathered_rows(p.capacity, p.members, p.tp),
+                   "a gathered dispatch buffer of gathered_rows(capacity, ep, tp) rows under tp > 1");
+  }
+  for (const Tensor* t : planned)
     USTRAIN_ASSERT(t->shape.rank() == 2 && t->shape.last() == p.width && t->dtype == in.dtype,
                    "dispatch buffers of the rows' width and dtype");
   USTRAIN_ASSERT(buffers.send.shape[0] >= in.shape[0], "a send buffer of the input's rows");
@@ -124,7 +172,8 @@ std::vector<std::int64_t> ExpertDispatcher::pack(Backend& be, const Plan& p, int
   std::vector<std::int64_t> elements(static_cast<std::size_t>(p.members), 0);
   std::int64_t at = 0;
   for (int d = 0; d < p.members; ++d) {
-    const auto [lo, hi] = p.piece(p.me, d, round);
+    if (p.split() && d == p.me) continue;  // own rows stay: every tp rank computes them in place
+    const auto [lo, hi] = p.mine(p.me, d, round);
     if (hi <= lo) continue;
     const std::int64_t from = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
     be.copy(send.slice(at, at + hi - lo), rows.slice(from, from + hi - lo));
@@ -137,7 +186,8 @@ std::vector<std::int64_t> ExpertDispatcher::pack(Backend& be, const Plan& p, int
 void ExpertDispatcher::unpack(Backend& be, const Plan& p, int round, Tensor rows, Tensor send) const {
   std::int64_t at = 0;
   for (int d = 0; d < p.members; ++d) {
-    const auto [lo, hi] = p.piece(p.me, d, round);
+    if (p.split() && d == p.me) continue;
+    const auto [lo, hi] = p.mine(p.me, d, round);
     if (hi <= lo) continue;
     const std::int64_t to = p.own_offset[static_cast<std::size_t>(d)] + lo - p.begin(p.me, d);
     if (d != p.me) be.copy(rows.slice(to, to + hi - lo), send.slice(at, at + hi - lo));  // own rows: done in place
@@ -159,6 +209,49 @@ void ExpertDispatcher::for_each_run(const Plan& p, int round, Run run) const {
   }
 }
 
+double ExpertDispatcher::gather_round(Backend& be, const Plan& p, int round, std::int64_t shard, Tensor gathered,
+                                      Tensor into) const {
+  const Tensor all = gathered.slice(0, p.tp * shard);
+  const double waited = joined(tp_->all_gather(flat(all), flat(all.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard))));
+  const std::int64_t window = round * p.capacity;
+  for (int u = 0; u < p.tp; ++u) {  // tp rank u's sub-pieces, in source order
+    std::int64_t at = u * shard;
+    for (int s = 0; s < p.members; ++s) {
+      if (s == p.me) continue;
+      const auto [lo, hi] = p.sub(s, p.me, round, u);
+      if (hi <= lo) continue;
+      be.copy(into.slice(lo - window, hi - window), gathered.slice(at, at + hi - lo));
+      at += hi - lo;
+    }
+  }
+  return waited;
+}
+
+double ExpertDispatcher::scatter_round(Backend& be, const Plan& p, int round, std::int64_t shard, Tensor gathered,
+                                       Tensor from) const {
+  const std::int64_t window = round * p.capacity;
+  for (int u = 0; u < p.tp; ++u) {  // the layout gather_round read
+    std::int64_t at = u * shard;
+    for (int s = 0; s < p.members; ++s) {
+      if (s == p.me) continue;
+      const auto [lo, hi] = p.sub(s, p.me, round, u);
+      if (hi <= lo) continue;
+      be.copy(gathered.slice(at, at + hi - lo), from.slice(lo - window, hi - window));
+      at += hi - lo;
+    }
+  }
+  const Tensor all = gathered.slice(0, p.tp * shard);
+  return joined(tp_->reduce_scatter(flat(all.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard)), flat(all)));
+}
+
+void ExpertDispatcher::zero_others(Backend& be, const Plan& p, Tensor rows) const {
+  if (!p.split()) return;
+  for (int d = 0; d < p.members; ++d) {
+    const std::int64_t begin = p.own_offset[static_cast<std::size_t>(d)], n = p.rows(p.me, d);
+    if (d != p.me && n > 0) be.fill(rows.slice(begin, begin + n), 0.0f);
+  }
+}
+
 std::int64_t ExpertDispatcher::own_row(const Plan& p, int round, std::int64_t position) const {
   return p.own_offset[static_cast<std::size_t>(p.me)] + round * p.capacity + position - p.begin(p.me, p.me);
 }
@@ -170,7 +263,8 @@ template <class PlanT>
 std::vector<std::int64_t> incoming(const PlanT& p, int round, DispatchStats& stats) {
   std::vector<std::int64_t> elements(static_cast<std::size_t>(p.members), 0);
   for (int s = 0; s < p.members; ++s) {
-    const auto [lo, hi] = p.piece(s, p.me, round);
+    if (p.split() && s == p.me) continue;
+    const auto [lo, hi] = p.mine(s, p.me, round);
     if (hi <= lo) continue;
     elements[static_cast<std::size_t>(s)] = (hi - lo) * p.width;
     if (s != p.me) stats.rows_received += hi - lo;
@@ -211,11 +305,15 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
     return stats;
   }
   const Plan p = plan(counts, in, buf);
+  zero_others(be, p, out);
   for (int t = 0; t < p.rounds; ++t) {
     const std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     count_sent(sent, p.me, p.width, stats);
-    Work rows = rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent);
+    // Under tp the rows land in this rank's shard of the gathered buffer.
+    const std::int64_t shard = p.split() ? p.shard(t) : 0;
+    const Tensor landing = p.split() ? buf.gathered.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard) : buf.recv;
+    Work rows = rows_->all_to_all_v(flat(landing), received, flat(buf.send), sent);
     // While the rows travel: the caller's work, then this rank's own rows on its own experts.
     if (t == 0 && alongside) alongside();
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
@@ -224,10 +322,12 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
       experts.forward(be, e, out.slice(r, r + end - b), in.slice(r, r + end - b));
     });
     stats.wait_seconds += joined(rows);
+    if (shard > 0) stats.wait_seconds += gather_round(be, p, t, shard, buf.gathered, buf.recv);
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
       if (s != p.me) experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
     });
-    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received));
+    if (shard > 0) stats.wait_seconds += scatter_round(be, p, t, shard, buf.gathered, buf.result);
+    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(p.split() ? landing : buf.result), received));
     unpack(be, p, t, out, buf.send);
   }
   if (p.rounds == 0 && alongside) alongside();  // no member routed a row
@@ -252,26 +352,33 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
     return stats;
   }
   const Plan p = plan(counts, in, buf);
+  zero_others(be, p, d_in);
   for (int t = 0; t < p.rounds; ++t) {
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     count_sent(sent, p.me, p.width, stats);
-    Work rows = rows_->all_to_all_v(flat(buf.recv), received, flat(buf.send), sent);
+    const std::int64_t shard = p.split() ? p.shard(t) : 0;  // as forward's
+    const Tensor landing = p.split() ? buf.gathered.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard) : buf.recv;
+    Work rows = rows_->all_to_all_v(flat(landing), received, flat(buf.send), sent);
     if (t == 0 && alongside) alongside();  // while the rows travel
     stats.wait_seconds += joined(rows);
+    if (shard > 0) stats.wait_seconds += gather_round(be, p, t, shard, buf.gathered, buf.recv);
     sent = pack(be, p, t, d_out, buf.send);
-    Work grads = rows_->all_to_all_v(flat(buf.recv_grad), received, flat(buf.send), sent);
+    Work grads =
+        rows_->all_to_all_v(flat(p.split() ? landing : buf.recv_grad), received, flat(buf.send), sent);
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {  // own rows, while the gradients travel
       if (s != p.me) return;
       const std::int64_t r = own_row(p, t, b);
       experts.backward(be, e, d_in.slice(r, r + end - b), d_out.slice(r, r + end - b), in.slice(r, r + end - b));
     });
     stats.wait_seconds += joined(grads);
+    if (shard > 0) stats.wait_seconds += gather_round(be, p, t, shard, buf.gathered, buf.recv_grad);
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
       if (s != p.me)
         experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
     });
-    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(buf.result), received));
+    if (shard > 0) stats.wait_seconds += scatter_round(be, p, t, shard, buf.gathered, buf.result);
+    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(p.split() ? landing : buf.result), received));
     unpack(be, p, t, d_in, buf.send);
   }
   if (p.rounds == 0 && alongside) alongside();  // no member routed a row

@@ -25,10 +25,29 @@
 // (they change only how rows are batched into GEMMs). DispatchStats counts the rounds past the
 // first.
 //
-// Memory: the receiving side holds C rows of inputs, results and (backward) output gradients;
-// the sending side one buffer of the rows it routes. The rows an owner receives are not kept
+// Memory: the receiving side holds C rows of inputs, results and (backward) output gradients
+// (under tp also the gathered sub-pieces, gathered_rows()); the sending side one buffer of the
+// rows it routes. The rows an owner receives are not kept
 // for the backward pass (that would need ep x N k rows, unbounded by the plan); backward sends
 // them again and the expert recomputes its activations from them.
+//
+// Under tensor parallelism (tp > 1, with sequence parallelism) every tp rank of one (dp, cp)
+// position routes the same rows, and each holds a 1/tp column shard of every expert's hidden
+// units, so an owner's outputs are partial sums over its tp group. The tp ranks share the
+// traffic: every (source, destination) piece of a round is cut into tp contiguous sub-pieces
+// and tp rank u sends only sub-piece u over its ep group (whose members share its tp index).
+// The owner all-gathers over tp what its tp group received, which restores each source's
+// piece in stream order (every tp rank knows every peer's sub-piece sizes from the same count
+// table), runs its shard of the experts on all of the round's rows as at tp = 1 (the shard's
+// weight gradients need every row), reduce-scatters the partial results over tp so that tp
+// rank u holds the full sums of the sub-piece u rows, and returns those. The caller's tp rank u
+// thus gets full results for its sub-piece rows and writes zeros for the other tp ranks' rows;
+// the rows routed to its own experts it computes in place as partial sums (every tp rank
+// does). Both are partial sums over tp of the full results (full on one rank and zero on the
+// others is one), which is what the MoE layer already hands to its tp reduce. Per rank, the
+// ep all-to-all moves 1/tp of the rows; the tp all-gather and reduce-scatter move the round's
+// received rows once each. Backward sends sub-piece u of the rows and of their output
+// gradients, gathers both, and returns the full input gradients of sub-piece u's rows.
 //
 // In a group of one (ep = 1) every expert is local: the ExpertCompute runs on the caller's
 // rows in place, no buffer is touched, nothing moves and the capacity plays no part.
@@ -77,12 +96,15 @@ class ExpertCompute {
 };
 
 // The planned buffers of a dispatch of D-wide rows (a group of one needs none). The capacity C
-// is the rows of recv, recv_grad and result.
+// is the rows of recv, recv_grad and result: a round's rows from every source together.
 struct DispatchBuffers {
   Tensor send;       // (max rows, D): the rows this rank routes, as one round sends them
   Tensor recv;       // (C, D): a round's incoming rows
   Tensor recv_grad;  // (C, D): their output gradients (backward)
   Tensor result;     // (C, D): the experts' results (or input gradients) on them
+  // tp > 1 only: (gathered_rows(C, ep, tp), D), tp equal shards: each tp rank's sub-pieces of
+  // a round (gathered over tp), then the partial results reduce-scattered over tp.
+  Tensor gathered;
 };
 
 // What one call did.
@@ -103,10 +125,20 @@ class ExpertDispatcher {
   // `counts` carries the host integers every member plans with, `rows` the row tensors (the
   // same group; on a GPU its device communicator); E experts, a multiple of the members.
   ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts);
+  // Under tensor parallelism: `tp` is this rank's tp group for tensors (the same device as
+  // `rows`), whose members route the same rows and hold column shards of the same experts.
+  ExpertDispatcher(Communicator& counts, Communicator& rows, Communicator& tp, int n_experts);
+
+  // The rows of DispatchBuffers::gathered for a capacity of C rows over `members` ep ranks
+  // and `tp` tp ranks (0 at tp = 1): tp shards of the most sub-piece rows one tp rank
+  // receives in a round, floor((C + (ep - 1)(tp - 1)) / tp) (each source's piece splits into
+  // parts of at most ceil(L / tp) rows).
+  static std::int64_t gathered_rows(std::int64_t capacity, int members, int tp);
 
   const ExpertPlacement& placement() const { return placement_; }
   bool local() const { return rows_ == nullptr; }
   int members() const { return placement_.members; }
+  int tp_size() const { return tp_ ? tp_->size() : 1; }
 
   // out (n, D) = each row of `in` (n, D, expert order, counts[e] rows of expert e, E counts)
   // through its expert. `alongside`, if given, runs once while the first rows travel (before
@@ -133,9 +165,19 @@ class ExpertDispatcher {
   // The row of the caller's tensors that holds position `position` of round t's receive
   // buffers, for a run this rank routed to itself.
   std::int64_t own_row(const Plan& p, int round, std::int64_t position) const;
+  // tp > 1: the round's sub-pieces that arrived in this rank's shard of `gathered` (shards of
+  // `shard` rows) are all-gathered over tp and placed at their stream positions in `into`.
+  double gather_round(Backend& be, const Plan& p, int round, std::int64_t shard, Tensor gathered, Tensor into) const;
+  // tp > 1: the partial results `from` of the round's rows are reduce-scattered over tp into
+  // this rank's shard of `gathered` (the full sums of its sub-pieces' rows).
+  double scatter_round(Backend& be, const Plan& p, int round, std::int64_t shard, Tensor gathered, Tensor from) const;
+  // Zeros where this rank's rows for other members lie outside its sub-pieces (tp > 1): the
+  // other tp ranks receive their results.
+  void zero_others(Backend& be, const Plan& p, Tensor rows) const;
 
   Communicator* counts_ = nullptr;
   Communicator* rows_ = nullptr;
+  Communicator* tp_ = nullptr;  // null at tp = 1
   ExpertPlacement placement_;
   std::vector<std::int32_t> count_table_;  // (ep, E): the all-gathered counts, reused per call
 };

@@ -40,7 +40,7 @@ struct MoeMlp::Views {
   Tensor router_bias;  // (E) fp32: the routing bias, where balancing has one
   Tensor seq_grad;     // (B, E) fp32: the sequence-level balance loss's gradient, where on
   // Expert parallelism's workspace (ep > 1), C = the dispatch capacity's rows.
-  DispatchBuffers dispatch;  // send (N k, D); recv, recv_grad, result (C, D)
+  DispatchBuffers dispatch;  // send (N k, D); recv, recv_grad, result (C, D); tp > 1: gathered (G, D)
   Tensor ep_gate_up;         // (C, 2F): a run's expert activations, recomputed in backward
   Tensor ep_act;             // (C, F)
   Tensor ep_d_act;           // (C, F)
@@ -203,6 +203,8 @@ std::vector<ActivationSpec> MoeMlp::workspace(std::int64_t max_batch, DType c) c
     specs.push_back({"moe.dispatch.recv", Shape{cap, d}, c});
     specs.push_back({"moe.dispatch.recv_grad", Shape{cap, d}, c});
     specs.push_back({"moe.dispatch.result", Shape{cap, d}, c});
+    if (geo_.tp > 1)  // each tp rank's share of a round's rows, gathered and reduce-scattered over tp
+      specs.push_back({"moe.dispatch.gathered", Shape{ExpertDispatcher::gathered_rows(cap, geo_.ep, geo_.tp), d}, c});
     specs.push_back({"moe.dispatch.gate_up", Shape{cap, 2 * f}, c});
     specs.push_back({"moe.dispatch.swiglu_out", Shape{cap, f}, c});
     specs.push_back({"moe.dispatch.grad.swiglu_out", Shape{cap, f}, c});
@@ -251,6 +253,7 @@ MoeMlp::Views MoeMlp::views(const SubLayerMemory& m) const {
     v.dispatch.recv = w.at(extra++);
     v.dispatch.recv_grad = w.at(extra++);
     v.dispatch.result = w.at(extra++);
+    if (geo_.tp > 1) v.dispatch.gathered = w.at(extra++);
     v.ep_gate_up = w.at(extra++);
     v.ep_act = w.at(extra++);
     v.ep_d_act = w.at(extra++);

@@ -37,8 +37,12 @@
 // ExpertDispatcher (parallel/expert_dispatch.h) to the ranks that own their experts and back;
 // its rounds' expert activations are scratch of the dispatch capacity's rows, recomputed in
 // backward from the rows sent again, and the experts' weight gradients are computed there
-// (not deferred to a split backward's weight pass). At ep = 1 the experts run in place on the
-// planned activations as above.
+// (not deferred to a split backward's weight pass). Under ep with tp > 1 (sequence parallelism
+// on) each tp rank gets back full results for its share of the rows sent away and zeros for
+// the others' share (rows its own experts take stay partial): the combine's inputs are still
+// partial sums over tp, so d_gates' tp sum, the input gradients' tp reduce and the router's
+// share added on tp rank 0 hold unchanged. At ep = 1 the experts run in place on the planned
+// activations as above.
 #pragma once
 
 #include <cstdint>

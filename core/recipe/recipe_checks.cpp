@@ -62,7 +62,8 @@ void check_context_parallel_rules(const Recipe& r, const Origins& at) {
 
 // What expert parallelism needs: its groups are blocks of the dp x cp ranks (parallel/mesh.h),
 // so ep divides dp * cp (with dp unset (0) that rule waits for the launch: check_recipe asks
-// again), and each ep rank holds as many of a layer's experts as the others.
+// again), each ep rank holds as many of a layer's experts as the others, and under tp > 1 sp is
+// on so that the tp ranks dispatch different rows (parallel/expert_dispatch.h).
 void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   // ep divides dp * cp when what dp leaves of ep divides cp (no product that could overflow).
@@ -77,6 +78,11 @@ void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
     fail("{}: parallel.ep = {} with a dense model (model.n_experts = 0): expert parallelism places the experts of "
          "mixture-of-experts layers; set parallel.ep = 1 or give the model experts",
          at.of({"parallel.ep", "model.n_experts"}), p.ep);
+  if (p.ep > 1 && p.tp > 1 && !p.sp)
+    fail("{}: parallel.ep = {} with parallel.tp = {} runs with sequence parallelism only: the tp ranks of a "
+         "position each dispatch their share of its routed rows; set parallel.sp = true (train.seq_len a multiple of "
+         "cp * tp), or parallel.ep = 1 or parallel.tp = 1",
+         at.of({"parallel.ep", "parallel.tp", "parallel.sp"}), p.ep, p.tp);
   if (p.ep > 1 && r.model.n_experts % p.ep != 0)
     fail("{}: model.n_experts = {} does not divide over parallel.ep = {} ranks; every ep rank holds the same number "
          "of each layer's experts, so choose an ep that divides n_experts",

@@ -250,7 +250,8 @@ std::vector<KeySpec> parallel_keys() {
           "Context-parallel ranks: every sequence is split over them and attention runs as a ring; train.seq_len "
           "must divide by 2 * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.ep), at_least(1),
-          "Expert-parallel ranks, borrowed from the dp * cp ranks (no extra processes); divides dp * cp"),
+          "Expert-parallel ranks, borrowed from the dp * cp ranks (no extra processes); divides dp * cp; with tp > 1 "
+          "needs `parallel.sp = true`"),
       key(USTRAIN_RECIPE_FIELD(parallel.ep_capacity_factor), between(Bound{0.0, false}, Bound{1024.0, true}),
           "Rows an expert-parallel rank receives per dispatch round, as a multiple of the rows it routes itself "
           "(micro-batch tokens x experts_per_token; 1 is a perfectly balanced load); a step whose routing sends a "

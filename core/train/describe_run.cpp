@@ -112,10 +112,14 @@ std::vector<std::string> check_as_training_does(const Recipe& recipe, const Proc
 // Expert parallelism (parallel/expert_dispatch.h): which experts each ep rank holds, the
 // dispatch's capacity and planned buffers, and the all-to-all bytes a rank of pipeline rank 0
 // sends per step under uniform routing (R = Q = (E-1)/E N k rows each way: forward (R + Q) D,
-// backward (2R + Q) D per MoE layer and micro-batch).
+// backward (2R + Q) D per MoE layer and micro-batch). Under tp each tp rank sends 1/tp of them,
+// and the owners' tp groups all-gather the received rows (forward once, backward twice: rows
+// and gradients) and reduce-scatter the results (once each way), (tp-1)/tp Q D bytes per rank
+// each: 5 (tp-1)/tp Q D per layer on the tp group.
 std::string describe_expert_parallelism(const Recipe& recipe, const ModelGeometry& g, DType compute) {
-  const std::int64_t ep = g.ep, n = g.tokens(recipe.train.micro_batch), k = g.top_k, d = g.d_model;
+  const std::int64_t ep = g.ep, tp = g.tp, n = g.tokens(recipe.train.micro_batch), k = g.top_k, d = g.d_model;
   const std::int64_t f = g.expert_ffn_local, cap = g.dispatch_capacity(recipe.train.micro_batch);
+  const std::int64_t gathered = ExpertDispatcher::gathered_rows(cap, g.ep, g.tp);
   const auto bytes = static_cast<std::int64_t>(dtype_size(compute));
   std::vector<std::string> blocks;
   for (std::int64_t r = 0; r < ep; ++r)
@@ -123,20 +127,30 @@ std::string describe_expert_parallelism(const Recipe& recipe, const ModelGeometr
   int moe_layers = 0;
   for (const ChunkSpan& c : g.chunks)
     for (int l = c.first_layer; l < c.end_layer; ++l) moe_layers += g.moe_layer(l) ? 1 : 0;
-  const std::int64_t buffers = (n * k * d + 3 * cap * d + 6 * cap * f) * bytes;
-  const double per_layer = 5.0 * static_cast<double>(ep - 1) / static_cast<double>(ep) *
-                           static_cast<double>(n * k * d * bytes);
-  const double per_step = per_layer * moe_layers * static_cast<double>(recipe.grad_accum_steps());
+  const std::int64_t buffers = (n * k * d + 3 * cap * d + gathered * d + 6 * cap * f) * bytes;
+  const double rows_each_way = static_cast<double>(ep - 1) / static_cast<double>(ep) * static_cast<double>(n * k);
+  const double per_layer = 5.0 * rows_each_way * static_cast<double>(d * bytes) / static_cast<double>(tp);
+  const double steps = moe_layers * static_cast<double>(recipe.grad_accum_steps());
+  const double per_step = per_layer * steps;
+  std::string tp_share;
+  if (tp > 1) {
+    const double tp_per_layer = 5.0 * static_cast<double>(tp - 1) / static_cast<double>(tp) * rows_each_way *
+                                static_cast<double>(d * bytes);
+    tp_share = fmt::format(
+        "; under tp = {} each tp rank sends 1/{} of its position's rows (the owners' tp groups all-gather them and "
+        "reduce-scatter the results: {} per rank and step more on the tp group, in a gathered buffer of {} x {})",
+        tp, tp, format_bytes(static_cast<std::size_t>(tp_per_layer * steps)), gathered, d);
+  }
   return fmt::format(
       "expert parallelism: {} ranks borrowed from dp x cp, each holding {} of the {} experts of every MoE layer ({}); "
       "dispatch capacity {} rows per round ({} x the {} rows a rank routes per micro-batch), more take extra rounds; "
       "dispatch buffers and a round's expert scratch {} per rank (send {} x {}, receive, gradients and results "
       "{} x {} each, expert activations {} x {}); all-to-all sent per rank and step under uniform routing: {} "
-      "({} MoE layer(s) on pipeline rank 0 x {} micro-batch(es) x {} per layer, forward 2/5, backward 3/5)\n",
+      "({} MoE layer(s) on pipeline rank 0 x {} micro-batch(es) x {} per layer, forward 2/5, backward 3/5){}\n",
       ep, g.experts_local, g.n_experts, fmt::join(blocks, ", "), cap, recipe.parallel.ep_capacity_factor, n * k,
       format_bytes(static_cast<std::size_t>(buffers)), n * k, d, cap, d, cap, 6 * f,
       format_bytes(static_cast<std::size_t>(per_step)), moe_layers, recipe.grad_accum_steps(),
-      format_bytes(static_cast<std::size_t>(per_layer)));
+      format_bytes(static_cast<std::size_t>(per_layer)), tp_share);
 }
 
 // Without a launcher, a layout of several ranks: how many, and the lines that start them.

@@ -35,7 +35,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       geometry(geometry_of(r, groups.tp().rank(), groups.pp().rank(), groups.cp().rank(), groups.ep().rank())),
       tp(groups.tp().for_tensors(be->device()), r.parallel.sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid}),
       cp(groups.cp().for_tensors(be->device())),
-      ep(groups.ep().host(), groups.ep().for_tensors(be->device()),
+      ep(groups.ep().host(), groups.ep().for_tensors(be->device()), groups.tp().for_tensors(be->device()),
          static_cast<int>(std::max<std::int64_t>(1, r.model.n_experts))),
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),

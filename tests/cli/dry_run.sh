@@ -33,6 +33,12 @@ expect_output "^expert parallelism: 2 ranks borrowed from dp x cp, each holding 
 expect_output "rank 0: experts 0-1, rank 1: experts 2-3" "lists each ep rank's experts"
 expect_output "dispatch capacity 512 rows per round \(2 x the 256 rows" "names the capacity"
 expect_output "all-to-all sent per rank and step under uniform routing: [0-9.]+ (KiB|MiB)" "names the all-to-all volume"
+# Under tp the tp ranks share the rows: a gathered buffer in the plan, and the tp group's share named.
+expect_exit 0 "dry run with expert and tensor parallelism" -- "$USTRAIN" train tiny.toml --dry-run \
+  --set model.n_experts=4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.ep=2
+expect_output "under tp = 2 each tp rank sends 1/2 of its position's rows" "names the tp ranks' share"
+expect_output "in a gathered buffer of 512 x 32\)" "plans the gathered buffer"
+expect_output "per rank and step under uniform routing: 80.0 KiB \(2 MoE layer\(s\) on pipeline rank 0 x 1 micro-batch\(es\) x 40.0 KiB per layer" "halves each rank's all-to-all bytes"
 cp first.txt out.txt
 
 # The printed recipe parses back to the same resolved recipe.

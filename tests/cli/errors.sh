@@ -49,6 +49,9 @@ expect_output "parallel.ep = 2 with a dense model \(model.n_experts = 0\)" "name
 expect_exit 2 "experts that do not split over ep" -- "$USTRAIN" train tiny.toml --set model.n_experts=6 \
   --set parallel.dp=4 --set parallel.ep=4 --set train.micro_batch=2 --dry-run
 expect_output "model.n_experts = 6 does not divide over parallel.ep = 4 ranks" "names the experts and ep"
+expect_exit 2 "expert parallelism under tp without sp" -- "$USTRAIN" train tiny.toml --set model.n_experts=4 \
+  --set parallel.dp=2 --set parallel.tp=2 --set parallel.ep=2 --set parallel.sp=false --dry-run
+expect_output "parallel.ep = 2 with parallel.tp = 2 runs with sequence parallelism only" "names ep, tp and sp"
 expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
 expect_output "data" "names the dataset"
 [[ ! -d runs ]] && pass "failed runs write nothing" || fail "a failed run created a run directory"

@@ -6,7 +6,10 @@
 // all the sequences: at ep = 2 and, on 4 ranks, at ep = 4 (where each expert-gradient group is
 // one rank), with a dispatch capacity that fits and with one a quarter of a rank's rows (extra
 // rounds). A gradient scaled by ep, the classic expert-parallel bug, fails here even though
-// AdamW would hide it from the losses.
+// AdamW would hide it from the losses. On 4 ranks also ep 2 with tp 2 (sequence parallelism
+// on): each tp rank dispatches its share of the rows, every rank's box of every parameter's
+// gradient equals the same box of the one rank's, and the tp group together puts on the ep
+// wire what each of its ranks did when every tp rank dispatched every row.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "core/model/llama.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/process_groups.h"
+#include "parallel/tensor_parallel.h"
 #include "tests/mpi/mpi_test_world.h"
 #include "tests/mpi/tiny_model.h"
 #include "tests/unit/kernels_reference.h"
@@ -119,6 +123,85 @@ TEST(ExpertParallelModel, EveryGradientEqualsOneRank) {
       // The norm counts every expert once: its owners' chunks over the expert-gradient group.
       const double norm = grad_sum_of_squares(params, *split.backend, everyone);
       EXPECT_NEAR(norm, sum_of_squares(*whole.backend, whole.model.params()), 1e-5 * norm);
+    }
+  }
+}
+
+// The relative distance of this rank's box of a gradient from the same box of the whole one
+// (padding rows of a vocabulary split compare against zero).
+double box_distance(const ParamSpec& s, const Tensor& g, const Tensor& whole) {
+  const std::int64_t cols = s.local.rank() == 2 ? s.local[1] : s.local[0];
+  const std::int64_t global_cols = s.shape.rank() == 2 ? s.shape[1] : s.shape[0];
+  double diff = 0, norm = 0;
+  for (std::int64_t e = 0; e < s.local.numel(); ++e) {
+    const std::int64_t row = s.local.rank() == 2 ? e / cols : 0, col = s.local.rank() == 2 ? e % cols : e;
+    const bool padding = s.local.rank() == 2 && row >= s.box[0];
+    const std::int64_t at = s.local.rank() == 2 ? (s.box_begin[0] + row) * global_cols + s.box_begin[1] + col
+                                                : s.box_begin[0] + col;
+    const double expected = padding ? 0.0 : whole.f32()[at];
+    diff += (g.f32()[e] - expected) * (g.f32()[e] - expected);
+    norm += expected * expected;
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+TEST(ExpertParallelModel, WithTensorParallelEveryGradientEqualsOneRank) {
+  if (world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  constexpr int kTp = 2, kEp = 2, kDp = 2;
+  const int r = world().rank(), t = r % kTp, d = r / kTp;  // the mesh's order: tp innermost
+  const ModelSection cfg = moe_model();
+  const std::vector<std::int32_t> ids = test::random_ids(kDp * kBatch * kSeq, 13, 41);
+  const std::vector<std::int32_t> targets = test::random_ids(kDp * kBatch * kSeq, 13, 42);
+  const float dloss = 1.0f / static_cast<float>(kDp * kBatch * kSeq);
+  TinyModel whole(cfg, kDp * kBatch, kSeq, Recompute::none, {}, kSeed);
+  const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), kDp * kBatch, kSeq);
+  whole.model.backward(*whole.backend, dloss);
+  std::map<std::string, int> whole_handle;
+  for (std::size_t i = 0; i < whole.model.params().specs().size(); ++i)
+    whole_handle[whole.model.params().specs()[i].name] = static_cast<int>(i);
+
+  // dp = 2 = ep: the dp group is the ep group, each expert-gradient group one rank.
+  ProcessGroup tp_group("tp", world().communicator(ranks_where(4, [&](int j) { return j / kTp == d; }), "tp"));
+  ProcessGroup dp_group("dp", world().communicator(ranks_where(4, [&](int j) { return j % kTp == t; }), "dp"));
+  std::map<double, std::int64_t> every_row_wire;  // per capacity: each tp rank dispatching every row
+  for (bool share : {false, true})
+  for (double capacity : {2.0, 0.25}) {
+    SCOPED_TRACE(testing::Message() << "ep 2 x tp 2, capacity factor " << capacity << (share ? ", shared" : ""));
+    // Without the tp group the dispatcher sends every row from every tp rank (full results
+    // from partial ones: the same sums).
+    ExpertDispatcher dispatcher = share ? ExpertDispatcher(dp_group.host(), dp_group.host(), tp_group.host(),
+                                                           static_cast<int>(cfg.n_experts))
+                                        : ExpertDispatcher(dp_group.host(), dp_group.host(),
+                                                           static_cast<int>(cfg.n_experts));
+    const ModelGeometry geometry =
+        ModelGeometry::of(cfg, ModelSplit{kTp, t, true, 1, 0, 1, 1, 0, kEp, d, capacity}, kSeq);
+    TensorParallel tp(tp_group.host(), true, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
+    const ParamShardings sharding{ParamSharding{kDp, d, 0}, ParamSharding{1, 0, 0}};
+    TinyModel split(cfg, geometry, kBatch, Recompute::none, {.tp = &tp, .ep = &dispatcher, .sharding = sharding},
+                    kSeed);
+    const std::size_t mine = static_cast<std::size_t>(d * kBatch * kSeq);
+    dp_group.host().reset_volume();
+    const double got = split.model.forward(*split.backend, ids.data() + mine, targets.data() + mine, kBatch, kSeq);
+    split.model.backward(*split.backend, dloss);
+    const std::int64_t wire = dp_group.host().volume().all_to_all.wire_bytes;
+    EXPECT_GT(wire, 0);
+    if (!share) every_row_wire[capacity] = wire;
+    else EXPECT_EQ(static_cast<std::int64_t>(tp_group.sum(static_cast<double>(wire))), every_row_wire[capacity]);
+    EXPECT_NEAR(dp_group.sum(got), want, 1e-5 * std::abs(want));
+    const ModelParams& params = split.model.params();
+    dp_group.host().all_reduce(params.dense().all_grads()).wait();  // data parallelism's sum
+    sum_partial_grads(params, tp_group);
+    if (capacity < 1) {
+      std::int64_t extra = 0;
+      for (const MoeLoad* l : std::as_const(split.model).moe_loads()) extra += l->extra_rounds;
+      EXPECT_GT(extra, 0) << "a quarter of the rows per round takes extra rounds";
+    }
+    for (std::size_t i = 0; i < params.specs().size(); ++i) {
+      const ParamSpec& s = params.specs()[i];
+      ASSERT_TRUE(whole_handle.contains(s.name)) << s.name;
+      EXPECT_LT(box_distance(s, params[static_cast<int>(i)].grad, whole.model.params()[whole_handle[s.name]].grad),
+                1e-5)
+          << s.name << " on rank " << r;
     }
   }
 }

@@ -568,6 +568,9 @@ TEST(RecipeError, ExpertParallelismMustDivideDataTimesContextParallelism) {
       // An MoE model whose experts do not split over ep.
       {moe + "[parallel]\ndp = 3\ncp = 2\nep = 6\n",
        {"model.n_experts = 8 does not divide over parallel.ep = 6 ranks", "choose an ep that divides n_experts"}},
+      // Under tensor parallelism the tp ranks dispatch different rows: sequence parallelism on.
+      {moe + "[parallel]\ndp = 2\ntp = 2\nep = 2\nsp = false\n",
+       {"parallel.ep = 2 with parallel.tp = 2 runs with sequence parallelism only", "set parallel.sp = true"}},
   };
   for (const CrossFieldCase& c : cases) {
     SCOPED_TRACE(c.text);
