@@ -382,7 +382,9 @@ void check_dispatch_tp(Communicator& ep, Communicator& tp, Routing routing, std:
   // forward, two all-gathers and one reduce-scatter backward.
   EXPECT_EQ(tp_volume.all_gather.calls, 3 * tp_volume.reduce_scatter.calls / 2);
   EXPECT_LE(tp_volume.reduce_scatter.calls, 2 * rounds);
-  if (received > 0) EXPECT_GT(tp_volume.reduce_scatter.calls, 0);
+  if (received > 0) {
+    EXPECT_GT(tp_volume.reduce_scatter.calls, 0);
+  }
 }
 
 const Case kCases[] = {
