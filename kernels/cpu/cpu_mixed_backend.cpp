@@ -3,8 +3,6 @@
 #include <cstdint>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "kernels/cpu/half_convert.h"
 #include "kernels/record/op_scratch.h"
 
@@ -52,14 +50,15 @@ std::size_t CpuMixedBackend::op_scratch_bytes(const RecordedOp& op) { return cpu
 void CpuMixedBackend::use_op_scratch(void* scratch, std::size_t bytes) {
   scratch_ = static_cast<std::byte*>(scratch);
   scratch_bytes_ = scratch == nullptr ? 0 : bytes;
+  unplanned_ = false;
 }
 
 float* CpuMixedBackend::widened(int slot, std::size_t& offset, std::size_t count) {
-  if (scratch_ == nullptr) return slots_[static_cast<std::size_t>(slot)].as<float>(count);
   const std::size_t wide = count * sizeof(float);
-  USTRAIN_ASSERT(offset + wide <= scratch_bytes_,
-                 fmt::format("a mixed-precision CPU op needs more than the {} bytes of op scratch planned for it",
-                             scratch_bytes_));
+  if (scratch_ == nullptr || offset + wide > scratch_bytes_) {  // no plan, or an op outside the planned step
+    if (scratch_ != nullptr) unplanned_ = true;
+    return slots_[static_cast<std::size_t>(slot)].as<float>(count);
+  }
   float* p = reinterpret_cast<float*>(scratch_ + offset);
   offset += (wide + kCpuWideningAlign - 1) / kCpuWideningAlign * kCpuWideningAlign;
   return p;
@@ -77,8 +76,7 @@ bool CpuMixedBackend::bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const 
     gemm_->run(s, ap, bp, c.f32());
   } else {  // fp32 result rounded once into bf16, as cuBLASLt's epilogue
     std::size_t offset = 0;
-    float* wide = scratch_ != nullptr ? widened(0, offset, static_cast<std::size_t>(c.numel()))
-                                      : gemm_out_.as<float>(static_cast<std::size_t>(c.numel()));
+    float* wide = widened(0, offset, static_cast<std::size_t>(c.numel()));
     gemm_->run(s, ap, bp, wide);
     cpu::narrow(c.data, c.dtype, wide, c.numel());
   }

@@ -9,7 +9,9 @@
 //
 // The fp32 stand-ins live in the planned op scratch (the memory plan's op-scratch line, sized
 // by kernels/record/op_scratch.h's cpu_widening_bytes over the step's ops) once the trainer
-// hands it over; before that (tests, tools) in buffers of the backend's own that grow.
+// hands it over. Without one (tests, tools), and for an op larger than the planned step's
+// (the peak-rate measurement's 1024^3 GEMM, the benchmarks), in buffers of the backend's own
+// that grow; unplanned_widening() says whether that happened since a plan was handed over.
 #pragma once
 
 #include <array>
@@ -69,21 +71,23 @@ class CpuMixedBackend : public CpuBackend {
 
   std::size_t op_scratch_bytes(const RecordedOp& op) override;
   void use_op_scratch(void* scratch, std::size_t bytes) override;
+  bool unplanned_widening() const { return unplanned_; }
 
  private:
   class Widening;
   // A GEMM on bf16 operands into fp32 or bf16 `c`; false when the operands are not both bf16.
   bool bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const Tensor& b, Tensor c);
 
-  // `count` floats for the op's stand-in number `slot`, from the planned op scratch at
-  // `offset` (advanced past them), or without one from the slot's own buffer.
+  // `count` floats for the op's stand-in number `slot` (slot 0 also holds a bf16 GEMM's fp32
+  // result), from the planned op scratch at `offset` (advanced past them), or when that cannot
+  // hold them from the slot's own buffer.
   float* widened(int slot, std::size_t& offset, std::size_t count);
 
   static constexpr int kSlots = 8;  // the most 16-bit tensors one op takes
   std::array<ScratchBuffer, kSlots> slots_;
-  ScratchBuffer gemm_out_;
   std::byte* scratch_ = nullptr;  // the planned op scratch, when handed over
   std::size_t scratch_bytes_ = 0;
+  bool unplanned_ = false;
   std::unique_ptr<cpu::Bf16Gemm> gemm_;
 };
 
