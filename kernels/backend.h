@@ -170,6 +170,22 @@ class Backend {
   // backward (zero-bubble) calls the two halves at different times.
   void linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight);
 
+  // ---- grouped linear layers: a mixture of experts' GEMMs in one call ----
+  // Group g is rows [offsets[g], offsets[g + 1]) of the row tensors (an expert's rows in expert
+  // order) and weights[g] (O, I); offsets holds weights.size() + 1 ascending entries from 0 to
+  // the row count. A group of no rows is skipped (its weight gradient untouched). The defaults
+  // call the linear ops above once per non-empty group; a GPU runs them all in one launch.
+  //
+  // out (N, O) = x (N, I) @ weights[g] (O, I)^T on each group's rows.
+  virtual void grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
+                                      std::span<const std::int64_t> offsets);
+  // dx (N, I) = dout (N, O) @ weights[g] (O, I) on each group's rows, overwritten.
+  virtual void grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
+                                             std::span<const std::int64_t> offsets);
+  // dweights[g] (O, I) += dout (N, O)^T @ x (N, I) over each group's rows.
+  virtual void grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
+                                              std::span<const std::int64_t> offsets);
+
   // ---- rotary position embedding, rotate-half layout (as Hugging Face Llama) ----
   // cos, sin (S, head_dim / 2): tables for positions first_position .. first_position + S - 1,
   // filled by rope_tables from the inverse frequency of each rotated pair, inv_freq

@@ -292,29 +292,38 @@ ExpertOrder order_of(Backend& be, const Tensor& experts, std::int64_t n_experts)
 
 }  // namespace
 
+std::vector<Tensor> MoeMlp::experts_gate_up(bool grads) const {
+  std::vector<Tensor> w;
+  w.reserve(experts_.size());
+  for (const ExpertParams& e : experts_)
+    w.push_back(grads ? params_.packed_grad(e.gate, e.up) : params_.packed_value(e.gate, e.up));
+  return w;
+}
+
+std::vector<Tensor> MoeMlp::experts_down(bool grads) const {
+  std::vector<Tensor> w;
+  w.reserve(experts_.size());
+  for (const ExpertParams& e : experts_) w.push_back(grads ? params_[e.down].grad : params_[e.down].value);
+  return w;
+}
+
 void MoeMlp::experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const {
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    if (offsets[e + 1] > offsets[e])
-      be.linear_forward(a.gate_up.slice(offsets[e], offsets[e + 1]), a.x_perm.slice(offsets[e], offsets[e + 1]),
-                        params_.packed_value(experts_[e].gate, experts_[e].up));  // (c, 2F)
-  }
-  be.swiglu_forward(a.act, a.gate_up);  // (N k, F)
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    if (offsets[e + 1] > offsets[e])
-      be.linear_forward(out.slice(offsets[e], offsets[e + 1]), a.act.slice(offsets[e], offsets[e + 1]),
-                        params_[experts_[e].down].value);  // (c, D), partial over tp
-  }
+  be.grouped_linear_forward(a.gate_up, a.x_perm, experts_gate_up(false), offsets);  // (N k, 2F)
+  be.swiglu_forward(a.act, a.gate_up);                                             // (N k, F)
+  be.grouped_linear_forward(out, a.act, experts_down(false), offsets);  // (N k, D), partial over tp
+}
+
+void MoeMlp::experts_backward_input(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets,
+                                    Tensor d_out) const {
+  be.grouped_linear_backward_input(a.d_act, d_out, experts_down(false), offsets);  // (N k, F)
+  be.swiglu_backward(a.d_gate_up, a.d_act, a.gate_up);                            // (N k, 2F)
+  be.grouped_linear_backward_input(a.d_x_perm, a.d_gate_up, experts_gate_up(false), offsets);  // (N k, D)
 }
 
 void MoeMlp::experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
                                   Tensor d_gate_up) const {
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
-    const std::int64_t b = offsets[e], end = offsets[e + 1];
-    if (end == b) continue;
-    be.linear_backward_weight(params_[experts_[e].down].grad, d_out.slice(b, end), a.act.slice(b, end));
-    be.linear_backward_weight(params_.packed_grad(experts_[e].gate, experts_[e].up), d_gate_up.slice(b, end),
-                              a.x_perm.slice(b, end));
-  }
+  be.grouped_linear_backward_weight(experts_down(true), d_out, a.act, offsets);
+  be.grouped_linear_backward_weight(experts_gate_up(true), d_gate_up, a.x_perm, offsets);
 }
 
 Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
@@ -425,18 +434,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
                            shared_backward));
   } else {
     shared_backward();
-    for (std::size_t e = 0; e < experts_.size(); ++e) {
-      const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
-      if (end > b)
-        be.linear_backward_input(a.d_act.slice(b, end), a.expert_out.slice(b, end), params_[experts_[e].down].value);
-    }
-    be.swiglu_backward(a.d_gate_up, a.d_act, a.gate_up);
-    for (std::size_t e = 0; e < experts_.size(); ++e) {
-      const std::int64_t b = order.offsets[e], end = order.offsets[e + 1];
-      if (end > b)
-        be.linear_backward_input(a.d_x_perm.slice(b, end), a.d_gate_up.slice(b, end),
-                                 params_.packed_value(experts_[e].gate, experts_[e].up));
-    }
+    experts_backward_input(be, a, order.offsets, a.expert_out);
     if (!a.deferred) experts_weight_grads(be, a, order.offsets, a.expert_out, a.d_gate_up);
   }
   const Tensor seq_grad = seq_aux_ > 0 ? balance_sequences(be, par, a, m.batch, chosen, s.loss_grad) : Tensor();

@@ -84,9 +84,17 @@ class MoeMlp final : public Mlp {
     int gate, up, down;
   };
   class Dispatched;
+  // This rank's experts' packed gate/up weights (2F, D) and down weights (D, F), in expert
+  // order: their values, or (grads) their fp32 gradients.
+  std::vector<Tensor> experts_gate_up(bool grads) const;
+  std::vector<Tensor> experts_down(bool grads) const;
   Views views(const SubLayerMemory& m) const;
   // Each expert's SwiGLU on its rows of x_perm into `out` (N k, D), in expert order.
   void experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const;
+  // The input gradients of the experts' GEMMs from their output gradients d_out (N k, D),
+  // in expert order: a.d_act, then a.d_gate_up through the SwiGLU, then a.d_x_perm.
+  void experts_backward_input(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets,
+                              Tensor d_out) const;
   // The experts' weight gradients from their output gradients (expert order) and inputs.
   void experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
                             Tensor d_gate_up) const;

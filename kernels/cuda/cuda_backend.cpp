@@ -23,6 +23,7 @@
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/grouped_gemm.h"
 #include "kernels/cuda/lt_gemm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -51,6 +52,7 @@ CudaBackend::CudaBackend(int device_index)
       name_("cuda:" + std::to_string(device_index) + " " + device_description(device_index)) {
   reduce_result_ = static_cast<double*>(device_malloc(sizeof(double), "the norm reduction"));
   gemm_ = std::make_unique<LtGemm>();
+  grouped_ = std::make_unique<GroupedGemm>();
   // USTRAIN_REQUIRE_CUDNN=1 (scripts/gpu-check.sh): a shape cuDNN should take (cudnn_supports
   // in attention_layout.h) but refuses is an error, not a quiet switch to our kernel, so a GPU
   // check proves which attention ran; shapes outside it (fp32, odd head sizes) still run ours.
@@ -90,7 +92,8 @@ std::size_t CudaBackend::peak_device_bytes() const {
   // An upper bound: the arenas' peak plus everything held beside them. (The planned library
   // workspace and op scratch are arenas; cuBLASLt's own workspace and the unplanned scratch
   // count while held.)
-  return peak_allocated_bytes_ + scratch_.capacity() + gemm_->own_workspace_bytes() + sizeof(double);
+  return peak_allocated_bytes_ + scratch_.capacity() + gemm_->own_workspace_bytes() + grouped_->device_bytes() +
+         sizeof(double);
 }
 
 HostStaging CudaBackend::allocate_host_staging(std::size_t bytes, const char* what) {
@@ -103,6 +106,7 @@ void CudaBackend::use_library_workspace(void* workspace, std::size_t bytes) {
                  "library workspace of " + std::to_string(bytes) + " bytes, below the " +
                      std::to_string(library_workspace_bytes(Device::cuda)) + " the CUDA backend plans");
   gemm_->use_workspace(workspace);
+  grouped_->use_workspace(workspace, bytes);  // its calls and cuBLASLt's run one at a time on the stream
 }
 
 std::size_t CudaBackend::available_memory_bytes() const {
@@ -442,7 +446,7 @@ void CudaBackend::cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Te
 // ---- optimizer ----
 
 void CudaBackend::adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamWParams& p) {
-  const AdamWTensors range{param, grad, m, v, p.weight_decay};
+  const AdamWTensors range{param, grad, m, v, p.weight_decay, Tensor()};
   adamw_multi(std::span(&range, 1), p);
 }
 

@@ -35,6 +35,7 @@
 namespace ustrain::cuda {
 
 class LtGemm;
+class GroupedGemm;
 class CudnnAttention;
 
 class CudaBackend : public Backend {
@@ -76,6 +77,17 @@ class CudaBackend : public Backend {
   void linear_forward(Tensor out, Tensor x, Tensor weight) override;
   void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
+
+  // Grouped linear layers as one cuBLAS grouped GEMM (defined in cuda_backend_grouped.cpp;
+  // kernels/cuda/grouped_gemm.h): the groups with rows, each its own GEMM. Weight gradients in
+  // fp32 from 16-bit activations are a type combination cuBLAS's grouped GEMM does not take:
+  // those run the per-group loop of cuBLASLt GEMMs, as does any call it cannot take.
+  void grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
+                              std::span<const std::int64_t> offsets) override;
+  void grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
+                                     std::span<const std::int64_t> offsets) override;
+  void grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
+                                      std::span<const std::int64_t> offsets) override;
 
   void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
@@ -135,6 +147,7 @@ class CudaBackend : public Backend {
   std::size_t planned_scratch_bytes_ = 0;
   double* reduce_result_ = nullptr;  // one device double for sum_of_squares
   std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<GroupedGemm> grouped_;
   std::unique_ptr<CudnnAttention> attention_;  // USTRAIN_REQUIRE_CUDNN=1 makes its refusals errors
   std::unordered_map<void*, std::size_t> allocations_;  // planned arenas: pointer -> bytes
   std::size_t allocated_bytes_ = 0, peak_allocated_bytes_ = 0;

@@ -45,6 +45,21 @@ class CudaFp8Backend final : public CudaBackend, private fp8::AmaxSource {
   void linear_forward(Tensor out, Tensor x, Tensor weight) override;
   void linear_backward_input(Tensor dx, Tensor dout, Tensor weight) override;
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
+  // Grouped layers run their groups through the linear ops above, one by one (the base
+  // class's loop), never through CudaBackend's grouped GEMM: a group whose layer computes in
+  // FP8 must not silently compute in bf16.
+  void grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
+                              std::span<const std::int64_t> offsets) override {
+    Backend::grouped_linear_forward(out, x, weights, offsets);
+  }
+  void grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
+                                     std::span<const std::int64_t> offsets) override {
+    Backend::grouped_linear_backward_input(dx, dout, weights, offsets);
+  }
+  void grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
+                                      std::span<const std::int64_t> offsets) override {
+    Backend::grouped_linear_backward_weight(dweights, dout, x, offsets);
+  }
 
  private:
   void discard() override;

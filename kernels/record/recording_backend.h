@@ -5,6 +5,9 @@
 // FLOPs count the matrix multiplies only, in the convention of the model's formula
 // (LlamaModel::flops_per_token, 6 N + 6 L d S per token):
 //   linear_forward, linear_backward_input, linear_backward_weight   2 m n k each
+//   grouped_linear_*     not recorded as such: the base class's loop records one linear op
+//                        per group with rows, so a grouped GEMM is priced as the sum of its
+//                        GEMMs (and the CUDA grouped GEMM takes no op scratch)
 //   attention_forward    2 B H S^2 Dh: Q K^T and P V, each B H S^2 Dh multiply-adds (2 FLOPs
 //                        each) halved by the causal mask (S^2 / 2, not S (S + 1) / 2)
 //   attention_backward   twice the forward: 4 B H S^2 Dh
