@@ -1,25 +1,10 @@
 #include "parallel/tensor_parallel.h"
 
-#include <chrono>
 #include <string>
 
+#include "kernels/scoped_seconds.h"
+
 namespace ustrain {
-namespace {
-
-// Adds the time of one communication (issue and join) to a counter.
-class CommTimer {
- public:
-  explicit CommTimer(double& seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
-  ~CommTimer() { seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-  CommTimer(const CommTimer&) = delete;
-  CommTimer& operator=(const CommTimer&) = delete;
-
- private:
-  double& seconds_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 TensorParallel::TensorParallel(Communicator& tp, bool sequence_parallel, VocabShard shard)
     : tp_(tp.size() > 1 ? &tp : nullptr), sp_(sequence_parallel && tp.size() > 1), shard_(shard) {}
@@ -43,7 +28,7 @@ Tensor TensorParallel::own_rows(Tensor full) const {
 Tensor TensorParallel::gather(Tensor local, Tensor scratch) {
   if (!sp_) return local;
   const Tensor full = rows_of(scratch, local.shape.rows() * size());
-  const CommTimer timer(comm_seconds_);
+  const ScopedSeconds timer(comm_seconds_);
   tp_->all_gather(full, local.view(Shape{local.shape.rows(), local.shape.last()})).join_compute();
   return full;
 }
@@ -54,7 +39,7 @@ Tensor TensorParallel::partial_buffer(Tensor local, Tensor scratch) const {
 
 Tensor TensorParallel::reduce(Tensor partial, Tensor local) {
   if (!tp_) return partial;
-  const CommTimer timer(comm_seconds_);
+  const ScopedSeconds timer(comm_seconds_);
   if (!sp_) {
     tp_->all_reduce(partial).join_compute();
     return partial;
@@ -65,7 +50,7 @@ Tensor TensorParallel::reduce(Tensor partial, Tensor local) {
 
 void TensorParallel::sum(Tensor t) {
   if (!tp_ || tp_->size() == 1) return;
-  const CommTimer timer(comm_seconds_);
+  const ScopedSeconds timer(comm_seconds_);
   tp_->all_reduce(t).join_compute();
 }
 
@@ -97,7 +82,7 @@ void TensorParallel::loss(Backend& be, Tensor losses, Tensor lse, Tensor logits,
   const Tensor mine = all.slice(2 * n * rank(), 2 * n * (rank() + 1));
   be.cross_entropy_shard_stats(mine, logits, targets, shard_);
   {
-    const CommTimer timer(comm_seconds_);
+    const ScopedSeconds timer(comm_seconds_);
     tp_->all_gather(all, mine).join_compute();
   }
   be.cross_entropy_combine(losses, lse, all, targets);

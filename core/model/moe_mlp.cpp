@@ -1,10 +1,10 @@
 #include "core/model/moe_mlp.h"
 
-#include <chrono>
 #include <optional>
 
 #include "core/model/expert_order.h"
 #include "core/model/sequence_balance.h"
+#include "kernels/scoped_seconds.h"
 
 namespace ustrain {
 
@@ -47,24 +47,6 @@ struct MoeMlp::Views {
   Tensor ep_d_gate_up;       // (C, 2F)
   bool deferred = false;
 };
-
-namespace {
-
-// Adds the host seconds of its scope to `seconds`: routing and permutation's time (the ops of
-// the CPU backend run synchronously; a GPU's run after the host issued them).
-class HostSeconds {
- public:
-  explicit HostSeconds(double& seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
-  ~HostSeconds() { seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-  HostSeconds(const HostSeconds&) = delete;
-  HostSeconds& operator=(const HostSeconds&) = delete;
-
- private:
-  double& seconds_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 // This rank's experts on the rows the dispatcher hands it, in runs of at most C rows, with
 // scratch for their activations (ep > 1).
@@ -331,7 +313,7 @@ Tensor MoeMlp::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor o
   const Views a = views(m);
   be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);  // (R, D)
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);                 // (N, D)
-  std::optional<HostSeconds> routing(load_.routing_seconds);
+  std::optional<ScopedSeconds> routing(load_.routing_seconds);
   be.linear_forward(a.logits, ln2, params_[router_].value);  // (N, E)
   if (bias_on_) be.copy(a.router_bias, Tensor(const_cast<float*>(bias_.values.data()), a.router_bias.shape));
   be.moe_route(a.experts, a.gates, a.probs, a.lse, a.logits, routing_, a.router_bias);
@@ -386,7 +368,7 @@ void MoeMlp::backward(Backend& be, const LayerParallel& par, Tensor x, const Sub
   const bool shared = geo_.shared_ffn_local > 0;
   if (policy == Recompute::selective) be.rmsnorm_forward(a.ln2_out, a.ln2_rstd, x, params_[ln2_].value, eps_);
   const Tensor ln2 = par.tp.gather(a.ln2_out, s.gathered);  // (N, D)
-  std::optional<HostSeconds> routing(load_.routing_seconds);
+  std::optional<ScopedSeconds> routing(load_.routing_seconds);
   if (policy == Recompute::selective) be.embedding_forward(a.x_perm, a.slot_token, ln2);
   const std::vector<std::int32_t> chosen = host_experts(be, a.experts);
   const ExpertOrder order = expert_order(chosen, geo_.n_experts, geo_.top_k);

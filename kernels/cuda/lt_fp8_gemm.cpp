@@ -10,7 +10,7 @@
 #include <tuple>
 #include <utility>
 
-#include "kernels/cuda/lt_check.h"
+#include "kernels/cuda/lt_support.h"
 #include "kernels/error.h"
 
 namespace ustrain::cuda {
@@ -37,13 +37,6 @@ bool groupings_combine(Fp8Grouping a, Fp8Grouping b) {
   return a == b;
 }
 
-std::uint32_t pointer_alignment(const void* p) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t align = 256;
-  while (align > 1 && address % align != 0) align /= 2;
-  return align;
-}
-
 struct PlanKey {
   std::int64_t m, n, k;
   Fp8Format a_format, b_format;
@@ -63,29 +56,9 @@ struct PlanKey {
   }
 };
 
-struct LtPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+struct LtPlan : LtDescriptors {
   float beta = 0.0f;
-
-  LtPlan() = default;
-  LtPlan(const LtPlan&) = delete;
-  LtPlan& operator=(const LtPlan&) = delete;
-  ~LtPlan() {  // destroy calls only fail on invalid handles; nothing to report from here
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
 };
-
-cublasLtMatrixLayout_t make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  USTRAIN_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
-                                              static_cast<std::uint64_t>(cols), ld));
-  return layout;
-}
 
 template <class T>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
@@ -97,14 +70,6 @@ void set_scale_pointers(cublasLtMatmulDesc_t desc, const Fp8GemmOperand& a, cons
   set_desc(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(a.descale));
   set_desc(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(b.descale));
 }
-
-struct Preference {
-  cublasLtMatmulPreference_t pref = nullptr;
-  Preference() { USTRAIN_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref)); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(pref); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-};
 
 }  // namespace
 
@@ -142,28 +107,10 @@ LtPlan& LtFp8Gemm::Impl::plan(const PlanKey& key, const Fp8GemmOperand& a, const
   p->c = make_layout(key.out_type == DType::f32 ? CUDA_R_32F : CUDA_R_16BF, key.m, key.n, key.m);
   p->beta = key.out_type == DType::f32 ? 1.0f : 0.0f;
 
-  Preference pref;
-  const std::uint64_t max_workspace = kWorkspaceBytes;
-  USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                        &max_workspace, sizeof(max_workspace)));
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c},
-  };
-  for (const auto& [attr, bytes] : alignments)
-    USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, attr, &bytes, sizeof(bytes)));
-  if (key.out_type != DType::f32) {
-    // Split-K partial sums stay in fp32: no in-place reduction in a 16-bit output.
-    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                          &schemes, sizeof(schemes)));
-  }
-
+  const LtPreference pref(kWorkspaceBytes, key.align_a, key.align_b, key.align_c, key.out_type != DType::f32);
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.pref,
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.get(),
                                                                1, &result, &found_count);
   USTRAIN_ASSERT(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
                  "cuBLASLt heuristic failed for " + key.text() + ": " + cublasLtGetStatusName(status));

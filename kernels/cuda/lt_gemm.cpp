@@ -13,7 +13,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/gemm_plan.h"
-#include "kernels/cuda/lt_check.h"
+#include "kernels/cuda/lt_support.h"
 #include "kernels/error.h"
 
 namespace ustrain::cuda {
@@ -43,14 +43,6 @@ cudaDataType_t lt_type(DType t) {
   return CUDA_R_32F;
 }
 
-// The largest power of two up to 256 dividing the address: the alignment cuBLASLt may assume.
-std::uint32_t pointer_alignment(const void* p) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t align = 256;
-  while (align > 1 && address % align != 0) align /= 2;
-  return align;
-}
-
 std::string shape_text(LinearGemm op, std::int64_t N, std::int64_t I, std::int64_t O, DType act, DType c_type) {
   return std::string(gemm_name(op)) + " (N=" + std::to_string(N) + ", I=" + std::to_string(I) +
          ", O=" + std::to_string(O) + ", act " + dtype_name(act) + ", output " + dtype_name(c_type) + ")";
@@ -71,37 +63,9 @@ struct PlanKey {
 };
 
 // The descriptors and chosen algorithm of one GEMM shape; D shares C's layout (in place).
-struct LtPlan {
+struct LtPlan : LtDescriptors {
   GemmCall call;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-
-  LtPlan() = default;
-  LtPlan(const LtPlan&) = delete;
-  LtPlan& operator=(const LtPlan&) = delete;
-  ~LtPlan() {  // destroy calls only fail on invalid handles; nothing to report from here
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
 };
-
-struct Preference {
-  cublasLtMatmulPreference_t pref = nullptr;
-  Preference() { USTRAIN_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref)); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(pref); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-};
-
-cublasLtMatrixLayout_t make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  USTRAIN_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
-                                              static_cast<std::uint64_t>(cols), ld));
-  return layout;
-}
 
 void set_transpose(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, bool trans) {
   const std::int32_t op = trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -146,28 +110,10 @@ const LtPlan& LtGemm::Impl::plan(const PlanKey& key, const GemmCall& call) {
   p->b = make_layout(in_type, call.b_rows(), call.b_cols(), call.ldb);
   p->c = make_layout(lt_type(key.c_type), call.m, call.n, call.ldc);
 
-  Preference pref;
-  const std::uint64_t max_workspace = kWorkspaceBytes;
-  USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                        &max_workspace, sizeof(max_workspace)));
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c},
-  };
-  for (const auto& [attr, bytes] : alignments)
-    USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, attr, &bytes, sizeof(bytes)));
-  if (key.c_type != DType::f32) {
-    // Split-K partial sums stay in fp32: no in-place reduction in a 16-bit output.
-    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    USTRAIN_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                          &schemes, sizeof(schemes)));
-  }
-
+  const LtPreference pref(kWorkspaceBytes, key.align_a, key.align_b, key.align_c, key.c_type != DType::f32);
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.pref,
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.get(),
                                                                1, &result, &found_count);
   const std::string what = shape_text(key.op, key.N, key.I, key.O, key.act, key.c_type);
   USTRAIN_ASSERT(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
