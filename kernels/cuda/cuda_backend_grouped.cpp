@@ -108,8 +108,9 @@ void CudaBackend::grouped_linear_backward_weight(std::span<const Tensor> dweight
     problems.push_back(problem(plan_linear_backward_weight(rows, in, o),
                                {x.slice(b, b + rows).data, nullptr, dout.slice(b, b + rows).data}, dweights[g].data));
   }
-  // fp32 gradients of bf16 / fp16 layers (every mixed-precision run): cuBLAS's grouped GEMM
-  // takes no fp32 C from 16-bit A and B, so these stay one cuBLASLt GEMM per group.
+  // fp32 gradients of bf16 / fp16 layers (every mixed-precision run): cuBLAS's grouped GEMM is
+  // not known to take an fp32 C from 16-bit A and B (its documented type table was not at hand),
+  // so these stay one cuBLASLt GEMM per group.
   if (!one_type || !GroupedGemm::supports(act, dw_type, problems))
     return Backend::grouped_linear_backward_weight(dweights, dout, x, offsets);
   grouped_->run(problems, act, dw_type, stream_.get());
