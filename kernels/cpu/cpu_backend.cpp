@@ -133,8 +133,8 @@ void CpuBackend::convert(Tensor dst, const Tensor& src) {
                  std::string("convert ") + dtype_name(src.dtype) + " into " + dtype_name(dst.dtype) +
                      ": only f32, bf16 and f16 convert");
   const std::int64_t n = dst.numel();
-  if (src.dtype == DType::f32) return cpu::narrow(dst.data, dst.dtype, src.f32(), n);
-  if (dst.dtype == DType::f32) return cpu::widen(dst.f32(), src.data, src.dtype, n);
+  if (src.dtype == DType::f32) return cpu::narrow(dst.data, dst.dtype, src.f32(), n, threads_);
+  if (dst.dtype == DType::f32) return cpu::widen(dst.f32(), src.data, src.dtype, n, threads_);
   // bf16 <-> f16: through fp32 in blocks (widening is exact, so one rounding).
   constexpr std::int64_t kBlock = 4096;
   float wide[kBlock];

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_fp8_backend.h"
 
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/scoped_omp_threads.h"
 
 namespace ustrain {
 
@@ -10,7 +11,8 @@ Tensor CpuFp8Backend::fp8_operand(ScratchBuffer& buffer, const Tensor& t, std::i
                                   bool k_in_cols, fp8::Role role, fp8::LayerScaling& state) {
   const fp8::Config& c = layers_.config();
   float* wide = buffer.as<float>(static_cast<std::size_t>(rows * cols));
-  cpu::widen(wide, t.data, t.dtype, rows * cols);
+  cpu::widen(wide, t.data, t.dtype, rows * cols, threads());
+  const cpu::ScopedOmpThreads team(threads());  // the scaling code takes OpenMP's default team
   const fp8::Operand op{wide, rows, cols, k_in_cols, role};
   fp8::ScaleGrid grid;
   if (c.recipe == fp8::Recipe::delayed) {
@@ -34,7 +36,7 @@ void CpuFp8Backend::linear_forward(Tensor out, Tensor x, Tensor weight) {
   const Tensor qw = fp8_operand(b_, weight, outs, in, true, fp8::Role::weight, *state);
   const Tensor wide(c_.as<float>(static_cast<std::size_t>(out.numel())), out.shape, DType::f32);
   CpuBackend::linear_forward(wide, qx, qw);
-  cpu::narrow(out.data, out.dtype, wide.f32(), out.numel());
+  cpu::narrow(out.data, out.dtype, wide.f32(), out.numel(), threads());
 }
 
 void CpuFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight) {
@@ -48,7 +50,7 @@ void CpuFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight)
   const Tensor qw = fp8_operand(b_, weight, outs, in, false, fp8::Role::weight, *state);
   const Tensor wide(c_.as<float>(static_cast<std::size_t>(dx.numel())), dx.shape, DType::f32);
   CpuBackend::linear_backward_input(wide, qd, qw);
-  cpu::narrow(dx.data, dx.dtype, wide.f32(), dx.numel());
+  cpu::narrow(dx.data, dx.dtype, wide.f32(), dx.numel(), threads());
 }
 
 void CpuFp8Backend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) {

@@ -21,7 +21,7 @@ class CpuMixedBackend::Widening {
   void done() {
     for (int i = 0; i < stored_; ++i) {
       const auto& [target, wide] = results_[static_cast<std::size_t>(i)];
-      cpu::narrow(target.data, target.dtype, wide.f32(), wide.numel());
+      cpu::narrow(target.data, target.dtype, wide.f32(), wide.numel(), be_.threads());
     }
   }
 
@@ -32,7 +32,7 @@ class CpuMixedBackend::Widening {
                                        " 16-bit tensors");
     const auto n = static_cast<std::size_t>(t.numel());
     Tensor wide(be_.widened(used_++, offset_, n), t.shape, DType::f32);
-    if (load) cpu::widen(wide.f32(), t.data, t.dtype, t.numel());
+    if (load) cpu::widen(wide.f32(), t.data, t.dtype, t.numel(), be_.threads());
     if (store) results_[static_cast<std::size_t>(stored_++)] = {t, wide};
     return wide;
   }
@@ -69,7 +69,7 @@ float* CpuMixedBackend::widened(int slot, std::size_t& offset, std::size_t count
 bool CpuMixedBackend::bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const Tensor& b, Tensor c) {
   const bool c_ok = c.dtype == DType::f32 || (c.dtype == DType::bf16 && !s.accumulate);
   if (a.dtype != DType::bf16 || b.dtype != DType::bf16 || !c_ok || s.m == 0 || s.n == 0 || s.k == 0) return false;
-  if (!gemm_) gemm_ = std::make_unique<cpu::Bf16Gemm>();
+  if (!gemm_) gemm_ = std::make_unique<cpu::Bf16Gemm>(threads());
   const auto* ap = static_cast<const std::uint16_t*>(a.data);
   const auto* bp = static_cast<const std::uint16_t*>(b.data);
   if (c.dtype == DType::f32) {
@@ -78,7 +78,7 @@ bool CpuMixedBackend::bf16_gemm(const cpu::GemmShape& s, const Tensor& a, const 
     std::size_t offset = 0;
     float* wide = widened(0, offset, static_cast<std::size_t>(c.numel()));
     gemm_->run(s, ap, bp, wide);
-    cpu::narrow(c.data, c.dtype, wide, c.numel());
+    cpu::narrow(c.data, c.dtype, wide, c.numel(), threads());
   }
   return true;
 }

@@ -18,10 +18,11 @@ inline std::uint16_t float_to_bf16(float x) {
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // ties to even
 }
 
-// dst[i] = float(src[i]) for n elements of dtype `from` (f32, bf16 or f16).
-void widen(float* dst, const void* src, DType from, std::int64_t n);
-// dst[i] = round(src[i]) into dtype `to` (f32, bf16 or f16).
-void narrow(void* dst, DType to, const float* src, std::int64_t n);
+// dst[i] = float(src[i]) for n elements of dtype `from` (f32, bf16 or f16), on up to `threads`
+// OpenMP threads (0: OpenMP's default team).
+void widen(float* dst, const void* src, DType from, std::int64_t n, int threads = 0);
+// dst[i] = round(src[i]) into dtype `to` (f32, bf16 or f16), threads as for widen.
+void narrow(void* dst, DType to, const float* src, std::int64_t n, int threads = 0);
 
 inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
 

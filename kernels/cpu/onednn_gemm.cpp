@@ -3,6 +3,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kernels/cpu/scoped_omp_threads.h"
 #include "kernels/error.h"
 
 namespace ustrain::cpu {
@@ -10,6 +11,7 @@ namespace ustrain::cpu {
 using dnnl::memory;
 
 struct Bf16Gemm::Impl {
+  int threads = 0;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   struct Plan {
@@ -40,11 +42,13 @@ struct Bf16Gemm::Impl {
   }
 };
 
-Bf16Gemm::Bf16Gemm() : impl_(std::make_unique<Impl>()) {}
+Bf16Gemm::Bf16Gemm(int threads) : impl_(std::make_unique<Impl>()) { impl_->threads = threads; }
 Bf16Gemm::~Bf16Gemm() = default;
 
 void Bf16Gemm::run(const GemmShape& s, const std::uint16_t* a, const std::uint16_t* b, float* c) {
   if (s.m == 0 || s.n == 0) return;
+  // oneDNN expects a primitive to run with the thread count it was created under: both happen here.
+  const ScopedOmpThreads scope(impl_->threads);
   try {
     Impl::Plan& p = impl_->plan_for(s);
     // oneDNN takes non-const handles; it only reads the inputs.

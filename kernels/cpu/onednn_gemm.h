@@ -2,6 +2,8 @@
 // products (AVX512-BF16) where it has them and exact slower paths where not: bf16 operands,
 // products exact, sums in fp32, an fp32 result, as a GPU's bf16 GEMM with fp32 accumulation.
 // Primitives are built once per shape and kept, so steps after the first build none.
+// oneDNN runs on OpenMP and takes as many threads as OpenMP offers the calling thread, so a
+// backend told to use fewer cores passes its count here.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,8 @@ struct GemmShape {
 
 class Bf16Gemm {
  public:
-  Bf16Gemm();
+  // threads: how many OpenMP threads oneDNN may use; 0 leaves OpenMP's setting.
+  explicit Bf16Gemm(int threads = 0);
   ~Bf16Gemm();
   Bf16Gemm(const Bf16Gemm&) = delete;
   Bf16Gemm& operator=(const Bf16Gemm&) = delete;

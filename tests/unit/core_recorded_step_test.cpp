@@ -209,6 +209,13 @@ TEST_P(RecordedStep, FlopsMatchTheFormulaAndBytesMatchARealRun) {
 // A model whose training state alone would take over 100 GiB, on one rank: the step records
 // without the memory (the plan is only reserved) and still gives the formula's FLOPs.
 TEST(RecordedStepOfALargeModel, NeedsNoMemory) {
+  // The high-water mark is the process's, and earlier tests in the same process may have raised
+  // it (and left memory resident): writing 5 to clear_refs resets it to the resident set now
+  // (Linux 4.0 on), and the step is judged by how far it rises above that.
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const std::size_t before = current_resident_bytes();
+  if (peak_resident_bytes() > before + (std::size_t{64} << 20))
+    GTEST_SKIP() << "this kernel does not reset the peak resident set; run the test in a process of its own";
   std::vector<std::string> overrides = short_step(Layout{});
   for (const char* o : {"model.vocab_size=32000", "model.d_model=4096", "model.n_layers=32", "model.n_heads=32",
                         "model.n_kv_heads=32", "model.ffn_hidden=11008", "model.max_seq_len=4096",
@@ -216,11 +223,12 @@ TEST(RecordedStepOfALargeModel, NeedsNoMemory) {
     overrides.push_back(o);
   const Recipe recipe = quickstart(overrides);
   const RecordedRank r = record_step(recipe, 0);
-  std::cout << fmt::format("plan {}, peak resident {}\n{}", format_bytes(r.planned), format_bytes(peak_resident_bytes()),
+  std::cout << fmt::format("plan {}, peak resident {} (before the step {})\n{}", format_bytes(r.planned),
+                           format_bytes(peak_resident_bytes()), format_bytes(before),
                            r.ops.text());
   EXPECT_GT(r.planned, std::size_t{100} << 30);
   EXPECT_GE(r.reserved, r.planned);
-  EXPECT_LT(peak_resident_bytes(), std::size_t{1} << 30);
+  EXPECT_LT(std::max(peak_resident_bytes(), before) - before, std::size_t{1} << 30);
   EXPECT_EQ(matmul_flops(r.ops), formula_flops(recipe));
 }
 

@@ -2,6 +2,7 @@
 // them, the GEMMs against float64 with each dtype's tolerance (those of the GPU tests), and
 // every other op as the fp32 op on the same values, rounded once.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "kernels/cpu/cpu_mixed_backend.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/scoped_omp_threads.h"
 #include "kernels_reference.h"
 
 namespace ustrain {
@@ -242,6 +244,32 @@ TEST_P(MixedOpsTest, Fp32TensorsPassThroughBitForBit) {
   mixed.linear_forward(test::f32(y, {n, out}), test::f32(x, {n, in}), test::f32(w, {out, in}));
   fp32.linear_forward(test::f32(y_ref, {n, out}), test::f32(x, {n, in}), test::f32(w, {out, in}));
   EXPECT_EQ(y, y_ref);
+}
+
+// device.threads below the host's cores holds for oneDNN and the conversions too, which take
+// OpenMP's default team: the backend narrows that team for its own calls and restores it.
+TEST(CpuThreads, ScopedTeamIsNarrowedAndRestored) {
+  const int before = omp_get_max_threads();
+  {
+    const cpu::ScopedOmpThreads one(1);
+    int team = 0;
+#pragma omp parallel
+    {
+#pragma omp single
+      team = omp_get_num_threads();
+    }
+    EXPECT_EQ(team, 1);
+  }
+  EXPECT_EQ(omp_get_max_threads(), before);
+
+  CpuMixedBackend one_thread(1);
+  const int n = 256, in = 256, out = 256;
+  Half hx(test::random_floats(n * in, 1), {n, in}, DType::bf16), hw(test::random_floats(out * in, 2), {out, in}, DType::bf16);
+  Half hy(std::vector<float>(n * out), {n, out}, DType::bf16);
+  omp_set_num_threads(3);
+  one_thread.linear_forward(hy.tensor, hx.tensor, hw.tensor);
+  EXPECT_EQ(omp_get_max_threads(), 3) << "the caller's OpenMP setting is left as it was";
+  omp_set_num_threads(before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MixedOpsTest, ::testing::Values(DType::bf16, DType::f16),
