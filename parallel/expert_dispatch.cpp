@@ -252,6 +252,21 @@ void ExpertDispatcher::zero_others(Backend& be, const Plan& p, Tensor rows) cons
   }
 }
 
+Tensor ExpertDispatcher::landing(const Plan& p, std::int64_t shard, const DispatchBuffers& buf) const {
+  return p.split() ? buf.gathered.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard) : buf.recv;
+}
+
+double ExpertDispatcher::return_round(Backend& be, const Plan& p, int round, std::int64_t shard,
+                                      const DispatchBuffers& buf, const std::vector<std::int64_t>& sent,
+                                      const std::vector<std::int64_t>& received, Tensor target) const {
+  double waited = 0;
+  if (shard > 0) waited += scatter_round(be, p, round, shard, buf.gathered, buf.result);
+  const Tensor results = p.split() ? landing(p, shard, buf) : buf.result;
+  waited += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(results), received));
+  unpack(be, p, round, target, buf.send);
+  return waited;
+}
+
 std::int64_t ExpertDispatcher::own_row(const Plan& p, int round, std::int64_t position) const {
   return p.own_offset[static_cast<std::size_t>(p.me)] + round * p.capacity + position - p.begin(p.me, p.me);
 }
@@ -277,6 +292,23 @@ void count_sent(const std::vector<std::int64_t>& elements, int me, std::int64_t 
     if (static_cast<int>(d) != me) stats.rows_sent += elements[d] / width;
 }
 
+// A group of one: `run(expert, begin, end)` over each expert's rows of the caller's tensors.
+template <class Run>
+void each_expert(std::span<const std::int64_t> counts, Run run) {
+  std::int64_t at = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] > 0) run(static_cast<int>(e), at, at + counts[e]);
+    at += counts[e];
+  }
+}
+
+DispatchStats finished(DispatchStats stats, int rounds, const std::function<void()>& alongside) {
+  if (rounds == 0 && alongside) alongside();  // no member routed a row
+  stats.rounds = rounds;
+  stats.extra_rounds = std::max(0, rounds - 1);
+  return stats;
+}
+
 void check_rows(std::span<const std::int64_t> counts, int n_experts, const Tensor& in,
                 std::initializer_list<Tensor> others) {
   USTRAIN_ASSERT(counts.size() == static_cast<std::size_t>(n_experts), "one row count per expert");
@@ -296,12 +328,9 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
   DispatchStats stats;
   if (local()) {
     if (alongside) alongside();
-    std::int64_t at = 0;
-    for (int e = 0; e < placement_.n_experts; ++e) {
-      const std::int64_t c = counts[static_cast<std::size_t>(e)];
-      if (c > 0) experts.forward(be, e, out.slice(at, at + c), in.slice(at, at + c));
-      at += c;
-    }
+    each_expert(counts, [&](int e, std::int64_t b, std::int64_t end) {
+      experts.forward(be, e, out.slice(b, end), in.slice(b, end));
+    });
     return stats;
   }
   const Plan p = plan(counts, in, buf);
@@ -310,10 +339,8 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
     const std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     const std::vector<std::int64_t> received = incoming(p, t, stats);
     count_sent(sent, p.me, p.width, stats);
-    // Under tp the rows land in this rank's shard of the gathered buffer.
     const std::int64_t shard = p.split() ? p.shard(t) : 0;
-    const Tensor landing = p.split() ? buf.gathered.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard) : buf.recv;
-    Work rows = rows_->all_to_all_v(flat(landing), received, flat(buf.send), sent);
+    Work rows = rows_->all_to_all_v(flat(landing(p, shard, buf)), received, flat(buf.send), sent);
     // While the rows travel: the caller's work, then this rank's own rows on its own experts.
     if (t == 0 && alongside) alongside();
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
@@ -326,14 +353,9 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {
       if (s != p.me) experts.forward(be, e, buf.result.slice(b, end), buf.recv.slice(b, end));
     });
-    if (shard > 0) stats.wait_seconds += scatter_round(be, p, t, shard, buf.gathered, buf.result);
-    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(p.split() ? landing : buf.result), received));
-    unpack(be, p, t, out, buf.send);
+    stats.wait_seconds += return_round(be, p, t, shard, buf, sent, received, out);
   }
-  if (p.rounds == 0 && alongside) alongside();  // no member routed a row
-  stats.rounds = p.rounds;
-  stats.extra_rounds = std::max(0, p.rounds - 1);
-  return stats;
+  return finished(stats, p.rounds, alongside);
 }
 
 DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
@@ -343,12 +365,9 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
   DispatchStats stats;
   if (local()) {
     if (alongside) alongside();
-    std::int64_t at = 0;
-    for (int e = 0; e < placement_.n_experts; ++e) {
-      const std::int64_t c = counts[static_cast<std::size_t>(e)];
-      if (c > 0) experts.backward(be, e, d_in.slice(at, at + c), d_out.slice(at, at + c), in.slice(at, at + c));
-      at += c;
-    }
+    each_expert(counts, [&](int e, std::int64_t b, std::int64_t end) {
+      experts.backward(be, e, d_in.slice(b, end), d_out.slice(b, end), in.slice(b, end));
+    });
     return stats;
   }
   const Plan p = plan(counts, in, buf);
@@ -358,14 +377,13 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
     std::vector<std::int64_t> sent = pack(be, p, t, in, buf.send);
     count_sent(sent, p.me, p.width, stats);
     const std::int64_t shard = p.split() ? p.shard(t) : 0;  // as forward's
-    const Tensor landing = p.split() ? buf.gathered.slice(p.tp_rank * shard, (p.tp_rank + 1) * shard) : buf.recv;
-    Work rows = rows_->all_to_all_v(flat(landing), received, flat(buf.send), sent);
+    const Tensor landed = landing(p, shard, buf);
+    Work rows = rows_->all_to_all_v(flat(landed), received, flat(buf.send), sent);
     if (t == 0 && alongside) alongside();  // while the rows travel
     stats.wait_seconds += joined(rows);
     if (shard > 0) stats.wait_seconds += gather_round(be, p, t, shard, buf.gathered, buf.recv);
     sent = pack(be, p, t, d_out, buf.send);
-    Work grads =
-        rows_->all_to_all_v(flat(p.split() ? landing : buf.recv_grad), received, flat(buf.send), sent);
+    Work grads = rows_->all_to_all_v(flat(p.split() ? landed : buf.recv_grad), received, flat(buf.send), sent);
     for_each_run(p, t, [&](int s, int e, std::int64_t b, std::int64_t end) {  // own rows, while the gradients travel
       if (s != p.me) return;
       const std::int64_t r = own_row(p, t, b);
@@ -377,14 +395,9 @@ DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, st
       if (s != p.me)
         experts.backward(be, e, buf.result.slice(b, end), buf.recv_grad.slice(b, end), buf.recv.slice(b, end));
     });
-    if (shard > 0) stats.wait_seconds += scatter_round(be, p, t, shard, buf.gathered, buf.result);
-    stats.wait_seconds += joined(rows_->all_to_all_v(flat(buf.send), sent, flat(p.split() ? landing : buf.result), received));
-    unpack(be, p, t, d_in, buf.send);
+    stats.wait_seconds += return_round(be, p, t, shard, buf, sent, received, d_in);
   }
-  if (p.rounds == 0 && alongside) alongside();  // no member routed a row
-  stats.rounds = p.rounds;
-  stats.extra_rounds = std::max(0, p.rounds - 1);
-  return stats;
+  return finished(stats, p.rounds, alongside);
 }
 
 }  // namespace ustrain

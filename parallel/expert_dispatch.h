@@ -174,6 +174,15 @@ class ExpertDispatcher {
   // Zeros where this rank's rows for other members lie outside its sub-pieces (tp > 1): the
   // other tp ranks receive their results.
   void zero_others(Backend& be, const Plan& p, Tensor rows) const;
+  // Where round t's incoming rows land: recv, or under tp this rank's shard (`shard` rows) of
+  // the gathered buffer.
+  Tensor landing(const Plan& p, std::int64_t shard, const DispatchBuffers& buffers) const;
+  // The end of round t, after the experts ran on the received rows: their results (under tp
+  // reduce-scattered first) go back to the members that sent them and land in `target`, the
+  // caller's rows. Returns the seconds waited.
+  double return_round(Backend& be, const Plan& p, int round, std::int64_t shard, const DispatchBuffers& buffers,
+                      const std::vector<std::int64_t>& sent, const std::vector<std::int64_t>& received,
+                      Tensor target) const;
 
   Communicator* counts_ = nullptr;
   Communicator* rows_ = nullptr;
