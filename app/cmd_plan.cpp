@@ -25,7 +25,7 @@ void add_plan_command(CLI::App& root) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand(
       "plan",
-      "Find the fastest layout (dp, tp, pp, ZeRO, sp, recompute, micro-batch, schedule) of a recipe that fits N "
+      "Find the fastest layout (dp, tp, pp, cp, ep, ZeRO, sp, recompute, micro-batch, schedule) of a recipe that fits N "
       "devices: memory from the trainer's own plan, step time predicted from the recorded step (GPU times are "
       "predictions; --gpu cpu measures this machine)");
   cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); model.vocab_size must be set")->required();

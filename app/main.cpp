@@ -51,8 +51,8 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 int main(int argc, char** argv) {
   // Says only what recipes are accepted for: core/recipe/recipe.cpp refuses what the build cannot run.
   CLI::App app{"ustrain: train Llama-style language models from TOML recipes, on CPUs or (in a CUDA build)\n"
-               "NVIDIA GPUs. Parallelism across processes (mpirun, srun): data (ZeRO 0-3), tensor (with sequence)\n"
-               "and pipeline; a recipe that asks for what this build cannot run is refused, saying why.\n"
+               "NVIDIA GPUs. Parallelism across processes (mpirun, srun): data (ZeRO 0-3), tensor (with sequence),\n"
+               "pipeline, context and expert; a recipe that asks for what this build cannot run is refused, saying why.\n"
                "Exit status: 0 success, 2 user error (usage, recipe, input data), 1 internal error,\n"
                "3 training stopped by SIGTERM/SIGUSR1/SIGINT after saving a checkpoint (resume with --resume auto).",
                "ustrain"};
