@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/checkpoint/fs.h"
+#include "core/interop/hf_config_values.h"
 #include "core/interop/hf_qwen2_moe.h"
 #include "core/model/geometry.h"
 #include "kernels/error.h"
@@ -18,6 +19,7 @@ namespace {
 
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr std::int64_t kMaxLayers = 65536;  // model.n_layers's bound
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -72,7 +74,7 @@ void read_rope_scaling(const nlohmann::json& scaling, const std::string& path, M
   m.rope_scaling_factor = scaling["factor"].get<double>();
   m.rope_low_freq_factor = scaling["low_freq_factor"].get<double>();
   m.rope_high_freq_factor = scaling["high_freq_factor"].get<double>();
-  m.rope_original_max_seq_len = scaling["original_max_position_embeddings"].get<std::int64_t>();
+  m.rope_original_max_seq_len = config_integer(scaling, "original_max_position_embeddings", path);
   if (!(m.rope_scaling_factor > 0 && m.rope_low_freq_factor > 0 && m.rope_high_freq_factor > m.rope_low_freq_factor &&
         m.rope_original_max_seq_len > 0))
     refuse(fmt::format("has factor {}, low_freq_factor {}, high_freq_factor {}, original_max_position_embeddings {}: "
@@ -172,8 +174,8 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
                                   path, what));
     };
     if (type == "mixtral") {  // Llama's blocks with a softmax, renormalised top-k router in every layer
-      m.n_experts = j.at("num_local_experts").get<std::int64_t>();
-      m.experts_per_token = j.at("num_experts_per_tok").get<std::int64_t>();
+      m.n_experts = config_integer(j, "num_local_experts", path, 1);
+      m.experts_per_token = config_integer(j, "num_experts_per_tok", path, 1);
       if (!j.value("sliding_window", nlohmann::json()).is_null()) refuse("sliding_window attention is set");
     }
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
@@ -183,20 +185,20 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
     const bool rope_parameters = j.contains("rope_parameters") && j["rope_parameters"].is_object();
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) read_rope_scaling(j["rope_scaling"], path, m);
     else if (rope_parameters) read_rope_scaling(j["rope_parameters"], path, m);
-    m.d_model = j.at("hidden_size").get<std::int64_t>();
-    m.ffn_hidden = j.at("intermediate_size").get<std::int64_t>();
-    m.n_layers = j.at("num_hidden_layers").get<std::int64_t>();
-    m.n_heads = j.at("num_attention_heads").get<std::int64_t>();
-    m.n_kv_heads = get_or<std::int64_t>(j, "num_key_value_heads", m.n_heads);
-    m.vocab_size = j.at("vocab_size").get<std::int64_t>();
-    m.max_seq_len = get_or<std::int64_t>(j, "max_position_embeddings", 2048);
+    m.d_model = config_integer(j, "hidden_size", path, 1);
+    m.ffn_hidden = config_integer(j, "intermediate_size", path, 1);
+    m.n_layers = config_integer(j, "num_hidden_layers", path, 1, kMaxLayers);
+    m.n_heads = config_integer(j, "num_attention_heads", path, 1);
+    m.n_kv_heads = config_integer_or(j, "num_key_value_heads", m.n_heads, path, 1);
+    m.vocab_size = config_integer(j, "vocab_size", path, 1);
+    m.max_seq_len = config_integer_or(j, "max_position_embeddings", 2048, path, 1);
     m.norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
     m.rope_theta = get_or<double>(j, "rope_theta",
                                   rope_parameters ? get_or<double>(j["rope_parameters"], "rope_theta", 10000.0) : 10000.0);
     m.tied_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
     m.init_std = get_or<double>(j, "initializer_range", m.init_std);
-    if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) refuse("hidden_size is not a multiple of num_attention_heads");
-    if (get_or<std::int64_t>(j, "head_dim", m.d_model / m.n_heads) != m.d_model / m.n_heads)
+    if (m.d_model % m.n_heads != 0) refuse("hidden_size is not a multiple of num_attention_heads");
+    if (config_integer_or(j, "head_dim", m.d_model / m.n_heads, path) != m.d_model / m.n_heads)
       refuse("head_dim differs from hidden_size / num_attention_heads");
     if (config.layout == HfLayout::qwen2_moe) config.qkv_bias = read_qwen2_moe_config(j, path, m);
   } catch (const nlohmann::json::exception& e) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "core/interop/hf_config_values.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -81,18 +82,15 @@ bool read_qwen2_moe_config(const nlohmann::json& j, const std::string& path, Mod
                                 path, what));
   };
   if (j.value("use_sliding_window", false)) refuse("use_sliding_window is true");
-  m.n_experts = j.at("num_experts").get<std::int64_t>();
-  m.experts_per_token = j.at("num_experts_per_tok").get<std::int64_t>();
-  m.expert_ffn_hidden = j.at("moe_intermediate_size").get<std::int64_t>();
-  const auto shared = j.at("shared_expert_intermediate_size").get<std::int64_t>();
+  m.n_experts = config_integer(j, "num_experts", path, 0);
+  m.experts_per_token = config_integer(j, "num_experts_per_tok", path, 1);
+  m.expert_ffn_hidden = config_integer(j, "moe_intermediate_size", path, 1);
+  const std::int64_t shared = config_integer(j, "shared_expert_intermediate_size", path, 0);
   m.n_shared_experts = shared > 0 ? 1 : 0;  // one shared expert of that width
   m.shared_expert_ffn_hidden = shared > 0 ? shared : 0;
   m.router_renormalize = j.value("norm_topk_prob", false);
-  const auto step = j.value("decoder_sparse_step", std::int64_t{1});
-  if (step < 1) refuse(fmt::format("decoder_sparse_step is {}", step));
-  std::vector<std::int64_t> mlp_only;
-  if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null())
-    mlp_only = j["mlp_only_layers"].get<std::vector<std::int64_t>>();
+  const std::int64_t step = config_integer_or(j, "decoder_sparse_step", 1, path, 1);
+  const std::vector<std::int64_t> mlp_only = config_integers(j, "mlp_only_layers", path);
   std::vector<std::int64_t> sparse;
   for (std::int64_t l = 0; l < m.n_layers; ++l)
     if (m.n_experts > 0 && (l + 1) % step == 0 && std::find(mlp_only.begin(), mlp_only.end(), l) == mlp_only.end())

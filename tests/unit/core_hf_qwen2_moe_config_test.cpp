@@ -109,5 +109,30 @@ TEST(HfQwen2MoeConfig, RefusesWhatUstrainCannotHold) {
   EXPECT_THROW(hf_layout_for_export(dense, "qwen2_moe"), UserError);
 }
 
+// Integers written as floats or beyond int64 (which nlohmann would convert with undefined
+// behaviour), and layer counts past model.n_layers's bound, are refused naming the key.
+TEST(HfConfigIntegers, AreCheckedBeforeUse) {
+  const auto message = [](const nlohmann::json& c) -> std::string {
+    try {
+      read_hf_config(c.dump(), "config.json");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json good = qwen_config(moe_model());
+  ASSERT_EQ(message(good), "");
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"hidden_size", 1e30},          {"hidden_size", 16.0},   {"num_hidden_layers", 1000000000000},
+      {"num_experts", -1},            {"vocab_size", "100"},   {"num_key_value_heads", 18446744073709551615u},
+      {"decoder_sparse_step", 0},     {"mlp_only_layers", {0.5}}, {"head_dim", 4.5},
+  };
+  for (const auto& [key, value] : bad) {
+    nlohmann::json c = good;
+    c[key] = value;
+    EXPECT_NE(message(c).find(key), std::string::npos) << key << " = " << value.dump() << ": " << message(c);
+  }
+}
+
 }  // namespace
 }  // namespace ustrain
