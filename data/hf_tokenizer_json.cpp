@@ -1,6 +1,7 @@
 #include "data/hf_tokenizer_json.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,10 @@ namespace ustrain {
 namespace {
 
 using Json = nlohmann::json;
+
+// The tokenizer's tables are indexed by id, so ids are bounded: 2^24, far above any published
+// vocabulary (the largest hold about 256K tokens), keeps a forged id from asking for gigabytes.
+constexpr std::uint64_t kIdLimit = std::uint64_t{1} << 24;
 
 // Reads one part of the file, saying where in it a problem lies.
 class PartReader {
@@ -25,6 +30,14 @@ class PartReader {
   }
   [[noreturn]] void malformed(const std::string& where, const std::string& what) const {
     throw UserError(fmt::format("{}: {} {}; the file is not a valid tokenizer.json", label_, where, what));
+  }
+  // A token's id: an unsigned integer below kIdLimit.
+  std::int32_t id(const Json& value, const std::string& where, const std::string& token) const {
+    if (!value.is_number_unsigned())
+      malformed(where, fmt::format("gives the token '{}' an id that is not a number", token));
+    const auto id = value.get<std::uint64_t>();
+    if (id >= kIdLimit) refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
+    return static_cast<std::int32_t>(id);
   }
   std::string text(const Json& j, const char* key, const std::string& where, const std::string& otherwise) const {
     if (!j.contains(key) || j[key].is_null()) return otherwise;
@@ -218,11 +231,7 @@ void read_model(const PartReader& r, const Json& j, HfTokenizerParts& parts) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!r.text(j, key, "model 'BPE'", "").empty()) r.refuse("model 'BPE'", fmt::format("with a {}", key));
   if (!j.contains("vocab") || !j["vocab"].is_object()) r.malformed("model 'BPE'", "has no vocab object");
-  for (const auto& [token, id] : j["vocab"].items()) {
-    if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= (1u << 31))
-      r.malformed("model 'BPE'", fmt::format("gives the token '{}' an id that is not a number below 2^31", token));
-    parts.vocab.emplace(token, static_cast<std::int32_t>(id.get<std::uint64_t>()));
-  }
+  for (const auto& [token, id] : j["vocab"].items()) parts.vocab.emplace(token, r.id(id, "model 'BPE'", token));
   if (!j.contains("merges") || !j["merges"].is_array()) r.malformed("model 'BPE'", "has no merges list");
   parts.merges.reserve(j["merges"].size());
   for (const Json& merge : j["merges"]) {
@@ -252,8 +261,8 @@ void read_added_tokens(const PartReader& r, const Json& j, HfTokenizerParts& par
       r.malformed("added_tokens", fmt::format("has the entry {} without an id and content", t.dump()));
     AddedToken token;
     token.content = t["content"].get<std::string>();
-    token.id = static_cast<std::int32_t>(t["id"].get<std::uint64_t>());
     const std::string where = fmt::format("added token '{}'", token.content);
+    token.id = r.id(t["id"], "added_tokens", token.content);
     token.special = r.flag(t, "special", where, false);
     token.single_word = r.flag(t, "single_word", where, false);
     token.lstrip = r.flag(t, "lstrip", where, false);

@@ -24,7 +24,8 @@ std::int64_t integer_in(const nlohmann::json& v, const std::string& what, const 
   if (ok && value >= lo && value <= hi) return value;
   std::string shown = v.dump();
   if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
-  const std::string range = lo == INT64_MIN && hi == INT64_MAX ? "an integer" : fmt::format("an integer in [{}, {}]", lo, hi);
+  const std::string range =
+      lo == INT64_MIN && hi == INT64_MAX ? "an integer" : fmt::format("an integer in [{}, {}]", lo, hi);
   throw UserError(fmt::format("{}: {} is {}, not {}; fix config.json", path, what, shown, range));
 }
 

@@ -2,7 +2,9 @@
 // (fuzz/regressions/TARGET/), read as ustrain reads them: each either reads or is a UserError
 // that names its file, never another exception. A JSON number beyond a double (1e999999) in a
 // dataset manifest used to escape the JSON parser as an internal error; a Megatron index of
-// zero sequences handed memcpy a null pointer (seen by UBSan in the fuzz build).
+// zero sequences handed memcpy a null pointer (seen by UBSan in the fuzz build); a
+// tokenizer.json's token id near 2^31 sized the id tables at tens of gigabytes, and an added
+// token's id beyond int32 wrapped to a negative index.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,11 +12,13 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "data/document_sink.h"
+#include "data/hf_tokenizer.h"
 #include "data/manifest.h"
 #include "data/megatron_format.h"
 #include "data_test_support.h"
@@ -70,6 +74,15 @@ TEST(FuzzRegressions, MegatronIndexes) {
       EXPECT_NO_THROW(read_megatron({(dir / "data").string()}, 50304, sink));
       EXPECT_EQ(sink.documents, 0);
     }
+  }
+}
+
+TEST(FuzzRegressions, TokenizerJsonIds) {
+  for (const fs::path& input : regressions("tokenizer_json")) {
+    std::ifstream in(input, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    test::expect_user_error([&] { HfTokenizer(text.str(), input.string()); }, {input.string(), "below 2^24"});
   }
 }
 

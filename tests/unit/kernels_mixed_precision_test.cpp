@@ -264,7 +264,8 @@ TEST(CpuThreads, ScopedTeamIsNarrowedAndRestored) {
 
   CpuMixedBackend one_thread(1);
   const int n = 256, in = 256, out = 256;
-  Half hx(test::random_floats(n * in, 1), {n, in}, DType::bf16), hw(test::random_floats(out * in, 2), {out, in}, DType::bf16);
+  Half hx(test::random_floats(n * in, 1), {n, in}, DType::bf16);
+  Half hw(test::random_floats(out * in, 2), {out, in}, DType::bf16);
   Half hy(std::vector<float>(n * out), {n, out}, DType::bf16);
   omp_set_num_threads(3);
   one_thread.linear_forward(hy.tensor, hx.tensor, hw.tensor);
