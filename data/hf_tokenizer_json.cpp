@@ -14,10 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The tokenizer's tables are indexed by id, so ids are bounded: 2^24, far above any published
-// vocabulary (the largest hold about 256K tokens), keeps a forged id from asking for gigabytes.
-constexpr std::uint64_t kIdLimit = std::uint64_t{1} << 24;
-
 // Reads one part of the file, saying where in it a problem lies.
 class PartReader {
  public:
@@ -31,12 +27,12 @@ class PartReader {
   [[noreturn]] void malformed(const std::string& where, const std::string& what) const {
     throw UserError(fmt::format("{}: {} {}; the file is not a valid tokenizer.json", label_, where, what));
   }
-  // A token's id: an unsigned integer below kIdLimit.
+  // A token's id: an unsigned integer below kTokenIdLimit.
   std::int32_t id(const Json& value, const std::string& where, const std::string& token) const {
     if (!value.is_number_unsigned())
       malformed(where, fmt::format("gives the token '{}' an id that is not a number", token));
     const auto id = value.get<std::uint64_t>();
-    if (id >= kIdLimit) refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
+    if (id >= static_cast<std::uint64_t>(kTokenIdLimit)) refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
     return static_cast<std::int32_t>(id);
   }
   std::string text(const Json& j, const char* key, const std::string& where, const std::string& otherwise) const {

@@ -4,6 +4,7 @@
 // names it, so a file is never tokenized otherwise than the tokenizers library would.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,11 @@
 #include "data/token_decoder.h"
 
 namespace ustrain {
+
+// Token ids are below this: the tokenizer's tables are indexed by id, and 2^24 is far above
+// any published vocabulary (the largest hold about 256K tokens) while keeping a forged id
+// from asking for gigabytes.
+constexpr std::int64_t kTokenIdLimit = std::int64_t{1} << 24;
 
 struct HfTokenizerParts {
   std::vector<AddedToken> added_tokens;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/byte_level.h"
+#include "data/hf_tokenizer_json.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -116,7 +117,7 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
       if (space != std::string::npos) rank = std::stoll(line.substr(space + 1));
     } catch (const std::exception&) {
     }
-    if (space == std::string::npos || rank < 0 || rank >= (1LL << 31) || !decode_base64(line.substr(0, space), bytes) ||
+    if (space == std::string::npos || rank < 0 || rank >= kTokenIdLimit || !decode_base64(line.substr(0, space), bytes) ||
         bytes.empty())
       throw UserError(fmt::format("{} line {}: not 'BASE64-TOKEN RANK'; this is not a tiktoken rank file", path, number));
     if (static_cast<std::size_t>(rank) != by_rank.size())
@@ -141,8 +142,10 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
       if (eq != std::string::npos && eq > 0) id = std::stoll(spec.substr(eq + 1));
     } catch (const std::exception&) {
     }
-    if (id < 0 || id >= (1LL << 31))
-      throw UserError(fmt::format("special token '{}' is not TOKEN=ID (e.g. '<|endoftext|>=100257')", spec));
+    if (id < 0 || id >= kTokenIdLimit)
+      throw UserError(fmt::format("special token '{}' is not TOKEN=ID with an id below 2^24 (e.g. "
+                                  "'<|endoftext|>=100257')",
+                                  spec));
     specials[spec.substr(0, eq)] = static_cast<std::int32_t>(id);
   }
   for (const auto& [content, id] : specials)
