@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config)
+all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config jsonl)
 seconds=60
 install=0
 targets=()
