@@ -32,7 +32,8 @@ class PartReader {
     if (!value.is_number_unsigned())
       malformed(where, fmt::format("gives the token '{}' an id that is not a number", token));
     const auto id = value.get<std::uint64_t>();
-    if (id >= static_cast<std::uint64_t>(kTokenIdLimit)) refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
+    if (id >= static_cast<std::uint64_t>(kTokenIdLimit))
+      refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
     return static_cast<std::int32_t>(id);
   }
   std::string text(const Json& j, const char* key, const std::string& where, const std::string& otherwise) const {
