@@ -221,6 +221,13 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   n.step_s = step_timer.total();
   n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
   n.mfu = flops_per_step_ / layout_.world_size() / n.step_s / peak_.flops_per_second;  // per device
+  if (n.mfu > 1.0 && !peak_doubted_) {
+    peak_doubted_ = true;
+    spdlog::warn("MFU {:.0f}%: this step ran faster than the peak MFU divides by ({}: {:.1f} GFLOP/s), so that "
+                 "peak is too low, most likely measured while the machine was busy; `ustrain train --measure-peak` "
+                 "on a quiet machine measures and keeps it again",
+                 100.0 * n.mfu, peak_.source, peak_.flops_per_second / 1e9);
+  }
   record("train", {{"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                    {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
                    {"data_s", step_timer.seconds(Phase::data)},

@@ -76,6 +76,7 @@ class StepReport {
   TrainingRank& run_;
   std::unique_ptr<MetricsLog> metrics_;  // the leading rank's
   PeakFlops peak_;
+  bool peak_doubted_ = false;  // said once that a step ran above the peak
   std::int64_t start_step_;
   std::int64_t tokens_per_step_;
   double flops_per_step_;

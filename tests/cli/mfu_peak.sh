@@ -1,7 +1,8 @@
 # MFU on a CPU divides by a peak measured once per CPU model and thread count and kept in the
 # user's cache directory ($XDG_CACHE_HOME/ustrain, else ~/.cache/ustrain): a second run and a
 # resume use the kept peak and say when it was measured, --measure-peak measures it again,
-# and a run that cannot keep it trains all the same.
+# a peak below what a run achieves is called too low, and a run that cannot keep it trains all
+# the same.
 source "$(dirname "$0")/lib/common.bash"
 
 make_corpus
@@ -32,6 +33,14 @@ expect_exit 0 "two threads" -- "$USTRAIN" train tiny.toml "${short[@]}" --overwr
 expect_output "measured now and kept in $kept" "two threads: measured, not taken from one thread's entry"
 [[ $(grep -c '"measured_at"' "$kept") -eq 2 ]] && pass "one entry per thread count" \
   || fail "expected 2 entries in $kept: $(cat "$kept")"
+
+# A kept peak too low (measured while the machine was busy): said once, with the way out.
+sed -i 's/"flops_per_second": [0-9.e+]*/"flops_per_second": 1000.0/' "$kept"
+expect_exit 0 "a kept peak too low" -- "$USTRAIN" train tiny.toml "${short[@]}" --overwrite
+expect_output "MFU [0-9]+%: this step ran faster than the peak MFU divides by .*--measure-peak" \
+  "a step above the kept peak says the peak is too low"
+[[ $(grep -c "ran faster than the peak" out.txt) -eq 1 ]] && pass "said once" \
+  || fail "said $(grep -c "ran faster than the peak" out.txt) times"
 
 # A cache that cannot be written: the run trains with the peak measured now.
 touch not-a-directory
