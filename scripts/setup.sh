@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ustrain needs (idempotent, non-interactive), then configures
 # and builds it in Release into build/.
-# Usage: scripts/setup.sh [--target TARGET] [extra cmake args...]
+# Usage: scripts/setup.sh [--target TARGET | --packages-only] [extra cmake args...]
 #   --target ustrain builds only the binary (the quickstart); the default builds everything.
+#   --packages-only installs the packages and stops.
+# Packages are installed without their recommended ones, as on a minimal machine: what the
+# build needs is named here (scripts/fresh-machine.sh checks that on a clean Debian root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=()
+packages_only=0
 if [[ ${1:-} == --target ]]; then
   target=(--target "${2:?--target needs a target name}")
   shift 2
+elif [[ ${1:-} == --packages-only ]]; then
+  packages_only=1
+  shift
 fi
 
 packages=(cmake ninja-build g++ pkg-config
@@ -30,6 +37,7 @@ if ((${#missing[@]})); then
 else
   echo "setup: all Debian packages present"
 fi
+((packages_only)) && exit 0
 
 # The CUDA toolkit is optional: when nvcc is found, the CUDA part of kernels/ builds too.
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
