@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh machine: builds a clean Debian 12 (minbase) root from
-# the Debian archive with mmdebstrap, copies this checkout into it (tracked files and untracked
-# ones git does not ignore), and runs there, as a new user would, the test command
-# (scripts/test.sh) and then the quickstart (scripts/quickstart.sh), timing each. The CUDA
+# the Debian archive with mmdebstrap, copies this checkout's last commit into it (as a clean
+# clone has it; --working-tree copies the working tree instead, uncommitted changes and
+# untracked files git does not ignore included), and runs there, as a new user would, the
+# test command (scripts/test.sh) and then the quickstart (scripts/quickstart.sh), timing each. The CUDA
 # toolkit, which a real machine has preinstalled and Debian does not provide, is bind-mounted
 # read-only from this machine when present (--no-cuda leaves it out).
 #
@@ -13,17 +14,19 @@
 # itself; logs stay in runs/fresh-machine/. Exits non-zero on any failure; the last line it
 # prints is a one-line summary.
 #
-# Usage: scripts/fresh-machine.sh [--no-cuda] [--keep] [--quickstart-steps N] [--missing-packages]
+# Usage: scripts/fresh-machine.sh [--no-cuda] [--keep] [--working-tree] [--quickstart-steps N]
+#                                 [--missing-packages]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
-with_cuda=1 keep=0 quickstart_args=() mode=commands
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+with_cuda=1 keep=0 working_tree=0 quickstart_args=() mode=commands
 while (($#)); do
   case $1 in
     --no-cuda) with_cuda=0 ;;
     --keep) keep=1 ;;
+    --working-tree) working_tree=1 ;;
     --quickstart-steps) quickstart_args=(--set "train.steps=${2:?--quickstart-steps needs a number}"); shift ;;
     --missing-packages) mode=missing ;;
     -h|--help) usage; exit 0 ;;
@@ -94,8 +97,13 @@ if ((with_cuda)) && [[ -d /usr/local/cuda ]]; then
 fi
 
 mkdir -p "$root/root/ustrain"
-git -C "$repo" ls-files -z --cached --others --exclude-standard \
-  | (cd "$repo" && tar --null -T - -cf -) | tar -xf - -C "$root/root/ustrain"
+if ((working_tree)); then
+  git -C "$repo" ls-files -z --cached --others --exclude-standard \
+    | (cd "$repo" && tar --null -T - -cf -) | tar -xf - -C "$root/root/ustrain"
+else
+  git -C "$repo" archive HEAD | tar -xf - -C "$root/root/ustrain"
+  echo "fresh-machine: copied commit $(git -C "$repo" rev-parse --short HEAD)"
+fi
 
 # A login-like environment: nothing of this machine's but the terminal type.
 in_root() {
@@ -127,27 +135,30 @@ if [[ $mode == commands ]]; then
 fi
 
 # --missing-packages: install everything, then remove each build dependency in turn (leaving
-# what depends on it) and check that configure names it.
+# what depends on it) and check that configure names the package to install. Each entry is
+# PACKAGE or REMOVED=NAMED: pkg-config's program comes from pkgconf.
 run_step install "scripts/setup.sh --packages-only"
 checked=() failed=()
-for pkg in pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev \
-           libhdf5-dev libopenmpi-dev libopenblas-dev libprotobuf-dev protobuf-compiler \
-           libsentencepiece-dev zlib1g-dev libzstd-dev libpcre2-dev libicu-dev libdnnl-dev libgtest-dev; do
-  in_root "dpkg --remove --force-depends $pkg" >"$logs/remove-$pkg.log" 2>&1
+for entry in pkgconf=pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev \
+             libhdf5-dev libopenmpi-dev libopenblas-dev libprotobuf-dev protobuf-compiler libsentencepiece-dev \
+             zlib1g-dev libzstd-dev libpcre2-dev libicu-dev libdnnl-dev libgtest-dev; do
+  removed=${entry%%=*} named=${entry#*=}
+  in_root "dpkg --remove --force-depends $removed" >"$logs/remove-$removed.log" 2>&1 || true
   out=$(in_root "rm -rf /tmp/cfg && cmake -S . -B /tmp/cfg -G Ninja -DUSTRAIN_WITH_CUDA=OFF 2>&1" || true)
-  message=$(grep -A3 "ustrain: .* was not found" <<<"$out" | tr -s ' \n' ' ' | head -c 300)
-  if grep -q "Install the Debian package '$pkg'" <<<"$out"; then
-    checked+=("$pkg")
-    echo "  $pkg removed: $message"
+  message=$(grep -A3 "ustrain: .* was not found" <<<"$out" | tr -s ' \n' ' ' | head -c 300 || true)
+  if grep -q "Install the Debian package '$named'" <<<"$out"; then
+    checked+=("$named")
+    echo "  without $removed: $message"
   else
-    failed+=("$pkg")
-    echo "  $pkg removed: NO CLEAR MESSAGE; configure said:"; tail -n 8 <<<"$out" | sed 's/^/    /'
+    failed+=("$removed")
+    echo "  without $removed: NO CLEAR MESSAGE; configure said:"
+    tail -n 8 <<<"$out" | sed 's/^/    /'
   fi
-  in_root "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkg" \
-    >>"$logs/remove-$pkg.log" 2>&1
+  in_root "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $removed $named" \
+    >>"$logs/remove-$removed.log" 2>&1
 done
 if ((${#failed[@]})); then
-  summary="fresh-machine: FAIL (${#checked[@]} packages named when missing; no clear message for ${failed[*]})"
+  summary="fresh-machine: FAIL (${#checked[@]} packages named when missing; no clear message without ${failed[*]})"
   exit 1
 fi
 summary="fresh-machine: PASS (each of ${#checked[@]} packages, removed, is named by configure)"
