@@ -65,8 +65,9 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 template <class Start>
-Work MpiCommunicator::submit(std::string what, Start start, std::function<void()> finish) {
+Work MpiCommunicator::submit(std::string what, Start start, std::function<void()> finish, int peer) {
   Operation op;
+  op.peer = peer < 0 ? -1 : ranks()[static_cast<std::size_t>(peer)];
   op.what = std::move(what);
   op.group = group_;
   op.timeout = options_.timeout;
@@ -198,7 +199,8 @@ Work MpiCommunicator::do_send(Tensor data, int peer, int tag) {
                 [=](MPI_Comm comm, std::vector<MPI_Request>& r) {
                   r.resize(1);
                   return MPI_Isend(data.data, count, type, peer, tag, comm, r.data());
-                });
+                },
+                {}, peer);
 }
 
 Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
@@ -211,7 +213,8 @@ Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
                 [=](MPI_Comm comm, std::vector<MPI_Request>& r) {
                   r.resize(1);
                   return MPI_Irecv(data.data, count, type, peer, tag, comm, r.data());
-                });
+                },
+                {}, peer);
 }
 
 std::vector<Work> MpiCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {

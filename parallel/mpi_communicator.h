@@ -58,7 +58,8 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <class Start>
-  Work submit(std::string what, Start start, std::function<void()> finish = {});
+  // `peer`: the member a send or receive goes to or comes from (-1: a collective).
+  Work submit(std::string what, Start start, std::function<void()> finish = {}, int peer = -1);
 
   mpi_detail::Engine& engine_;
   const std::vector<int> ranks_;

@@ -194,7 +194,27 @@ struct Engine::Shared {
   const Departure* departure(Clock::time_point now) const;
 };
 
+namespace {
+// Cancels the requests of a send or receive that will not be waited for again, so that MPI
+// never writes into (or reads from) its buffer once the caller has given it up. Cancelling a
+// receive that has not matched is local and completes at once; one already matched, or a
+// send, gets a short while to finish, and is then freed. Collectives cannot be cancelled.
+void cancel_point_to_point(InFlight& f) {
+  if (f.op.peer < 0) return;
+  for (MPI_Request& r : f.requests) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(100);
+    int done = 0;
+    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && Clock::now() < until)
+      std::this_thread::yield();
+    if (!done && r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+}
+}  // namespace
+
 void Engine::Shared::fail(InFlight& f, const std::string& message) {
+  cancel_point_to_point(f);
   f.op.group->set_failure(message);
   failed->store(true);
   f.state->fail(message);
@@ -252,15 +272,24 @@ void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& set
   const std::chrono::milliseconds window = kAnswerWindow;
   if (!f.inquiry) {
     std::vector<int> members;
-    for (int r : f.op.group->ranks())
-      if (r != f.op.group->global_rank()) members.push_back(r);
+    if (f.op.peer >= 0) {
+      members.push_back(f.op.peer);
+    } else {
+      for (int r : f.op.group->ranks())
+        if (r != f.op.group->global_rank()) members.push_back(r);
+    }
     f.inquiry = peers->ask(f.op.group->key(), f.op.index, members, now + window);
     f.state->set_deadline(now + window);  // wait()'s own fallback, should this thread hang
     return;
   }
-  const std::optional<std::vector<PeerAnswer>> answers = peers->answers(*f.inquiry, now);
+  std::optional<std::vector<PeerAnswer>> answers = peers->answers(*f.inquiry, now);
   if (!answers) return;
   f.inquiry.reset();
+  // A peer's count of operations on the group says nothing about one send or receive: a
+  // pipeline stage issues its sends and receives in its own order. A peer that answers is
+  // alive and has not yet posted the counterpart (a slow stage is not a dead one).
+  if (f.op.peer >= 0)
+    for (PeerAnswer& a : *answers) a.started = false;
   const PeerVerdict verdict = judge(*answers, describe_duration(window));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - f.clock_start);
   if (verdict.keep_waiting && waited < std::max(f.op.patience, f.op.timeout)) {
@@ -279,6 +308,7 @@ bool Engine::Shared::poll(std::list<InFlight>& in_flight) {
   const Clock::time_point now = Clock::now();
   for (auto it = in_flight.begin(); it != in_flight.end();) {
     if (const std::string earlier = it->op.group->failure(); !earlier.empty()) {
+      cancel_point_to_point(*it);
       it->state->fail(fmt::format("{} on {} did not complete: the group failed: {}", it->op.what,
                                   it->op.group->name(), earlier));
       it = in_flight.erase(it);

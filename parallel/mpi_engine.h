@@ -73,6 +73,10 @@ struct Operation {
   std::chrono::milliseconds patience{};
   std::string timeout_setting;  // CommOptions::timeout_setting, for messages
   std::int64_t index = 0;       // its place among the group's operations (set by submit)
+  // Point to point: the peer's global rank (-1 for a collective). Its counterpart is a send or
+  // receive on that peer alone, in that peer's own order: an overdue one asks only the peer
+  // whether it is alive, and its requests are cancelled when it fails.
+  int peer = -1;
   // Runs on the progress thread: posts nonblocking requests into `requests` (or does
   // something short and blocking, such as creating a communicator). Returns an MPI code.
   std::function<int(std::vector<MPI_Request>& requests)> start;
