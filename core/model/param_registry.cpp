@@ -31,9 +31,8 @@ int ParamRegistry::declare(ParamDecl decl) {
   USTRAIN_ASSERT(!spec.packed || (!specs_.empty() && specs_.back().decay == spec.decay &&
                                   specs_.back().unit == spec.unit && specs_.back().sync == spec.sync),
                  "a packed parameter must follow one of its unit and group: " + spec.name);
-  for (const ParamSpec& s : specs_)
-    USTRAIN_ASSERT(s.unit != spec.unit || s.sync == spec.sync,
-                   "every parameter of a unit belongs to one sync group: " + spec.name);
+  const auto [unit, added] = unit_groups_.emplace(spec.unit, spec.sync);
+  USTRAIN_ASSERT(added || unit->second == spec.sync, "every parameter of a unit belongs to one sync group: " + spec.name);
   spec.local = spec.shape;
   spec.box = spec.shape;
   spec.box_begin.assign(static_cast<std::size_t>(spec.shape.rank()), 0);

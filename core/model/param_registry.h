@@ -18,6 +18,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,7 @@ class ParamRegistry {
 
  private:
   std::vector<ParamSpec> specs_;
+  std::map<UnitId, SyncGroup> unit_groups_;  // the sync group of each unit declared so far
   std::vector<ParamDecl> whole_model_;
   std::vector<ParamViews> views_;
   bool sealed_ = false;
