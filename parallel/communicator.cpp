@@ -32,6 +32,35 @@ class FailedWork final : public WorkState {
  private:
   std::string message_;
 };
+// Adds the time its waits block to a communicator's count.
+class TimedWork final : public WorkState {
+ public:
+  TimedWork(Work inner, std::shared_ptr<std::atomic<std::int64_t>> blocked_ns)
+      : inner_(std::move(inner)), blocked_ns_(std::move(blocked_ns)) {}
+  void wait() override {
+    const Timed timed(*blocked_ns_);
+    inner_.wait();
+  }
+  bool test() override { return inner_.test(); }
+  void join_compute() override {
+    const Timed timed(*blocked_ns_);
+    inner_.join_compute();
+  }
+
+ private:
+  // Adds its lifetime to `total`, also when the wait throws.
+  struct Timed {
+    explicit Timed(std::atomic<std::int64_t>& t) : total(t) {}
+    ~Timed() {
+      total += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::atomic<std::int64_t>& total;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  };
+
+  Work inner_;
+  std::shared_ptr<std::atomic<std::int64_t>> blocked_ns_;
+};
 }  // namespace
 
 Work Work::failed(std::string message) { return Work(std::make_shared<FailedWork>(std::move(message))); }
@@ -163,28 +192,28 @@ Work Communicator::all_reduce(Tensor data, ReduceOp op) {
   const auto posted = trace_post();
   Work w = do_all_reduce(data, op);
   count(CommOp::all_reduce, bytes_of(data), wire_bytes(CommOp::all_reduce, bytes_of(data), size()));
-  return traced(std::move(w), posted, CommOp::all_reduce, bytes_of(data));
+  return timed(traced(std::move(w), posted, CommOp::all_reduce, bytes_of(data)));
 }
 
 Work Communicator::reduce_scatter(Tensor shard, Tensor full, ReduceOp op) {
   const auto posted = trace_post();
   Work w = do_reduce_scatter(shard, full, op);
   count(CommOp::reduce_scatter, bytes_of(full), wire_bytes(CommOp::reduce_scatter, bytes_of(full), size()));
-  return traced(std::move(w), posted, CommOp::reduce_scatter, bytes_of(full));
+  return timed(traced(std::move(w), posted, CommOp::reduce_scatter, bytes_of(full)));
 }
 
 Work Communicator::all_gather(Tensor full, Tensor shard) {
   const auto posted = trace_post();
   Work w = do_all_gather(full, shard);
   count(CommOp::all_gather, bytes_of(full), wire_bytes(CommOp::all_gather, bytes_of(full), size()));
-  return traced(std::move(w), posted, CommOp::all_gather, bytes_of(full));
+  return timed(traced(std::move(w), posted, CommOp::all_gather, bytes_of(full)));
 }
 
 Work Communicator::all_to_all(Tensor out, Tensor in) {
   const auto posted = trace_post();
   Work w = do_all_to_all(out, in);
   count(CommOp::all_to_all, bytes_of(in), wire_bytes(CommOp::all_to_all, bytes_of(in), size()));
-  return traced(std::move(w), posted, CommOp::all_to_all, bytes_of(in));
+  return timed(traced(std::move(w), posted, CommOp::all_to_all, bytes_of(in)));
 }
 
 Work Communicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_counts, Tensor in,
@@ -198,29 +227,29 @@ Work Communicator::all_to_all_v(Tensor out, std::span<const std::int64_t> out_co
   for (std::int64_t c : in_counts) sent += c;
   const std::int64_t own = in_counts[static_cast<std::size_t>(rank())];
   count(CommOp::all_to_all, sent * element, (sent - own) * element);
-  return traced(std::move(w), posted, CommOp::all_to_all, sent * element, (sent - own) * element);
+  return timed(traced(std::move(w), posted, CommOp::all_to_all, sent * element, (sent - own) * element));
 }
 
 Work Communicator::broadcast(Tensor data, int root) {
   const auto posted = trace_post();
   Work w = do_broadcast(data, root);
   count(CommOp::broadcast, bytes_of(data), rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0);
-  return traced(std::move(w), posted, CommOp::broadcast, bytes_of(data),
-                rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0);
+  return timed(traced(std::move(w), posted, CommOp::broadcast, bytes_of(data),
+                rank() == root ? wire_bytes(CommOp::broadcast, bytes_of(data), size()) : 0));
 }
 
 Work Communicator::send(Tensor data, int peer, int tag) {
   const auto posted = trace_post();
   Work w = do_send(data, peer, tag);
   count(CommOp::send, bytes_of(data), wire_bytes(CommOp::send, bytes_of(data), size()));
-  return traced(std::move(w), posted, CommOp::send, bytes_of(data), -1, peer, tag);
+  return timed(traced(std::move(w), posted, CommOp::send, bytes_of(data), -1, peer, tag));
 }
 
 Work Communicator::recv(Tensor data, int peer, int tag) {
   const auto posted = trace_post();
   Work w = do_recv(data, peer, tag);
   count(CommOp::recv, bytes_of(data), 0);
-  return traced(std::move(w), posted, CommOp::recv, bytes_of(data), -1, peer, tag);
+  return timed(traced(std::move(w), posted, CommOp::recv, bytes_of(data), -1, peer, tag));
 }
 
 std::vector<Work> Communicator::exchange(std::span<const PeerTransfer> transfers) {
@@ -235,7 +264,7 @@ std::vector<Work> Communicator::exchange(std::span<const PeerTransfer> transfers
   for (std::size_t i = 0; i < w.size() && i < transfers.size(); ++i) {
     const PeerTransfer& t = transfers[i];
     const CommOp op = t.kind == PeerTransfer::Kind::send ? CommOp::send : CommOp::recv;
-    w[i] = traced(std::move(w[i]), posted, op, bytes_of(t.data), -1, t.peer, t.tag);
+    w[i] = timed(traced(std::move(w[i]), posted, op, bytes_of(t.data), -1, t.peer, t.tag));
   }
   return w;
 }
@@ -244,7 +273,12 @@ Work Communicator::barrier() {
   const auto posted = trace_post();
   Work w = do_barrier();
   count(CommOp::barrier, 0, 0);
-  return traced(std::move(w), posted, CommOp::barrier, 0);
+  return timed(traced(std::move(w), posted, CommOp::barrier, 0));
+}
+
+Work Communicator::timed(Work w) const {
+  if (w.complete_already() || size() == 1) return w;
+  return Work(std::make_shared<TimedWork>(std::move(w), blocked_ns_));
 }
 
 std::chrono::steady_clock::time_point Communicator::trace_post() const {

@@ -20,6 +20,7 @@
 //   (volume(), CommVolume), in the Ultra-Scale Playbook's convention and as bytes on the wire.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,8 @@ class Work {
   // A handle whose wait() and test() throw CommError(message): an operation that could not
   // be started.
   static Work failed(std::string message);
+  // True for a handle of nothing to wait for (default-constructed).
+  bool complete_already() const { return !state_; }
 
  private:
   std::shared_ptr<WorkState> state_;
@@ -244,6 +247,11 @@ class Communicator {
   const CommVolume& volume() const { return volume_; }
   void reset_volume() { volume_ = CommVolume{}; }
 
+  // Seconds this rank's thread(s) spent blocked waiting for this communicator's operations to
+  // complete (wait(), and join_compute() of host operations): time spent waiting for peers, a
+  // straggler's cost to the others (core/distributed/straggler_watch.h).
+  double blocked_seconds() const { return static_cast<double>(blocked_ns_->load()) * 1e-9; }
+
   // Records the operations of a group of several ranks into `tracer` while it records
   // (parallel/comm_trace.h); null stops. The tracer must outlive the handles traced into it.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
@@ -272,8 +280,14 @@ class Communicator {
   Work traced(Work w, std::chrono::steady_clock::time_point posted, CommOp op, std::int64_t payload,
               std::int64_t wire = -1, int peer = -1, int tag = -1);
 
+  // `w` wrapped so that the time its waits block adds to blocked_ns_.
+  Work timed(Work w) const;
+
   CommVolume volume_;  // touched only by the issuing thread: no synchronisation
   Tracer* tracer_ = nullptr;
+  // Shared with the handles, which may be waited for on another thread or after the
+  // communicator is gone.
+  std::shared_ptr<std::atomic<std::int64_t>> blocked_ns_ = std::make_shared<std::atomic<std::int64_t>>(0);
 };
 
 // "dp group (ranks 0,1,2,3)"; long rank lists are abbreviated in the middle.

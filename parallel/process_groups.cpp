@@ -37,6 +37,10 @@ bool ProcessGroup::any(bool flag) {
   return v > 0;
 }
 
+double ProcessGroup::blocked_seconds() const {
+  return host_->blocked_seconds() + (device_ ? device_->blocked_seconds() : 0.0);
+}
+
 void ProcessGroup::set_tracer(Tracer* tracer) {
   host_->set_tracer(tracer);
   if (device_) device_->set_tracer(tracer);
@@ -98,6 +102,14 @@ void ProcessGroups::set_tracer(Tracer* tracer) {
   for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
                           expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
     if (g != nullptr) g->set_tracer(tracer);
+}
+
+double ProcessGroups::blocked_seconds() const {
+  double total = 0;
+  for (const ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
+                                expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
+    if (g != nullptr) total += g->blocked_seconds();
+  return total;
 }
 
 }  // namespace ustrain

@@ -57,6 +57,9 @@ class ProcessGroup {
   // True on every member when true on any.
   bool any(bool flag);
 
+  // Seconds spent blocked waiting for this group's operations (both communicators).
+  double blocked_seconds() const;
+
   // Creates the device communicator (collective over the members).
   void attach_device(std::unique_ptr<Communicator> device) { device_ = std::move(device); }
   // Traces the operations of both communicators (parallel/comm_trace.h); null stops.
@@ -98,6 +101,8 @@ class ProcessGroups {
   // Traces every group's operations into `tracer` (parallel/comm_trace.h); null stops.
   // Call it after attach_devices().
   void set_tracer(Tracer* tracer);
+  // Seconds this rank has spent blocked waiting for its peers, over every group.
+  double blocked_seconds() const;
 
   ProcessGroup& world() { return *world_; }
   ProcessGroup& tp() { return *tp_; }

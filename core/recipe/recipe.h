@@ -81,6 +81,7 @@ struct TrainSection {
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
   std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
+  std::int64_t replica_check_interval = 100;        // steps between comparisons of parameter replicas; 0 = off
   double loss_scale_init = 65536.0;                 // fp16: the first loss scale
   std::int64_t loss_scale_growth_interval = 2000;   // fp16: clean steps before it doubles
 

@@ -202,6 +202,10 @@ std::vector<KeySpec> train_keys() {
       key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
           "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
           "error; each such step is skipped without updating the model"),
+      key(USTRAIN_RECIPE_FIELD(train.replica_check_interval), at_least(0),
+          "Steps between checks that the data-parallel replicas of the parameters are still equal (a CRC-32 per "
+          "rank, compared over each replica group; also before every checkpoint); a rank that differs stops "
+          "training, named, before anything is saved; 0 disables the checks"),
       key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), at_least(1),
           "fp16 only: the loss scale training starts with (a resumed run continues with its checkpoint's); a step "
           "whose gradients overflow is skipped and halves it"),

@@ -126,6 +126,7 @@ void StepReport::begin_step() {
   run.tp.reset_comm_seconds();
   run.cp.reset_wait_seconds();
   run.model.reset_moe_loads();
+  blocked_at_step_start_ = run.groups.blocked_seconds();
 }
 
 // The expert load of this rank's mixture-of-experts layers over the step, summed over the ranks
@@ -228,7 +229,8 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                  "on a quiet machine measures and keeps it again",
                  100.0 * n.mfu, peak_.source, peak_.flops_per_second / 1e9);
   }
-  record("train", {{"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+  std::vector<std::pair<std::string, double>> numbers{
+                   {"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                    {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
                    {"data_s", step_timer.seconds(Phase::data)},
                    {"forward_s", step_timer.seconds(Phase::forward)},
@@ -245,8 +247,26 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                    {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
                    {"nonfinite_steps", double(run.bad_steps.total())},
                    {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
-                   {"peak_memory_bytes", double(peak_memory_bytes())}});
+                   {"peak_memory_bytes", double(peak_memory_bytes())}};
+  for (auto& field : watch_stragglers(step, n.step_s)) numbers.push_back(std::move(field));
+  record("train", numbers);
   record_moe_load(step);
+}
+
+std::vector<std::pair<std::string, double>> StepReport::watch_stragglers(std::int64_t step, double step_s) {
+  stragglers_.add_step(step_s, run_.groups.blocked_seconds() - blocked_at_step_start_);
+  straggler_.reset();
+  const std::int64_t interval = recipe_.log.interval;
+  if (interval <= 0 || step % interval != 0) return {};
+  straggler_ = stragglers_.compare(run_.groups.world());  // collective: every rank, every log interval
+  if (!straggler_) return {};
+  const Straggler& s = *straggler_;
+  if (layout_.leads())
+    spdlog::warn("step {}: rank {} is a straggler: it computed {:.1f} ms a step longer than the median rank ({:.0f}% "
+                 "of a {:.1f} ms step) for the last {} log intervals, and the other ranks wait for it in every "
+                 "collective; check its node (clocks, temperature, other jobs)",
+                 step, s.rank, s.lag_ms, 100.0 * s.lag_ms / s.step_ms, s.step_ms, s.intervals);
+  return {{"straggler_rank", double(s.rank)}, {"straggler_lag_ms", s.lag_ms}};
 }
 
 void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) const {

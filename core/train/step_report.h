@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/distributed/process_layout.h"
+#include "core/distributed/straggler_watch.h"
 #include "core/train/metrics_log.h"
 #include "core/train/peak_flops.h"
 #include "core/train/phase_timer.h"
@@ -55,11 +56,16 @@ class StepReport {
   // newest checkpoint and the metrics files.
   TrainSummary finish();
 
+  // The rank named a straggler at the last step recorded (core/distributed/straggler_watch.h).
+  const std::optional<Straggler>& straggler() const { return straggler_; }
   const TrainSummary& summary() const { return summary_; }
   std::int64_t tokens_per_step() const { return tokens_per_step_; }
 
  private:
   void record_moe_load(std::int64_t step);
+  // Adds the step to the straggler watch; at the end of a log interval compares the ranks and,
+  // when one is named, warns and returns its metrics fields.
+  std::vector<std::pair<std::string, double>> watch_stragglers(std::int64_t step, double step_s);
   // What the metrics record and the log line of the last step share.
   struct StepNumbers {
     double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;  // counted by the communicators
@@ -83,6 +89,9 @@ class StepReport {
   double psi_bytes_;  // the Playbook's unit for data-parallel traffic: one copy of the fp32 parameters
   PhaseTimer::Clock::time_point started_ = PhaseTimer::Clock::now();
   StepNumbers last_;
+  StragglerWatch stragglers_;
+  double blocked_at_step_start_ = 0;
+  std::optional<Straggler> straggler_;
   TrainSummary summary_;
 };
 

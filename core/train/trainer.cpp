@@ -9,7 +9,9 @@
 #include <string>
 
 #include "core/checkpoint/writer.h"
+#include "core/distributed/fault_injection.h"
 #include "core/distributed/rank_agreement.h"
+#include "core/distributed/replica_check.h"
 #include "core/recipe/recipe_defaults.h"
 #include "core/run/run_record.h"
 #include "core/run/run_schedule.h"
@@ -77,6 +79,19 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const LrScheduleConfig schedule = schedule_of(recipe);
   if (const std::optional<std::string> note = shortened_warmup_note(recipe)) spdlog::warn("{}", *note);
 
+  const InjectedFaults faults = InjectedFaults::from_environment();
+  const int world_rank = run.groups.world().rank();
+  // Replicas are compared every replica_check_interval steps and before every checkpoint, so
+  // that no checkpoint is written after a corruption the check can see.
+  const ReplicaCheck replicas(t.replica_check_interval);
+  std::int64_t replicas_checked = -1;
+  const auto check_replicas = [&](std::int64_t step) {
+    if (!replicas.enabled() || replicas_checked == step) return;
+    const TraceScope span(trace.tracer(), 0, "replica check", "replica check");
+    replicas.verify(step, run.model.params(), run.backend, run.groups);
+    replicas_checked = step;
+  };
+
   // Ranks agree on stopping (a signal may reach them at different steps).
   bool stop = run.groups.world().any(signals.requested());
   report.start_clock();
@@ -84,11 +99,14 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     trace.begin_step(step);
     PhaseTimer step_timer;
     report.begin_step();
+    faults.delay(world_rank);
     const StepResult r = take_step(run, data, schedule, step, step_timer, trace.tracer());
+    faults.after_update(step, world_rank, run.model.params(), run.backend);
     run.bad_steps.count(step, r.nonfinite, r.loss, r.grad_norm);
     progress = {step, progress.tokens_seen + report.tokens_per_step(), r.lr, r.loss, data.state(),
                 run.scaler.scale(), {}};
     report.record_step(step, r, step_timer);
+    if (report.straggler()) trace_straggler(trace.tracer(), *report.straggler());
     run.bad_steps.stop_if_too_many(step);
     report.log_step(step, r, step_timer);
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
@@ -100,13 +118,17 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     stop = run.groups.world().any(signals.requested());
     // No checkpoint while bad steps go on: the newest one stays the last good state.
     const std::int64_t interval = recipe.checkpoint.interval;
-    if (interval > 0 && step % interval == 0 && step != t.steps && !stop && run.bad_steps.in_a_row() == 0)
-      save_checkpoint(setup, writer, report, paths, progress, /*wait=*/false);
+    const bool saves =
+        interval > 0 && step % interval == 0 && step != t.steps && !stop && run.bad_steps.in_a_row() == 0;
+    if (replicas.due(step) || saves) check_replicas(step);
+    if (saves) save_checkpoint(setup, writer, report, paths, progress, /*wait=*/false);
     trace.end_step(step);
   }
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
-  if (report.summary().steps > start.step && options.save_final)
+  if (report.summary().steps > start.step && options.save_final) {
+    check_replicas(progress.step);
     save_checkpoint(setup, writer, report, paths, progress, /*wait=*/true);
+  }
   writer->wait();
   trace.finish();
   // A rank that stops because a peer was signalled reports the peer's usual signal.

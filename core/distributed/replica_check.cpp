@@ -1,0 +1,107 @@
+#include "core/distributed/replica_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "data/crc32.h"
+#include "kernels/error.h"
+
+namespace ustrain {
+namespace {
+
+// Bytes a device tensor is copied to the host in, per piece: bounded whatever the model.
+constexpr std::int64_t kHostPieceBytes = std::int64_t{16} << 20;
+
+// The sync group whose members hold the same copy of `store`.
+ProcessGroup& replicas_of(const ParamStore& store, ProcessGroups& groups) {
+  return store.group() == SyncGroup::dense ? groups.gradients() : groups.expert_gradients();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    out += fmt::format("{}{}", i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", "), ranks[i]);
+  return out;
+}
+
+}  // namespace
+
+std::uint32_t tensor_crc32(const Tensor& values, Backend& backend) {
+  if (values.device == Device::cpu) return crc32_update(0, values.data, values.bytes());
+  const std::int64_t element = static_cast<std::int64_t>(dtype_size(values.dtype));
+  const std::int64_t piece = std::min<std::int64_t>(values.numel(), kHostPieceBytes / element);
+  std::vector<std::byte> host(static_cast<std::size_t>(piece * element));
+  std::uint32_t crc = 0;
+  const Tensor flat = values.view(Shape{values.numel()});
+  for (std::int64_t begin = 0; begin < values.numel(); begin += piece) {
+    const std::int64_t end = std::min(values.numel(), begin + piece);
+    backend.copy(Tensor(host.data(), Shape{end - begin}, values.dtype), flat.slice(begin, end));
+    crc = crc32_update(crc, host.data(), static_cast<std::size_t>((end - begin) * element));
+  }
+  return crc;
+}
+
+std::vector<int> odd_members(std::span<const std::uint32_t> checksums) {
+  std::map<std::uint32_t, int> count;
+  for (const std::uint32_t c : checksums) ++count[c];
+  if (count.size() <= 1) return {};
+  const auto majority =
+      std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  const bool has_majority = 2 * majority->second > static_cast<int>(checksums.size());
+  std::vector<int> odd;
+  for (std::size_t i = 0; i < checksums.size(); ++i)
+    if (!has_majority || checksums[i] != majority->first) odd.push_back(static_cast<int>(i));
+  return odd;
+}
+
+void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend& backend, ProcessGroups& groups) const {
+  ProcessGroup& world = groups.world();
+  std::vector<std::int32_t> verdict(static_cast<std::size_t>(world.size()), 0);
+  // Every rank holds the same stores in the same order, so the gathers match.
+  for (const auto& store : params.stores()) {
+    ProcessGroup& group = replicas_of(*store, groups);
+    if (group.size() == 1 || store->sharding().shards_values()) continue;
+    backend.synchronize();
+    std::uint32_t mine = tensor_crc32(store->all_values(), backend);
+    std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
+    group.host()
+        .all_gather(Tensor(all.data(), Shape{group.size()}, DType::u32), Tensor(&mine, Shape{1}, DType::u32))
+        .wait();
+    if (group.rank() != 0) continue;  // one member records the group's verdict: no double counting
+    const std::vector<int> odd = odd_members(all);
+    const std::int32_t kind = !odd.empty() && odd.size() == all.size() ? 2 : 1;
+    const std::vector<int>& global = group.host().ranks();
+    for (const int member : odd) verdict[static_cast<std::size_t>(global[static_cast<std::size_t>(member)])] = kind;
+  }
+  if (world.size() > 1)
+    world.host().all_reduce(Tensor(verdict.data(), Shape{world.size()}, DType::i32), ReduceOp::sum).wait();
+  if (std::any_of(verdict.begin(), verdict.end(), [](std::int32_t v) { return v != 0; }))
+    throw UserError(replica_mismatch_message(step, verdict));
+}
+
+std::string replica_mismatch_message(std::int64_t step, std::span<const std::int32_t> verdict) {
+  std::vector<int> odd, undecided;
+  for (std::size_t r = 0; r < verdict.size(); ++r) {
+    if (verdict[r] == 1) odd.push_back(static_cast<int>(r));
+    if (verdict[r] >= 2) undecided.push_back(static_cast<int>(r));
+  }
+  std::string who;
+  if (!odd.empty())
+    who = fmt::format("the parameters of rank{} {} differ from {} data-parallel replicas", odd.size() > 1 ? "s" : "",
+                      rank_list(odd), odd.size() > 1 ? "their" : "its");
+  if (!undecided.empty())
+    who += fmt::format(
+        "{}rank{} {} hold replicas of the same parameters that differ, with no majority to tell "
+        "which is corrupt",
+        who.empty() ? "" : "; ", undecided.size() > 1 ? "s" : "", rank_list(undecided));
+  return fmt::format(
+      "replica check after step {}: {}. This is silent data corruption (a faulty GPU or memory) or a "
+      "bug; training stops without saving, so the newest checkpoint (if any) predates it: resume with "
+      "--resume auto, leaving out the node{} of rank{} {}",
+      step, who, odd.size() + undecided.size() > 1 ? "s" : "", odd.size() + undecided.size() > 1 ? "s" : "",
+      rank_list(odd.empty() ? undecided : odd));
+}
+
+}  // namespace ustrain
