@@ -86,6 +86,10 @@ mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# What an installed system has and a minbase root lacks: its name, and localhost resolving
+# (Slurm's daemons and munge look both up).
+hostname >"$root/etc/hostname"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" >"$root/etc/hosts"
 if ((with_cuda)) && [[ -d /usr/local/cuda ]]; then
   cuda=$(readlink -f /usr/local/cuda)
   mkdir -p "$root$cuda"

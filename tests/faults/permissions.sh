@@ -30,6 +30,11 @@ shared=$WORK/shared
 mkdir -p "$shared" && cp -r data tiny.toml "$shared"/ && chmod -R a+rwX "$shared" && chmod a+x "$WORK"
 cd "$shared" || exit 1
 user() { "${as_user[@]}" env HOME="$shared" "$@"; }
+# A build out of the user's reach (a checkout under /root, mode 700) is run from a copy: the
+# binary finds its libraries by absolute paths, none in the build tree.
+if ! user "$USTRAIN" --version >/dev/null 2>&1; then
+  cp "$USTRAIN" "$shared/ustrain" && chmod a+rx "$shared/ustrain" && USTRAIN=$shared/ustrain
+fi
 
 mkdir -p locked && chmod 555 locked
 fault "output directory without write permission" 2 "cannot create run directory locked/tiny: Permission denied" -- \
