@@ -32,6 +32,7 @@ class FailedWork final : public WorkState {
  private:
   std::string message_;
 };
+
 // Adds the time its waits block to a communicator's count.
 class TimedWork final : public WorkState {
  public:

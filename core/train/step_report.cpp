@@ -230,24 +230,24 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
                  100.0 * n.mfu, peak_.source, peak_.flops_per_second / 1e9);
   }
   std::vector<std::pair<std::string, double>> numbers{
-                   {"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                   {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
-                   {"data_s", step_timer.seconds(Phase::data)},
-                   {"forward_s", step_timer.seconds(Phase::forward)},
-                   {"backward_s", step_timer.seconds(Phase::backward)},
-                   {"optimizer_s", step_timer.seconds(Phase::optimizer)},
-                   {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
-                   {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
-                   {"dp_comm_bytes", n.dp_bytes}, {"dp_comm_psi", n.dp_bytes / psi_bytes_},
-                   {"tp_comm_bytes", n.tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
-                   {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
-                   {"cp_comm_bytes", n.cp_bytes}, {"cp_wait_s", run.cp.block_wait_seconds()},
-                   {"cp_sum_wait_s", run.cp.sum_wait_seconds()},
-                   {"ep_comm_bytes", n.ep_bytes}, {"ep_a2a_wire_bytes", n.ep_a2a_wire},
-                   {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
-                   {"nonfinite_steps", double(run.bad_steps.total())},
-                   {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
-                   {"peak_memory_bytes", double(peak_memory_bytes())}};
+      {"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+      {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
+      {"data_s", step_timer.seconds(Phase::data)},
+      {"forward_s", step_timer.seconds(Phase::forward)},
+      {"backward_s", step_timer.seconds(Phase::backward)},
+      {"optimizer_s", step_timer.seconds(Phase::optimizer)},
+      {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
+      {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
+      {"dp_comm_bytes", n.dp_bytes}, {"dp_comm_psi", n.dp_bytes / psi_bytes_},
+      {"tp_comm_bytes", n.tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
+      {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
+      {"cp_comm_bytes", n.cp_bytes}, {"cp_wait_s", run.cp.block_wait_seconds()},
+      {"cp_sum_wait_s", run.cp.sum_wait_seconds()},
+      {"ep_comm_bytes", n.ep_bytes}, {"ep_a2a_wire_bytes", n.ep_a2a_wire},
+      {"loss_scale", run.scaler.scale()}, {"step_applied", r.applied ? 1.0 : 0.0},
+      {"nonfinite_steps", double(run.bad_steps.total())},
+      {"nonfinite_in_a_row", double(run.bad_steps.in_a_row())},
+      {"peak_memory_bytes", double(peak_memory_bytes())}};
   for (auto& field : watch_stragglers(step, n.step_s)) numbers.push_back(std::move(field));
   record("train", numbers);
   record_moe_load(step);
