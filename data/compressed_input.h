@@ -13,7 +13,8 @@ enum class Compression { none, gzip, zstd };
 
 const char* compression_name(Compression compression);  // "none", "gzip", "zstd"
 
-// Told by the first bytes: gzip (1f 8b) and zstd (28 b5 2f fd) data are read decompressed
+// Told by the first bytes: gzip (1f 8b) and zstd (28 b5 2f fd, or a skippable frame's
+// 5? 2a 4d 18 as pzstd writes first) data are read decompressed
 // whatever the file is called. A name ending in .gz or .zst whose bytes lack that magic is a
 // UserError naming the file. UserError if the file cannot be read.
 Compression compression_of(const std::string& path);
@@ -22,6 +23,8 @@ Compression compression_of(const std::string& path);
 std::string without_compression_suffix(const std::string& path);
 
 // A file's content, decompressed when compressed, in chunks: never the whole file in memory.
+// gzip: every member of a multi-member file, then zero bytes to the end (padding) ignored.
+// zstd: every frame, skippable frames skipped, windows up to 2^31 bytes (zstd --long=31).
 class InputReader {
  public:
   explicit InputReader(const std::string& path);  // UserError naming the file if it cannot be read
