@@ -95,8 +95,7 @@ bool DocumentSplitter::is_separator(std::string_view line) const {
 
 void DocumentSplitter::emit(const Sink& sink) {
   if (!all_blank(document_)) {
-    sink(document_);
-    ++documents_;
+    sink(document_, ++documents_, document_line_);
   }
   document_.clear();
 }

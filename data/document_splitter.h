@@ -27,7 +27,8 @@ std::string describe_document_limit(std::int64_t bytes);
 
 class DocumentSplitter {
  public:
-  using Sink = std::function<void(std::string_view document)>;
+  // A document, its number in the file (from 1) and its first line.
+  using Sink = std::function<void(std::string_view document, std::int64_t number, std::int64_t first_line)>;
 
   // UserError if `mode` is none of the modes above.
   DocumentSplitter(const std::string& mode, std::int64_t max_document_bytes);

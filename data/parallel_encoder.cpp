@@ -1,5 +1,8 @@
 #include "data/parallel_encoder.h"
 
+#include <fmt/format.h>
+
+#include "data/regex_splitter.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -29,7 +32,12 @@ ParallelEncoder::~ParallelEncoder() {
 void ParallelEncoder::encode(PendingDocument& document) const {
   if (!document.encode) return;
   USTRAIN_ASSERT(tokenizer_ != nullptr, "text document without a tokenizer");
-  document.ids = tokenizer_->encode(document.text);
+  try {
+    document.ids = tokenizer_->encode(document.text);
+  } catch (const RegexLimitError& error) {  // one message, naming the document
+    if (!document.origin.source) throw;
+    throw UserError(fmt::format("{}: {}", document.origin.describe(), error.what()));
+  }
   document.text = std::string();
   document.encode = false;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/document_sink.h"
 #include "data/tokenizer.h"
 
 namespace ustrain {
@@ -26,6 +27,7 @@ struct PendingDocument {
   bool encode = false;
   bool starts = true, ends = true;  // document pieces, as in DocumentSink::add_tokens
   std::optional<Split> split;
+  DocumentOrigin origin;  // text: where it came from, for a tokenizer's error about it
 };
 
 // Text handed to the workers and not yet back, in bytes: past it, add() waits for the oldest

@@ -67,9 +67,13 @@ void for_each_line(const InputFile& input, std::int64_t max_line_bytes, Document
 void read_text_files(const std::vector<InputFile>& files, const std::string& split_mode,
                      std::int64_t max_document_bytes, DocumentSink& sink) {
   DocumentSplitter splitter(split_mode, max_document_bytes);
-  const DocumentSplitter::Sink on_document = [&](std::string_view document) { sink.add_text(std::string(document)); };
+  std::shared_ptr<const std::string> path;  // the file being read, for messages about its documents
+  const DocumentSplitter::Sink on_document = [&](std::string_view document, std::int64_t number, std::int64_t line) {
+    sink.add_text(std::string(document), std::nullopt, {path, number, line});
+  };
   std::vector<char> buffer(kReadChunk);
   for (const InputFile& input : files) {
+    path = std::make_shared<const std::string>(input.path);
     InputReader reader(input.path);
     splitter.begin_file(input.path);
     std::int64_t reported = 0;
@@ -85,6 +89,7 @@ void read_text_files(const std::vector<InputFile>& files, const std::string& spl
 void read_jsonl_files(const std::vector<InputFile>& files, const std::string& text_field,
                       std::int64_t max_document_bytes, DocumentSink& sink) {
   for (const InputFile& input : files) {
+    const auto path = std::make_shared<const std::string>(input.path);
     for_each_line(input, max_document_bytes, sink, [&](const std::string& line, std::int64_t number) {
       if (only_whitespace(line)) return;
       const auto where = [&] { return fmt::format("{}:{}", input.path, number); };
@@ -108,7 +113,7 @@ void read_jsonl_files(const std::vector<InputFile>& files, const std::string& te
       if (!field->is_string())
         throw UserError(fmt::format("{}: field \"{}\" is not a string", where(), text_field));
       std::string text = field->get<std::string>();
-      if (!only_whitespace(text)) sink.add_text(std::move(text));
+      if (!only_whitespace(text)) sink.add_text(std::move(text), std::nullopt, {path, 0, number});
     });
   }
 }

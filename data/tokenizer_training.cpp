@@ -32,7 +32,7 @@ class LineSample final : public DocumentSink {
  public:
   LineSample(std::size_t capacity, std::uint64_t seed) : capacity_(capacity), rng_(seed) {}
 
-  void add_text(std::string text, std::optional<Split>) override {
+  void add_text(std::string text, std::optional<Split>, DocumentOrigin) override {
     std::string_view rest = text;
     while (!rest.empty()) {
       const std::size_t end = std::min(rest.find('\n'), rest.size());

@@ -17,7 +17,7 @@ Documents split(const std::string& mode, const std::vector<std::string>& files, 
                 std::int64_t max_document_bytes = kDefaultMaxDocumentBytes) {
   DocumentSplitter splitter(mode, max_document_bytes);
   Documents documents;
-  const DocumentSplitter::Sink sink = [&](std::string_view d) { documents.emplace_back(d); };
+  const DocumentSplitter::Sink sink = [&](std::string_view d, std::int64_t, std::int64_t) { documents.emplace_back(d); };
   for (std::size_t file = 0; file < files.size(); ++file) {
     const std::string& text = files[file];
     splitter.begin_file("file" + std::to_string(file) + ".txt");
@@ -55,6 +55,20 @@ TEST(DataDocumentSplitter, ChunkBoundariesDoNotChangeTheResult) {
   for (std::size_t chunk : {1, 2, 3, 5, 7, 13}) EXPECT_EQ(split("line:%", {text}, chunk), whole) << chunk;
   const std::string paragraphs = "a b\nc\n\n\nd\n \ne";
   for (std::size_t chunk : {1, 2, 4}) EXPECT_EQ(split("blank-line", {paragraphs}, chunk), (Documents{"a b\nc\n", "d\n", "e"}));
+}
+
+TEST(DataDocumentSplitter, EachDocumentComesWithItsNumberInTheFileAndItsFirstLine) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> places;
+  const DocumentSplitter::Sink sink = [&](std::string_view, std::int64_t number, std::int64_t line) {
+    places.emplace_back(number, line);
+  };
+  DocumentSplitter splitter("blank-line", kDefaultMaxDocumentBytes);
+  for (const char* text : {"\n\none\ntwo\n\n \n\nthree\n", "four\n\n\nfive"}) {
+    splitter.begin_file("a.txt");
+    splitter.feed(text, sink);
+    splitter.end_file(sink);
+  }
+  EXPECT_EQ(places, (std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 3}, {2, 8}, {1, 1}, {2, 4}}));
 }
 
 TEST(DataDocumentSplitter, UnknownModeIsAUserError) {
