@@ -191,14 +191,27 @@ struct InputReader::State {
 };
 
 InputReader::InputReader(const std::string& path) : state_(std::make_unique<State>()) {
-  State& s = *state_;
-  s.path = path;
-  s.file.reset(std::fopen(path.c_str(), "rb"));
-  if (!s.file)
+  state_->path = path;
+  state_->file.reset(std::fopen(path.c_str(), "rb"));
+  if (!state_->file)
     throw UserError(fmt::format("cannot read input file {}: {} (was it moved or changed during the conversion?)", path,
                                 std::strerror(errno)));
+  start();
+}
+
+InputReader::InputReader(std::string_view content, const std::string& name) : state_(std::make_unique<State>()) {
+  state_->path = name;
+  state_->in.resize(std::min(kFileChunk, content.size() + 1));  // small inputs (fuzzing) need no 1 MiB buffer
+  // Read only: fmemopen takes a writable buffer in its signature alone.
+  state_->file.reset(fmemopen(const_cast<char*>(content.data()), content.size(), "rb"));
+  if (!state_->file) throw std::runtime_error(fmt::format("fmemopen failed: {}", std::strerror(errno)));
+  start();
+}
+
+void InputReader::start() {
+  State& s = *state_;
   s.fill();
-  s.compression = decide(path, s.in.data(), s.in_size);
+  s.compression = decide(s.path, s.in.data(), s.in_size);
   if (s.compression == Compression::gzip && inflateInit2(&s.gzip, 15 + 16) != Z_OK)  // 15 + 16: gzip framing
     throw std::runtime_error("zlib: inflateInit2 failed (out of memory?)");
   if (s.compression == Compression::zstd && !(s.zstd = ZSTD_createDCtx()))

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ustrain {
 
@@ -28,6 +29,9 @@ std::string without_compression_suffix(const std::string& path);
 class InputReader {
  public:
   explicit InputReader(const std::string& path);  // UserError naming the file if it cannot be read
+  // `content` as if it were a file named `name` (which may promise compression, as a path
+  // does); `content` must outlive the reader.
+  InputReader(std::string_view content, const std::string& name);
   ~InputReader();
   InputReader(const InputReader&) = delete;
   InputReader& operator=(const InputReader&) = delete;
@@ -41,6 +45,7 @@ class InputReader {
 
  private:
   struct State;
+  void start();  // reads the first chunk and sets up the decompression it tells
   std::unique_ptr<State> state_;
 };
 

@@ -21,12 +21,16 @@ std::string numbered_lines() {
   return text;
 }
 
-std::string read_all(const std::string& path) {
-  InputReader reader(path);
+std::string read_all(InputReader& reader) {
   std::string content;
   std::vector<char> buffer(1 << 16);
   while (const std::size_t got = reader.read(buffer.data(), buffer.size())) content.append(buffer.data(), got);
   return content;
+}
+
+std::string read_all(const std::string& path) {
+  InputReader reader(path);
+  return read_all(reader);
 }
 
 TEST(DataCompressedFraming, ZstdSkippableFramesAreSkipped) {
@@ -69,6 +73,21 @@ TEST(DataCompressedFraming, BytesAfterZeroPaddingAreDamage) {
     test::expect_user_error([&] { read_all(scratch / "bad.txt.gz"); },
                             {scratch / "bad.txt.gz", "corrupt gzip data", "zero padding", "gzip -t"});
   }
+}
+
+// The fuzz target reads from memory: the same content and refusals as a file gives.
+TEST(DataCompressedFraming, ContentInMemoryReadsAsTheFileWould) {
+  const std::string text = numbered_lines();
+  for (const std::string& bytes : {text, test::gzip_member(text) + std::string(100, '\0'),
+                                   test::zstd_skippable_frame("index") + test::zstd_frame(text)}) {
+    InputReader reader(bytes, "memory");
+    EXPECT_TRUE(read_all(reader) == text);
+  }
+  InputReader empty(std::string_view(), "empty");
+  EXPECT_EQ(read_all(empty), "");
+  test::expect_user_error([&] { InputReader(text, "named.txt.gz"); }, {"named.txt.gz", "does not start with"});
+  const std::string cut = test::gzip_member(text).substr(0, 1000);
+  test::expect_user_error([&] { InputReader reader(cut, "cut.gz"); read_all(reader); }, {"cut.gz", "truncated"});
 }
 
 }  // namespace
