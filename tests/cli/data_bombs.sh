@@ -37,4 +37,8 @@ expect_exit 0 "--max-document-mib 3 takes 2 MiB documents" -- "$USTRAIN" data co
 expect_exit 2 "--max-document-mib 1 refuses them" -- "$USTRAIN" data convert -i two.txt -o two-1 --max-document-mib 1
 expect_output "two.txt: document 1 of the file \(from line 1\) is longer than the maximum document size, 1 MiB" \
   "names the file, the document and the maximum given"
+expect_exit 2 "tokenizer training takes the same maximum" -- "$USTRAIN" data tokenizer train -i two.txt -o two.model \
+  --max-document-mib 1
+expect_output "two.txt: document 1 of the file \(from line 1\) is longer than the maximum document size, 1 MiB" \
+  "tokenizer training names the document too"
 finish
