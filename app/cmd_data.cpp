@@ -23,6 +23,16 @@ void add_data_command(CLI::App& root) {
   add_data_bench_command(*data);
 }
 
+void add_max_document_option(CLI::App& command, std::int64_t& max_document_bytes) {
+  command
+      .add_option_function<std::int64_t>(
+          "--max-document-mib", [&max_document_bytes](std::int64_t mib) { max_document_bytes = mib << 20; },
+          "text/jsonl: the longest document (JSONL line) in MiB; a longer one stops the run naming it (a file "
+          "without document separators, a decompression bomb)")
+      ->default_str(std::to_string(max_document_bytes >> 20))
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+}
+
 void add_data_convert_command(CLI::App& data) {
   auto o = std::make_shared<ConvertOptions>();
   o->workers = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
@@ -63,6 +73,7 @@ void add_data_convert_command(CLI::App& data) {
       ->capture_default_str();
   convert->add_option("--text-field", o->text_field, "jsonl: the field that holds each document's text")
       ->capture_default_str();
+  add_max_document_option(*convert, o->max_document_bytes);
   convert->add_option("--include", o->include,
                       "File-name globs to take, e.g. --include '*.md' (repeatable; default: every file; files in "
                       "directories that are not text are skipped when converting text)");

@@ -91,6 +91,7 @@ void add_data_tokenizer_command(CLI::App& data) {
   train->add_option("--split", o->split, "text: how files divide into documents: file | blank-line | line:MARKER")
       ->capture_default_str();
   train->add_option("--text-field", o->text_field, "jsonl: the field that holds the text")->capture_default_str();
+  add_max_document_option(*train, o->max_document_bytes);
   train->add_option("--include", o->include,
                     "File-name globs to take (repeatable; default: every file; files in directories that are not "
                     "text are skipped)");

@@ -20,6 +20,11 @@ namespace {
 constexpr std::size_t kFileChunk = 1 << 20;
 constexpr unsigned char kGzipMagic[2] = {0x1f, 0x8b};
 constexpr unsigned char kZstdMagic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+// zstd streams may also begin with a skippable frame (pzstd's output does): its little-endian
+// magic is one of 0x184D2A50 to 0x184D2A5F.
+constexpr unsigned char kZstdSkippableMagicTail[3] = {0x2a, 0x4d, 0x18};
+// zstd --long=31 (the most zstd writes): a window of 2 GiB, beyond the decoder's default 2^27.
+constexpr int kZstdWindowLogMax = 31;
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -31,11 +36,16 @@ bool has_magic(const unsigned char* head, std::size_t size, const unsigned char*
   return size >= magic_size && std::memcmp(head, magic, magic_size) == 0;
 }
 
+bool has_zstd_magic(const unsigned char* head, std::size_t size) {
+  return has_magic(head, size, kZstdMagic, sizeof kZstdMagic) ||
+         (size >= 4 && (head[0] & 0xf0) == 0x50 && has_magic(head + 1, size - 1, kZstdSkippableMagicTail, 3));
+}
+
 // The verdict from the first bytes, checked against what the name promises.
 Compression decide(const std::string& path, const unsigned char* head, std::size_t size) {
-  const Compression by_bytes = has_magic(head, size, kGzipMagic, sizeof kGzipMagic)   ? Compression::gzip
-                               : has_magic(head, size, kZstdMagic, sizeof kZstdMagic) ? Compression::zstd
-                                                                                      : Compression::none;
+  const Compression by_bytes = has_magic(head, size, kGzipMagic, sizeof kGzipMagic) ? Compression::gzip
+                               : has_zstd_magic(head, size)                          ? Compression::zstd
+                                                                                     : Compression::none;
   const std::string name = lower(path);
   const Compression by_name = name.ends_with(".gz")    ? Compression::gzip
                               : name.ends_with(".zst") ? Compression::zstd
@@ -118,6 +128,18 @@ struct InputReader::State {
     return n;
   }
 
+  // Zero bytes up to the end of the file, as gzip -t accepts them; anything else after them
+  // is damage. No member header starts with a zero byte, so the padding cannot be mistaken.
+  void skip_zero_padding() {
+    for (;;) {
+      if (std::any_of(in.data() + in_pos, in.data() + in_size, [](unsigned char b) { return b != 0; }))
+        fail_corrupt(path, compression, "bytes other than zero padding after the last gzip member");
+      in_pos = in_size;
+      if (at_end) return;
+      fill();
+    }
+  }
+
   // gzip files may hold several members one after another (`cat a.gz b.gz`): all are read.
   std::size_t inflate_some(char* out, std::size_t size) {
     gzip.next_out = reinterpret_cast<Bytef*>(out);
@@ -126,6 +148,10 @@ struct InputReader::State {
       if (in_pos == in_size && !at_end) fill();
       const bool no_input = in_pos == in_size;
       if (no_input && !in_gzip_member) return 0;
+      if (!in_gzip_member && in[in_pos] == 0) {  // tape and tar tools pad files with zeros
+        skip_zero_padding();
+        return 0;
+      }
       if (!in_gzip_member) {
         if (inflateReset(&gzip) != Z_OK) fail_corrupt(path, compression, "cannot start a gzip member");
         in_gzip_member = true;
@@ -142,7 +168,8 @@ struct InputReader::State {
     return size - gzip.avail_out;
   }
 
-  // zstd files may hold several frames; the last one must be complete.
+  // zstd files may hold several frames (pzstd writes them), skippable frames among them; the
+  // last one must be complete.
   std::size_t unzstd_some(char* out, std::size_t size) {
     ZSTD_outBuffer output{out, size, 0};
     while (output.pos == 0) {
@@ -164,18 +191,33 @@ struct InputReader::State {
 };
 
 InputReader::InputReader(const std::string& path) : state_(std::make_unique<State>()) {
-  State& s = *state_;
-  s.path = path;
-  s.file.reset(std::fopen(path.c_str(), "rb"));
-  if (!s.file)
+  state_->path = path;
+  state_->file.reset(std::fopen(path.c_str(), "rb"));
+  if (!state_->file)
     throw UserError(fmt::format("cannot read input file {}: {} (was it moved or changed during the conversion?)", path,
                                 std::strerror(errno)));
+  start();
+}
+
+InputReader::InputReader(std::string_view content, const std::string& name) : state_(std::make_unique<State>()) {
+  state_->path = name;
+  state_->in.resize(std::min(kFileChunk, content.size() + 1));  // small inputs (fuzzing) need no 1 MiB buffer
+  // Read only: fmemopen takes a writable buffer in its signature alone.
+  state_->file.reset(fmemopen(const_cast<char*>(content.data()), content.size(), "rb"));
+  if (!state_->file) throw std::runtime_error(fmt::format("fmemopen failed: {}", std::strerror(errno)));
+  start();
+}
+
+void InputReader::start() {
+  State& s = *state_;
   s.fill();
-  s.compression = decide(path, s.in.data(), s.in_size);
+  s.compression = decide(s.path, s.in.data(), s.in_size);
   if (s.compression == Compression::gzip && inflateInit2(&s.gzip, 15 + 16) != Z_OK)  // 15 + 16: gzip framing
     throw std::runtime_error("zlib: inflateInit2 failed (out of memory?)");
   if (s.compression == Compression::zstd && !(s.zstd = ZSTD_createDCtx()))
     throw std::runtime_error("zstd: ZSTD_createDCtx failed (out of memory?)");
+  if (s.zstd && ZSTD_isError(ZSTD_DCtx_setParameter(s.zstd, ZSTD_d_windowLogMax, kZstdWindowLogMax)))
+    throw std::runtime_error("zstd: cannot allow windows of 2^31 bytes");
 }
 
 InputReader::~InputReader() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ustrain {
 
@@ -13,7 +14,8 @@ enum class Compression { none, gzip, zstd };
 
 const char* compression_name(Compression compression);  // "none", "gzip", "zstd"
 
-// Told by the first bytes: gzip (1f 8b) and zstd (28 b5 2f fd) data are read decompressed
+// Told by the first bytes: gzip (1f 8b) and zstd (28 b5 2f fd, or a skippable frame's
+// 5? 2a 4d 18 as pzstd writes first) data are read decompressed
 // whatever the file is called. A name ending in .gz or .zst whose bytes lack that magic is a
 // UserError naming the file. UserError if the file cannot be read.
 Compression compression_of(const std::string& path);
@@ -22,9 +24,14 @@ Compression compression_of(const std::string& path);
 std::string without_compression_suffix(const std::string& path);
 
 // A file's content, decompressed when compressed, in chunks: never the whole file in memory.
+// gzip: every member of a multi-member file, then zero bytes to the end (padding) ignored.
+// zstd: every frame, skippable frames skipped, windows up to 2^31 bytes (zstd --long=31).
 class InputReader {
  public:
   explicit InputReader(const std::string& path);  // UserError naming the file if it cannot be read
+  // `content` as if it were a file named `name` (which may promise compression, as a path
+  // does); `content` must outlive the reader.
+  InputReader(std::string_view content, const std::string& name);
   ~InputReader();
   InputReader(const InputReader&) = delete;
   InputReader& operator=(const InputReader&) = delete;
@@ -38,6 +45,7 @@ class InputReader {
 
  private:
   struct State;
+  void start();  // reads the first chunk and sets up the decompression it tells
   std::unique_ptr<State> state_;
 };
 

@@ -51,6 +51,8 @@ void validate(const ConvertOptions& o) {
   if (o.compression < 0 || o.compression > 9)
     throw UserError(fmt::format("compression level {} is outside 0 (none) to 9", o.compression));
   if (o.workers < 1 || o.workers > 256) throw UserError(fmt::format("workers {} is outside 1 to 256", o.workers));
+  if (o.max_document_bytes <= 0)
+    throw UserError(fmt::format("maximum document size {} bytes must be positive", o.max_document_bytes));
   if (is_text_format(o.format) && o.eos_id >= 0)
     throw UserError("--eos-id applies to token-id formats; text is encoded with the tokenizer's own EOS");
 }
@@ -229,7 +231,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   SkippedFiles skipped;
   std::vector<SkippedEntry> not_files;  // dangling or looping links, FIFOs, devices
   if (is_text_format(o.format)) {
-    const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file");
+    const DocumentSplitter refuses_a_bad_split_mode_now(o.format == "text" ? o.split : "file", o.max_document_bytes);
     use_tokenizer(plan, o.tokenizer.empty() ? "byte" : o.tokenizer, o);
     plan.text_out = true;
     files = list_inputs(o, o.format == "jsonl" ? ".jsonl" : "", not_files);
@@ -280,8 +282,8 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
                                      : std::make_unique<ProgressReporter>(progress, progress_options);
   DatasetBuilder builder(o, staging.path(), plan.encoder.get(), plan.identity, describe_source(o, append_eos),
                          append_eos, reporter.get());
-  if (o.format == "text") read_text_files(files, o.split, builder);
-  else if (o.format == "jsonl") read_jsonl_files(files, o.text_field, builder);
+  if (o.format == "text") read_text_files(files, o.split, o.max_document_bytes, builder);
+  else if (o.format == "jsonl") read_jsonl_files(files, o.text_field, o.max_document_bytes, builder);
   else if (o.format == "megatron") read_megatron(prefixes, plan.identity.vocab_size, builder);
   else if (o.format == "llmc") read_llmc(files, plan.identity.vocab_size, plan.identity.eos_id, builder);
   else if (o.format == "npy") read_npy(files, plan.identity.vocab_size, plan.identity.eos_id, builder);

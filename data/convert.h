@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "data/document_splitter.h"
+
 namespace ustrain {
 
 // What ends each document: kept as the input has it, or EOS appended unless already there.
@@ -34,6 +36,8 @@ struct ConvertOptions {
   std::vector<std::string> include;      // base-name globs to take (fnmatch), e.g. "*.txt"; empty: all
   std::vector<std::string> exclude;      // base-name globs to skip, e.g. "*.dat"
   std::string text_field = "text";       // jsonl: the field holding each document's text
+  // text, jsonl: a longer document (JSONL line) is refused, naming it (data/document_splitter.h)
+  std::int64_t max_document_bytes = kDefaultMaxDocumentBytes;
   EosMode eos = EosMode::automatic;
   double val_fraction = 0.05;            // share of DOCUMENTS held out (shards: splits are kept)
   std::uint64_t seed = 1234;

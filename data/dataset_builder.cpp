@@ -30,9 +30,10 @@ DatasetBuilder::DatasetBuilder(const ConvertOptions& options, const std::string&
   USTRAIN_ASSERT(!append_eos_ || identity_.eos_id >= 0, "appending EOS needs an EOS id");
 }
 
-void DatasetBuilder::add_text(std::string text, std::optional<Split> split) {
+void DatasetBuilder::add_text(std::string text, std::optional<Split> split, DocumentOrigin origin) {
   PendingDocument document;
   document.text = std::move(text);
+  document.origin = std::move(origin);
   document.encode = true;
   document.split = split;
   encoder_.add(std::move(document));

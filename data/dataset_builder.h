@@ -23,7 +23,7 @@ class DatasetBuilder final : public DocumentSink {
   DatasetBuilder(const ConvertOptions& options, const std::string& dir, const Tokenizer* tokenizer,
                  TokenizerIdentity identity, std::string source, bool append_eos, ProgressReporter* reporter);
 
-  void add_text(std::string text, std::optional<Split> split = std::nullopt) override;
+  void add_text(std::string text, std::optional<Split> split = std::nullopt, DocumentOrigin origin = {}) override;
   void add_tokens(std::span<const std::int32_t> ids, bool starts, bool ends,
                   std::optional<Split> split = std::nullopt) override;
   void advance(std::int64_t bytes) override;

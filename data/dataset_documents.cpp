@@ -16,13 +16,19 @@ class Retokenizer {
  public:
   Retokenizer(const Tokenizer& tokenizer, DocumentSink& sink) : tokenizer_(tokenizer), sink_(sink) {}
   void append(std::span<const std::int32_t> ids) { document_.insert(document_.end(), ids.begin(), ids.end()); }
+  // Documents are numbered per dataset split, for messages.
+  void start_split(const TokenDataset& dataset, Split split) {
+    source_ = std::make_shared<const std::string>(fmt::format("{} ({} split)", dataset.dir(), split_name(split)));
+    number_ = 0;
+  }
   void end_document(Split split) {
     std::span<const std::int32_t> ids = document_;
     // The old EOS goes; the new tokenizer's is appended when the text is encoded.
     const std::int32_t eos = tokenizer_.eos_id();
     while (!ids.empty() && ids.back() == eos) ids = ids.first(ids.size() - 1);
     while (!ids.empty() && ids.front() == eos) ids = ids.subspan(1);
-    if (!ids.empty()) sink_.add_text(tokenizer_.decode(ids), split);
+    if (!document_.empty()) ++number_;
+    if (!ids.empty()) sink_.add_text(tokenizer_.decode(ids), split, {source_, number_, 0});
     document_.clear();
   }
 
@@ -30,6 +36,8 @@ class Retokenizer {
   const Tokenizer& tokenizer_;
   DocumentSink& sink_;
   std::vector<std::int32_t> document_;
+  std::shared_ptr<const std::string> source_;
+  std::int64_t number_ = 0;
 };
 
 }  // namespace
@@ -42,6 +50,7 @@ void read_dataset_documents(const std::vector<TokenDataset>& datasets, const Tok
   for (const TokenDataset& dataset : datasets) {
     for (Split split : {Split::train, Split::val}) {
       pieces.set_split(split);
+      if (retokenizer) retokenizer->start_split(dataset, split);
       const auto end_document = [&] {
         if (retokenizer) retokenizer->end_document(split);
         else pieces.end_document();

@@ -17,7 +17,12 @@ bool all_blank(std::string_view text) { return std::all_of(text.begin(), text.en
 
 }  // namespace
 
-DocumentSplitter::DocumentSplitter(const std::string& mode) {
+std::string describe_document_limit(std::int64_t bytes) {
+  return bytes % (1 << 20) == 0 ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} bytes", bytes);
+}
+
+DocumentSplitter::DocumentSplitter(const std::string& mode, std::int64_t max_document_bytes)
+    : max_document_bytes_(max_document_bytes) {
   if (mode == "file") {
     mode_ = Mode::whole_file;
   } else if (mode == "blank-line") {
@@ -31,15 +36,23 @@ DocumentSplitter::DocumentSplitter(const std::string& mode) {
   }
 }
 
+void DocumentSplitter::begin_file(std::string path) {
+  path_ = std::move(path);
+  lines_ = documents_ = 0;
+  document_line_ = 1;
+}
+
 void DocumentSplitter::feed(std::string_view bytes, const Sink& sink) {
   if (mode_ == Mode::whole_file) {
     document_.append(bytes);
+    check_size(0);
     return;
   }
   while (!bytes.empty()) {
     const std::size_t newline = bytes.find('\n');
     if (newline == std::string_view::npos) {
       partial_line_.append(bytes);
+      check_size(partial_line_.size());
       return;
     }
     const std::string_view line_end = bytes.substr(0, newline + 1);
@@ -63,10 +76,13 @@ void DocumentSplitter::end_file(const Sink& sink) {
 }
 
 void DocumentSplitter::take_line(std::string_view line, const Sink& sink) {
+  ++lines_;
   if (is_separator(line)) {
     emit(sink);
   } else {
+    if (document_.empty()) document_line_ = lines_;
     document_.append(line);
+    check_size(0);
   }
 }
 
@@ -78,8 +94,24 @@ bool DocumentSplitter::is_separator(std::string_view line) const {
 }
 
 void DocumentSplitter::emit(const Sink& sink) {
-  if (!all_blank(document_)) sink(document_);
+  if (!all_blank(document_)) {
+    sink(document_, ++documents_, document_line_);
+  }
   document_.clear();
+}
+
+void DocumentSplitter::check_size(std::size_t unfinished_line) const {
+  if (static_cast<std::int64_t>(document_.size() + unfinished_line) <= max_document_bytes_) return;
+  const std::string how = mode_ == Mode::whole_file ? "--split file makes each file one document"
+                          : mode_ == Mode::blank_line
+                              ? "no blank line separates it from what follows (--split blank-line)"
+                              : fmt::format("no line '{}' separates it from what follows (--split line:{})", marker_,
+                                            marker_);
+  throw UserError(fmt::format("{}: document {} of the file (from line {}) is longer than the maximum document size, "
+                              "{}: {}; choose the --split that cuts the file into its documents, or raise "
+                              "--max-document-mib",
+                              path_, documents_ + 1, document_.empty() ? lines_ + 1 : document_line_,
+                              describe_document_limit(max_document_bytes_), how));
 }
 
 }  // namespace ustrain

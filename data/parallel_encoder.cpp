@@ -1,5 +1,8 @@
 #include "data/parallel_encoder.h"
 
+#include <fmt/format.h>
+
+#include "data/regex_splitter.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -11,8 +14,8 @@ constexpr std::size_t kBatchDocuments = 4096;
 
 }  // namespace
 
-ParallelEncoder::ParallelEncoder(const Tokenizer* tokenizer, int workers, Sink sink)
-    : tokenizer_(tokenizer), workers_(workers), sink_(std::move(sink)) {
+ParallelEncoder::ParallelEncoder(const Tokenizer* tokenizer, int workers, Sink sink, std::size_t in_flight_bytes)
+    : tokenizer_(tokenizer), workers_(workers), sink_(std::move(sink)), max_in_flight_bytes_(in_flight_bytes) {
   if (workers_ > 1)
     for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { work(); });
 }
@@ -29,7 +32,12 @@ ParallelEncoder::~ParallelEncoder() {
 void ParallelEncoder::encode(PendingDocument& document) const {
   if (!document.encode) return;
   USTRAIN_ASSERT(tokenizer_ != nullptr, "text document without a tokenizer");
-  document.ids = tokenizer_->encode(document.text);
+  try {
+    document.ids = tokenizer_->encode(document.text);
+  } catch (const RegexLimitError& error) {  // one message, naming the document
+    if (!document.origin.source) throw;
+    throw UserError(fmt::format("{}: {}", document.origin.describe(), error.what()));
+  }
   document.text = std::string();
   document.encode = false;
 }
@@ -49,6 +57,7 @@ void ParallelEncoder::submit_batch() {
   if (batch_.empty()) return;
   auto job = std::make_shared<Job>();
   job->documents = std::move(batch_);
+  job->bytes = batch_size_;
   batch_.clear();
   batch_size_ = 0;
   {
@@ -56,14 +65,18 @@ void ParallelEncoder::submit_batch() {
     queue_.push_back(job);
   }
   changed_.notify_all();
+  in_flight_bytes_ += job->bytes;
   in_flight_.push_back(std::move(job));
   // Two batches per worker keep every worker busy without holding much text in memory.
-  while (in_flight_.size() > static_cast<std::size_t>(2 * workers_)) drain_oldest();
+  while (in_flight_.size() > static_cast<std::size_t>(2 * workers_) ||
+         (in_flight_bytes_ > max_in_flight_bytes_ && in_flight_.size() > 1))
+    drain_oldest();
 }
 
 void ParallelEncoder::drain_oldest() {
   std::shared_ptr<Job> job = std::move(in_flight_.front());
   in_flight_.pop_front();
+  in_flight_bytes_ -= job->bytes;
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return job->done; });

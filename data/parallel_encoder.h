@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/document_sink.h"
 #include "data/tokenizer.h"
 
 namespace ustrain {
@@ -26,13 +27,21 @@ struct PendingDocument {
   bool encode = false;
   bool starts = true, ends = true;  // document pieces, as in DocumentSink::add_tokens
   std::optional<Split> split;
+  DocumentOrigin origin;  // text: where it came from, for a tokenizer's error about it
 };
+
+// Text handed to the workers and not yet back, in bytes: past it, add() waits for the oldest
+// batch. Real documents are small enough that this never holds the workers back; long ones
+// (up to the maximum document size) would otherwise be in flight two per worker, and
+// tokenizing takes several times a document's size in memory.
+inline constexpr std::size_t kDefaultInFlightBytes = std::size_t{64} << 20;
 
 class ParallelEncoder {
  public:
   using Sink = std::function<void(PendingDocument&)>;
   // workers <= 1 tokenizes on the caller's thread.
-  ParallelEncoder(const Tokenizer* tokenizer, int workers, Sink sink);
+  ParallelEncoder(const Tokenizer* tokenizer, int workers, Sink sink,
+                  std::size_t in_flight_bytes = kDefaultInFlightBytes);
   ParallelEncoder(const ParallelEncoder&) = delete;
   ParallelEncoder& operator=(const ParallelEncoder&) = delete;
   ~ParallelEncoder();
@@ -44,6 +53,7 @@ class ParallelEncoder {
  private:
   struct Job {
     std::vector<PendingDocument> documents;
+    std::size_t bytes = 0;
     bool done = false;
     std::exception_ptr error;
   };
@@ -58,6 +68,8 @@ class ParallelEncoder {
   std::vector<PendingDocument> batch_;
   std::size_t batch_size_ = 0;  // bytes of text plus ids in batch_
   std::deque<std::shared_ptr<Job>> in_flight_;  // in submission order
+  std::size_t in_flight_bytes_ = 0;             // of the jobs in in_flight_
+  std::size_t max_in_flight_bytes_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

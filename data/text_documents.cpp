@@ -27,23 +27,35 @@ bool only_whitespace(const std::string& text) {
   });
 }
 
-// Calls `on_line(line, number)` for each line of the file (without its '\n').
+void refuse_long_line(const InputFile& input, std::int64_t number, std::int64_t max_line_bytes) {
+  throw UserError(fmt::format("{}:{}: the line is longer than the maximum document size, {} (is the file JSONL, one "
+                              "object per line?); split the document, or raise --max-document-mib",
+                              input.path, number, describe_document_limit(max_line_bytes)));
+}
+
+// Calls `on_line(line, number)` for each line of the file (without its '\n'); UserError for a
+// line longer than `max_line_bytes`, before more of it is read.
 template <class OnLine>
-void for_each_line(const InputFile& input, DocumentSink& sink, OnLine on_line) {
+void for_each_line(const InputFile& input, std::int64_t max_line_bytes, DocumentSink& sink, OnLine on_line) {
   InputReader reader(input.path);
   std::vector<char> buffer(kReadChunk);
   std::string line;
   std::int64_t number = 0;
   std::int64_t reported = 0;
+  const auto append = [&](std::string_view bytes) {
+    if (static_cast<std::int64_t>(line.size() + bytes.size()) > max_line_bytes)
+      refuse_long_line(input, number + 1, max_line_bytes);
+    line.append(bytes);
+  };
   while (std::size_t got = reader.read(buffer.data(), buffer.size())) {
     std::string_view bytes(buffer.data(), got);
     for (std::size_t newline; (newline = bytes.find('\n')) != std::string_view::npos;) {
-      line.append(bytes.substr(0, newline));
+      append(bytes.substr(0, newline));
       bytes.remove_prefix(newline + 1);
       on_line(line, ++number);
       line.clear();
     }
-    line.append(bytes);
+    append(bytes);
     advance_to(reader.file_bytes_read(), reported, sink);
   }
   advance_to(reader.file_bytes_read(), reported, sink);
@@ -52,12 +64,18 @@ void for_each_line(const InputFile& input, DocumentSink& sink, OnLine on_line) {
 
 }  // namespace
 
-void read_text_files(const std::vector<InputFile>& files, const std::string& split_mode, DocumentSink& sink) {
-  DocumentSplitter splitter(split_mode);
-  const DocumentSplitter::Sink on_document = [&](std::string_view document) { sink.add_text(std::string(document)); };
+void read_text_files(const std::vector<InputFile>& files, const std::string& split_mode,
+                     std::int64_t max_document_bytes, DocumentSink& sink) {
+  DocumentSplitter splitter(split_mode, max_document_bytes);
+  std::shared_ptr<const std::string> path;  // the file being read, for messages about its documents
+  const DocumentSplitter::Sink on_document = [&](std::string_view document, std::int64_t number, std::int64_t line) {
+    sink.add_text(std::string(document), std::nullopt, {path, number, line});
+  };
   std::vector<char> buffer(kReadChunk);
   for (const InputFile& input : files) {
+    path = std::make_shared<const std::string>(input.path);
     InputReader reader(input.path);
+    splitter.begin_file(input.path);
     std::int64_t reported = 0;
     while (std::size_t got = reader.read(buffer.data(), buffer.size())) {
       splitter.feed(std::string_view(buffer.data(), got), on_document);
@@ -68,9 +86,11 @@ void read_text_files(const std::vector<InputFile>& files, const std::string& spl
   }
 }
 
-void read_jsonl_files(const std::vector<InputFile>& files, const std::string& text_field, DocumentSink& sink) {
+void read_jsonl_files(const std::vector<InputFile>& files, const std::string& text_field,
+                      std::int64_t max_document_bytes, DocumentSink& sink) {
   for (const InputFile& input : files) {
-    for_each_line(input, sink, [&](const std::string& line, std::int64_t number) {
+    const auto path = std::make_shared<const std::string>(input.path);
+    for_each_line(input, max_document_bytes, sink, [&](const std::string& line, std::int64_t number) {
       if (only_whitespace(line)) return;
       const auto where = [&] { return fmt::format("{}:{}", input.path, number); };
       nlohmann::json object;
@@ -93,7 +113,7 @@ void read_jsonl_files(const std::vector<InputFile>& files, const std::string& te
       if (!field->is_string())
         throw UserError(fmt::format("{}: field \"{}\" is not a string", where(), text_field));
       std::string text = field->get<std::string>();
-      if (!only_whitespace(text)) sink.add_text(std::move(text));
+      if (!only_whitespace(text)) sink.add_text(std::move(text), std::nullopt, {path, 0, number});
     });
   }
 }

@@ -4,7 +4,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <istream>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -79,36 +82,33 @@ bool decode_base64(std::string_view text, std::string& out) {
   return true;
 }
 
-}  // namespace
 
-std::string known_tiktoken_pattern(const std::string& name) {
-  const KnownEncoding* known = find_known(name);
-  return known ? known->pattern : "";
-}
+// Far beyond real files (the longest token of gpt2, cl100k_base and o200k_base is 128
+// bytes): deriving a token's merges looks up every split of it, so its cost grows with the
+// square of its length.
+constexpr std::size_t kMaxTokenBytes = 1024;
+// The merges' tokens, in bytes, against the file's size: real files come to about 1 (0.8 for
+// gpt2, 1.0 for cl100k_base, 0.9 for o200k_base). Ranks made up of runs of one byte, each
+// shorter run also a token, imply merges that grow with the cube of the run's length.
+constexpr std::size_t kMaxMergeBytesPerFileByte = 8;
 
-std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read tiktoken file {}: check the path", path));
+// Looks up byte strings by view, without copying each split of a token.
+struct BytesHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view bytes) const { return std::hash<std::string_view>{}(bytes); }
+};
 
-  std::string pattern_name = options.pattern;
-  if (pattern_name.empty()) pattern_name = std::filesystem::path(path).stem().string();
-  const KnownEncoding* known = find_known(pattern_name);
-  if (options.pattern.empty() && !known)
-    throw UserError(fmt::format("{}: a tiktoken file does not say how text is split before BPE: pass "
-                                "--tiktoken-pattern gpt2|cl100k_base|o200k_base or the regex itself",
-                                path));
-  // A plain word is meant as a name: a mistyped one must not become a regex matching itself.
-  if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
-    throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
-                                "o200k_base): name one of them or give the pre-tokenizer regex itself",
-                                pattern_name));
-  const std::string pattern = known ? known->pattern : options.pattern;
-
-  // Ranks: bytes -> rank, in file order.
-  std::unordered_map<std::string, std::int32_t> ranks;
+struct Ranks {
+  std::unordered_map<std::string, std::int32_t, BytesHash, std::equal_to<>> of;  // bytes -> rank
   std::vector<std::string> by_rank;
+  std::size_t file_bytes = 0;
+};
+
+Ranks read_ranks(const std::string& path, std::istream& in) {
+  Ranks ranks;
   std::string line, bytes;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
+    ranks.file_bytes += line.size() + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const std::size_t space = line.find(' ');
@@ -120,18 +120,61 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
     if (space == std::string::npos || rank < 0 || rank >= kTokenIdLimit || !decode_base64(line.substr(0, space), bytes) ||
         bytes.empty())
       throw UserError(fmt::format("{} line {}: not 'BASE64-TOKEN RANK'; this is not a tiktoken rank file", path, number));
-    if (static_cast<std::size_t>(rank) != by_rank.size())
+    if (bytes.size() > kMaxTokenBytes)
+      throw UserError(fmt::format("{} line {}: the token is {} bytes long, over the maximum of {} (real tiktoken files' "
+                                  "longest are 128 bytes); this is not a tiktoken rank file ustrain can use",
+                                  path, number, bytes.size(), kMaxTokenBytes));
+    if (static_cast<std::size_t>(rank) != ranks.by_rank.size())
       throw UserError(fmt::format("{} line {}: rank {} where {} was expected; ranks must count up from 0", path,
-                                  number, rank, by_rank.size()));
-    if (!ranks.emplace(bytes, static_cast<std::int32_t>(rank)).second)
+                                  number, rank, ranks.by_rank.size()));
+    if (!ranks.of.emplace(bytes, static_cast<std::int32_t>(rank)).second)
       throw UserError(fmt::format("{} line {}: the token is listed twice", path, number));
-    by_rank.push_back(bytes);
+    ranks.by_rank.push_back(bytes);
   }
-  if (by_rank.empty()) throw UserError(fmt::format("{} holds no ranks: it is not a tiktoken rank file", path));
+  if (ranks.by_rank.empty()) throw UserError(fmt::format("{} holds no ranks: it is not a tiktoken rank file", path));
   for (int b = 0; b < 256; ++b)
-    if (!ranks.contains(std::string(1, static_cast<char>(b))))
+    if (const char byte = static_cast<char>(b); !ranks.of.contains(std::string_view(&byte, 1)))
       throw UserError(fmt::format("{}: byte 0x{:02X} has no rank, so some text could not be encoded", path, b));
+  return ranks;
+}
 
+struct MergeRow {
+  std::int32_t rank, left, right;
+};
+
+// Every split of a token into two tokens is a merge, ranked by the token's rank and then by
+// its parts' ranks: BPE by these merges gives tiktoken's lowest-rank-first result.
+std::vector<MergeRow> derive_merges(const std::string& path, const Ranks& ranks) {
+  const std::size_t max_merge_bytes = kMaxMergeBytesPerFileByte * ranks.file_bytes;
+  std::vector<MergeRow> merges;
+  std::size_t merge_bytes = 0;
+  for (std::size_t rank = 0; rank < ranks.by_rank.size(); ++rank) {
+    const std::string_view token = ranks.by_rank[rank];
+    for (std::size_t at = 1; at < token.size(); ++at) {
+      const auto l = ranks.of.find(token.substr(0, at));
+      if (l == ranks.of.end()) continue;
+      const auto r = ranks.of.find(token.substr(at));
+      if (r == ranks.of.end()) continue;
+      merges.push_back({static_cast<std::int32_t>(rank), l->second, r->second});
+      if ((merge_bytes += token.size()) > max_merge_bytes)
+        throw UserError(fmt::format("{}: up to rank {} its tokens already split into other tokens {} ways, {:.1f} MB "
+                                    "of merges, more than {} times the file's size (real tiktoken files come to "
+                                    "about their own size): the ranks look made up (runs of one byte with every "
+                                    "shorter run a token?), and converting them would take memory without bound",
+                                    path, rank, merges.size(), static_cast<double>(merge_bytes) / 1e6,
+                                    kMaxMergeBytesPerFileByte));
+    }
+  }
+  std::sort(merges.begin(), merges.end(), [](const MergeRow& a, const MergeRow& b) {
+    return std::tie(a.rank, a.left, a.right) < std::tie(b.rank, b.left, b.right);
+  });
+  return merges;
+}
+
+// The known encoding's special tokens, then the "TOKEN=ID" options; none may take a rank's id.
+std::map<std::string, std::int32_t> special_tokens(const std::string& path, const KnownEncoding* known,
+                                                   const TiktokenOptions& options, const std::string& pattern_name,
+                                                   std::size_t ranks) {
   std::map<std::string, std::int32_t> specials;
   if (known)
     for (const auto& [content, id] : known->special_tokens) specials[content] = id;
@@ -149,33 +192,52 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
     specials[spec.substr(0, eq)] = static_cast<std::int32_t>(id);
   }
   for (const auto& [content, id] : specials)
-    if (static_cast<std::size_t>(id) < by_rank.size())
+    if (static_cast<std::size_t>(id) < ranks)
       throw UserError(fmt::format("{}: special token {} takes id {}, which rank {} already has: is this the {} "
                                   "encoding's file?",
                                   path, content, id, id, pattern_name));
+  return specials;
+}
+
+// The pre-tokenizer regex: a known encoding's, or the option's own; its name for messages.
+const KnownEncoding* choose_pattern(const std::string& path, const TiktokenOptions& options, std::string& pattern_name) {
+  pattern_name = options.pattern.empty() ? std::filesystem::path(path).stem().string() : options.pattern;
+  const KnownEncoding* known = find_known(pattern_name);
+  if (options.pattern.empty() && !known)
+    throw UserError(fmt::format("{}: a tiktoken file does not say how text is split before BPE: pass "
+                                "--tiktoken-pattern gpt2|cl100k_base|o200k_base or the regex itself",
+                                path));
+  // A plain word is meant as a name: a mistyped one must not become a regex matching itself.
+  if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+    throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
+                                "o200k_base): name one of them or give the pre-tokenizer regex itself",
+                                pattern_name));
+  return known;
+}
+
+}  // namespace
+
+std::string known_tiktoken_pattern(const std::string& name) {
+  const KnownEncoding* known = find_known(name);
+  return known ? known->pattern : "";
+}
+
+std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read tiktoken file {}: check the path", path));
+  std::string pattern_name;
+  const KnownEncoding* known = choose_pattern(path, options, pattern_name);
+  const std::string pattern = known ? known->pattern : options.pattern;
+  const Ranks ranks = read_ranks(path, in);
+  const std::map<std::string, std::int32_t> specials =
+      special_tokens(path, known, options, pattern_name, ranks.by_rank.size());
 
   const ByteLevelAlphabet alphabet;
   nlohmann::json vocab = nlohmann::json::object();
+  const std::vector<std::string>& by_rank = ranks.by_rank;
   for (std::size_t rank = 0; rank < by_rank.size(); ++rank) vocab[alphabet.characters_of(by_rank[rank])] = rank;
-  // Every split of a token into two tokens is a merge, ranked by the token's rank and then by
-  // its parts' ranks: BPE by these merges gives tiktoken's lowest-rank-first result.
-  struct MergeRow {
-    std::int32_t rank, left, right;
-  };
-  std::vector<MergeRow> merges;
-  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
-    const std::string& token = by_rank[rank];
-    for (std::size_t at = 1; at < token.size(); ++at) {
-      const auto l = ranks.find(token.substr(0, at)), r = ranks.find(token.substr(at));
-      if (l != ranks.end() && r != ranks.end())
-        merges.push_back({static_cast<std::int32_t>(rank), l->second, r->second});
-    }
-  }
-  std::sort(merges.begin(), merges.end(), [](const MergeRow& a, const MergeRow& b) {
-    return std::tie(a.rank, a.left, a.right) < std::tie(b.rank, b.left, b.right);
-  });
   nlohmann::json merge_list = nlohmann::json::array();
-  for (const MergeRow& m : merges)
+  for (const MergeRow& m : derive_merges(path, ranks))
     merge_list.push_back({alphabet.characters_of(by_rank[static_cast<std::size_t>(m.left)]),
                           alphabet.characters_of(by_rank[static_cast<std::size_t>(m.right)])});
 

@@ -21,7 +21,9 @@ struct TiktokenOptions {
 std::string known_tiktoken_pattern(const std::string& name);
 
 // The tokenizer.json text for the rank file at `path`. UserError naming the file and line
-// for a malformed file, and for a missing or unknown pattern, or bad special tokens.
+// for a malformed file or a token over 1024 bytes, naming the file for ranks whose merges
+// come to more than 8 times its size, and for a missing or unknown pattern, or bad special
+// tokens.
 std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options);
 
 }  // namespace ustrain

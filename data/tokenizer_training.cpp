@@ -32,7 +32,7 @@ class LineSample final : public DocumentSink {
  public:
   LineSample(std::size_t capacity, std::uint64_t seed) : capacity_(capacity), rng_(seed) {}
 
-  void add_text(std::string text, std::optional<Split>) override {
+  void add_text(std::string text, std::optional<Split>, DocumentOrigin) override {
     std::string_view rest = text;
     while (!rest.empty()) {
       const std::size_t end = std::min(rest.find('\n'), rest.size());
@@ -152,8 +152,8 @@ TokenizerTrainReport train_tokenizer(const TokenizerTrainOptions& o,
   files = drop_duplicate_inputs(files, duplicates);
   if (!duplicates.empty()) say(describe_duplicates(duplicates));
   LineSample sample(static_cast<std::size_t>(o.max_sentences), o.seed);
-  if (format == "text") read_text_files(files, o.split, sample);
-  else read_jsonl_files(files, o.text_field, sample);
+  if (format == "text") read_text_files(files, o.split, o.max_document_bytes, sample);
+  else read_jsonl_files(files, o.text_field, o.max_document_bytes, sample);
   if (sample.lines().empty()) throw UserError("the inputs hold no text to train a tokenizer on");
   say(fmt::format("training a {} sentencepiece model of {} pieces on {} of {} lines ({:.1f} MB read)", o.model_type,
                   o.vocab_size, sample.lines().size(), sample.seen(), static_cast<double>(sample.bytes()) / 1e6));

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "data/document_splitter.h"
+
 namespace ustrain {
 
 struct TokenizerTrainOptions {
@@ -16,6 +18,7 @@ struct TokenizerTrainOptions {
   std::string format;                 // text | jsonl; empty: detected (data/input_format.h)
   std::string split = "blank-line";   // text: how files divide into documents
   std::string text_field = "text";    // jsonl
+  std::int64_t max_document_bytes = kDefaultMaxDocumentBytes;  // a longer document (JSONL line) is refused
   std::vector<std::string> include;   // base-name globs to take; empty: all
   std::vector<std::string> exclude;   // base-name globs to skip
   std::string output;                 // the .model file to write (must not exist; its directory must)

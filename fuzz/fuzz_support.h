@@ -20,7 +20,7 @@ std::string write_scratch(const std::string& name, const std::uint8_t* data, std
 
 class NullSink final : public DocumentSink {
  public:
-  void add_text(std::string, std::optional<Split>) override {}
+  void add_text(std::string, std::optional<Split>, DocumentOrigin) override {}
   void add_tokens(std::span<const std::int32_t>, bool, bool, std::optional<Split>) override {}
   void advance(std::int64_t) override {}
 };

@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string path = ustrain::fuzz::write_scratch("corpus.jsonl", data, size);
   ustrain::fuzz::NullSink sink;
   try {
-    ustrain::read_jsonl_files({ustrain::InputFile{path, size, false}}, "text", sink);
+    ustrain::read_jsonl_files({ustrain::InputFile{path, size, false}}, "text", ustrain::kDefaultMaxDocumentBytes, sink);
   } catch (const ustrain::UserError&) {
   }
   return 0;

@@ -8,7 +8,8 @@
 #   --seconds N  how long each target runs (default 60); 0 only builds and replays
 #   --install    install clang and libFuzzer from Debian first (needs root or sudo)
 #   TARGET       recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors
-#                checkpoint_manifest tokenizer_json (default: all)
+#                checkpoint_manifest tokenizer_json tiktoken hf_config jsonl compressed_stream
+#                (default: all)
 # A finding ends that target's run and is saved as build-fuzz/findings/TARGET/crash-* (or leak-,
 # timeout-, oom-; the log is build-fuzz/fuzz-TARGET.log): fix the cause, then copy the input into
 # fuzz/regressions/TARGET/ so that every later run replays it.
@@ -16,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config jsonl)
+all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config jsonl
+             compressed_stream)
 seconds=60
 install=0
 targets=()
@@ -24,7 +26,7 @@ while (($#)); do
   case $1 in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --install) install=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done

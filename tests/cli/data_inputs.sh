@@ -60,6 +60,17 @@ for input in bad.txt.gz bad.txt.zst; do
   expect_output "$input holds corrupt (gzip|zstd) data" "names the file and says corrupt"
   no_leftovers "out-$input" "damaged $input"
 done
+
+# What the tools write and `zstd -t` / `gzip -t` accept: pzstd's frames (a skippable frame
+# first), a --long=31 window (from a pipe, so the header keeps it), gzip padded with zeros.
+pzstd -q -p 2 -c corpus/a.txt >pzstd.txt.zst || fail "cannot compress with pzstd"
+zstd -q --long=31 -c <corpus/a.txt >long.txt.zst || fail "cannot compress with zstd --long=31"
+{ gzip -c corpus/a.txt; head -c 10240 /dev/zero; } >padded.txt.gz
+gzip -t padded.txt.gz 2>/dev/null || fail "gzip -t refuses its padded output"
+for input in pzstd.txt.zst long.txt.zst padded.txt.gz; do
+  expect_exit 0 "convert $input" -- "$USTRAIN" data convert -i "$input" -o "out-$input" --val-fraction 0.1
+  same_counts plain-txt "out-$input" "$input"
+done
 tar czf corpus.tar.gz corpus/a.txt
 expect_exit 2 "a compressed archive" -- "$USTRAIN" data convert -i corpus.tar.gz -o archive
 expect_output "corpus.tar.gz is gzip-compressed, and what it holds is not text .*unpack it" "says to unpack it"

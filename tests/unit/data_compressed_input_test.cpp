@@ -1,8 +1,6 @@
 // gzip and zstd inputs give the datasets their uncompressed files give; damaged, truncated and
 // misnamed compressed files are refused with the file named and nothing left behind.
 #include <gtest/gtest.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <filesystem>
 #include <string>
@@ -11,6 +9,7 @@
 #include "data/compressed_input.h"
 #include "data/convert.h"
 #include "data/dataset.h"
+#include "data_compressed_writers.h"
 #include "data_test_support.h"
 
 namespace ustrain {
@@ -18,28 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One gzip member holding `text` (zlib's deflate with gzip framing).
-std::string gzip_member(const std::string& text) {
-  z_stream stream{};
-  EXPECT_EQ(deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&stream, static_cast<uLong>(text.size())) + 64, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  stream.avail_in = static_cast<uInt>(text.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
-
-std::string zstd_frame(const std::string& text) {
-  std::string out(ZSTD_compressBound(text.size()), '\0');
-  const std::size_t size = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
-  EXPECT_FALSE(ZSTD_isError(size));
-  out.resize(size);
-  return out;
-}
+using test::gzip_member;
+using test::zstd_frame;
 
 // Text of blank-line-separated documents, over 1 MiB so that reads cross chunk boundaries.
 std::string corpus_text() {

@@ -48,7 +48,7 @@ void reads_or_names(const std::string& file, const std::function<void()>& read) 
 
 // Counts what a reader hands on.
 struct CountingSink final : DocumentSink {
-  void add_text(std::string, std::optional<Split>) override { ++documents; }
+  void add_text(std::string, std::optional<Split>, DocumentOrigin) override { ++documents; }
   void add_tokens(std::span<const std::int32_t>, bool, bool, std::optional<Split>) override { ++documents; }
   void advance(std::int64_t) override {}
   int documents = 0;

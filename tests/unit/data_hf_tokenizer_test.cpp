@@ -18,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "data/utf8.h"
 #include "data_test_support.h"
+#include "data_tiktoken_writer.h"
 
 namespace ustrain {
 namespace {
@@ -341,27 +342,9 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplementNamingIt) {
   test::expect_user_error([&] { HfTokenizer(broken.dump(), "broken.json"); }, {"broken.json", "merge 3", "missing"});
 }
 
-std::string base64(const std::string& bytes) {
-  static const char* const kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t v = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[v & 63] : '=';
-  }
-  return out;
-}
-
 // Ranks 0-255 the bytes, then "he" 256, "ll" 257, "hell" 258.
 std::string write_rank_file(const test::ScratchDir& scratch) {
-  std::string text;
-  for (int b = 0; b < 256; ++b) text += base64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
-  text += base64("he") + " 256\n" + base64("ll") + " 257\n" + base64("hell") + " 258\n";
-  test::write_file(scratch / "tiny.tiktoken", text);
+  test::write_file(scratch / "tiny.tiktoken", test::rank_file_text({"he", "ll", "hell"}));
   return scratch / "tiny.tiktoken";
 }
 
