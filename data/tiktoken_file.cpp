@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <map>
 #include <unordered_map>
 
@@ -12,6 +12,7 @@
 
 #include "data/byte_level.h"
 #include "data/hf_tokenizer_json.h"
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -87,8 +88,7 @@ std::string known_tiktoken_pattern(const std::string& name) {
 }
 
 std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read tiktoken file {}: check the path", path));
+  std::istringstream in(read_regular_file(path));
 
   std::string pattern_name = options.pattern;
   if (pattern_name.empty()) pattern_name = std::filesystem::path(path).stem().string();
