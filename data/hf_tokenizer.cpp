@@ -8,6 +8,7 @@
 
 #include "data/byte_level.h"
 #include "data/hf_tokenizer_json.h"
+#include "data/json_input.h"
 #include "data/regular_file.h"
 #include "data/utf8.h"
 #include "kernels/error.h"
@@ -16,12 +17,19 @@ namespace ustrain {
 namespace fs = std::filesystem;
 namespace {
 
-// tokenizer_config.json's eos_token: a string, or an AddedToken object with its content.
+// tokenizer_config.json's eos_token: a string, or an AddedToken object with its content. A file
+// that does not parse is passed over (the EOS then comes from the added tokens); one nested too
+// deeply is refused.
 std::string configured_eos(const std::string& config_path) {
   std::error_code absent;
   if (!fs::exists(config_path, absent)) return "";
-  const auto config = nlohmann::json::parse(read_regular_file(config_path), nullptr, false);
-  if (config.is_discarded() || !config.is_object() || !config.contains("eos_token")) return "";
+  nlohmann::json config;
+  try {
+    config = parse_json(read_regular_file(config_path), config_path);
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+  if (!config.is_object() || !config.contains("eos_token")) return "";
   const auto& eos = config["eos_token"];
   if (eos.is_string()) return eos.get<std::string>();
   if (eos.is_object() && eos.contains("content") && eos["content"].is_string()) return eos["content"].get<std::string>();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/durable_output.h"
+#include "data/json_input.h"
 #include "data/path_status.h"
 #include "data/regular_file.h"
 #include "kernels/error.h"
@@ -158,7 +159,7 @@ Manifest read_manifest(const std::string& path) {
   const std::string text = read_regular_file(path);
   json document;
   try {
-    document = json::parse(text);
+    document = parse_json(text, path);
   } catch (const json::exception& error) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON ({}); the manifest is damaged: convert the "
                                 "dataset again",

@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -113,7 +114,7 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
 SafetensorsHeader decode_safetensors_header(std::string_view json, const std::string& file) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(json);
+    header = parse_json(json, file);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     corrupt(file, "its JSON header does not parse");
   }

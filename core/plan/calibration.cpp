@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "data/json_input.h"
 #include "data/regular_file.h"
 #include "kernels/error.h"
 
@@ -67,7 +68,7 @@ Calibration read_calibration(const std::string& path) {
                                 "FILE`", e.what()));
   }
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json j = parse_json(text, path);
     Calibration c;
     c.gemm = curve_of(j, path, "gemm");
     c.attention = curve_of(j, path, "attention");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/json_input.h"
 #include "data/regular_file.h"
 #include "kernels/error.h"
 
@@ -35,7 +36,7 @@ nlohmann::json read_entries(const std::string& path) {
   } catch (const UserError&) {
     return nlohmann::json::object();
   }
-  nlohmann::json entries = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json entries = parse_json_or_discarded(text);
   return entries.is_object() ? entries : nlohmann::json::object();
 }
 
