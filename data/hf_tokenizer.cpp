@@ -2,14 +2,14 @@
 
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "data/byte_level.h"
 #include "data/hf_tokenizer_json.h"
+#include "data/json_input.h"
+#include "data/regular_file.h"
 #include "data/utf8.h"
 #include "kernels/error.h"
 
@@ -17,19 +17,19 @@ namespace ustrain {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read {} {}: check the path and its permissions", what, path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// tokenizer_config.json's eos_token: a string, or an AddedToken object with its content.
+// tokenizer_config.json's eos_token: a string, or an AddedToken object with its content. A file
+// that does not parse is passed over (the EOS then comes from the added tokens); one nested too
+// deeply is refused.
 std::string configured_eos(const std::string& config_path) {
-  if (!fs::is_regular_file(config_path)) return "";
-  const auto config = nlohmann::json::parse(read_file(config_path, "tokenizer config"), nullptr, false);
-  if (config.is_discarded() || !config.is_object() || !config.contains("eos_token")) return "";
+  std::error_code absent;
+  if (!fs::exists(config_path, absent)) return "";
+  nlohmann::json config;
+  try {
+    config = parse_json(read_regular_file(config_path), config_path);
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+  if (!config.is_object() || !config.contains("eos_token")) return "";
   const auto& eos = config["eos_token"];
   if (eos.is_string()) return eos.get<std::string>();
   if (eos.is_object() && eos.contains("content") && eos["content"].is_string()) return eos["content"].get<std::string>();
@@ -113,10 +113,10 @@ HfTokenizer::HfTokenizer(std::string json, const std::string& label, const std::
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::from_file(const std::string& path) {
-  if (!fs::is_regular_file(path))
-    throw UserError(fmt::format("tokenizer file {} not found: check the path", path));
+  std::error_code absent;
+  if (!fs::exists(path, absent)) throw UserError(fmt::format("tokenizer file {} not found: check the path", path));
   const std::string config = (fs::path(path).parent_path() / "tokenizer_config.json").string();
-  return std::make_unique<HfTokenizer>(read_file(path, "tokenizer file"), path, configured_eos(config));
+  return std::make_unique<HfTokenizer>(read_regular_file(path), path, configured_eos(config));
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::with_eos_id(std::string json, const std::string& label, std::int32_t eos_id) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -274,7 +275,7 @@ void read_added_tokens(const PartReader& r, const Json& j, HfTokenizerParts& par
 HfTokenizerParts parse_hf_tokenizer_json(const std::string& json_text, const std::string& label) {
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = parse_json(json_text, label);
   } catch (const Json::exception& e) {
     throw UserError(fmt::format("{} is not valid JSON ({}): pass a tokenizer.json written by the tokenizers library",
                                 label, e.what()));

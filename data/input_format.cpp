@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/compressed_input.h"
+#include "data/json_input.h"
 #include "data/manifest.h"
 #include "data/path_status.h"
 #include "data/text_check.h"
@@ -83,7 +84,8 @@ bool first_line_is_json_object(const std::string& path) {
   const std::size_t end = block.find('\n', start);
   if (end == std::string::npos && block.size() == kTextCheckBytes) return false;  // the line goes on
   try {
-    return nlohmann::json::parse(block.substr(start, end == std::string::npos ? end : end - start)).is_object();
+    return parse_json(std::string_view(block).substr(start, end == std::string::npos ? end : end - start), path)
+        .is_object();
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     return false;
   }

@@ -1,19 +1,18 @@
 #include "data/manifest.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "data/durable_output.h"
+#include "data/json_input.h"
 #include "data/path_status.h"
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -157,13 +156,10 @@ Manifest read_manifest(const std::string& path) {
   else if (status.access == PathAccess::unreachable)
     throw UserError(fmt::format("{} {}: check the permissions of the dataset directory", path,
                                 describe_unusable(status)));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read {}: {}; check its permissions", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path);
   json document;
   try {
-    document = json::parse(text.str());
+    document = parse_json(text, path);
   } catch (const json::exception& error) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON ({}); the manifest is damaged: convert the "
                                 "dataset again",

@@ -4,13 +4,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "data/input_files.h"
+#include "data/regular_file.h"
 #include "data/token_ids.h"
 #include "kernels/error.h"
 
@@ -52,11 +51,7 @@ IdType dtype_from_code(const std::string& path, int code) {
 }
 
 MegatronIndex read_index(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read Megatron index {}: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string bytes = text.str();
+  const std::string bytes = read_regular_file(path);
   const auto damaged = [&](const std::string& what) {
     return UserError(fmt::format("Megatron index {} {}: the file is damaged or not a Megatron .idx; re-copy it",
                                  path, what));

@@ -7,6 +7,7 @@
 
 #include "data/compressed_input.h"
 #include "data/document_splitter.h"
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -95,7 +96,7 @@ void read_jsonl_files(const std::vector<InputFile>& files, const std::string& te
       const auto where = [&] { return fmt::format("{}:{}", input.path, number); };
       nlohmann::json object;
       try {
-        object = nlohmann::json::parse(line);
+        object = parse_json(line, where());
       } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number beyond a double
         throw UserError(fmt::format("{}: not valid JSON ({}); each line of a JSONL file must be one JSON "
                                     "object",

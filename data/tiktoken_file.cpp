@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <istream>
 #include <map>
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
@@ -15,6 +15,7 @@
 
 #include "data/byte_level.h"
 #include "data/hf_tokenizer_json.h"
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -223,8 +224,7 @@ std::string known_tiktoken_pattern(const std::string& name) {
 }
 
 std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("cannot read tiktoken file {}: check the path", path));
+  std::istringstream in(read_regular_file(path));
   std::string pattern_name;
   const KnownEncoding* known = choose_pattern(path, options, pattern_name);
   const std::string pattern = known ? known->pattern : options.pattern;

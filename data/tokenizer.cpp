@@ -8,6 +8,7 @@
 #include "data/crc32.h"
 #include "data/hf_tokenizer.h"
 #include "data/manifest.h"
+#include "data/regular_file.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tiktoken_file.h"
 #include "kernels/error.h"
@@ -73,14 +74,7 @@ std::unique_ptr<Tokenizer> open_dataset_tokenizer(const std::string& dataset_dir
   if (identity.kind == "sentencepiece") {
     tokenizer = std::make_unique<SentencePieceTokenizer>(model);
   } else {
-    std::string json;
-    {
-      std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(model.c_str(), "rb"), &std::fclose);
-      if (!file) throw UserError(fmt::format("cannot read tokenizer file {}", model));
-      char buffer[1 << 16];
-      for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0;) json.append(buffer, n);
-    }
-    tokenizer = HfTokenizer::with_eos_id(std::move(json), model, identity.eos_id);
+    tokenizer = HfTokenizer::with_eos_id(read_regular_file(model), model, identity.eos_id);
   }
   if (tokenizer->vocab_size() != identity.vocab_size)
     throw UserError(fmt::format("tokenizer model {} has {} pieces but {} says vocab_size {}: re-copy the "

@@ -14,6 +14,7 @@
 
 #include "core/model/rng.h"
 #include "data/crc32.h"
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -190,7 +191,7 @@ std::string file_record_to_json(const CheckpointFile& f) { return file_json(f).d
 
 CheckpointFile file_record_from_json(const std::string& text, const std::string& path) {
   try {
-    return file_from(Json::parse(text));
+    return file_from(parse_json(text, path));
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: malformed rank-file record ({})", path, e.what()));
   }
@@ -238,7 +239,7 @@ std::string manifest_to_json(const CheckpointManifest& m) {
 CheckpointManifest manifest_from_json(const std::string& text, const std::string& path) {
   Json j;
   try {
-    j = Json::parse(text);
+    j = parse_json(text, path);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON: the checkpoint is damaged or was not written completely; "
                                 "use an earlier checkpoint",

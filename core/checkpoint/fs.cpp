@@ -1,7 +1,6 @@
 #include "core/checkpoint/fs.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -51,15 +51,9 @@ void OutputFile::sync_and_close() {
 }
 
 InputFile::InputFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw UserError(fmt::format("cannot open {}: {}", path_, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    fd_ = -1;
-    throw UserError(fmt::format("{} is not a readable regular file", path_));
-  }
-  size_ = static_cast<std::uint64_t>(st.st_size);
+  const OpenedFile file = open_regular_file(path_);
+  fd_ = file.fd;
+  size_ = file.bytes;
 }
 
 InputFile::~InputFile() {

@@ -13,6 +13,7 @@
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
 #include "core/run/run_schedule.h"
+#include "data/json_input.h"
 #include "kernels/byte_text.h"
 
 namespace ustrain {
@@ -72,7 +73,7 @@ void drop_metrics_after(const std::string& metrics_path, std::int64_t step) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     // A line that does not parse was torn by a crash or a full disk: it goes too.
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json_or_discarded(line);
     if (!j.is_object()) {
       ++torn;
       continue;

@@ -11,6 +11,7 @@
 #include "core/interop/hf_config_values.h"
 #include "core/interop/hf_qwen2_moe.h"
 #include "core/model/geometry.h"
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -28,7 +29,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 HfModelFiles from_index(const fs::path& index) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text_file(index.string()));
+    j = parse_json(read_text_file(index.string()), index.string());
   } catch (const nlohmann::json::exception&) {
     throw UserError(fmt::format("{} is not valid JSON", index.string()));
   }
@@ -156,7 +157,7 @@ ModelSection model_from_llama_config(const std::string& json_text, const std::st
 HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(json_text);
+    j = parse_json(json_text, path);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON", path));
   }
@@ -210,7 +211,7 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
 HfTokenIds token_ids_from_llama_config(const std::string& json_text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(json_text);
+    j = parse_json(json_text, path);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     throw UserError(fmt::format("{} is not valid JSON", path));
   }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -64,6 +66,25 @@ SafetensorsEntry parse_entry(const std::string& name, const nlohmann::json& j, c
   return e;
 }
 
+// As the format requires, the entries (sorted by offsets) lie back to back from byte 0, empty
+// ones included: no two share a byte and no byte lies between them. Every entry of the header
+// counts, whether or not a reader uses it. Returns the end of the last one.
+std::uint64_t check_back_to_back(const std::vector<SafetensorsEntry>& entries, const std::string& file) {
+  std::uint64_t at = 0;
+  const SafetensorsEntry* previous = nullptr;  // the last entry that holds bytes
+  for (const SafetensorsEntry& e : entries) {
+    if (e.begin < at)
+      corrupt(file, fmt::format("entries \"{}\" [{}, {}) and \"{}\" [{}, {}) overlap; every tensor needs bytes of its "
+                                "own", previous->name, previous->begin, previous->end, e.name, e.begin, e.end));
+    if (e.begin > at)
+      corrupt(file, fmt::format("bytes [{}, {}) before entry \"{}\" belong to no tensor; the tensors must lie back "
+                                "to back", at, e.begin, e.name));
+    if (e.end > e.begin) previous = &e;
+    at = e.end;
+  }
+  return at;
+}
+
 }  // namespace
 
 std::int64_t SafetensorsEntry::numel() const {
@@ -113,7 +134,7 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
 SafetensorsHeader decode_safetensors_header(std::string_view json, const std::string& file) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(json);
+    header = parse_json(json, file);
   } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range for a number beyond a double
     corrupt(file, "its JSON header does not parse");
   }
@@ -131,12 +152,10 @@ SafetensorsHeader decode_safetensors_header(std::string_view json, const std::st
     }
     h.entries.push_back(parse_entry(name, value, file));
   }
-  std::sort(h.entries.begin(), h.entries.end(),
-            [](const SafetensorsEntry& a, const SafetensorsEntry& b) { return a.begin < b.begin; });
-  for (std::size_t i = 1; i < h.entries.size(); ++i)
-    if (h.entries[i].begin < h.entries[i - 1].end && h.entries[i].end > h.entries[i].begin)
-      corrupt(file, fmt::format("entries \"{}\" and \"{}\" overlap", h.entries[i - 1].name, h.entries[i].name));
-  for (const SafetensorsEntry& e : h.entries) h.data_bytes = std::max(h.data_bytes, e.end);
+  std::sort(h.entries.begin(), h.entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  h.data_bytes = check_back_to_back(h.entries, file);
   return h;
 }
 

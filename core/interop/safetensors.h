@@ -32,7 +32,7 @@ struct SafetensorsHeader {
   std::vector<SafetensorsEntry> entries;  // sorted by data offset
   SafetensorsMetadata metadata;
   std::uint64_t data_offset = 0;  // file offset of the data section: 8 + N
-  std::uint64_t data_bytes = 0;   // the end of the last entry
+  std::uint64_t data_bytes = 0;   // the end of the last entry: the data section's size
 
   const SafetensorsEntry* find(std::string_view name) const;
 };
@@ -49,7 +49,8 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
                                       const SafetensorsMetadata& metadata);
 
 // Parses a header's JSON (the N bytes after the prefix) and checks it: known dtypes,
-// non-negative shapes, offsets that match dtype and shape, entries that do not overlap.
+// non-negative shapes, offsets that match dtype and shape, every entry (empty ones and ones a
+// reader ignores included) back to back from byte 0, so that no two share a byte.
 // `file` names the file in the UserError.
 SafetensorsHeader decode_safetensors_header(std::string_view json, const std::string& file);
 

@@ -31,6 +31,10 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
     throw UserError(fmt::format("{} is truncated: its tensors need {} bytes after the {}-byte header but the file "
                                 "has {} in all; it was not written completely or was damaged",
                                 path, header_.data_bytes, header_.data_offset, file_.size()));
+  if (header_.data_bytes < file_.size() - header_.data_offset)
+    throw UserError(fmt::format("{}: not a valid safetensors file: {} bytes follow the last tensor's data, which "
+                                "belong to no tensor; the file is damaged",
+                                path, file_.size() - header_.data_offset - header_.data_bytes));
 }
 
 void SafetensorsReader::read_bytes(const SafetensorsEntry& entry, std::uint64_t offset, void* dst,

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "data/json_input.h"
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -58,11 +60,15 @@ EfficiencyCurve curve_of(const nlohmann::json& j, const std::string& path, const
 }  // namespace
 
 Calibration read_calibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UserError(fmt::format("--calibration {}: cannot be read; give a file written by `ustrain bench "
-                                       "RECIPE --calibration-out FILE`", path));
+  std::string text;
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    text = read_regular_file(path);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("--calibration: {}; give a file written by `ustrain bench RECIPE --calibration-out "
+                                "FILE`", e.what()));
+  }
+  try {
+    const nlohmann::json j = parse_json(text, path);
     Calibration c;
     c.gemm = curve_of(j, path, "gemm");
     c.attention = curve_of(j, path, "attention");

@@ -105,7 +105,9 @@ std::vector<KeySpec> model_keys() {
           "Longest sequence the model handles: length of the RoPE table"),
       key(USTRAIN_RECIPE_FIELD(model.init_std), above(0),
           "Standard deviation of the normal weight initialisation"),
-      key(USTRAIN_RECIPE_FIELD(model.n_experts), at_least(0),
+      // Bounded as n_layers is: far above any published model (a few hundred experts), while each
+      // expert declares parameters of its own and the expert dispatcher counts experts in an int.
+      key(USTRAIN_RECIPE_FIELD(model.n_experts), between(zero_in, Bound{65536.0, true}),
           "Routed experts of each mixture-of-experts layer; 0 keeps every MLP dense"),
       key(USTRAIN_RECIPE_FIELD(model.experts_per_token), at_least(1),
           "Experts each token is routed to (top-k), at most n_experts; every token is routed (no capacity limit, "

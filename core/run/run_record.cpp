@@ -12,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/run/build_info.h"
 #include "core/checkpoint/fs.h"
+#include "data/json_input.h"
 #include "kernels/error.h"
 #include "kernels/host_name.h"
 
@@ -75,7 +77,8 @@ std::vector<std::string> command_line() {
 nlohmann::json earlier_record(const std::string& path) {
   std::ifstream in(path);
   if (!in) return nlohmann::json::object();
-  nlohmann::json record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  nlohmann::json record = parse_json_or_discarded(text);
   if (record.is_object() && record.contains("sessions") && record["sessions"].is_array()) return record;
   spdlog::warn("{} is not a run record of ustrain; starting it again", path);
   return nlohmann::json::object();

@@ -18,6 +18,7 @@
 #include "core/train/peak_flops.h"
 #include "core/recipe/recipe_defaults.h"
 #include "core/train/trainer.h"
+#include "data/json_input.h"
 
 namespace ustrain {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 std::optional<std::array<double, 4>> first_step_phases(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
   for (std::string line; std::getline(in, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json record = parse_json_or_discarded(line);
     if (record.is_object() && record.value("kind", "") == "train" && record.value("step", 0) == 1)
       return std::array<double, 4>{record.value("data_s", 0.0), record.value("forward_s", 0.0),
                                    record.value("backward_s", 0.0), record.value("optimizer_s", 0.0)};

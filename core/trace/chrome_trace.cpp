@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -48,7 +49,7 @@ std::string merge_chrome_traces(const std::vector<std::string>& documents) {
   json events = json::array();
   json other;
   for (std::size_t i = 0; i < documents.size(); ++i) {
-    json doc = json::parse(documents[i], nullptr, /*allow_exceptions=*/false);
+    json doc = parse_json_or_discarded(documents[i]);
     if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
       throw UserError(fmt::format("trace part {} of {} is not a Chrome trace (no traceEvents array)", i,
                                   documents.size()));

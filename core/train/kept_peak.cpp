@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/json_input.h"
+#include "data/regular_file.h"
+#include "kernels/error.h"
+
 namespace ustrain {
 namespace {
 
@@ -24,10 +28,15 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
+// The kept entries; none when the file is missing or unusable (it is a cache, rewritten whole).
 nlohmann::json read_entries(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return nlohmann::json::object();
-  nlohmann::json entries = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  try {
+    text = read_regular_file(path);
+  } catch (const UserError&) {
+    return nlohmann::json::object();
+  }
+  nlohmann::json entries = parse_json_or_discarded(text);
   return entries.is_object() ? entries : nlohmann::json::object();
 }
 

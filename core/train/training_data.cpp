@@ -8,6 +8,7 @@
 
 #include "core/recipe/recipe_defaults.h"
 #include "data/dataset.h"
+#include "data/json_input.h"
 #include "data/mapped_shard.h"
 #include "data/token_stats.h"
 #include "kernels/error.h"
@@ -136,7 +137,7 @@ std::string TrainingData::state() const {
               {"position", position},
               {"seq_len", seq_len_},
               {"seed", seed_},
-              {"sources", json::parse(state_sources_)}}
+              {"sources", parse_json(state_sources_, "the data-loader position")}}
       .dump();
 }
 
@@ -144,7 +145,7 @@ void TrainingData::restore(const std::string& state, std::int64_t tokens_seen) {
   json saved;
   std::uint64_t position = 0;
   try {
-    saved = json::parse(state);
+    saved = parse_json(state, "the saved data-loader position");
     if (saved.at("version").get<int>() != kStateVersion)
       throw UserError(fmt::format("the saved data-loader position has version {}; this ustrain reads version {}",
                                   saved.at("version").get<int>(), kStateVersion));

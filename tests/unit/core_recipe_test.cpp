@@ -450,6 +450,12 @@ TEST(Recipe, WarmupLongerThanTheRunIsAccepted) {
 TEST(RecipeError, ModelsBeyondAnyMachineAreRefusedWithTheirNumbers) {
   expect_mentions(error_of(kMinimal + "[model]\nn_layers = 1000000000000\n"),
                   {"test.toml:4:", "model.n_layers = 1000000000000", "must be 1 to 65536"});
+  // 2^40 experts: each is a parameter of its own, declared before anything is planned.
+  expect_mentions(error_of(kMinimal + "[model]\nn_experts = 1099511627776\nexperts_per_token = 1\n"),
+                  {"test.toml:4:", "model.n_experts = 1099511627776", "must be 0 to 65536"});
+  expect_error_mentions([] { parse_recipe("[model]\nexperts_per_token = 1\n", kSource, {"model.n_experts=65537"},
+                                          RecipeUse::model); },
+                        {"model.n_experts = 65537", "must be 0 to 65536"});
   // 2^40-wide embedding rows: the byte counts would pass 2^64 long before anything is planned.
   expect_mentions(error_of(kMinimal + "[model]\nvocab_size = 4611686018427387904\nd_model = 1099511627776\n"
                                       "n_heads = 1\nn_kv_heads = 1\n"),

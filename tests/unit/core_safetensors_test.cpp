@@ -19,6 +19,7 @@
 #include "core/interop/safetensors_dtype.h"
 #include "core/interop/safetensors_file.h"
 #include "kernels/error.h"
+#include "user_error_support.h"
 
 namespace ustrain {
 namespace {
@@ -201,6 +202,43 @@ TEST_F(SafetensorsFileTest, MalformedHeadersAreRefused) {
                                            "e": {"dtype": "F32", "shape": [0, 4], "data_offsets": [8, 8]}})",
                                        8));
   EXPECT_EQ(ok.header().entries.size(), 2u);
+}
+
+// As the format requires, the entries lie back to back from byte 0 to the end of the file, empty
+// ones included. Two weights aliased to the same bytes once passed when an empty tensor (whose
+// name a reader may ignore) sorted between them.
+TEST_F(SafetensorsFileTest, EntriesLieBackToBackToTheEndOfTheFile) {
+  const auto error_of = [&](const std::string& json, std::size_t data) {
+    return user_error_of([&] { SafetensorsReader{write_raw(path("bad.safetensors"), json, data)}; });
+  };
+  const std::string file = path("bad.safetensors");
+  expect_mentions(error_of(R"({"lm_head.weight": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                               "m.ignored": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+                               "model.embed.weight": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                           8),
+                  {file, R"(entries "lm_head.weight" [0, 8) and "model.embed.weight" [0, 8) overlap)"});
+  expect_mentions(error_of(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                               "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+                           8),
+                  {file, R"("a" [0, 8) and "e" [4, 4) overlap)"});
+  expect_mentions(error_of(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                               "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+                           12),
+                  {file, R"(bytes [4, 8) before entry "b" belong to no tensor)"});
+  expect_mentions(error_of(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8),
+                  {file, R"(bytes [0, 4) before entry "a")"});
+  expect_mentions(error_of(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 12),
+                  {file, "8 bytes follow the last tensor's data"});
+  // Empty tensors at the start, between two others and at the end are in their place.
+  const SafetensorsReader ok(write_raw(path("ok.safetensors"),
+                                       R"({"e0": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+                                           "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                           "e1": {"dtype": "BF16", "shape": [3, 0], "data_offsets": [4, 4]},
+                                           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                                           "e2": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}})",
+                                       8));
+  EXPECT_EQ(ok.header().entries.size(), 5u);
+  EXPECT_EQ(ok.header().data_bytes, 8u);
 }
 
 TEST_F(SafetensorsFileTest, ReadingAnUnconvertibleDtypeIsAUserError) {

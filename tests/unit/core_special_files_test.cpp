@@ -1,0 +1,42 @@
+// Inputs of the core floor that are no regular file: a FIFO as a config.json, a safetensors
+// shard or a calibration file, and a directory as a calibration file. Each is refused at once
+// naming the path and what it is; opening a FIFO nobody writes to used to wait forever, and a
+// directory as --calibration escaped as an internal error.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/checkpoint/fs.h"
+#include "core/interop/safetensors_file.h"
+#include "core/plan/calibration.h"
+#include "data_test_support.h"
+#include "fifo_support.h"
+#include "user_error_support.h"
+
+namespace ustrain {
+namespace {
+
+TEST(SpecialFiles, AFifoIsRefusedAtOnceNamingIt) {
+  test::ScratchDir dir;
+  test::make_fifo(dir / "config.json");
+  expect_mentions(test::error_reading_fifo(dir / "config.json", [&] { read_text_file(dir / "config.json"); }),
+                  {dir / "config.json is a FIFO (named pipe), not a regular file"});
+  test::make_fifo(dir / "model-00001-of-00002.safetensors");
+  expect_mentions(test::error_reading_fifo(dir / "model-00001-of-00002.safetensors",
+                                           [&] { SafetensorsReader reader(dir / "model-00001-of-00002.safetensors"); }),
+                  {dir / "model-00001-of-00002.safetensors is a FIFO (named pipe), not a regular file"});
+  test::make_fifo(dir / "calibration.json");
+  expect_mentions(test::error_reading_fifo(dir / "calibration.json", [&] { read_calibration(dir / "calibration.json"); }),
+                  {"--calibration", dir / "calibration.json is a FIFO (named pipe), not a regular file"});
+}
+
+TEST(SpecialFiles, ADirectoryIsRefusedNamingIt) {
+  test::ScratchDir dir;
+  expect_error_mentions([&] { read_calibration(dir.path().string()); },
+                        {"--calibration", dir.path().string() + " is a directory, not a regular file"});
+  expect_error_mentions([&] { read_text_file(dir.path().string()); },
+                        {dir.path().string() + " is a directory, not a regular file"});
+}
+
+}  // namespace
+}  // namespace ustrain
