@@ -39,7 +39,7 @@ TEST(DeepJson, ADeepDatasetManifestIsRefusedNamingIt) {
 
 class NoDocuments : public DocumentSink {
  public:
-  void add_text(std::string, std::optional<Split>) override {}
+  void add_text(std::string, std::optional<Split>, DocumentOrigin) override {}
   void add_tokens(std::span<const std::int32_t>, bool, bool, std::optional<Split>) override {}
   void advance(std::int64_t) override {}
 };
@@ -49,7 +49,8 @@ TEST(DeepJson, ADeepJsonlLineIsRefusedNamingFileAndLine) {
   test::write_file(dir / "a.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"x\", \"meta\": " + kDeep + "}\n");
   NoDocuments sink;
   test::expect_user_error(
-      [&] { read_jsonl_files({{dir / "a.jsonl", test::read_file(dir / "a.jsonl").size(), false}}, "text", sink); },
+      [&] { read_jsonl_files({{dir / "a.jsonl", test::read_file(dir / "a.jsonl").size(), false}}, "text",
+                         std::int64_t{1} << 20, sink); },
       {dir / "a.jsonl:2", kLimit});
 }
 
