@@ -89,7 +89,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     progress = {step, progress.tokens_seen + report.tokens_per_step(), r.lr, r.loss, data.state(),
                 run.scaler.scale(), {}};
     report.record_step(step, r, step_timer);
-    run.bad_steps.stop_if_too_many(step);
+    run.bad_steps.stop_if_too_many(step, report.summary().checkpoint);
     report.log_step(step, r, step_timer);
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "validation", "validation");

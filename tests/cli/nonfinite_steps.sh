@@ -55,6 +55,15 @@ expect_exit 0 "resume from the last good checkpoint" -- "$USTRAIN" train tiny.to
   --set train.max_bad_steps=3 --set run.name=streak --resume auto
 expect_output "resumed from runs/streak/checkpoints/step-00000002 at step 2" "continues from step 2"
 
+# Without a checkpoint there is no last good state to go back to: the error does not promise one.
+expect_exit 2 "bad steps in a run that saves no checkpoint" -- env USTRAIN_TEST_NONFINITE_STEPS=1-9 "$USTRAIN" train \
+  tiny.toml "${common[@]}" --set train.steps=10 --set train.max_bad_steps=3 --set checkpoint.interval=0 \
+  --set run.name=nockpt
+expect_output "the run has no checkpoint to go back to.*start the run again \(--overwrite\)" \
+  "says there is no checkpoint, and to start again"
+grep -q "newest checkpoint" "$WORK/out.txt" && fail "promises a checkpoint the run does not have: $(grep newest "$WORK/out.txt")" \
+  || pass "promises no checkpoint"
+
 # A real divergence: a learning rate far too high makes the weights overflow; the bad steps
 # that follow stop training instead of being applied.
 expect_exit 2 "a learning rate of 1e30" -- "$USTRAIN" train tiny.toml "${common[@]}" --set train.steps=20 \
