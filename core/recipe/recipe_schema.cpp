@@ -202,9 +202,9 @@ std::vector<KeySpec> train_keys() {
       key(USTRAIN_RECIPE_FIELD(train.max_bad_steps), at_least(1),
           "Steps in a row whose loss or gradient norm is not finite (NaN or infinite) before training stops with an "
           "error; each such step is skipped without updating the model"),
-      key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), at_least(1),
+      key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), between(one_in, Bound{kMaxLossScale, true}),
           "fp16 only: the loss scale training starts with (a resumed run continues with its checkpoint's); a step "
-          "whose gradients overflow is skipped and halves it"),
+          "whose gradients overflow is skipped and halves it, and it never grows past 2^32"),
       key(USTRAIN_RECIPE_FIELD(train.loss_scale_growth_interval), at_least(1),
           "fp16 only: steps in a row with finite gradients after which the loss scale doubles"),
   };
