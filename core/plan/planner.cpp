@@ -44,6 +44,16 @@ std::string limits_of(const PlannedLayout& p) {
   return s;
 }
 
+// A predicted step time that is not a positive number would rank as the best layout: the
+// inputs' bounds (check_plausible) keep it from happening.
+void check_step_time(const PlannedLayout& p) {
+  if (std::isfinite(p.time.step_s) && p.time.step_s > 0 && std::isfinite(p.tokens_per_s)) return;
+  throw UserError(fmt::format("the predicted step time of layout {} is {} s: the hardware figures or the calibration "
+                              "are out of range; check --peak-tflops, --intra-node-gbps, --inter-node-gbps and the "
+                              "--calibration file",
+                              p.layout.str(), p.time.step_s));
+}
+
 }  // namespace
 
 Recipe recipe_for_device(Recipe r, const PlanOptions& o, int threads_per_rank) {
@@ -128,6 +138,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
       p.time = model.predict(c.recipe);
       p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
       p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
+      check_step_time(p);
     }
     p.limits = p.memory.fits ? limits_of(p) : fmt::format("memory {:.0f}%", 100 * p.memory.fraction());
     plan.layouts.push_back(std::move(p));
