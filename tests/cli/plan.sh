@@ -66,6 +66,26 @@ calibration 1e308 1e12 >fast.json
 expect_exit 2 "a calibration rate of 1e308" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration fast.json
 expect_output "\"gemm\" flops_per_s 1e\+308 is not plausible" "names the curve"
 
+# A batch of 2^62 tokens once took forever (every number below it tried as a divisor): it is
+# more than the planner takes, said at once. Nor is the suggested batch of an odd one negative.
+expect_exit 2 "--global-batch-tokens 2^62" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 4611686018427387904
+expect_output "--global-batch-tokens 4611686018427387904: the planner takes at most 2\^40 = 1099511627776 tokens" \
+  "says the planner's bound"
+expect_exit 2 "--global-batch-tokens 2^63 - 1" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 9223372036854775807
+grep -q -- "-9223372036854775808" "$WORK/out.txt" && fail "suggests a negative batch: $(cat "$WORK/out.txt")" \
+  || pass "suggests no negative batch"
+expect_exit 2 "a recipe batch of 2^62 sequences" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --set train.global_batch=4611686018427387904
+expect_output "train.global_batch = 4611686018427387904 sequences of train.seq_len = 32 tokens: the planner takes at most" \
+  "names the recipe's batch"
+expect_exit 0 "2^40 tokens, the largest batch planned, in time" -- timeout 120 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 1099511627776
+expect_exit 2 "2^40 tokens on one device" -- timeout 120 "$USTRAIN" plan tiny.toml --gpus 1 \
+  --global-batch-tokens 1099511627776
+expect_output "leaves no layout with micro-batches of at most 2\^24 = 16777216 tokens and at most 16384 of them per step" \
+  "says which bounds no layout meets"
 expect_exit 2 "no layout passes the checks" -- "$USTRAIN" plan tiny.toml --gpus 3 --set train.global_batch=8
 expect_output "no layout of 3 devices passes the recipe checks" "says no layout passes the checks"
 finish
