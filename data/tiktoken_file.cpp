@@ -101,7 +101,7 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
   if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
     throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
                                 "o200k_base): name one of them or give the pre-tokenizer regex itself",
-                                pattern_name));
+                                abbreviate(pattern_name)));
   const std::string pattern = known ? known->pattern : options.pattern;
 
   // Ranks: bytes -> rank, in file order.
@@ -145,14 +145,14 @@ std::string tiktoken_to_tokenizer_json(const std::string& path, const TiktokenOp
     if (id < 0 || id >= kTokenIdLimit)
       throw UserError(fmt::format("special token '{}' is not TOKEN=ID with an id below 2^24 (e.g. "
                                   "'<|endoftext|>=100257')",
-                                  spec));
+                                  abbreviate(spec)));
     specials[spec.substr(0, eq)] = static_cast<std::int32_t>(id);
   }
   for (const auto& [content, id] : specials)
     if (static_cast<std::size_t>(id) < by_rank.size())
       throw UserError(fmt::format("{}: special token {} takes id {}, which rank {} already has: is this the {} "
                                   "encoding's file?",
-                                  path, content, id, id, pattern_name));
+                                  path, abbreviate(content), id, id, abbreviate(pattern_name)));
 
   const ByteLevelAlphabet alphabet;
   nlohmann::json vocab = nlohmann::json::object();
