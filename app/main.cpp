@@ -72,6 +72,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", checked.error->c_str());
     return 2;
   }
+  // CLI11 echoes the words it cannot take ("The following argument was not expected: ..."):
+  // a word of a megabyte is shortened there as in every other message.
+  app.failure_message([&checked](const CLI::App* failed, const CLI::Error& e) {
+    std::string message = CLI::FailureMessage::simple(failed, e);
+    for (const std::string& word : checked.args) {
+      const std::string shown = ustrain::abbreviate(word);
+      if (shown == word) continue;
+      for (std::size_t at = message.find(word); at != std::string::npos; at = message.find(word, at + shown.size()))
+        message.replace(at, word.size(), shown);
+    }
+    return message;
+  });
   std::vector<char*> args{argv[0]};
   for (const std::string& word : checked.args) args.push_back(const_cast<char*>(word.c_str()));
   try {

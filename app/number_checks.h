@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/error.h"
+
 namespace ustrain::app {
 
 // `zero_allowed`: 0 or more, else more than 0.
@@ -21,10 +23,11 @@ inline CLI::Validator sign_check(bool zero_allowed) {
         char* end = nullptr;
         const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
         const bool whole = !text.empty() && end == text.c_str() + text.size();
-        if (!whole || std::isnan(value)) return text + " is not a number";
-        if (std::isinf(value)) return text + " is too large";
-        if (zero_allowed && value < 0) return text + " is negative: it must be 0 or more";
-        if (!zero_allowed && value <= 0) return text + " must be more than 0";
+        const std::string shown = abbreviate(text);
+        if (!whole || std::isnan(value)) return shown + " is not a number";
+        if (std::isinf(value)) return shown + " is too large";
+        if (zero_allowed && value < 0) return shown + " is negative: it must be 0 or more";
+        if (!zero_allowed && value <= 0) return shown + " must be more than 0";
         return {};
       },
       zero_allowed ? "NONNEGATIVE" : "POSITIVE");

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "kernels/error.h"
+
 namespace ustrain::app {
 namespace {
 
@@ -19,13 +21,19 @@ const CLI::App* find_subcommand(const CLI::App& app, const std::string& word) {
   return nullptr;
 }
 
-std::string unknown_word(const CLI::App& app, const std::string& path, const std::string& word) {
+// No command is longer, nor within a few edits of anything longer; the edit distance costs the
+// product of the lengths.
+constexpr std::size_t kLongestSuggestible = 64;
+
+std::string unknown_word(const CLI::App& app, const std::string& path, const std::string& given) {
   std::vector<std::string> names;
   const std::string* nearest = nullptr;
   std::size_t nearest_distance = 0;
+  const std::string word = abbreviate(given);
   for (const CLI::App* sub : subcommands_of(app)) {
     names.push_back(sub->get_name());
-    const std::size_t distance = edit_distance(word, sub->get_name());
+    if (given.size() > kLongestSuggestible) continue;
+    const std::size_t distance = edit_distance(given, sub->get_name());
     if (nearest == nullptr || distance < nearest_distance) {
       nearest = &sub->get_name();
       nearest_distance = distance;

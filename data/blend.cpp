@@ -49,7 +49,7 @@ std::vector<BlendEntry> parse_blend(const std::string& spec) {
     const auto bad = [&](const char* problem) {
       return UserError(fmt::format("blend \"{}\": entry \"{}\" {}; write DIR:WEIGHT entries separated by "
                                    "commas, e.g. \"data/web:0.7,data/code:0.3\"",
-                                   spec, entry, problem));
+                                   abbreviate(spec), abbreviate(entry), problem));
     };
     if (colon == std::string::npos) throw bad("has no ':WEIGHT'");
     BlendEntry parsed;

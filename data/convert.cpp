@@ -109,11 +109,13 @@ TokenizerPlan plan_for_ids(const ConvertOptions& o) {
   const bool plain = std::all_of(o.tokenizer.begin(), o.tokenizer.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '+';
   });
-  if (!plain) throw UserError(fmt::format("tokenizer name '{}' may hold only letters, digits and - _ . +", o.tokenizer));
+  if (!plain)
+    throw UserError(
+        fmt::format("tokenizer name '{}' may hold only letters, digits and - _ . +", abbreviate(o.tokenizer)));
   if (o.vocab_size <= 0)
     throw UserError(fmt::format("pass --vocab-size: the vocabulary size of tokenizer '{}' (e.g. 50257 for gpt2); "
                                 "every id must lie below it",
-                                o.tokenizer));
+                                abbreviate(o.tokenizer)));
   plan.identity.kind = "external";
   plan.identity.name = o.tokenizer;
   plan.identity.vocab_size = o.vocab_size;

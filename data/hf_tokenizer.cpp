@@ -76,7 +76,7 @@ HfTokenizer::HfTokenizer(std::string json, const std::string& label, const std::
     const auto unk = parts.vocab.find(parts.unk_token);
     if (unk == parts.vocab.end())
       throw UserError(fmt::format("{}: the unk_token '{}' is not in the vocabulary; the file is damaged", label,
-                                  parts.unk_token));
+                                  abbreviate(parts.unk_token)));
     options.unk_id = unk->second;
   }
   TokenIdMap vocab = std::move(parts.vocab);
@@ -92,7 +92,7 @@ HfTokenizer::HfTokenizer(std::string json, const std::string& label, const std::
       if (!l || !r)
         throw UserError(fmt::format("{}: the merge '{} {}' is not written in byte-level characters although the "
                                     "pre-tokenizer is ByteLevel; the file is damaged",
-                                    label, left, right));
+                                    label, abbreviate(left), abbreviate(right)));
       left = std::move(*l);
       right = std::move(*r);
     }
@@ -104,7 +104,7 @@ HfTokenizer::HfTokenizer(std::string json, const std::string& label, const std::
     eos_id_ = token_id(eos_token);
     if (eos_id_ < 0)
       throw UserError(fmt::format("{}: the EOS token '{}' (tokenizer_config.json's eos_token) is not one of its tokens",
-                                  label, eos_token));
+                                  label, abbreviate(eos_token)));
   } else {
     for (const char* name : {"</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>"})
       for (const AddedToken& t : added_)

@@ -31,10 +31,10 @@ class PartReader {
   // A token's id: an unsigned integer below kTokenIdLimit.
   std::int32_t id(const Json& value, const std::string& where, const std::string& token) const {
     if (!value.is_number_unsigned())
-      malformed(where, fmt::format("gives the token '{}' an id that is not a number", token));
+      malformed(where, fmt::format("gives the token '{}' an id that is not a number", abbreviate(token)));
     const auto id = value.get<std::uint64_t>();
     if (id >= static_cast<std::uint64_t>(kTokenIdLimit))
-      refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, token));
+      refuse(where, fmt::format("with the id {} (token '{}'; ids must be below 2^24)", id, abbreviate(token)));
     return static_cast<std::int32_t>(id);
   }
   std::string text(const Json& j, const char* key, const std::string& where, const std::string& otherwise) const {
@@ -81,7 +81,7 @@ PreTokenizerStep::Prepend prepend_scheme(const PartReader& r, const Json& j, con
   if (scheme == "always") return PreTokenizerStep::Prepend::always;
   if (scheme == "first") return PreTokenizerStep::Prepend::first;
   if (scheme == "never") return PreTokenizerStep::Prepend::never;
-  r.refuse(where, fmt::format("with prepend_scheme '{}'", scheme));
+  r.refuse(where, fmt::format("with prepend_scheme '{}'", abbreviate(scheme)));
 }
 
 std::string one_character(const PartReader& r, const Json& j, const char* key, const std::string& where) {
@@ -93,7 +93,7 @@ std::string one_character(const PartReader& r, const Json& j, const char* key, c
 void read_normalizer(const PartReader& r, const Json& j, std::vector<NormalizerStep>& out) {
   if (j.is_null()) return;
   const std::string type = r.type(j, "normalizer");
-  const std::string where = fmt::format("normalizer '{}'", type);
+  const std::string where = fmt::format("normalizer '{}'", abbreviate(type));
   if (type == "Sequence") {
     if (!j.contains("normalizers") || !j["normalizers"].is_array()) r.malformed(where, "has no list of normalizers");
     for (const Json& step : j["normalizers"]) read_normalizer(r, step, out);
@@ -104,7 +104,8 @@ void read_normalizer(const PartReader& r, const Json& j, std::vector<NormalizerS
   } else if (type == "Replace") {
     out.push_back({NormalizerStep::Kind::replace, r.pattern(j, where, nullptr), r.text(j, "content", where, "")});
   } else {
-    r.refuse("normalizer", fmt::format("'{}' (ustrain applies NFC, Prepend, Replace of a string, and Sequence)", type));
+    r.refuse("normalizer", fmt::format("'{}' (ustrain applies NFC, Prepend, Replace of a string, and Sequence)",
+                                       abbreviate(type)));
   }
 }
 
@@ -122,7 +123,7 @@ std::string literal_regex(const std::string& text) {
 void read_pre_tokenizer(const PartReader& r, const Json& j, HfTokenizerParts& parts) {
   if (j.is_null()) return;
   const std::string type = r.type(j, "pre_tokenizer");
-  const std::string where = fmt::format("pre_tokenizer '{}'", type);
+  const std::string where = fmt::format("pre_tokenizer '{}'", abbreviate(type));
   if (parts.byte_level && type != "Sequence")
     r.refuse(where, "after ByteLevel (ustrain needs ByteLevel last among the pre-tokenizers)");
   if (type == "Sequence") {
@@ -148,7 +149,7 @@ void read_pre_tokenizer(const PartReader& r, const Json& j, HfTokenizerParts& pa
         {"Contiguous", Behavior::contiguous}};
     const auto known = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
                                     [&](const auto& b) { return behavior == b.first; });
-    if (known == std::end(kBehaviors)) r.refuse(where, fmt::format("with behavior '{}'", behavior));
+    if (known == std::end(kBehaviors)) r.refuse(where, fmt::format("with behavior '{}'", abbreviate(behavior)));
     PreTokenizerStep step(PreTokenizerStep::Kind::split);
     step.behavior = known->second;
     step.invert = r.flag(j, "invert", where, false);
@@ -161,14 +162,15 @@ void read_pre_tokenizer(const PartReader& r, const Json& j, HfTokenizerParts& pa
     step.split = r.flag(j, "split", where, true);
     parts.pre_tokenizer.push_back(std::move(step));
   } else {
-    r.refuse("pre_tokenizer", fmt::format("'{}' (ustrain applies ByteLevel, Split, Metaspace and Sequence)", type));
+    r.refuse("pre_tokenizer",
+             fmt::format("'{}' (ustrain applies ByteLevel, Split, Metaspace and Sequence)", abbreviate(type)));
   }
 }
 
 void read_decoder(const PartReader& r, const Json& j, std::vector<DecoderStep>& out) {
   if (j.is_null()) return;
   const std::string type = r.type(j, "decoder");
-  const std::string where = fmt::format("decoder '{}'", type);
+  const std::string where = fmt::format("decoder '{}'", abbreviate(type));
   if (type == "Sequence") {
     if (!j.contains("decoders") || !j["decoders"].is_array()) r.malformed(where, "has no list of decoders");
     for (const Json& step : j["decoders"]) read_decoder(r, step, out);
@@ -201,7 +203,7 @@ void read_decoder(const PartReader& r, const Json& j, std::vector<DecoderStep>& 
   } else {
     r.refuse("decoder", fmt::format("'{}' (ustrain applies ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace "
                                     "and Sequence)",
-                                    type));
+                                    abbreviate(type)));
   }
 }
 
@@ -216,14 +218,14 @@ void check_post_processor(const PartReader& r, const Json& j) {
   } else if (type != "ByteLevel" && type != "TemplateProcessing") {
     r.refuse("post_processor", fmt::format("'{}' (ustrain accepts ByteLevel and TemplateProcessing, whose special "
                                            "tokens it does not add)",
-                                           type));
+                                           abbreviate(type)));
   }
 }
 
 void read_model(const PartReader& r, const Json& j, HfTokenizerParts& parts) {
   if (!j.is_object()) r.malformed("model", "is missing");
   const std::string type = j.contains("type") ? r.type(j, "model") : (j.contains("merges") ? "BPE" : "unknown");
-  if (type != "BPE") r.refuse("model", fmt::format("'{}' (ustrain implements BPE)", type));
+  if (type != "BPE") r.refuse("model", fmt::format("'{}' (ustrain implements BPE)", abbreviate(type)));
   if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() != 0.0)
     r.refuse("model 'BPE'", "with dropout (random merges)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -236,12 +238,14 @@ void read_model(const PartReader& r, const Json& j, HfTokenizerParts& parts) {
     if (merge.is_string()) {  // "left right"
       const std::string text = merge.get<std::string>();
       const std::size_t space = text.find(' ', 1);
-      if (space == std::string::npos) r.malformed("model 'BPE'", fmt::format("has the merge '{}' without a space", text));
+      if (space == std::string::npos)
+        r.malformed("model 'BPE'", fmt::format("has the merge '{}' without a space", abbreviate(text)));
       parts.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
       parts.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
-      r.malformed("model 'BPE'", fmt::format("has the merge {} that is neither \"a b\" nor [a, b]", merge.dump()));
+      r.malformed("model 'BPE'",
+                  fmt::format("has the merge {} that is neither \"a b\" nor [a, b]", abbreviate(merge.dump())));
     }
   }
   parts.bpe.byte_fallback = r.flag(j, "byte_fallback", "model 'BPE'", false);
@@ -256,10 +260,10 @@ void read_added_tokens(const PartReader& r, const Json& j, HfTokenizerParts& par
   for (const Json& t : j) {
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_unsigned() || !t.contains("content") ||
         !t["content"].is_string())
-      r.malformed("added_tokens", fmt::format("has the entry {} without an id and content", t.dump()));
+      r.malformed("added_tokens", fmt::format("has the entry {} without an id and content", abbreviate(t.dump())));
     AddedToken token;
     token.content = t["content"].get<std::string>();
-    const std::string where = fmt::format("added token '{}'", token.content);
+    const std::string where = fmt::format("added token '{}'", abbreviate(token.content));
     token.id = r.id(t["id"], "added_tokens", token.content);
     token.special = r.flag(t, "special", where, false);
     token.single_word = r.flag(t, "single_word", where, false);

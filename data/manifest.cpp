@@ -97,7 +97,8 @@ TokenizerIdentity tokenizer_from_json(const FieldReader& reader, const json& obj
   if (object.is_object() && object.contains("kind")) {
     t.kind = reader.text(object, "tokenizer.kind", "kind");
     if (std::find(std::begin(kTokenizerKinds), std::end(kTokenizerKinds), t.kind) == std::end(kTokenizerKinds))
-      reader.fail("tokenizer.kind", fmt::format("is '{}', not one of byte, sentencepiece, huggingface, external", t.kind));
+      reader.fail("tokenizer.kind",
+                  fmt::format("is '{}', not one of byte, sentencepiece, huggingface, external", abbreviate(t.kind)));
   } else {
     t.kind = t.name == "byte" ? "byte" : "external";
   }

@@ -189,14 +189,14 @@ std::map<std::string, std::int32_t> special_tokens(const std::string& path, cons
     if (id < 0 || id >= kTokenIdLimit)
       throw UserError(fmt::format("special token '{}' is not TOKEN=ID with an id below 2^24 (e.g. "
                                   "'<|endoftext|>=100257')",
-                                  spec));
+                                  abbreviate(spec)));
     specials[spec.substr(0, eq)] = static_cast<std::int32_t>(id);
   }
   for (const auto& [content, id] : specials)
     if (static_cast<std::size_t>(id) < ranks)
       throw UserError(fmt::format("{}: special token {} takes id {}, which rank {} already has: is this the {} "
                                   "encoding's file?",
-                                  path, content, id, id, pattern_name));
+                                  path, abbreviate(content), id, id, abbreviate(pattern_name)));
   return specials;
 }
 
@@ -212,7 +212,7 @@ const KnownEncoding* choose_pattern(const std::string& path, const TiktokenOptio
   if (!known && std::all_of(pattern_name.begin(), pattern_name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
     throw UserError(fmt::format("--tiktoken-pattern '{}' is not a known encoding (gpt2, r50k_base, cl100k_base, "
                                 "o200k_base): name one of them or give the pre-tokenizer regex itself",
-                                pattern_name));
+                                abbreviate(pattern_name)));
   return known;
 }
 

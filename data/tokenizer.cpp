@@ -44,7 +44,7 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& spec, const Tokeniz
   throw UserError(fmt::format("tokenizer '{}' is neither 'byte' nor a tokenizer file: pass --tokenizer byte, a "
                               "sentencepiece .model (train one with `ustrain data tokenizer train`), a Hugging Face "
                               "tokenizer.json or a tiktoken .tiktoken file",
-                              spec));
+                              abbreviate(spec)));
 }
 
 std::string stored_tokenizer_json(const Tokenizer& tokenizer) {
@@ -59,7 +59,7 @@ std::unique_ptr<Tokenizer> open_dataset_tokenizer(const std::string& dataset_dir
   if (identity.kind != "sentencepiece" && identity.kind != "huggingface")
     throw UserError(fmt::format("dataset {} holds token ids of the external tokenizer '{}', which ustrain "
                                 "cannot load: decode them with that tokenizer's own tools",
-                                dataset_dir, identity.name));
+                                dataset_dir, abbreviate(identity.name)));
   const std::string model = (fs::path(dataset_dir) / identity.model_file).string();
   if (!fs::is_regular_file(model))
     throw UserError(fmt::format("dataset {} lacks its tokenizer model {} (listed in {}): re-copy the "

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/compat.h"
-#include "core/checkpoint/fs.h"
 #include "core/checkpoint/reader.h"
+#include "core/run/run_file.h"
 #include "core/run/run_schedule.h"
 #include "data/json_input.h"
 #include "kernels/byte_text.h"
@@ -83,7 +83,7 @@ void drop_metrics_after(const std::string& metrics_path, std::int64_t step) {
   }
   if (torn > 0) spdlog::warn("{}: dropped {} incomplete line(s), written when the run was interrupted", metrics_path, torn);
   const std::string staged = metrics_path + ".tmp";
-  write_text_file(staged, kept);
+  write_run_file(staged, kept, /*durable=*/true);
   std::error_code ec;
   fs::rename(staged, metrics_path, ec);
   if (ec) throw UserError(fmt::format("cannot replace {}: {}", metrics_path, ec.message()));

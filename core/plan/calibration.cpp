@@ -45,9 +45,19 @@ nlohmann::json curve_json(const EfficiencyCurve& c) {
   return points;
 }
 
+// What a calibration file may hold: beyond these the step times overflow or vanish.
+constexpr Plausible kCallFlops{1, 1e20, "FLOPs per call", "a 4096 x 4096 x 4096 GEMM is 1.4e11"};
+constexpr Plausible kFlopsPerSecond{1e6, 1e18, "FLOP/s", "an H100 reaches about 7.5e14 on large bf16 GEMMs"};
+constexpr Plausible kBytesPerSecond{1e6, 1e16, "bytes/s", "an H100's HBM3 moves 3.35e12"};
+constexpr Plausible kOverhead{0, 1, "seconds per op", "a kernel launch takes about 5e-6"};
+
 EfficiencyCurve curve_of(const nlohmann::json& j, const std::string& path, const char* key) {
   EfficiencyCurve c;
-  for (const auto& p : j.at(key)) c.points.emplace_back(p.at("flops").get<double>(), p.at("flops_per_s").get<double>());
+  for (const auto& p : j.at(key)) {
+    c.points.emplace_back(p.at("flops").get<double>(), p.at("flops_per_s").get<double>());
+    check_plausible(fmt::format("\"{}\" flops", key), c.points.back().first, kCallFlops);
+    check_plausible(fmt::format("\"{}\" flops_per_s", key), c.points.back().second, kFlopsPerSecond);
+  }
   const bool ascending = std::is_sorted(c.points.begin(), c.points.end()) &&
                          std::all_of(c.points.begin(), c.points.end(), [](auto& p) { return p.first > 0 && p.second > 0; });
   if (c.points.empty() || !ascending)
@@ -75,7 +85,8 @@ Calibration read_calibration(const std::string& path) {
     c.memory_bytes_per_s = j.at("memory_bytes_per_s").get<double>();
     c.op_overhead_s = j.value("op_overhead_s", 0.0);
     c.source = fmt::format("{} ({})", path, j.value("source", std::string("calibration file")));
-    if (c.memory_bytes_per_s <= 0 || c.op_overhead_s < 0) throw UserError("bad bandwidth or overhead");
+    check_plausible("memory_bytes_per_s", c.memory_bytes_per_s, kBytesPerSecond);
+    check_plausible("op_overhead_s", c.op_overhead_s, kOverhead);
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("--calibration {}: not a calibration file ({}); write one with `ustrain bench RECIPE "

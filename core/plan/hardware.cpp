@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "core/run/cpu_threads.h"
@@ -96,7 +97,21 @@ Hardware measure_cpu_hardware() {
   return h;
 }
 
+void check_plausible(std::string_view what, double value, const Plausible& range) {
+  if (std::isfinite(value) && value >= range.lo && value <= range.hi) return;
+  throw UserError(fmt::format("{} {} is not plausible: give {} between {} and {} ({})", what, value, range.unit,
+                              range.lo, range.hi, range.example));
+}
+
 Hardware with_overrides(Hardware h, const HardwareOverrides& o) {
+  // From a slow CPU core to well past any accelerator made so far.
+  constexpr Plausible kPeak{1e-3, 1e5, "TFLOP/s per device", "an H100's dense bf16 peak is 989"};
+  constexpr Plausible kMemory{1.0 / 1024, 65536, "GiB per device", "an H100 has 80 GB, 74.5 GiB"};
+  constexpr Plausible kLink{1e-3, 1e5, "GB/s each way per device", "NVLink 4 carries 450, a 400 Gb/s NIC 50"};
+  if (o.peak_tflops) check_plausible("--peak-tflops", *o.peak_tflops, kPeak);
+  if (o.memory_gib) check_plausible("--memory-gib", *o.memory_gib, kMemory);
+  if (o.intra_node_gbps) check_plausible("--intra-node-gbps", *o.intra_node_gbps, kLink);
+  if (o.inter_node_gbps) check_plausible("--inter-node-gbps", *o.inter_node_gbps, kLink);
   if (o.peak_tflops) h.peak_bf16_flops = h.peak_fp32_flops = *o.peak_tflops * kTera;
   if (o.memory_gib) h.memory_bytes = static_cast<std::size_t>(*o.memory_gib * static_cast<double>(kGiB));
   if (o.intra_node_gbps) h.intra_node_bytes_per_s = *o.intra_node_gbps * kGiga;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "kernels/backend.h"
 
@@ -35,11 +36,23 @@ struct HardwareOverrides {
   std::optional<double> peak_tflops, memory_gib, intra_node_gbps, inter_node_gbps;
 };
 
+// A physically plausible range for a number the planner takes from the user (an option, a
+// calibration file): beyond it the predictions overflow to infinity or round to nothing.
+struct Plausible {
+  double lo, hi;        // inclusive
+  const char* unit;     // "TFLOP/s per device"
+  const char* example;  // "an H100's dense bf16 peak is 989"
+};
+// UserError "WHAT VALUE is not plausible: give UNIT between LO and HI (EXAMPLE)" unless
+// `value` is a finite number within `range`.
+void check_plausible(std::string_view what, double value, const Plausible& range);
+
 // The published description of "h100" (SXM), "h200" (SXM) or "a100" (SXM 80 GB); UserError
 // for another name.
 Hardware gpu_hardware(const std::string& name);
 // This machine: its cores, available memory and memory bandwidth (measured now, about a second).
 Hardware measure_cpu_hardware();
+// `hw` with the overrides that are given; UserError for one outside its plausible range.
 Hardware with_overrides(Hardware hw, const HardwareOverrides& o);
 
 }  // namespace ustrain

@@ -2,17 +2,36 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kernels/error.h"
 
 namespace ustrain {
-namespace {
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
-  std::vector<std::int64_t> d;
-  for (std::int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
+  std::vector<std::int64_t> d{1};
+  // Each prime power p^k of n multiplies the divisors found so far: trial division up to the
+  // square root of what is left, a million steps for the planner's largest batch.
+  const auto multiply = [&d](std::int64_t prime, int power) {
+    const std::size_t before = d.size();
+    std::int64_t factor = 1;
+    for (int k = 0; k < power; ++k) {
+      factor *= prime;
+      for (std::size_t i = 0; i < before; ++i) d.push_back(d[i] * factor);
+    }
+  };
+  std::int64_t rest = n;
+  for (std::int64_t p = 2; p <= rest / p; ++p) {
+    int power = 0;
+    for (; rest % p == 0; rest /= p) ++power;
+    if (power > 0) multiply(p, power);
+  }
+  if (rest > 1) multiply(rest, 1);
+  std::sort(d.begin(), d.end());
   return d;
 }
+
+namespace {
 
 Recipe with_layout(Recipe r, const Layout& l, std::int64_t global_batch) {
   ParallelSection& p = r.parallel;
@@ -58,8 +77,22 @@ std::string Layout::str() const {
   return s;
 }
 
-std::vector<Candidate> enumerate_layouts(const Recipe& base, const SearchSpace& space) {
-  std::vector<Candidate> out;
+namespace {
+
+// The micro-batch sizes worth planning for `per_rank` sequences of `seq` tokens per rank and
+// step: the divisors within kMaxMicroBatchTokens and kMaxMicroBatchesPerStep.
+std::vector<std::int64_t> micro_batches(std::int64_t per_rank, std::int64_t seq) {
+  std::vector<std::int64_t> kept;
+  for (std::int64_t mb : divisors(per_rank))
+    if (mb <= kMaxMicroBatchTokens / seq && per_rank / mb <= kMaxMicroBatchesPerStep) kept.push_back(mb);
+  return kept;
+}
+
+}  // namespace
+
+LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
+  LayoutSearch found;
+  std::vector<Candidate>& out = found.candidates;
   const std::int64_t n = space.devices;
   const std::int64_t node = space.devices_per_node;
   for (std::int64_t tp : divisors(n)) {
@@ -69,12 +102,14 @@ std::vector<Candidate> enumerate_layouts(const Recipe& base, const SearchSpace& 
         const std::int64_t dp = n / tp / pp / cp;
         if (space.global_batch % dp != 0) continue;
         const std::int64_t per_rank = space.global_batch / dp;
+        const std::vector<std::int64_t> sizes = micro_batches(per_rank, base.train.seq_len);
+        if (sizes.empty()) found.beyond_bounds = true;
         for (std::int64_t ep : divisors(dp * cp)) {
           if (!space.model_parallel_across_nodes && ep > node) continue;
           for (std::int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero)
             for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false})
               for (const char* recompute : {"none", "selective", "full"})
-                for (std::int64_t mb : divisors(per_rank))
+                for (std::int64_t mb : sizes)
                   for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
                     Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v};
                     Candidate c{l, with_layout(base, l, space.global_batch)};
@@ -88,7 +123,7 @@ std::vector<Candidate> enumerate_layouts(const Recipe& base, const SearchSpace& 
         }
       }
   }
-  return out;
+  return found;
 }
 
 }  // namespace ustrain

@@ -40,7 +40,23 @@ struct Candidate {
   Recipe recipe;  // the base recipe with the layout's keys, checked
 };
 
-// Every layout of `space` the recipe checks accept, applied to `base`.
-std::vector<Candidate> enumerate_layouts(const Recipe& base, const SearchSpace& space);
+// The divisors of n >= 1, ascending.
+std::vector<std::int64_t> divisors(std::int64_t n);
+
+// Bounds on a layout that keep a plan's memory and time finite whatever the batch: a
+// micro-batch of more than 2^24 tokens on one rank (its recorded step holds their ids) fits no
+// device's activations, and more than 2^14 micro-batches per step would make pipeline programs
+// of millions of actions (the largest batches trained so far need a few thousand at most).
+constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxMicroBatchesPerStep = std::int64_t{1} << 14;
+
+struct LayoutSearch {
+  std::vector<Candidate> candidates;
+  bool beyond_bounds = false;  // some split of the devices had no micro-batch size within the bounds
+};
+
+// Every layout of `space` within the bounds above that the recipe checks accept, applied to
+// `base`.
+LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space);
 
 }  // namespace ustrain

@@ -44,6 +44,32 @@ std::string limits_of(const PlannedLayout& p) {
   return s;
 }
 
+// The tokens per step to plan for, at most kMaxPlanTokens.
+std::int64_t global_batch_tokens(const Recipe& r, const PlanOptions& o) {
+  const std::string most = fmt::format("the planner takes at most 2^40 = {} tokens per step, thousands of times the "
+                                       "largest batches trained so far",
+                                       kMaxPlanTokens);
+  if (o.global_batch_tokens > kMaxPlanTokens)
+    throw UserError(fmt::format("--global-batch-tokens {}: {}; give a smaller batch", o.global_batch_tokens, most));
+  if (o.global_batch_tokens > 0) return o.global_batch_tokens;
+  const std::int64_t seq = r.train.seq_len;
+  if (r.train.global_batch > kMaxPlanTokens / seq)  // divided: the product may not fit in 64 bits
+    throw UserError(fmt::format("{}: train.global_batch = {} sequences of train.seq_len = {} tokens: {}; give a "
+                                "smaller batch (--global-batch-tokens N)",
+                                r.source, r.train.global_batch, seq, most));
+  return r.train.global_batch * seq;
+}
+
+// A predicted step time that is not a positive number would rank as the best layout: the
+// inputs' bounds (check_plausible) keep it from happening.
+void check_step_time(const PlannedLayout& p) {
+  if (std::isfinite(p.time.step_s) && p.time.step_s > 0 && std::isfinite(p.tokens_per_s)) return;
+  throw UserError(fmt::format("the predicted step time of layout {} is {} s: the hardware figures or the calibration "
+                              "are out of range; check --peak-tflops, --intra-node-gbps, --inter-node-gbps and the "
+                              "--calibration file",
+                              p.layout.str(), p.time.step_s));
+}
+
 }  // namespace
 
 Recipe recipe_for_device(Recipe r, const PlanOptions& o, int threads_per_rank) {
@@ -62,7 +88,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
                                 "(--set model.vocab_size=N)", given.source));
   Plan plan;
   const std::int64_t seq = given.train.seq_len;
-  const std::int64_t tokens = o.global_batch_tokens > 0 ? o.global_batch_tokens : given.train.global_batch * seq;
+  const std::int64_t tokens = global_batch_tokens(given, o);
   if (tokens % seq != 0)
     throw UserError(fmt::format("--global-batch-tokens {} is not a multiple of train.seq_len = {}; give whole "
                                 "sequences, e.g. {}", tokens, seq, (tokens / seq + 1) * seq));
@@ -98,8 +124,14 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   }
 
   const SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
-  std::vector<Candidate> candidates = enumerate_layouts(base, space);
+  LayoutSearch search = enumerate_layouts(base, space);
+  std::vector<Candidate>& candidates = search.candidates;
   plan.candidates = static_cast<std::int64_t>(candidates.size());
+  if (candidates.empty() && search.beyond_bounds)
+    throw UserError(fmt::format("a global batch of {} sequences of {} tokens on {} devices leaves no layout with "
+                                "micro-batches of at most 2^24 = {} tokens and at most {} of them per step; give a "
+                                "smaller --global-batch-tokens or more --gpus",
+                                plan.global_batch, seq, o.devices, kMaxMicroBatchTokens, kMaxMicroBatchesPerStep));
   if (candidates.empty()) {
     // Say why, with the recipe checks' own words for the plainest layout.
     Recipe plain = base;
@@ -128,6 +160,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
       p.time = model.predict(c.recipe);
       p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
       p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
+      check_step_time(p);
     }
     p.limits = p.memory.fits ? limits_of(p) : fmt::format("memory {:.0f}%", 100 * p.memory.fraction());
     plan.layouts.push_back(std::move(p));

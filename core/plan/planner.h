@@ -17,6 +17,10 @@
 
 namespace ustrain {
 
+// The largest global batch a plan searches, in tokens: 2^40. Its divisors (the micro-batches
+// and data-parallel sizes) stay few and quick to find.
+constexpr std::int64_t kMaxPlanTokens = std::int64_t{1} << 40;
+
 struct PlanOptions {
   int devices = 0;
   int devices_per_node = 8;

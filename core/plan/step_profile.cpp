@@ -104,7 +104,7 @@ RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device) {
   return profile;
 }
 
-const RankProfile& StepProfiles::of(const Recipe& recipe, int pp_rank) {
+StepRecording step_recording(const Recipe& recipe, int pp_rank) {
   Recipe r = recipe;
   const std::int64_t m = recorded_micro_batches(r);
   r.train.global_batch = m * r.train.micro_batch * r.parallel.dp;
@@ -112,9 +112,8 @@ const RankProfile& StepProfiles::of(const Recipe& recipe, int pp_rank) {
   const ParallelSection& p = r.parallel;
   const std::vector<std::int64_t> numbers = {p.dp,  p.tp,  p.pp, p.cp, p.ep, p.zero, p.sp ? 1 : 0, p.virtual_stages,
                                              r.train.micro_batch, m, pp_rank, p.overlap_comm ? 1 : 0};
-  auto& slot = cache_[{numbers, p.pp_schedule, r.train.recompute}];
-  if (!slot) slot = std::make_unique<RankProfile>(record_rank_step(r, pp_rank, device_));
-  return *slot;
+  StepKey key{numbers, p.pp_schedule, r.train.recompute};
+  return {std::move(r), std::move(key)};
 }
 
 }  // namespace ustrain

@@ -9,8 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -50,18 +49,16 @@ struct RankProfile {
 // checked, resolved `recipe`, recorded as if on `device`, with the recipe's micro-batch count.
 RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device);
 
-// Recorded steps by what decides them, so that layouts sharing local shapes are recorded once:
-// the recipe with its micro-batch count cut to the fewest its schedule accepts (at least two,
-// so that the last micro-batch's gradient sync shows apart from the others').
-class StepProfiles {
- public:
-  explicit StepProfiles(Device device) : device_(device) {}
-  const RankProfile& of(const Recipe& recipe, int pp_rank);
-  std::size_t recorded() const { return cache_.size(); }
+// What decides a recorded step: layouts with equal keys record the same one.
+using StepKey = std::tuple<std::vector<std::int64_t>, std::string, std::string>;
 
- private:
-  Device device_;
-  std::map<std::tuple<std::vector<std::int64_t>, std::string, std::string>, std::unique_ptr<RankProfile>> cache_;
+// The step a layout is recorded as: the recipe with its micro-batch count cut to the fewest
+// its schedule accepts (at least two, so that the last micro-batch's gradient sync shows apart
+// from the others'), and its key.
+struct StepRecording {
+  Recipe recipe;
+  StepKey key;
 };
+StepRecording step_recording(const Recipe& recipe, int pp_rank);
 
 }  // namespace ustrain

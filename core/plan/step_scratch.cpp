@@ -7,8 +7,8 @@ namespace ustrain {
 
 StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
                             const std::function<std::size_t(const RecordedOp&)>& bytes_of) {
-  StepProfiles profiles(recipe.device.type == "cuda" ? Device::cuda : Device::cpu);
-  const RankProfile& step = profiles.of(recipe, pp_rank);
+  const RankProfile step = record_rank_step(step_recording(recipe, pp_rank).recipe, pp_rank,
+                                           recipe.device.type == "cuda" ? Device::cuda : Device::cpu);
   StepScratch most;
   const auto take = [&](const std::vector<RecordedOp>& ops) {
     for (const RecordedOp& op : ops)

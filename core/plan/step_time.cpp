@@ -59,7 +59,7 @@ int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
 }  // namespace
 
 StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
-    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), profiles_(device) {}
+    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), device_(device) {}
 
 double StepTimeModel::price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only) const {
   double s = 0;
@@ -75,10 +75,15 @@ double StepTimeModel::price(const std::vector<RecordedOp>& ops, std::optional<Op
 }
 
 const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int pp_rank) {
-  const RankProfile& profile = profiles_.of(recipe, recorded_rank(pp_rank, static_cast<int>(recipe.parallel.pp)));
-  auto [it, inserted] = priced_.try_emplace(&profile);
-  PricedRank& p = it->second;
-  if (!inserted) return p;
+  const int recorded = recorded_rank(pp_rank, static_cast<int>(recipe.parallel.pp));
+  StepRecording step = step_recording(recipe, recorded);
+  if (const auto it = priced_.find(step.key); it != priced_.end()) return it->second;
+  const RankProfile profile = record_rank_step(step.recipe, recorded, device_);
+  return priced_.emplace(std::move(step.key), price_rank(recipe, profile)).first->second;
+}
+
+StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const RankProfile& profile) const {
+  PricedRank p;
   const Spans spans = spans_of(recipe, per_node_);
   const bool overlap = recipe.parallel.overlap_comm;
   std::int64_t sends = 0, sent = 0;

@@ -37,7 +37,7 @@ class StepTimeModel {
   StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once);
 
   StepTime predict(const Recipe& recipe);
-  std::size_t recorded_steps() const { return profiles_.recorded(); }
+  std::size_t recorded_steps() const { return priced_.size(); }
 
  private:
   struct PricedAction {
@@ -51,6 +51,7 @@ class StepTimeModel {
     double message_bytes = 0;  // one activation (or its gradient) between stages
   };
   const PricedRank& priced(const Recipe& recipe, int pp_rank);
+  PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
   // The ops' seconds on the calibrated device; with `only`, of that op class alone.
   double price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only = std::nullopt) const;
 
@@ -58,8 +59,10 @@ class StepTimeModel {
   Calibration cal_;
   int per_node_;
   int at_once_;
-  StepProfiles profiles_;
-  std::map<const RankProfile*, PricedRank> priced_;
+  Device device_;
+  // Each recorded step priced, by its key. The recorded ops themselves are dropped once priced:
+  // a plan of many devices records thousands of steps, and their op lists would not fit in memory.
+  std::map<StepKey, PricedRank> priced_;
 };
 
 }  // namespace ustrain

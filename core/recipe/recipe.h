@@ -12,6 +12,11 @@
 
 namespace ustrain {
 
+// The largest fp16 loss scale, to start with or to grow to: 2^32, Megatron-LM's default first
+// scale (PyTorch's and DeepSpeed's is 2^16). Gradients that overflow halve the scale, so even
+// this start reaches 1 within 32 skipped steps; a larger one only skips more steps first.
+constexpr double kMaxLossScale = 4294967296.0;
+
 struct RunSection {
   std::string name = "run";
   std::uint64_t seed = 1234;
@@ -82,7 +87,7 @@ struct TrainSection {
   std::int64_t eval_batches = 8;
   std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
   std::int64_t replica_check_interval = 100;        // steps between comparisons of parameter replicas; 0 = off
-  double loss_scale_init = 65536.0;                 // fp16: the first loss scale
+  double loss_scale_init = 65536.0;                 // fp16: the first loss scale, at most kMaxLossScale
   std::int64_t loss_scale_growth_interval = 2000;   // fp16: clean steps before it doubles
 
   bool operator==(const TrainSection&) const = default;

@@ -140,14 +140,15 @@ void check_trace_steps(const Recipe& r, const Origins& at) {
   if (range && range->last - range->first + 1 > kMaxTracedSteps)
     fail("{}: log.trace_steps = \"{}\" traces {} steps; at most {} are recorded (their spans are kept in memory "
          "until the trace is written): trace a shorter range, e.g. \"{}-{}\"",
-         at.of({"log.trace_steps"}), r.log.trace_steps, range->last - range->first + 1, kMaxTracedSteps,
+         at.of({"log.trace_steps"}), abbreviate(r.log.trace_steps), range->last - range->first + 1, kMaxTracedSteps,
          range->first, range->first + kMaxTracedSteps - 1);
   if (range && range->last > r.train.steps) {
     const std::string within = range->first < r.train.steps ? fmt::format("{}-{}", range->first, r.train.steps)
                                                             : fmt::format("{}", r.train.steps);
     fail("{}: log.trace_steps = \"{}\" reaches past train.steps = {}; trace steps within 1..{} (e.g. \"{}\") or "
          "train for more steps",
-         at.of({"log.trace_steps", "train.steps"}), r.log.trace_steps, r.train.steps, r.train.steps, within);
+         at.of({"log.trace_steps", "train.steps"}), abbreviate(r.log.trace_steps), r.train.steps, r.train.steps,
+         within);
   }
 }
 

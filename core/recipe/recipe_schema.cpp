@@ -208,9 +208,9 @@ std::vector<KeySpec> train_keys() {
           "Steps between checks that the data-parallel replicas of the parameters are still equal (a CRC-32 per "
           "rank, compared over each replica group; also before every checkpoint); a rank that differs stops "
           "training, named, before anything is saved; 0 disables the checks"),
-      key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), at_least(1),
+      key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), between(one_in, Bound{kMaxLossScale, true}),
           "fp16 only: the loss scale training starts with (a resumed run continues with its checkpoint's); a step "
-          "whose gradients overflow is skipped and halves it"),
+          "whose gradients overflow is skipped and halves it, and it never grows past 2^32"),
       key(USTRAIN_RECIPE_FIELD(train.loss_scale_growth_interval), at_least(1),
           "fp16 only: steps in a row with finite gradients after which the loss scale doubles"),
   };

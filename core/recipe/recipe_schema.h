@@ -88,7 +88,5 @@ std::string describe_allowed(const KeySpec& spec);
 
 // The value as TOML source text; parsing it back yields exactly the same value.
 std::string toml_literal(const Scalar& value);
-// `text` for an error message: as it is up to 80 bytes, else its first 60 and how long it is.
-std::string abbreviate(std::string_view text);
 
 }  // namespace ustrain

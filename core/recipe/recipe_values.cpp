@@ -103,9 +103,4 @@ std::string toml_literal(const Scalar& value) {
       value);
 }
 
-std::string abbreviate(std::string_view text) {
-  if (text.size() <= 80) return std::string(text);
-  return fmt::format("{}... ({} bytes)", text.substr(0, 60), text.size());
-}
-
 }  // namespace ustrain

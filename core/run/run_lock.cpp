@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "core/run/run_file.h"
 #include "kernels/error.h"
 #include "kernels/host_name.h"
 
@@ -35,17 +36,9 @@ std::string read_holder(int fd) {
 }
 
 // Refuses a run.lock that is not a regular file: a symbolic link (the trainer, often root,
-// would truncate its target), a FIFO or a device.
+// would truncate its target), a FIFO or a device (core/run/run_file.h).
 void check_regular(const struct stat& st, const std::string& path) {
-  if (S_ISREG(st.st_mode)) return;
-  const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
-                     : S_ISDIR(st.st_mode)  ? "a directory"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
-                                            : "a device file";
-  throw UserError(fmt::format("the run lock {} is {}, not a regular file: remove it (ustrain creates its own) and "
-                              "start again",
-                              path, kind));
+  if (!S_ISREG(st.st_mode)) refuse_run_file(path, st.st_mode, "the run lock");
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 
 #include "core/run/build_info.h"
 #include "core/checkpoint/fs.h"
+#include "core/run/run_file.h"
 #include "data/json_input.h"
 #include "kernels/error.h"
 #include "kernels/host_name.h"
@@ -29,6 +31,24 @@ constexpr std::size_t kHostBytes = 64;  // a host name as gathered (longer ones 
 constexpr const char* kLogPattern = "%Y-%m-%d %H:%M:%S %l %v";
 constexpr const char* kRoomName = ".run.json.room";
 constexpr std::size_t kRoomSlackBytes = 64 * 1024;
+
+// train.log, appended to without following a link (core/run/run_file.h).
+class RunLogSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit RunLogSink(const std::string& path) : file_(path, RunFile::Mode::append) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    if (const int error = file_.write(std::string_view(line.data(), line.size())))
+      throw spdlog::spdlog_ex("cannot write " + file_.path() + ": " + std::strerror(error));
+  }
+  void flush_() override {}  // every line is written as it comes
+
+ private:
+  RunFile file_;
+};
 
 std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(
@@ -102,11 +122,7 @@ void RunRecord::start(const SessionStart& session, Communicator& world, bool lea
     fs::remove(log_path, ec);
     fs::remove(dir_ + "/run.json", ec);
   }
-  try {
-    log_sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, /*truncate=*/false);
-  } catch (const spdlog::spdlog_ex& e) {
-    throw UserError(fmt::format("cannot write {}: {}", log_path, e.what()));
-  }
+  log_sink_ = std::make_shared<RunLogSink>(log_path);
   log_sink_->set_pattern(kLogPattern);
   spdlog::default_logger()->sinks().push_back(log_sink_);
   log_only_ = std::make_shared<spdlog::logger>("train.log", log_sink_);
@@ -157,7 +173,7 @@ void RunRecord::finish(const std::string& status, std::int64_t last_step, const 
 // why. Best effort: a filesystem without room for it at the start goes without.
 void RunRecord::keep_room(std::size_t json_bytes) {
   const std::string path = dir_ + "/" + kRoomName;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return;
   const auto bytes = static_cast<off_t>(2 * json_bytes + kRoomSlackBytes);
   const bool kept = ::posix_fallocate(fd, 0, bytes) == 0;
@@ -169,7 +185,7 @@ void RunRecord::keep_room(std::size_t json_bytes) {
 void RunRecord::write_json() {
   // Whole or not at all: a reader never sees half a file.
   const std::string path = dir_ + "/run.json";
-  write_text_file(path + ".tmp", record_.dump(2) + "\n");
+  write_run_file(path + ".tmp", record_.dump(2) + "\n", /*durable=*/true);
   std::error_code ec;
   fs::rename(path + ".tmp", path, ec);
   if (ec) throw UserError(fmt::format("cannot replace {}: {}", path, ec.message()));

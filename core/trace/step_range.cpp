@@ -31,10 +31,10 @@ std::optional<StepRange> parse_step_range(std::string_view text) {
   if (!first || !last)
     throw UserError(fmt::format("\"{}\" is not a step range; write \"10-12\" to trace steps 10 to 12, \"10\" for step "
                                 "10 alone (steps count from 1), or \"\" to trace nothing",
-                                text));
+                                abbreviate(text)));
   if (*first > *last)
     throw UserError(fmt::format("\"{}\" ends before it begins; write the first step, then the last, e.g. \"{}-{}\"",
-                                text, *last, *first));
+                                abbreviate(text), *last, *first));
   return StepRange{*first, *last};
 }
 

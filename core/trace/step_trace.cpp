@@ -5,14 +5,15 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <vector>
 
 #include "core/distributed/pipeline_executor.h"
+#include "core/run/run_file.h"
 #include "core/trace/chrome_trace.h"
 #include "core/trace/trace_memory.h"
+#include "kernels/error.h"
 
 namespace ustrain {
 namespace {
@@ -27,15 +28,16 @@ std::string mesh_label(const Mesh& mesh) {
   return label;
 }
 
-// Writes `text` to `path`; a failure is reported and training goes on (a trace is not worth
-// losing the run).
+// Writes `text` to `path` (never through a link: core/run/run_file.h); a failure is reported
+// and training goes on (a trace is not worth losing the run).
 bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (out) return true;
-  spdlog::warn("could not write the trace {}; check that the run directory is writable", path);
-  return false;
+  try {
+    write_run_file(path, text, /*durable=*/false);
+    return true;
+  } catch (const UserError& e) {
+    spdlog::warn("could not write the trace: {}", e.what());
+    return false;
+  }
 }
 
 // Every rank's document on rank 0 (in rank order; empty elsewhere). Collective over `world`.

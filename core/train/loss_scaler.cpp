@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/error.h"
 
@@ -10,13 +11,13 @@ namespace ustrain {
 
 LossScaler::LossScaler(bool enabled, double initial, std::int64_t growth_interval)
     : enabled_(enabled), scale_(enabled ? initial : 1.0), growth_interval_(growth_interval) {
-  USTRAIN_ASSERT(initial >= kMinScale && growth_interval >= 1, "bad loss-scaler settings");
+  USTRAIN_ASSERT(initial >= kMinScale && initial <= kMaxScale && growth_interval >= 1, "bad loss-scaler settings");
 }
 
 void LossScaler::restore(double scale) {
   if (!enabled_) return;
-  if (!(scale >= kMinScale))
-    throw UserError(fmt::format("the checkpoint's loss scale {} is not a usable fp16 loss scale (at least {}); "
+  if (!(scale >= kMinScale) || !std::isfinite(scale))
+    throw UserError(fmt::format("the checkpoint's loss scale {} is not a usable fp16 loss scale (finite, at least {}); "
                                 "resume from another checkpoint",
                                 scale, kMinScale));
   scale_ = scale;
@@ -27,7 +28,7 @@ bool LossScaler::update(bool gradients_finite, std::int64_t step) {
   if (!enabled_) return true;  // non-finite gradients then show in the loss or the norm
   if (gradients_finite) {
     if (++clean_steps_ >= growth_interval_) {
-      scale_ *= 2.0;
+      scale_ = std::min(kMaxScale, scale_ * 2.0);
       clean_steps_ = 0;
     }
     return true;

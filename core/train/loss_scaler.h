@@ -3,11 +3,15 @@
 // fp16 holds magnitudes down to about 6e-8: small activation gradients would flush to zero.
 // The loss gradient is multiplied by `scale` before backward and the parameter gradients are
 // divided by it before the optimizer. When a step's gradients overflow (inf or nan), the step
-// is skipped and the scale halves; after `growth_interval` clean steps in a row it doubles.
+// is skipped and the scale halves; after `growth_interval` clean steps in a row it doubles, up to
+// kMaxLossScale (a scale that grew without bound would reach infinity, and an infinite scale
+// halves to itself: every step would be skipped).
 // bf16 and fp32 have fp32's range and use no scaling (the scale stays 1).
 #pragma once
 
 #include <cstdint>
+
+#include "core/recipe/recipe.h"
 
 namespace ustrain {
 
@@ -17,6 +21,7 @@ class LossScaler {
   static constexpr std::int64_t kGrowthInterval = 2000;
   // Overflow at the smallest scale means the model itself diverged, not fp16's range.
   static constexpr double kMinScale = 1.0;
+  static constexpr double kMaxScale = kMaxLossScale;
 
   explicit LossScaler(bool enabled, double initial = kInitialScale, std::int64_t growth_interval = kGrowthInterval);
 

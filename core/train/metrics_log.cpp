@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/run/run_file.h"
 #include "core/tensorboard/event_file.h"
-#include "data/durable_output.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -35,7 +35,7 @@ double unix_seconds_now() {
 // The cause as the failed write(2) left it in errno (ENOSPC: "No space left on device").
 UserError write_failed(const std::string& path, int error) {
   return UserError("cannot write to metrics file '" + path + "': " +
-                   (error != 0 ? std::string(std::strerror(error)) : std::string("write failed")) +
+                   std::strerror(error) +
                    (error == ENOSPC ? "; free space on that filesystem, then resume the run with --resume auto"
                                     : " (is the disk full?)"));
 }
@@ -73,30 +73,15 @@ void MetricsLog::write(const std::string& kind,
   USTRAIN_ASSERT(step.has_value(), "a metrics row of kind '" + kind + "' has no step");
   line["time"] = now;
   if (!jsonl_path_.empty()) {
-    if (!jsonl_.is_open()) open_jsonl();
-    errno = 0;
-    jsonl_ << line.dump() << '\n';
-    jsonl_.flush();
-    if (!jsonl_) throw write_failed(jsonl_path_, errno);
+    if (!jsonl_) jsonl_ = std::make_unique<RunFile>(jsonl_path_, RunFile::Mode::append);
+    if (const int error = jsonl_->write(line.dump() + '\n')) throw write_failed(jsonl_path_, error);
   }
   if (events_) events_->write_scalars(static_cast<std::int64_t>(*step), now, scalars);
 }
 
-// Opened at the first row, not before: a run that fails before its first step leaves no
-// metrics.jsonl, which would make the next start refuse the directory as holding a run.
-void MetricsLog::open_jsonl() {
-  jsonl_.open(jsonl_path_, std::ios::out | std::ios::app);
-  if (!jsonl_)
-    throw UserError("cannot open metrics file '" + jsonl_path_ + "' for writing: " + std::strerror(errno) +
-                    "; check that its directory exists and is writable");
-}
-
 void MetricsLog::sync() {
-  if (!jsonl_.is_open()) return;
-  errno = 0;
-  jsonl_.flush();
-  if (!jsonl_) throw write_failed(jsonl_path_, errno);
-  fsync_path(jsonl_path_);
+  if (!jsonl_) return;
+  if (const int error = jsonl_->sync()) throw write_failed(jsonl_path_, error);
 }
 
 std::string MetricsLog::files() const {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +14,7 @@
 namespace ustrain {
 
 class EventFile;
+class RunFile;
 
 class MetricsLog {
  public:
@@ -43,10 +43,10 @@ class MetricsLog {
   std::string files() const;
 
  private:
-  void open_jsonl();
-
   std::string jsonl_path_;  // empty: no metrics.jsonl
-  std::ofstream jsonl_;
+  // Opened at the first row, not before: a run that fails before its first step leaves no
+  // metrics.jsonl, which would make the next start refuse the directory as holding a run.
+  std::unique_ptr<RunFile> jsonl_;
   std::unique_ptr<EventFile> events_;
 };
 

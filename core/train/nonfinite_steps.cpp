@@ -68,14 +68,20 @@ void NonfiniteSteps::count(std::int64_t step, bool bad, double loss, double grad
                  step, loss, grad_norm, in_a_row_, max_in_a_row_);
 }
 
-void NonfiniteSteps::stop_if_too_many(std::int64_t step) const {
+void NonfiniteSteps::stop_if_too_many(std::int64_t step, const std::string& newest_checkpoint) const {
   if (in_a_row_ < max_in_a_row_) return;
-  throw UserError(fmt::format(
+  const std::string what = fmt::format(
       "training stopped at step {}: the last {} steps had a non-finite loss or gradient norm (the last: loss {}, "
-      "gradient norm {}; train.max_bad_steps = {}); none of them changed the model or wrote a checkpoint, so the "
-      "newest checkpoint holds the last good state. Lower optim.lr, raise schedule.warmup_steps or lower "
-      "train.grad_clip, then resume with --resume auto (and --force-resume for optimizer changes)",
-      step, in_a_row_, last_loss_, last_grad_norm_, max_in_a_row_));
+      "gradient norm {}; train.max_bad_steps = {}); none of them changed the model or wrote a checkpoint",
+      step, in_a_row_, last_loss_, last_grad_norm_, max_in_a_row_);
+  const char* fix = "Lower optim.lr, raise schedule.warmup_steps or lower train.grad_clip";
+  if (newest_checkpoint.empty())
+    throw UserError(fmt::format("{}, and the run has no checkpoint to go back to. {}, then start the run again "
+                                "(--overwrite)",
+                                what, fix));
+  throw UserError(fmt::format("{}, so the newest checkpoint holds the last good state ({}). {}, then resume with "
+                              "--resume auto (and --force-resume for optimizer changes)",
+                              what, newest_checkpoint, fix));
 }
 
 }  // namespace ustrain

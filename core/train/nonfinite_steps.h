@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,8 +37,9 @@ class NonfiniteSteps {
 
   // After each step: a bad one is counted and logged; a good one ends the streak.
   void count(std::int64_t step, bool bad, double loss, double grad_norm);
-  // UserError when the last max_in_a_row steps were all bad.
-  void stop_if_too_many(std::int64_t step) const;
+  // UserError when the last max_in_a_row steps were all bad; it names `newest_checkpoint`
+  // (the last good state) or, when empty, says that there is none.
+  void stop_if_too_many(std::int64_t step, const std::string& newest_checkpoint) const;
   std::int64_t in_a_row() const { return in_a_row_; }
   std::int64_t total() const { return total_; }  // since this process started
 

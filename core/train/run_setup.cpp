@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include "core/checkpoint/locate.h"
@@ -12,6 +11,7 @@
 #include "core/checkpoint/tokenizer.h"
 #include "core/distributed/fail_together.h"
 #include "core/memory/memory_fit.h"
+#include "core/run/run_file.h"
 #include "core/run/run_start.h"
 #include "core/train/gpu_sharing.h"
 #include "core/train/model_instance.h"
@@ -64,12 +64,15 @@ std::unique_ptr<Backend> open_device(const Recipe& recipe, ProcessLayout& layout
   return device;
 }
 
-// Refuses to start over an old run unless told to replace it; with `writes`, also creates
-// the run directory and writes the resolved recipe into it.
+// Refuses to start over an old run unless told to replace it, and a run directory whose
+// files are symbolic links (core/run/run_file.h); with `writes`, also creates the run
+// directory and writes the resolved recipe into it.
 void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, const CheckpointDirectory& checkpoints,
                            bool resuming, bool writes) {
   const std::string run_dir = recipe.run_dir();
   const std::string metrics_path = run_dir + "/metrics.jsonl";
+  check_run_files(run_dir, {"recipe.toml", "train.log", "metrics.jsonl", "metrics.jsonl.tmp", "run.json",
+                            "run.json.tmp"});
   std::error_code ec;
   if (!resuming) {
     const bool held = std::filesystem::exists(metrics_path) || !checkpoints.complete_steps().empty();
@@ -85,9 +88,7 @@ void prepare_run_directory(const Recipe& recipe, const TrainOptions& options, co
   if (!writes) return;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw UserError(fmt::format("cannot create run directory {}: {}", run_dir, ec.message()));
-  std::ofstream out(run_dir + "/recipe.toml");
-  out << to_toml(recipe);
-  if (!out) throw UserError(fmt::format("cannot write {}/recipe.toml", run_dir));
+  write_run_file(run_dir + "/recipe.toml", to_toml(recipe), /*durable=*/false);
 }
 
 }  // namespace

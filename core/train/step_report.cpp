@@ -24,12 +24,14 @@ std::string format_duration(double seconds) {
 void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step) {
   const std::int64_t steps = summary.steps - summary.first_step + 1;
   if (steps <= 0) return;
+  const std::int64_t skipped = steps - summary.applied_steps;
   const double busy = summary.phase_seconds[0] + summary.phase_seconds[1] + summary.phase_seconds[2] +
                       summary.phase_seconds[3];
   summary.tokens_per_second = static_cast<double>(tokens_per_step * steps) / busy;
   summary.achieved_flops = flops_per_step * static_cast<double>(steps) / busy;
-  spdlog::info("done: {} steps in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of the job's {:.2f} GFLOP/s peak",
-               steps, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
+  spdlog::info("done: {} steps ({} applied, {} skipped) in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of "
+               "the job's {:.2f} GFLOP/s peak",
+               steps, summary.applied_steps, skipped, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
                100.0 * summary.achieved_flops / summary.peak_flops, summary.peak_flops / 1e9);
   spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}% | "
                "paused for checkpoints {:.3f} s",
@@ -84,6 +86,7 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
 
   summary_.steps = start_step;
   summary_.first_step = start_step + 1;
+  scale_at_start_ = run.scaler.scale();
   // On the CPU the host buffers (the checkpoint snapshot) are resident beside the arenas.
   summary_.plan_bytes =
       run.instance.plan.total_bytes() + (be.device() == Device::cpu ? run.instance.plan.host_bytes() : 0);
@@ -205,6 +208,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   for (int p = 0; p < kPhases; ++p) summary_.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
   summary_.last_train_loss = r.loss;
   summary_.steps = step;
+  if (r.applied) ++summary_.applied_steps;
 
   StepNumbers& n = last_;
   // The dense parameters' gradient traffic and the experts' (their own group, even at ep = 1).
@@ -336,6 +340,11 @@ TrainSummary StepReport::finish() {
   spdlog::info("checkpoint: {}{}", summary_.checkpoint.empty() ? "none written" : summary_.checkpoint,
                metrics_ && !metrics_->files().empty() ? " | metrics: " + metrics_->files() : std::string());
   return summary_;
+}
+
+AppliedSteps StepReport::applied_steps(bool resumed) const {
+  return {summary_.first_step, summary_.steps, summary_.applied_steps, run_.scaler.skipped_steps(),
+          run_.bad_steps.total(), scale_at_start_, run_.scaler.scale(), resumed};
 }
 
 std::size_t StepReport::peak_memory_bytes() const {

@@ -14,6 +14,7 @@
 
 #include "core/distributed/process_layout.h"
 #include "core/distributed/straggler_watch.h"
+#include "core/train/applied_steps.h"
 #include "core/train/metrics_log.h"
 #include "core/train/peak_flops.h"
 #include "core/train/phase_timer.h"
@@ -59,6 +60,9 @@ class StepReport {
   // The rank named a straggler at the last step recorded (core/distributed/straggler_watch.h).
   const std::optional<Straggler>& straggler() const { return straggler_; }
   const TrainSummary& summary() const { return summary_; }
+  // The steps this process took, how many were applied and what skipped the others.
+  // `resumed`: the run continued from a checkpoint.
+  AppliedSteps applied_steps(bool resumed) const;
   std::int64_t tokens_per_step() const { return tokens_per_step_; }
 
  private:
@@ -83,6 +87,7 @@ class StepReport {
   std::unique_ptr<MetricsLog> metrics_;  // the leading rank's
   PeakFlops peak_;
   bool peak_doubted_ = false;  // said once that a step ran above the peak
+  double scale_at_start_ = 1;  // the fp16 loss scale before this process's first step
   std::int64_t start_step_;
   std::int64_t tokens_per_step_;
   double flops_per_step_;

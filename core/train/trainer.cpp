@@ -16,12 +16,14 @@
 #include "core/run/run_record.h"
 #include "core/run/run_schedule.h"
 #include "core/run/signals.h"
+#include "core/train/applied_steps.h"
 #include "core/train/kept_peak.h"
 #include "core/train/router_balance.h"
 #include "core/train/run_setup.h"
 #include "core/train/step_report.h"
 #include "core/train/train_step.h"
 #include "kernels/cpu/host_memory.h"
+#include "kernels/error.h"
 
 namespace ustrain {
 namespace {
@@ -107,7 +109,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
                 run.scaler.scale(), {}};
     report.record_step(step, r, step_timer);
     if (report.straggler()) trace_straggler(trace.tracer(), *report.straggler());
-    run.bad_steps.stop_if_too_many(step);
+    run.bad_steps.stop_if_too_many(step, report.summary().checkpoint);
     report.log_step(step, r, step_timer);
     if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "validation", "validation");
@@ -124,13 +126,18 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     if (saves) save_checkpoint(setup, writer, report, paths, progress, /*wait=*/false);
     trace.end_step(step);
   }
+  // A run that reached its end without applying any of its steps trained nothing: an error, and
+  // no final checkpoint that would look like a trained model.
+  const std::optional<std::string> nothing_applied =
+      stop ? std::nullopt : no_step_applied(report.applied_steps(paths.resume_from.has_value()));
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
-  if (report.summary().steps > start.step && options.save_final) {
+  if (report.summary().steps > start.step && options.save_final && !nothing_applied) {
     check_replicas(progress.step);
     save_checkpoint(setup, writer, report, paths, progress, /*wait=*/true);
   }
   writer->wait();
   trace.finish();
+  if (nothing_applied) throw UserError(*nothing_applied);
   // A rank that stops because a peer was signalled reports the peer's usual signal.
   if (report.summary().steps < t.steps && stop) report.stopped_by(signals.requested() ? signals.pending() : SIGTERM);
   return report.finish();

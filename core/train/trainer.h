@@ -25,6 +25,7 @@ struct TrainOptions {
 struct TrainSummary {
   std::int64_t steps = 0;       // the last step taken
   std::int64_t first_step = 1;  // the first step this process took (after a resumed checkpoint)
+  std::int64_t applied_steps = 0;  // of the steps this process took, those not skipped
   int stop_signal = 0;          // the signal that stopped training before train.steps; 0 if none
   std::string checkpoint;       // the newest checkpoint, empty when none was written
   double checkpoint_stall_seconds = 0;  // time training waited for saves

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -51,27 +52,30 @@ std::optional<std::string> cgroup_path(const std::string& proc_root, const std::
   return std::nullopt;
 }
 
-// The value of `key` in a memory.stat file ("inactive_file 123" lines); 0 when absent.
-std::size_t stat_value(const std::filesystem::path& path, std::string_view key) {
+// The sum of the values of `keys` in a memory.stat file ("inactive_file 123" lines); a key
+// that is absent counts 0.
+std::size_t stat_sum(const std::filesystem::path& path, std::initializer_list<std::string_view> keys) {
   std::ifstream in(path);
   std::string name;
-  std::size_t value = 0;
+  std::size_t value = 0, sum = 0;
   while (in >> name >> value)
-    if (name == key) return value;
-  return 0;
+    if (std::find(keys.begin(), keys.end(), name) != keys.end()) sum += value;
+  return sum;
 }
 
-// The files of one cgroup hierarchy's memory controller: its limit, its usage, and the key of
-// memory.stat that counts inactive file cache (which the kernel reclaims before it kills).
+// The files of one cgroup hierarchy's memory controller: its limit, its usage, and the keys of
+// memory.stat that count its file cache on the active and the inactive list. Both are
+// reclaimed before the kernel kills (the active list is only aged to the inactive one first),
+// as the kernel's own MemAvailable counts them.
 struct CgroupFiles {
   const char* limit;
   const char* usage;
-  std::string_view inactive_file;
+  std::string_view active_file, inactive_file;
 };
 
 // The least memory any limit leaves on the way from this process's group up to `root` of its
 // hierarchy; at least 1 when a limit is known (0 means unknown). Usage counts the page cache
-// of files the job read or wrote; its inactive part is reclaimable, so it is not counted as used.
+// of files the job read or wrote; that is reclaimable, so it is not counted as used.
 std::optional<std::size_t> least_left(const std::filesystem::path& root, const std::string& group,
                                       const CgroupFiles& files) {
   std::optional<std::size_t> least;
@@ -80,7 +84,7 @@ std::optional<std::size_t> least_left(const std::filesystem::path& root, const s
     const std::optional<std::size_t> limit = number_in(dir / files.limit);
     if (limit) {
       const std::size_t usage = number_in(dir / files.usage).value_or(0);
-      const std::size_t reclaimable = stat_value(dir / "memory.stat", files.inactive_file);
+      const std::size_t reclaimable = stat_sum(dir / "memory.stat", {files.active_file, files.inactive_file});
       const std::size_t used = usage > reclaimable ? usage - reclaimable : 0;
       const std::size_t left = *limit > used ? *limit - used : 1;
       least = least ? std::min(*least, left) : left;
@@ -99,10 +103,10 @@ std::optional<std::size_t> cgroup_left(const std::string& proc_root, const std::
     if (left) least = least ? std::min(*least, *left) : *left;
   };
   if (const std::optional<std::string> v2 = cgroup_path(proc_root, ""))
-    take(least_left(cgroup_root, *v2, {"memory.max", "memory.current", "inactive_file"}));
+    take(least_left(cgroup_root, *v2, {"memory.max", "memory.current", "active_file", "inactive_file"}));
   if (const std::optional<std::string> v1 = cgroup_path(proc_root, "memory"))
     take(least_left(std::filesystem::path(cgroup_root) / "memory", *v1,
-                    {"memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"}));
+                    {"memory.limit_in_bytes", "memory.usage_in_bytes", "total_active_file", "total_inactive_file"}));
   return least;
 }
 

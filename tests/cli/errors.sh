@@ -52,6 +52,32 @@ expect_output "model.n_experts = 6 does not divide over parallel.ep = 4 ranks" "
 expect_exit 2 "expert parallelism under tp without sp" -- "$USTRAIN" train tiny.toml --set model.n_experts=4 \
   --set parallel.dp=2 --set parallel.tp=2 --set parallel.ep=2 --set parallel.sp=false --dry-run
 expect_output "parallel.ep = 2 with parallel.tp = 2 runs with sequence parallelism only" "names ep, tp and sp"
+# A megabyte of input (a command word, a recipe value, a tokenizer's token) is echoed as a short
+# line: its first 60 bytes and its length.
+short_message() {
+  local bytes
+  bytes=$(wc -c <"$WORK/out.txt")
+  ((bytes < 1500)) && pass "$1: a message of $bytes bytes" || fail "$1: a message of $bytes bytes"
+}
+long=$(head -c 1048576 /dev/zero | tr '\0' 'x')
+expect_exit 2 "a command word of 100 kB" -- "$USTRAIN" "${long:0:100000}"
+expect_output "'x{60}\.\.\. \(100000 bytes\)' is not a command of ustrain" "shortened with its length"
+short_message "a command word"
+expect_exit 2 "an option value of 100 kB" -- "$USTRAIN" plan tiny.toml --gpus 2 --gpu "${long:0:100000}"
+short_message "an option value (CLI11's message)"
+{ tiny_recipe; printf 'trace_steps = "%s"\n' "$long"; } >long_trace.toml
+expect_exit 2 "log.trace_steps of 1 MB" -- "$USTRAIN" train long_trace.toml --dry-run
+short_message "log.trace_steps"
+recipe=$(tiny_recipe)
+printf '%s\n' "${recipe/path = \"data\"/blend = \"$long\"}" >long_blend.toml
+expect_exit 2 "data.blend of 1 MB" -- "$USTRAIN" train long_blend.toml --dry-run
+expect_output "entry \"x{60}\.\.\. \(1048576 bytes\)\" has no ':WEIGHT'" "names the entry, shortened"
+short_message "data.blend"
+printf '{"model": {}, "added_tokens": [{"id": "one", "content": "%s"}]}\n' "$long" >long_token.json
+mkdir -p text && echo "some text" >text/a.txt
+expect_exit 2 "a tokenizer.json token of 1 MB" -- "$USTRAIN" data convert -i text -o long_token -t long_token.json
+short_message "a tokenizer token"
+
 expect_exit 2 "missing dataset" -- "$USTRAIN" train tiny.toml
 expect_output "data" "names the dataset"
 [[ ! -d runs ]] && pass "failed runs write nothing" || fail "a failed run created a run directory"

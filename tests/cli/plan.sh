@@ -42,6 +42,50 @@ expect_output "model.vocab_size is left to the dataset" "says to set the vocabul
 echo '{}' >bad.json
 expect_exit 2 "a file that is no calibration" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration bad.json
 expect_output "not a calibration file" "says the file is not a calibration"
+# Numbers out of any physical range are refused with one message, before a step time could
+# come out infinite or NaN.
+expect_exit 2 "a peak of 1e308 TFLOP/s" -- "$USTRAIN" plan tiny.toml --gpus 2 --peak-tflops 1e308
+expect_output "^error: --peak-tflops 1e\+308 is not plausible: give TFLOP/s per device between 0.001 and 100000" \
+  "names the option and its range"
+expect_exit 2 "a link of 1e-300 GB/s" -- "$USTRAIN" plan tiny.toml --gpus 2 --intra-node-gbps 1e-300
+expect_output "--intra-node-gbps 1e-300 is not plausible" "names the link option"
+expect_exit 2 "memory of 1e300 GiB" -- "$USTRAIN" plan tiny.toml --gpus 2 --memory-gib 1e300
+expect_output "--memory-gib 1e\+300 is not plausible" "names the memory option"
+calibration() {
+  printf '{"gemm": [{"flops": 1e9, "flops_per_s": %s}], "attention": [{"flops": 1e9, "flops_per_s": 1e13}],
+           "memory_bytes_per_s": %s, "op_overhead_s": 5e-6}\n' "$1" "$2"
+}
+calibration 1e13 1e12 >good.json
+expect_exit 0 "a plausible calibration" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration good.json
+calibration 1e13 1e-300 >slow.json
+expect_exit 2 "a calibration bandwidth of 1e-300" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration slow.json
+expect_output "^error: --calibration slow.json: memory_bytes_per_s 1e-300 is not plausible: give bytes/s between" \
+  "names the file, the value and the range"
+grep -Eiq "inf|nan|best layout" "$WORK/out.txt" && fail "printed a result: $(cat "$WORK/out.txt")" || pass "prints no result"
+calibration 1e308 1e12 >fast.json
+expect_exit 2 "a calibration rate of 1e308" -- "$USTRAIN" plan tiny.toml --gpus 2 --calibration fast.json
+expect_output "\"gemm\" flops_per_s 1e\+308 is not plausible" "names the curve"
+
+# A batch of 2^62 tokens once took forever (every number below it tried as a divisor): it is
+# more than the planner takes, said at once. Nor is the suggested batch of an odd one negative.
+expect_exit 2 "--global-batch-tokens 2^62" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 4611686018427387904
+expect_output "--global-batch-tokens 4611686018427387904: the planner takes at most 2\^40 = 1099511627776 tokens" \
+  "says the planner's bound"
+expect_exit 2 "--global-batch-tokens 2^63 - 1" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 9223372036854775807
+grep -q -- "-9223372036854775808" "$WORK/out.txt" && fail "suggests a negative batch: $(cat "$WORK/out.txt")" \
+  || pass "suggests no negative batch"
+expect_exit 2 "a recipe batch of 2^62 sequences" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --set train.global_batch=4611686018427387904
+expect_output "train.global_batch = 4611686018427387904 sequences of train.seq_len = 32 tokens: the planner takes at most" \
+  "names the recipe's batch"
+expect_exit 0 "2^40 tokens, the largest batch planned, in time" -- timeout 120 "$USTRAIN" plan tiny.toml --gpus 8 \
+  --global-batch-tokens 1099511627776
+expect_exit 2 "2^40 tokens on one device" -- timeout 120 "$USTRAIN" plan tiny.toml --gpus 1 \
+  --global-batch-tokens 1099511627776
+expect_output "leaves no layout with micro-batches of at most 2\^24 = 16777216 tokens and at most 16384 of them per step" \
+  "says which bounds no layout meets"
 expect_exit 2 "no layout passes the checks" -- "$USTRAIN" plan tiny.toml --gpus 3 --set train.global_batch=8
 expect_output "no layout of 3 devices passes the recipe checks" "says no layout passes the checks"
 finish

@@ -2,6 +2,8 @@
 // of clean steps, give up at the smallest scale.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/train/loss_scaler.h"
 #include "kernels/error.h"
 
@@ -48,6 +50,21 @@ TEST(LossScaler, OverflowAtTheSmallestScaleIsAUserErrorNamingTheFix) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("train.precision = \"bf16\""), std::string::npos) << e.what();
   }
+}
+
+// Gradients that are all zero never overflow: the scale stops growing at kMaxScale instead of
+// reaching infinity, which would halve to itself and skip every step after.
+TEST(LossScaler, GrowthStopsAtTheLargestScale) {
+  LossScaler s(true, LossScaler::kMaxScale / 2, 1);
+  EXPECT_TRUE(s.update(true, 1));
+  EXPECT_EQ(s.scale(), LossScaler::kMaxScale);
+  for (std::int64_t step = 2; step < 2000; ++step) EXPECT_TRUE(s.update(true, step));
+  EXPECT_EQ(s.scale(), LossScaler::kMaxScale);
+}
+
+TEST(LossScaler, ACheckpointsInfiniteScaleIsRefused) {
+  LossScaler s(true);
+  EXPECT_THROW(s.restore(std::numeric_limits<double>::infinity()), UserError);
 }
 
 }  // namespace

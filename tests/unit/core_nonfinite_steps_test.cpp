@@ -33,30 +33,47 @@ TEST(NonfiniteSteps, AGoodStepEndsTheStreak) {
   steps.count(2, true, kNaN, kNaN);
   steps.count(3, true, kNaN, kNaN);
   EXPECT_EQ(steps.in_a_row(), 2);
-  EXPECT_NO_THROW(steps.stop_if_too_many(3));
+  EXPECT_NO_THROW(steps.stop_if_too_many(3, ""));
   steps.count(4, false, 2.0, 1.0);
   EXPECT_EQ(steps.in_a_row(), 0);
   EXPECT_EQ(steps.total(), 2);
   steps.count(5, true, kInf, 1.0);
   steps.count(6, true, kInf, 1.0);
-  EXPECT_NO_THROW(steps.stop_if_too_many(6));
+  EXPECT_NO_THROW(steps.stop_if_too_many(6, ""));
   EXPECT_EQ(steps.total(), 4);
 }
 
 TEST(NonfiniteSteps, MaxBadStepsInARowStopTrainingWithAClearError) {
   NonfiniteSteps steps(2, nullptr);
   steps.count(7, true, kNaN, kNaN);
-  EXPECT_NO_THROW(steps.stop_if_too_many(7));
+  EXPECT_NO_THROW(steps.stop_if_too_many(7, ""));
   steps.count(8, true, kInf, 3.5);
   try {
-    steps.stop_if_too_many(8);
+    steps.stop_if_too_many(8, "runs/x/checkpoints/step-00000006");
     ADD_FAILURE() << "two bad steps in a row did not stop training";
   } catch (const UserError& e) {
     const std::string m = e.what();
     for (const char* part : {"stopped at step 8", "last 2 steps", "loss inf", "gradient norm 3.5",
-                             "train.max_bad_steps = 2", "newest checkpoint holds the last good state", "optim.lr",
-                             "--resume auto"})
+                             "train.max_bad_steps = 2", "newest checkpoint holds the last good state",
+                             "runs/x/checkpoints/step-00000006", "optim.lr", "--resume auto"})
       EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
+  }
+}
+
+// A run without a checkpoint has no last good state to go back to: the message does not
+// promise one, and says to start again instead of resuming.
+TEST(NonfiniteSteps, WithoutACheckpointTheErrorSaysThereIsNone) {
+  NonfiniteSteps steps(1, nullptr);
+  steps.count(3, true, kNaN, kNaN);
+  try {
+    steps.stop_if_too_many(3, "");
+    ADD_FAILURE() << "a bad step did not stop training";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find("newest checkpoint"), std::string::npos) << m;
+    EXPECT_EQ(m.find("--resume auto"), std::string::npos) << m;
+    EXPECT_NE(m.find("no checkpoint to go back to"), std::string::npos) << m;
+    EXPECT_NE(m.find("--overwrite"), std::string::npos) << m;
   }
 }
 

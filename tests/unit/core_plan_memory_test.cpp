@@ -98,7 +98,8 @@ void check_random_layouts(const Case& c, int count, std::mt19937& rng) {
   const Hardware gpu = gpu_hardware("h100");
   for (int i = 0; i < count; ++i) {
     const int devices = c.devices[rng() % c.devices.size()];
-    const std::vector<Candidate> all = enumerate_layouts(base, SearchSpace{devices, 8, base.train.global_batch, false});
+    const std::vector<Candidate> all =
+        enumerate_layouts(base, SearchSpace{devices, 8, base.train.global_batch, false}).candidates;
     ASSERT_FALSE(all.empty());
     const Candidate& pick = all[rng() % all.size()];
     SCOPED_TRACE(fmt::format("{} on {} devices: {}", c.recipe, devices, fmt::join(pick.layout.overrides(), " ")));
