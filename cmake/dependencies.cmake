@@ -34,6 +34,20 @@ ustrain_find_package(fmt libfmt-dev)
 ustrain_find_package(spdlog libspdlog-dev)
 ustrain_find_package(nlohmann_json nlohmann-json3-dev)
 ustrain_find_package(HDF5 libhdf5-dev COMPONENTS C CXX)
+# Open MPI's wrapper compilers (openmpi-bin) without its headers (libopenmpi-dev) make FindMPI
+# stop with an error of its own: look for the header where the wrapper says it is first.
+find_program(USTRAIN_MPICXX mpicxx)
+if(USTRAIN_MPICXX)
+  execute_process(COMMAND ${USTRAIN_MPICXX} --showme:incdirs OUTPUT_VARIABLE USTRAIN_MPI_INCDIRS
+                  ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE USTRAIN_MPI_SHOWME)
+  if(USTRAIN_MPI_SHOWME EQUAL 0 AND USTRAIN_MPI_INCDIRS)  # Open MPI's wrapper; others do not answer
+    separate_arguments(USTRAIN_MPI_INCDIRS)
+    find_path(USTRAIN_MPI_HEADER mpi.h HINTS ${USTRAIN_MPI_INCDIRS} NO_DEFAULT_PATH)
+    if(NOT USTRAIN_MPI_HEADER)
+      ustrain_missing("MPI's headers (mpi.h)" libopenmpi-dev)
+    endif()
+  endif()
+endif()
 ustrain_find_package(MPI libopenmpi-dev COMPONENTS C CXX)
 set(BLA_VENDOR OpenBLAS)
 ustrain_find_package(BLAS libopenblas-dev)

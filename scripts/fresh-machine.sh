@@ -140,26 +140,29 @@ fi
 
 # --missing-packages: install everything, then remove each build dependency in turn (leaving
 # what depends on it) and check that configure names the package to install. Each entry is
-# PACKAGE or REMOVED=NAMED: pkg-config's program comes from pkgconf.
+# PACKAGE or REMOVED=NAMED, REMOVED a comma-separated list: pkg-config's programs come from
+# pkgconf and pkgconf-bin, OpenBLAS's development files from libopenblas-pthread-dev.
 run_step install "scripts/setup.sh --packages-only"
 checked=() failed=()
-for entry in pkgconf=pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev \
-             libhdf5-dev libopenmpi-dev libopenblas-dev libprotobuf-dev protobuf-compiler libsentencepiece-dev \
-             zlib1g-dev libzstd-dev libpcre2-dev libicu-dev libdnnl-dev libgtest-dev; do
+for entry in pkgconf,pkgconf-bin=pkg-config libtomlplusplus-dev libcli11-dev libfmt-dev libspdlog-dev \
+             nlohmann-json3-dev libhdf5-dev libopenmpi-dev libopenblas-pthread-dev=libopenblas-dev libprotobuf-dev \
+             protobuf-compiler libsentencepiece-dev zlib1g-dev libzstd-dev libpcre2-dev libicu-dev libdnnl-dev \
+             libgtest-dev; do
   removed=${entry%%=*} named=${entry#*=}
-  in_root "dpkg --remove --force-depends $removed" >"$logs/remove-$removed.log" 2>&1 || true
-  out=$(in_root "rm -rf /tmp/cfg && cmake -S . -B /tmp/cfg -G Ninja -DUSTRAIN_WITH_CUDA=OFF 2>&1" || true)
-  message=$(grep -A3 "ustrain: .* was not found" <<<"$out" | tr -s ' \n' ' ' | head -c 300 || true)
+  removed=${removed//,/ }
+  in_root "dpkg --remove --force-depends $removed" >"$logs/remove-${removed// /+}.log" 2>&1 || true
+  # CMake wraps long messages over several lines: read them as one.
+  out=$(in_root "rm -rf /tmp/cfg && cmake -S . -B /tmp/cfg -G Ninja -DUSTRAIN_WITH_CUDA=OFF 2>&1" | tr -s ' \n' ' ' || true)
+  message=$(grep -oE "ustrain: .{1,80} (was|were) not found\. Install the Debian package '[^']*'" <<<"$out" || true)
   if grep -q "Install the Debian package '$named'" <<<"$out"; then
     checked+=("$named")
     echo "  without $removed: $message"
   else
     failed+=("$removed")
-    echo "  without $removed: NO CLEAR MESSAGE; configure said:"
-    tail -n 8 <<<"$out" | sed 's/^/    /'
+    echo "  without $removed: NO CLEAR MESSAGE; configure said: ${out: -600}"
   fi
   in_root "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $removed $named" \
-    >>"$logs/remove-$removed.log" 2>&1
+    >>"$logs/remove-${removed// /+}.log" 2>&1
 done
 if ((${#failed[@]})); then
   summary="fresh-machine: FAIL (${#checked[@]} packages named when missing; no clear message without ${failed[*]})"
