@@ -12,17 +12,15 @@
 #include "kernels/error.h"
 
 namespace ustrain {
-namespace {
-
-const char* kind_of(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISFIFO(mode) ? "a FIFO (named pipe)"
-         : S_ISSOCK(mode) ? "a socket"
+const char* file_kind(unsigned mode) {
+  return S_ISLNK(mode)                    ? "a symbolic link"
+         : S_ISREG(mode)                  ? "a regular file"
+         : S_ISDIR(mode)                  ? "a directory"
+         : S_ISFIFO(mode)                 ? "a FIFO (named pipe)"
+         : S_ISSOCK(mode)                 ? "a socket"
          : S_ISCHR(mode) || S_ISBLK(mode) ? "a device file"
                                           : "not a regular file";
 }
-
-}  // namespace
 
 OpenedFile open_regular_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; it changes
@@ -37,7 +35,7 @@ OpenedFile open_regular_file(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw UserError(fmt::format("{} is {}, not a regular file: name the file itself", path, kind_of(st.st_mode)));
+    throw UserError(fmt::format("{} is {}, not a regular file: name the file itself", path, file_kind(st.st_mode)));
   }
   return {fd, static_cast<std::uint64_t>(st.st_size)};
 }

@@ -21,4 +21,7 @@ OpenedFile open_regular_file(const std::string& path);
 // The whole contents of the regular file `path`; a UserError naming it otherwise.
 std::string read_regular_file(const std::string& path);
 
+// What a file of st_mode `mode` is, for messages: "a symbolic link", "a FIFO (named pipe)", ...
+const char* file_kind(unsigned mode);
+
 }  // namespace ustrain

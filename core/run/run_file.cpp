@@ -8,25 +8,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
-namespace {
-
-const char* kind_of(mode_t mode) {
-  return S_ISLNK(mode)    ? "a symbolic link"
-         : S_ISDIR(mode)  ? "a directory"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISSOCK(mode) ? "a socket"
-                          : "a device file";
-}
-
-}  // namespace
 
 void refuse_run_file(const std::string& path, mode_t mode, std::string_view what) {
   throw UserError(fmt::format("{}{}{} is {}, not a regular file: remove it (ustrain writes its own, never through a "
                               "link, and leaves what a link points to alone) and start again",
-                              what, what.empty() ? "" : " ", path, kind_of(mode)));
+                              what, what.empty() ? "" : " ", path, file_kind(mode)));
 }
 
 void check_run_file(const std::string& path, std::string_view what) {

@@ -35,7 +35,7 @@ done
 mkfifo runs/again/train.log.fifo && mv runs/again/train.log saved && mv runs/again/train.log.fifo runs/again/train.log
 expect_exit 2 "train.log is a FIFO" -- timeout 60 "$USTRAIN" train tiny.toml "${short[@]}" --set run.name=again \
   --set train.steps=3 --resume auto
-expect_output "runs/again/train.log is a FIFO, not a regular file" "a FIFO is refused, not waited on"
+expect_output "runs/again/train.log is a FIFO \(named pipe\), not a regular file" "a FIFO is refused, not waited on"
 rm runs/again/train.log && mv saved runs/again/train.log
 expect_exit 0 "the resume, the links removed" -- "$USTRAIN" train tiny.toml "${short[@]}" --set run.name=again \
   --set train.steps=3 --resume auto

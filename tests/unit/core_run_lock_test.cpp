@@ -98,7 +98,7 @@ TEST(RunLock, ALockThatIsNotARegularFileIsRefusedUntouched) {
   EXPECT_FALSE(fs::exists(dir + "/nowhere"));  // not created through the link
   fs::remove(dir + "/run.lock");
   ASSERT_EQ(::mkfifo((dir + "/run.lock").c_str(), 0644), 0);
-  EXPECT_NE(refusal(dir).find("is a FIFO, not a regular file"), std::string::npos);
+  EXPECT_NE(refusal(dir).find("is a FIFO (named pipe), not a regular file"), std::string::npos);
 }
 
 // Whoever wrote the holder's record, the message shows it escaped: a NUL does not cut the
