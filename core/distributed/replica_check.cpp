@@ -58,7 +58,10 @@ std::vector<int> odd_members(std::span<const std::uint32_t> checksums) {
 
 void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend& backend, ProcessGroups& groups) const {
   ProcessGroup& world = groups.world();
-  std::vector<std::int32_t> verdict(static_cast<std::size_t>(world.size()), 0);
+  // verdict[r]: rank r differs from its group's majority (in how many stores);
+  // verdict[world + r]: rank r is in a group of replicas without a majority.
+  const auto n = static_cast<std::size_t>(world.size());
+  std::vector<std::int32_t> verdict(2 * n, 0);
   // Every rank holds the same stores in the same order, so the gathers match.
   for (const auto& store : params.stores()) {
     ProcessGroup& group = replicas_of(*store, groups);
@@ -71,14 +74,17 @@ void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend&
         .wait();
     if (group.rank() != 0) continue;  // one member records the group's verdict: no double counting
     const std::vector<int> odd = odd_members(all);
-    const std::int32_t kind = !odd.empty() && odd.size() == all.size() ? 2 : 1;
+    const std::size_t offset = !odd.empty() && odd.size() == all.size() ? n : 0;
     const std::vector<int>& global = group.host().ranks();
-    for (const int member : odd) verdict[static_cast<std::size_t>(global[static_cast<std::size_t>(member)])] = kind;
+    for (const int member : odd) ++verdict[offset + static_cast<std::size_t>(global[static_cast<std::size_t>(member)])];
   }
   if (world.size() > 1)
-    world.host().all_reduce(Tensor(verdict.data(), Shape{world.size()}, DType::i32), ReduceOp::sum).wait();
-  if (std::any_of(verdict.begin(), verdict.end(), [](std::int32_t v) { return v != 0; }))
-    throw UserError(replica_mismatch_message(step, verdict));
+    world.host().all_reduce(Tensor(verdict.data(), Shape{2 * world.size()}, DType::i32), ReduceOp::sum).wait();
+  if (std::none_of(verdict.begin(), verdict.end(), [](std::int32_t v) { return v != 0; })) return;
+  // The message's form: 1 for a rank that differs from the majority, 2 for one without a majority.
+  std::vector<std::int32_t> kinds(n, 0);
+  for (std::size_t r = 0; r < n; ++r) kinds[r] = verdict[r] > 0 ? 1 : verdict[n + r] > 0 ? 2 : 0;
+  throw UserError(replica_mismatch_message(step, kinds));
 }
 
 std::string replica_mismatch_message(std::int64_t step, std::span<const std::int32_t> verdict) {
