@@ -39,15 +39,22 @@ std::int64_t data_parallel_size(const ParallelSection& p, const ProcessInfo& lau
   const std::optional<std::int64_t> others = other_dimensions(p, world);
   const std::string dims = fmt::format("tp * pp * cp = {} * {} * {}", p.tp, p.pp, p.cp);
   if (!others || world % *others != 0) {
-    const std::string product = others ? fmt::format(" = {}", *others) : std::string(" (more than that)");
+    const std::string launched = launch.launcher == "none"
+                                     ? std::string("ustrain runs as one process without a launcher")
+                                     : fmt::format("{} started {} processes", launch.launcher, world);
+    if (!others)  // the product alone exceeds the processes launched
+      throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {}, but {}, "
+                                  "fewer than that product; lower parallel.tp, parallel.pp or parallel.cp, or launch "
+                                  "more processes (mpirun -n N or srun --mpi=pmix -n N)",
+                                  dims, launched));
     if (launch.launcher == "none")
-      throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {}{}, but ustrain "
-                                  "runs as one process without a launcher; start it with mpirun -n N or srun "
-                                  "--mpi=pmix -n N, N a multiple of {}, or set parallel.dp",
-                                  dims, product, others ? *others : p.tp * p.pp));
-    throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {}{}, but {} started "
-                                "{} processes, not a multiple of that; launch a multiple, or set parallel.dp",
-                                dims, product, launch.launcher, world));
+      throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {} = {}, but {}; "
+                                  "start it with mpirun -n N or srun --mpi=pmix -n N, N a multiple of {}, or set "
+                                  "parallel.dp",
+                                  dims, *others, launched, *others));
+    throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {} = {}, but {}, "
+                                "not a multiple of that; launch a multiple, or set parallel.dp",
+                                dims, *others, launched));
   }
   return world / *others;
 }

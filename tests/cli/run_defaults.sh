@@ -69,6 +69,10 @@ expect_exit 2 "three processes at tp = 2, dp unset" -- mpi 3 "$USTRAIN" train mi
   --set parallel.tp=2 --set run.name=mpi-bad
 expect_output "parallel.dp is unset, so it is the processes launched divided by tp \* pp \* cp = 2 \* 1 \* 1 = 2, but mpirun started 3 processes" \
   "says what to launch"
+expect_exit 2 "two processes at tp = 2 and pp = 2, dp unset" -- mpi 2 "$USTRAIN" train minimal.toml "${small[@]}" \
+  --set parallel.tp=2 --set parallel.pp=2 --set model.n_layers=2 --set run.name=mpi-bad
+expect_output "divided by tp \* pp \* cp = 2 \* 2 \* 1, but mpirun started 2 processes, fewer than that product; lower parallel.tp" \
+  "says the other dimensions need more processes than were launched"
 expect_exit 2 "a set dp that disagrees with the launch" -- mpi 2 "$USTRAIN" train minimal.toml "${small[@]}" \
   --set parallel.dp=1 --set run.name=mpi-set
 expect_output "needs 1 processes but 2 were launched" "stays an error"
