@@ -48,7 +48,7 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
   for (const PlannedLayout& p : plan.layouts) {
     if (!p.memory.fits || shown == top) break;
     const Layout& l = p.layout;
-    s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9.4g} {:>11.4g} "
+    s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9.4g} {:>11.0f} "
                      "{:>4.1f}%  {}\n",
                      ++shown, l.dp, l.tp, l.pp, l.cp, l.ep, l.zero, l.tp > 1 ? (l.sp ? "on" : "off") : "-", l.recompute,
                      l.micro_batch, l.grad_accum, schedule(l), gib(p.memory.bytes), p.time.step_s, p.tokens_per_s,
