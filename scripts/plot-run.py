@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots one or more ustrain runs into one PNG, without a server.
 
-Usage: scripts/plot-run.py RUN_DIR... [--output FILE.png] [--x step|tokens|time] [--smooth W]
+Usage: scripts/plot-run.py RUN_DIR... [--output FILE.png] [--x step|tokens|time] [--smooth W|auto]
                                       [--log-y] [--full-y]
 
 Reads each run directory's metrics.jsonl (log.jsonl = true, the default), recipe.toml and
@@ -11,9 +11,12 @@ train.global_batch x train.seq_len of the run's recipe), the step, or the wall t
 run's first row. Several runs are overlaid, one colour per run, named in the legend by their
 directory. Validation losses are drawn on top of the training loss as dashed lines with
 markers. Noisy training curves (loss, gradient norm, tokens/s, MFU) are smoothed by an
-exponential moving average (--smooth), the raw curve drawn faintly behind, and their y limits
+exponential moving average (--smooth; by default its weight follows each run's length, so that
+the average lags no more than a fiftieth of the run: none for a few dozen steps, at most 0.9),
+the raw curve drawn faintly behind, and their y limits
 leave out outliers (values more than three interquartile ranges outside the middle half), so
-a spike at the start does not flatten the rest; --full-y shows every value. A dotted vertical line marks where a
+a spike at the start does not flatten the rest; --full-y shows every value. Peak memory is drawn from
+zero. A dotted vertical line marks where a
 session resumed the run from a checkpoint. A torn last line (a run still writing, or killed
 mid-write) is skipped.
 """
@@ -143,6 +146,28 @@ class Run:
         return [r[name] * scale if isinstance(r.get(name), (int, float)) else math.nan for r in rows]
 
 
+def auto_weight(rows):
+    """The smoothing weight for a run of `rows` training rows: the average's time constant
+    1 / (1 - w) rows is a fiftieth of the run (a run's last smoothed point then trails its loss
+    by little), no smoothing below 100 rows, and at most 0.9 (TensorBoard's usual weight)."""
+    time_constant = rows / 50
+    return 0.0 if time_constant < 2 else min(0.9, 1 - 1 / time_constant)
+
+
+def smoothing(text):
+    """--smooth: 'auto' (None) or a weight 0 <= W < 1."""
+    if text == "auto":
+        return None
+    try:
+        weight = float(text)
+    except ValueError:
+        raise UserError(f"--smooth {text} is neither a number nor 'auto'")
+    if not 0 <= weight < 1:
+        raise UserError(f"--smooth {weight} is out of range; give a weight from 0 (no smoothing) up to, "
+                        "but not including, 1, or 'auto'")
+    return weight
+
+
 def ema(values, weight):
     """TensorBoard's smoothing: an exponential moving average with the start's bias divided out;
     gaps (nan) stay gaps and do not reset it."""
@@ -161,10 +186,12 @@ def ema(values, weight):
 
 class Panel:
     """One plot: its title, y unit, what it draws per run, whether --log-y applies, whether its
-    y limits leave outliers out (noisy measurements, not the learning rate or memory)."""
+    y limits leave outliers out (noisy measurements, not the learning rate or memory), whether its
+    y axis starts at zero (memory: a flat line would otherwise get a range of a few bytes)."""
 
-    def __init__(self, title, unit, draw, log_y=False, robust=False):
+    def __init__(self, title, unit, draw, log_y=False, robust=False, from_zero=False):
         self.title, self.unit, self.draw, self.log_y, self.robust = title, unit, draw, log_y, robust
+        self.from_zero = from_zero
 
 
 def smoothed_line(ax, x, y, color, label, weight):
@@ -175,9 +202,10 @@ def smoothed_line(ax, x, y, color, label, weight):
     return y
 
 
-def loss_panel(weight):
+def loss_panel():
     def draw(ax, run, color):
-        values = smoothed_line(ax, run.train_x, run.series(run.train, "loss"), color, f"{run.label} train", weight)
+        values = smoothed_line(ax, run.train_x, run.series(run.train, "loss"), color, f"{run.label} train",
+                               run.smooth)
         if run.eval:
             val = run.series(run.eval, "val_loss")
             ax.plot(run.eval_x, val, color=color, linestyle="--", marker="o", markersize=4,
@@ -187,11 +215,12 @@ def loss_panel(weight):
     return Panel("loss", "nats per token", draw, log_y=True, robust=True)
 
 
-def train_panel(title, unit, field, scale=1.0, weight=0.0, log_y=False):
-    """A field of the train rows; smoothed (weight > 0) panels are noisy, so their limits are robust."""
+def train_panel(title, unit, field, scale=1.0, smooth=False, log_y=False, from_zero=False):
+    """A field of the train rows; smoothed panels (each run's weight) are noisy, so their limits are robust."""
     def draw(ax, run, color):
+        weight = run.smooth if smooth else 0.0
         return smoothed_line(ax, run.train_x, run.series(run.train, field, scale), color, run.label, weight)
-    return Panel(title, unit, draw, log_y, robust=weight > 0)
+    return Panel(title, unit, draw, log_y, robust=smooth, from_zero=from_zero)
 
 
 def robust_limits(values, log_y):
@@ -232,6 +261,34 @@ def time_unit(runs):
     return "s", 1.0
 
 
+def draw_panel(ax, panel, runs, colors, args, x_title):
+    log_y = args.log_y and panel.log_y
+    values = []
+    for i, run in enumerate(runs):
+        if not run.train:
+            continue
+        color = colors[i % len(colors)]
+        values += panel.draw(ax, run, color)
+        for n, x in enumerate(run.restart_x):
+            ax.axvline(x, color=color, linestyle=":", linewidth=1.2,
+                       label=f"{run.label} resumed" if n == 0 else None)
+    if log_y:
+        ax.set_yscale("log")
+    else:
+        ax.ticklabel_format(axis="y", useOffset=False)  # values as they are, never "+1.2e9" above the axis
+    limits = robust_limits(values, log_y) if panel.robust and not args.full_y else None
+    if limits:
+        ax.set_ylim(*limits)
+    if panel.from_zero:
+        finite = [v for v in values if math.isfinite(v)]
+        ax.set_ylim(0, 1.1 * max(finite) if finite and max(finite) > 0 else 1)
+    ax.set_title(panel.title)
+    ax.set_xlabel(x_title)
+    ax.set_ylabel(panel.unit)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="Plot ustrain runs (loss, learning rate, gradient norm, tokens/s, MFU, peak memory) into one PNG.")
@@ -239,18 +296,17 @@ def main():
     parser.add_argument("--output", default="plot.png", metavar="FILE.png", help="image to write (default plot.png)")
     parser.add_argument("--x", choices=["step", "tokens", "time"], default="tokens",
                         help="x axis: optimizer step, tokens seen (default), or wall time since the run's first row")
-    parser.add_argument("--smooth", type=float, default=0.9, metavar="W",
+    parser.add_argument("--smooth", default="auto", metavar="W|auto",
                         help="weight of the exponential moving average over loss, gradient norm, tokens/s and MFU, "
-                             "0 <= W < 1 (default 0.9; 0: raw curves only)")
+                             "0 <= W < 1 (0: raw curves only); default auto: from each run's length, none below "
+                             "100 steps, 0.9 from 500")
     parser.add_argument("--log-y", action="store_true",
                         help="logarithmic y axis for loss, learning rate and gradient norm")
     parser.add_argument("--full-y", action="store_true",
                         help="y limits that hold every value (default: loss, gradient norm, tokens/s and MFU leave "
                              "out values more than 3 interquartile ranges outside the middle half)")
     args = parser.parse_args()
-    if not 0 <= args.smooth < 1:
-        raise UserError(f"--smooth {args.smooth} is out of range; give a weight from 0 (no smoothing) up to, "
-                        "but not including, 1")
+    args.smooth = smoothing(args.smooth)
     plt = import_pyplot()
 
     dirs = [os.path.normpath(d) for d in args.run_dirs]
@@ -269,14 +325,18 @@ def main():
             run.restart_x = [x / seconds for x in run.restart_x]
         x_title += f" ({unit})"
 
-    w = args.smooth
-    panels = [loss_panel(w),
+    for run in runs:
+        run.smooth = auto_weight(len(run.train)) if args.smooth is None else args.smooth
+        if args.smooth is None:
+            print(f"{run.label}: {len(run.train)} steps, " +
+                  (f"smoothed with weight {run.smooth:.2f}" if run.smooth > 0 else "too few to smooth"))
+    panels = [loss_panel(),
               train_panel("learning rate", "", "lr", log_y=True),
-              train_panel("gradient norm", "before clipping", "grad_norm", weight=w, log_y=True),
-              train_panel("tokens/s", "all ranks", "tokens_per_s", weight=w),
-              train_panel("MFU", "%", "mfu", 100.0, weight=w)]
+              train_panel("gradient norm", "before clipping", "grad_norm", smooth=True, log_y=True),
+              train_panel("tokens/s", "all ranks", "tokens_per_s", smooth=True),
+              train_panel("MFU", "%", "mfu", 100.0, smooth=True)]
     if any(run.has_memory for run in runs):
-        panels.append(train_panel("peak memory", "GiB (rank 0)", "peak_memory_bytes", 1 / 2**30))
+        panels.append(train_panel("peak memory", "GiB (rank 0)", "peak_memory_bytes", 1 / 2**30, from_zero=True))
 
     for run in runs:
         if run.restarts:
@@ -287,26 +347,7 @@ def main():
     fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, panel in zip(axes.flat, panels):
-        log_y = args.log_y and panel.log_y
-        values = []
-        for i, run in enumerate(runs):
-            if not run.train:
-                continue
-            color = colors[i % len(colors)]
-            values += panel.draw(ax, run, color)
-            for n, x in enumerate(run.restart_x):
-                ax.axvline(x, color=color, linestyle=":", linewidth=1.2,
-                           label=f"{run.label} resumed" if n == 0 else None)
-        if log_y:
-            ax.set_yscale("log")
-        limits = robust_limits(values, log_y) if panel.robust and not args.full_y else None
-        if limits:
-            ax.set_ylim(*limits)
-        ax.set_title(panel.title)
-        ax.set_xlabel(x_title)
-        ax.set_ylabel(panel.unit)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        draw_panel(ax, panel, runs, colors, args, x_title)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()

@@ -83,6 +83,45 @@ awk -v r="$robust" 'BEGIN { exit !(r > 0 && r < 100) }' && pass "the spike is le
 awk -v f="$full" 'BEGIN { exit !(f >= 1000) }' && pass "--full-y keeps it (top $full)" \
   || fail "--full-y loss axis top $full"
 
+# Smoothing follows the run's length: a 12-step run is drawn raw (an average of 0.9 would end
+# far above its last loss), a 300-step one smoothed lightly; a flat memory line is drawn from
+# zero with its values on the axis, not as an offset. Read back from the figure.
+figure() {  # figure RUN [OPTIONS]: the loss panel's last drawn point, the memory panel's axis
+  "$PYTHON" - "$SOURCE_DIR/scripts/plot-run.py" "$@" <<'PY'
+import runpy, sys
+import matplotlib.pyplot as plt
+script, *args = sys.argv[1:]
+sys.argv = [script, *args, "--output", "figure.png"]
+saved = plt.Figure.savefig
+def report(fig, *a, **k):
+    fig.canvas.draw()
+    loss, memory = fig.axes[0], fig.axes[5]
+    print("loss last", [line.get_ydata()[-1] for line in loss.lines if line.get_label().endswith(" train")][-1])
+    print("memory bottom", memory.get_ylim()[0], "offset", repr(memory.yaxis.get_major_formatter().get_offset()))
+    return saved(fig, *a, **k)
+plt.Figure.savefig = report
+runpy.run_path(script, run_name="__main__")
+PY
+}
+mkdir -p flat && cp -r runs/b flat/b
+sed -i 's/"peak_memory_bytes":[0-9]*/"peak_memory_bytes":1234567890/' flat/b/metrics.jsonl
+figure flat/b >figure.txt
+last_raw=$(grep '"kind":"train"' flat/b/metrics.jsonl | tail -n 1 | sed 's/.*"loss":\([-0-9.e]*\).*/\1/')
+last_drawn=$(sed -n 's/^loss last //p' figure.txt)
+awk -v a="$last_raw" -v b="$last_drawn" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }' \
+  && pass "a 12-step run's loss is drawn raw (ends at $last_drawn)" || fail "drawn $last_drawn, last loss $last_raw"
+grep -q "^b: 12 steps, too few to smooth$" figure.txt && pass "it says so" || fail "$(cat figure.txt)"
+grep -q "^memory bottom 0.0 offset ''$" figure.txt && pass "flat memory from zero, without an offset" \
+  || fail "memory axis: $(grep memory figure.txt)"
+mkdir -p long
+"$PYTHON" -c 'import json
+for s in range(1, 301): print(json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3}))' \
+  >long/metrics.jsonl && cp runs/b/recipe.toml long/
+expect_exit 0 "plot a 300-step run" -- plot long --x step --output long.png
+expect_output "^long: 300 steps, smoothed with weight 0.83$" "a longer run is smoothed, lightly"
+expect_exit 0 "--smooth 0.9 still sets the weight" -- plot long --x step --smooth 0.9 --output long.png
+expect_output "wrote long.png" "an explicit weight is taken as given"
+
 # A resumed run is marked where the resumed session began: after the checkpoint it took up.
 expect_exit 0 "resume run a for 4 more steps" -- "$USTRAIN" train tiny.toml --set run.name=a --set train.steps=16 \
   --set train.eval_interval=4 --resume auto
