@@ -196,9 +196,10 @@ void LlamaModel::reset_moe_loads() const {
   for (const TransformerBlock& b : blocks_) b.mlp().reset_load();
 }
 
-double LlamaModel::flops_per_token(std::int64_t S) const {
-  return 6.0 * static_cast<double>(matmul_params()) +
-         6.0 * static_cast<double>(geo_.n_layers) * static_cast<double>(geo_.d_model) * static_cast<double>(S);
+double LlamaModel::flops_per_token(std::int64_t S, bool full_window) const {
+  const double attention = (full_window ? 12.0 : 6.0) * static_cast<double>(geo_.n_layers) *
+                           static_cast<double>(geo_.d_model) * static_cast<double>(S);
+  return 6.0 * static_cast<double>(matmul_params()) + attention;
 }
 
 }  // namespace ustrain

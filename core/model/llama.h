@@ -109,8 +109,10 @@ class LlamaModel {
 
   // The N of DESIGN.md's FLOPs convention, of the whole model (ModelGeometry::matmul_params).
   std::int64_t matmul_params() const { return geo_.matmul_params(); }
-  // Model FLOPs per token of the whole model for sequence length S: 6 N + 6 L d S.
-  double flops_per_token(std::int64_t S) const;
+  // Model FLOPs per token of the whole model for sequence length S: 6 N + 6 L d S (attention
+  // counted as causal: a token's scores and values cover half the window on average), or with
+  // `full_window` 6 N + 12 L d S, the convention torchtitan, nanotron and OLMo-core publish MFU in.
+  double flops_per_token(std::int64_t S, bool full_window = false) const;
 
  private:
   ModelSection cfg_;

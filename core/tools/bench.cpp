@@ -23,6 +23,13 @@
 namespace ustrain {
 namespace {
 
+// A FLOP rate with three significant figures in the unit that suits it: a CPU's peak reads
+// "123 GFLOP/s", not "0.1 TFLOP/s"; a GPU's "989 TFLOP/s".
+std::string flops_rate_text(double flops_per_second) {
+  if (flops_per_second >= 0.9995e12) return fmt::format("{:.3g} TFLOP/s", flops_per_second / 1e12);
+  return fmt::format("{:.3g} GFLOP/s", flops_per_second / 1e9);
+}
+
 // The data, forward, backward and optimizer seconds of step 1, from the run's metrics.
 std::optional<std::array<double, 4>> first_step_phases(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
@@ -130,9 +137,11 @@ void run_bench(Recipe recipe, std::int64_t steps, const std::string& calibration
   const double per_step_ms = 1e3 / static_cast<double>(timed);
   spdlog::info("bench: training achieved {:.1f} GFLOP/s = {:.1f}% of the weighted GEMM rate at the model's shapes",
                achieved / 1e9, 100.0 * achieved / gemm_rate);
-  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {:.1f} TFLOP/s (over {} timed steps)",
+  const double full_window_ratio = s.achieved_flops_full_window / s.achieved_flops;
+  spdlog::info("bench: {:.0f} tokens/s | MFU {:.1f}% of {} ({:.1f}% counting attention as 12 L d S, as torchtitan, "
+               "nanotron and OLMo-core do) over {} timed steps",
                tokens_per_step * static_cast<double>(timed) / busy, 100.0 * achieved / s.peak_flops,
-               s.peak_flops / 1e12, timed);
+               flops_rate_text(s.peak_flops), 100.0 * achieved * full_window_ratio / s.peak_flops, timed);
   spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
                busy * per_step_ms, phase[0] * per_step_ms, phase[1] * per_step_ms, phase[2] * per_step_ms,
                phase[3] * per_step_ms);

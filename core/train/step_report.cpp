@@ -21,7 +21,8 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step) {
+void log_summary(TrainSummary& summary, double total_seconds, std::int64_t tokens_per_step, double flops_per_step,
+                 double full_window_flops_per_step) {
   const std::int64_t steps = summary.steps - summary.first_step + 1;
   if (steps <= 0) return;
   const std::int64_t skipped = steps - summary.applied_steps;
@@ -29,10 +30,12 @@ void log_summary(TrainSummary& summary, double total_seconds, std::int64_t token
                       summary.phase_seconds[3];
   summary.tokens_per_second = static_cast<double>(tokens_per_step * steps) / busy;
   summary.achieved_flops = flops_per_step * static_cast<double>(steps) / busy;
+  summary.achieved_flops_full_window = full_window_flops_per_step * static_cast<double>(steps) / busy;
   spdlog::info("done: {} steps ({} applied, {} skipped) in {} | {:.0f} tok/s | {:.2f} GFLOP/s achieved = {:.1f}% of "
-               "the job's {:.2f} GFLOP/s peak",
-               steps, summary.applied_steps, skipped, format_duration(total_seconds), summary.tokens_per_second, summary.achieved_flops / 1e9,
-               100.0 * summary.achieved_flops / summary.peak_flops, summary.peak_flops / 1e9);
+               "the job's {:.2f} GFLOP/s peak ({:.1f}% counting attention as 12 L d S)",
+               steps, summary.applied_steps, skipped, format_duration(total_seconds), summary.tokens_per_second,
+               summary.achieved_flops / 1e9, 100.0 * summary.achieved_flops / summary.peak_flops,
+               summary.peak_flops / 1e9, 100.0 * summary.achieved_flops_full_window / summary.peak_flops);
   spdlog::info("time per phase: data {:.1f}% | forward {:.1f}% | backward {:.1f}% | optimizer {:.1f}% | "
                "paused for checkpoints {:.3f} s",
                100 * summary.phase_seconds[0] / busy, 100 * summary.phase_seconds[1] / busy,
@@ -63,6 +66,8 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
   peak_ = device_peak_flops(be, run.model.compute_dtype(), peak_cache);
   tokens_per_step_ = t.global_batch * t.seq_len;
   flops_per_step_ = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step_);
+  full_window_flops_per_step_ =
+      run.model.flops_per_token(t.seq_len, /*full_window=*/true) * static_cast<double>(tokens_per_step_);
   psi_bytes_ = 4.0 * static_cast<double>(params.flat_size());
 
   const ModelGeometry& g = run.geometry;
@@ -173,6 +178,7 @@ void StepReport::record_moe_load(std::int64_t step) {
     at += l->tokens.size() + 6;
     double total = 0;
     for (auto c = first; c != last; ++c) total += *c;
+    warn_if_starving(step, l->layer, std::span<const float>(&*first, l->tokens.size()));
     numbers.insert(numbers.end(), {{p + "load_min", *std::min_element(first, last)},
                                    {p + "load_max", *std::max_element(first, last)},
                                    {p + "load_mean", total / static_cast<double>(l->tokens.size())},
@@ -203,6 +209,19 @@ void StepReport::record_moe_load(std::int64_t step) {
   record("moe", numbers);
 }
 
+void StepReport::warn_if_starving(std::int64_t step, int layer, std::span<const float> load) {
+  StarvingLayer idle;
+  if (!starvation_.add_step(layer, load, idle) || !layout_.leads()) return;
+  const ModelSection& m = recipe_.model;
+  const bool balancing = m.router_bias_update_rate > 0 || m.router_seq_aux_loss > 0;
+  spdlog::warn("step {}: MoE layer {}: {} of its {} experts received no token in each of the last {} steps: the "
+               "router is collapsing onto the others, which then train alone; {}",
+               step, layer, idle.starving, idle.experts, starvation_.patience(),
+               balancing ? "raise model.router_bias_update_rate or model.router_seq_aux_loss"
+                         : "turn on balancing: model.router_bias_update_rate = 0.001 (auxiliary-loss-free) or "
+                           "model.router_seq_aux_loss = 0.0001");
+}
+
 void StepReport::record_step(std::int64_t step, const StepResult& r, const PhaseTimer& step_timer) {
   TrainingRank& run = run_;
   for (int p = 0; p < kPhases; ++p) summary_.phase_seconds[p] += step_timer.seconds(static_cast<Phase>(p));
@@ -226,6 +245,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   n.step_s = step_timer.total();
   n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
   n.mfu = flops_per_step_ / layout_.world_size() / n.step_s / peak_.flops_per_second;  // per device
+  n.mfu_full_window = n.mfu * full_window_flops_per_step_ / flops_per_step_;
   if (n.mfu > 1.0 && !peak_doubted_) {
     peak_doubted_ = true;
     spdlog::warn("MFU {:.0f}%: this step ran faster than the peak MFU divides by ({}: {:.1f} GFLOP/s), so that "
@@ -235,7 +255,8 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   }
   std::vector<std::pair<std::string, double>> numbers{
       {"step", double(step)}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-      {"tokens_per_s", n.tok_s}, {"mfu", n.mfu}, {"step_s", n.step_s},
+      {"tokens_per_s", n.tok_s}, {"mfu", n.mfu},
+      {"mfu_full_window", n.mfu_full_window}, {"step_s", n.step_s},
       {"data_s", step_timer.seconds(Phase::data)},
       {"forward_s", step_timer.seconds(Phase::forward)},
       {"backward_s", step_timer.seconds(Phase::backward)},
@@ -299,10 +320,10 @@ void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTim
                  fmt::join(run.pipeline.slots.slots, ", "));
   if (step % recipe.log.interval == 0 || step == summary_.first_step || step == t.steps) {
     const double eta = n.elapsed / static_cast<double>(step - start_step_) * static_cast<double>(t.steps - step);
-    spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% | "
-                 "data {:.1f} ms | elapsed {} | eta {}",
+    spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% "
+                 "({:.1f}% at 12LdS) | data {:.1f} ms | elapsed {} | eta {}",
                  step, std::to_string(t.steps).size(), t.steps, r.loss, r.lr, r.grad_norm, n.tok_s, 100.0 * n.mfu,
-                 1e3 * step_timer.seconds(Phase::data), format_duration(n.elapsed), format_duration(eta));
+                 100.0 * n.mfu_full_window, 1e3 * step_timer.seconds(Phase::data), format_duration(n.elapsed), format_duration(eta));
   }
 }
 
@@ -336,7 +357,7 @@ TrainSummary StepReport::finish() {
   summary_.peak_resident_bytes = peak_resident_bytes();
   summary_.peak_device_bytes = run_.backend.peak_device_bytes();
   log_summary(summary_, std::chrono::duration<double>(PhaseTimer::Clock::now() - started_).count(),
-              tokens_per_step_, flops_per_step_);
+              tokens_per_step_, flops_per_step_, full_window_flops_per_step_);
   spdlog::info("checkpoint: {}{}", summary_.checkpoint.empty() ? "none written" : summary_.checkpoint,
                metrics_ && !metrics_->files().empty() ? " | metrics: " + metrics_->files() : std::string());
   return summary_;

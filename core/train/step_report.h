@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/distributed/process_layout.h"
 #include "core/distributed/straggler_watch.h"
 #include "core/train/applied_steps.h"
+#include "core/train/expert_starvation.h"
 #include "core/train/metrics_log.h"
 #include "core/train/peak_flops.h"
 #include "core/train/phase_timer.h"
@@ -67,6 +69,8 @@ class StepReport {
 
  private:
   void record_moe_load(std::int64_t step);
+  // Warns (the leading rank) when MoE layer `layer`'s experts have starved for several steps.
+  void warn_if_starving(std::int64_t step, int layer, std::span<const float> load);
   // Adds the step to the straggler watch; at the end of a log interval compares the ranks and,
   // when one is named, warns and returns its metrics fields.
   std::vector<std::pair<std::string, double>> watch_stragglers(std::int64_t step, double step_s);
@@ -74,7 +78,7 @@ class StepReport {
   struct StepNumbers {
     double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;  // counted by the communicators
     double ep_a2a_wire = 0;  // the ep group's all-to-all bytes this rank sent to other ranks
-    double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0;
+    double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0, mfu_full_window = 0;
   };
   void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);
   // The most memory held so far, as the end-of-run summary measures it: the backend's device
@@ -91,10 +95,12 @@ class StepReport {
   std::int64_t start_step_;
   std::int64_t tokens_per_step_;
   double flops_per_step_;
+  double full_window_flops_per_step_;  // the same counting attention over the whole window (12 L d S)
   double psi_bytes_;  // the Playbook's unit for data-parallel traffic: one copy of the fp32 parameters
   PhaseTimer::Clock::time_point started_ = PhaseTimer::Clock::now();
   StepNumbers last_;
   StragglerWatch stragglers_;
+  ExpertStarvationWatch starvation_{10};  // a layer's experts idle for 10 steps in a row: warned about
   double blocked_at_step_start_ = 0;
   std::optional<Straggler> straggler_;
   TrainSummary summary_;

@@ -34,6 +34,7 @@ struct TrainSummary {
   double unigram_val_loss = 0;  // cross-entropy of a unigram model fitted on the train split
   double tokens_per_second = 0;
   double achieved_flops = 0;    // model FLOP/s over the whole run
+  double achieved_flops_full_window = 0;  // the same counting attention as 12 L d S (torchtitan's MFU)
   double peak_flops = 0;        // MFU denominator: the peak of all devices of the job
   double phase_seconds[4] = {0, 0, 0, 0};  // data, forward, backward, optimizer
   std::size_t plan_bytes = 0;  // in the memory the model computes in: on the CPU with the host buffers
