@@ -55,7 +55,7 @@ void add_export(CLI::App& ckpt) {
                format_gigabytes(static_cast<double>(r.bytes), 3),
                e.dtype, r.files, r.output_dir);
     fmt::print("tokenizer: {}{}\n", r.tokenizer,
-               r.tokenizer_files.empty() ? std::string(" (no Hugging Face tokenizer files; see the README)")
+               r.tokenizer_files.empty() ? std::string(" (no Hugging Face tokenizer files; see docs/checkpoints.md)")
                                          : fmt::format("; wrote {}", fmt::join(r.tokenizer_files, ", ")));
   });
 }

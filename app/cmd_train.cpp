@@ -24,7 +24,7 @@ void add_train_command(CLI::App& root) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = root.add_subcommand("train", "Train a model from a TOML recipe");
-  cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see the README's recipe reference")->required();
+  cmd->add_option("recipe", opt->recipe, "Recipe file (TOML); see docs/recipes.md for every key")->required();
   add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
                 "Make the checks training makes first (data, device.threads, (CPU) memory), print the resolved "

@@ -7,7 +7,7 @@
 // (PreTrainedTokenizerFast; BOS the first of <s>, <|begin_of_text|>, ... it has, else EOS).
 // ustrain adds no BOS when it tokenizes (documents end with EOS, and a new one starts after
 // it), so add_bos_token is false, and a model without a BOS piece names EOS as its BOS. The
-// byte tokenizer has no Hugging Face class: only its ids are written (README, "Checkpoints").
+// byte tokenizer has no Hugging Face class: only its ids are written (docs/checkpoints.md).
 //
 // Import: which tokenizer the new checkpoint keeps (import_tokenizer).
 #pragma once

@@ -1,8 +1,8 @@
 // Recipe: the typed, validated configuration of a run, read from TOML.
 //
 // Every key has a default, a type, a range and a one-line meaning in one schema
-// (core/recipe/recipe_schema.cpp); the README's recipe reference and `--dry-run` are printed
-// from it. Errors are UserError with "FILE:LINE: key: what is wrong; how to fix it".
+// (core/recipe/recipe_schema.cpp); the recipe reference in docs/recipes.md and `--dry-run`
+// are printed from it. Errors are UserError with "FILE:LINE: key: what is wrong; how to fix it".
 #pragma once
 
 #include <cstdint>

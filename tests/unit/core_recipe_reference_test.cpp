@@ -1,4 +1,4 @@
-// Docs that match the code: the README's recipe reference is the schema's own rendering.
+// Docs that match the code: docs/recipes.md's recipe reference is the schema's own rendering.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,9 +9,9 @@
 namespace ustrain {
 namespace {
 
-TEST(Readme, RecipeReferenceMatchesTheSchema) {
-  std::ifstream in(std::string(USTRAIN_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
+TEST(Docs, RecipeReferenceMatchesTheSchema) {
+  std::ifstream in(std::string(USTRAIN_SOURCE_DIR) + "/docs/recipes.md");
+  ASSERT_TRUE(in) << "docs/recipes.md not found";
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -21,7 +21,7 @@ TEST(Readme, RecipeReferenceMatchesTheSchema) {
   ASSERT_NE(e, std::string::npos);
   const std::string documented = text.substr(b + begin.size(), e - b - begin.size());
   EXPECT_EQ(documented, recipe_reference_markdown())
-      << "README.md's recipe reference is stale: regenerate it with scripts/update-readme.sh";
+      << "docs/recipes.md's recipe reference is stale: regenerate it with scripts/update-recipe-reference.sh";
 }
 
 }  // namespace
