@@ -52,10 +52,10 @@ void add_data_convert_command(CLI::App& data) {
                       "manifest.json or files), as the first line on stderr says")
       ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
   convert->add_option("--tokenizer,-t", o->tokenizer,
-                      "text/jsonl: byte (default), a sentencepiece .model, a Hugging Face tokenizer.json (its EOS "
-                      "from the tokenizer_config.json beside it) or a tiktoken .tiktoken file; token formats: one "
-                      "of those, or the name of the tokenizer that made the ids (with --vocab-size); shards: "
-                      "another tokenizer re-tokenizes");
+                      "text/jsonl: byte (default), a sentencepiece .model, a Hugging Face tokenizer.json (its EOS from "
+                      "the tokenizer_config.json beside it; see --eos-token) or a tiktoken .tiktoken file; token "
+                      "formats: one of those, or the name of the tokenizer that made the ids (with --vocab-size); "
+                      "shards: another tokenizer re-tokenizes");
   convert->add_option("--tiktoken-pattern", o->tiktoken_pattern,
                       "A .tiktoken file's pre-tokenizer: gpt2, cl100k_base or o200k_base (their regex and special "
                       "tokens, e.g. <|endoftext|>), or a regex; default: the file's name if it is one of those");
@@ -63,10 +63,16 @@ void add_data_convert_command(CLI::App& data) {
                       "A .tiktoken file's special token TOKEN=ID (repeatable); <|endoftext|> is the EOS");
   convert->add_option("--vocab-size", o->vocab_size, "Token formats with a named tokenizer: its vocabulary size")
       ->check(positive());
-  convert->add_option("--eos-id", o->eos_id,
-                      "Token formats: the end-of-document id, which splits llm.c and 1-D NumPy streams into "
-                      "documents (llm.c default 50256)")
-      ->check(non_negative());
+  CLI::Option* eos_id =
+      convert->add_option("--eos-id", o->eos_id,
+                          "The end-of-document id: a Hugging Face tokenizer file ends documents with it; token "
+                          "formats split llm.c and 1-D NumPy streams into documents by it (llm.c default 50256)")
+          ->check(non_negative());
+  convert->add_option("--eos-token", o->eos_token,
+                      "The end-of-document token by name, looked up in the tokenizer file, e.g. '<|endoftext|>'; "
+                      "default: tokenizer_config.json's eos_token, but <|endoftext|> where that names a chat-turn "
+                      "end such as <|im_end|> (Qwen); the output says which")
+      ->excludes(eos_id);
   convert->add_option("--split", o->split,
                       "text: how files divide into documents: file | blank-line | line:MARKER (a line equal to "
                       "MARKER separates documents, e.g. line:% for fortune files)")

@@ -13,6 +13,7 @@
 #include "data/crc32.h"
 #include "data/dataset_builder.h"
 #include "data/dataset_documents.h"
+#include "data/document_eos.h"
 #include "data/document_splitter.h"
 #include "data/duplicate_inputs.h"
 #include "data/durable_output.h"
@@ -53,8 +54,9 @@ void validate(const ConvertOptions& o) {
   if (o.workers < 1 || o.workers > 256) throw UserError(fmt::format("workers {} is outside 1 to 256", o.workers));
   if (o.max_document_bytes <= 0)
     throw UserError(fmt::format("maximum document size {} bytes must be positive", o.max_document_bytes));
-  if (is_text_format(o.format) && o.eos_id >= 0)
-    throw UserError("--eos-id applies to token-id formats; text is encoded with the tokenizer's own EOS");
+  if (o.eos_id >= 0 && !o.eos_token.empty())
+    throw UserError(fmt::format("--eos-id {} and --eos-token {} both name the end-of-document token: pass one of them",
+                                o.eos_id, abbreviate(o.eos_token)));
 }
 
 // How documents are tokenized and what the dataset records about it.
@@ -66,6 +68,7 @@ struct TokenizerPlan {
   std::string model_bytes;             // or the file's bytes (a tokenizer.json, converted tiktoken)
   std::string model_name;              // its name in the dataset
   bool text_out = false;               // documents arrive as text (append EOS by default)
+  std::string eos_note;                // which token ends documents, for the user
 };
 
 TokenizerIdentity identity_of(const Tokenizer& tokenizer) {
@@ -76,8 +79,15 @@ TokenizerIdentity identity_of(const Tokenizer& tokenizer) {
   return identity;
 }
 
+// The tokenizer `spec`, ending documents with the token the options choose (data/document_eos.h).
+std::unique_ptr<Tokenizer> open_for_documents(const std::string& spec, const ConvertOptions& o, std::string& eos_note) {
+  std::unique_ptr<Tokenizer> tokenizer = open_tokenizer(spec, {o.tiktoken_pattern, o.tiktoken_special_tokens});
+  eos_note = choose_document_eos(*tokenizer, {o.eos_token, o.eos_id}, spec);
+  return tokenizer;
+}
+
 void use_tokenizer(TokenizerPlan& plan, const std::string& spec, const ConvertOptions& o) {
-  plan.encoder = open_tokenizer(spec, {o.tiktoken_pattern, o.tiktoken_special_tokens});
+  plan.encoder = open_for_documents(spec, o, plan.eos_note);
   plan.identity = identity_of(*plan.encoder);
   plan.model_bytes = stored_tokenizer_json(*plan.encoder);
   if (!plan.model_bytes.empty()) {
@@ -101,9 +111,6 @@ TokenizerPlan plan_for_ids(const ConvertOptions& o) {
     if (o.vocab_size > 0 && o.vocab_size != plan.identity.vocab_size)
       throw UserError(fmt::format("--vocab-size {} disagrees with tokenizer {}, whose vocabulary has {} ids", o.vocab_size,
                                   o.tokenizer, plan.identity.vocab_size));
-    if (o.eos_id >= 0 && o.eos_id != plan.identity.eos_id)
-      throw UserError(fmt::format("--eos-id {} disagrees with tokenizer {}, whose EOS is {}", o.eos_id, o.tokenizer,
-                                  plan.identity.eos_id));
     return plan;
   }
   const bool plain = std::all_of(o.tokenizer.begin(), o.tokenizer.end(), [](char c) {
@@ -112,6 +119,10 @@ TokenizerPlan plan_for_ids(const ConvertOptions& o) {
   if (!plain)
     throw UserError(
         fmt::format("tokenizer name '{}' may hold only letters, digits and - _ . +", abbreviate(o.tokenizer)));
+  if (!o.eos_token.empty())
+    throw UserError(fmt::format("--eos-token {} needs a tokenizer file to look the token up, and '{}' names none: "
+                                "pass the token's id with --eos-id",
+                                abbreviate(o.eos_token), abbreviate(o.tokenizer)));
   if (o.vocab_size <= 0)
     throw UserError(fmt::format("pass --vocab-size: the vocabulary size of tokenizer '{}' (e.g. 50257 for gpt2); "
                                 "every id must lie below it",
@@ -134,13 +145,16 @@ TokenizerPlan plan_for_datasets(const ConvertOptions& o, const std::vector<Token
                                   "separately, or re-tokenize each with --tokenizer first",
                                   datasets.front().dir(), dataset.dir(), input.describe(), dataset.tokenizer().describe()));
   const std::string input_model = input.model_file.empty() ? "" : (fs::path(datasets.front().dir()) / input.model_file).string();
+  TokenizerPlan plan;
+  if (o.tokenizer.empty() && (o.eos_id >= 0 || !o.eos_token.empty()))
+    throw UserError("--eos-id and --eos-token choose the token that ends documents as text is tokenized, but "
+                    "re-sharding keeps the datasets' ids: name the tokenizer with --tokenizer to re-tokenize");
   // The same model file (a tokenizer.json is stored as it is) with the same EOS.
   const bool same_file = (input.kind == "sentencepiece" || (input.kind == "huggingface" && o.tokenizer.ends_with(".json"))) &&
                          fs::is_regular_file(o.tokenizer) &&
                          crc32_label(crc32_of_file(o.tokenizer)) == input.model_checksum &&
-                         (input.kind == "sentencepiece" || open_tokenizer(o.tokenizer)->eos_id() == input.eos_id);
+                         (input.kind == "sentencepiece" || open_for_documents(o.tokenizer, o, plan.eos_note)->eos_id() == input.eos_id);
   const bool same = o.tokenizer.empty() || (o.tokenizer == "byte" && input.kind == "byte") || same_file;
-  TokenizerPlan plan;
   if (same) {  // re-shard: the ids are copied as they are
     plan.identity = input;
     plan.model_to_copy = input_model;
@@ -266,6 +280,7 @@ ConvertReport convert_dataset(const ConvertOptions& options, const std::function
   if (skipped.count() > 0) say(skipped.describe());
   if (!not_files.empty()) say(describe_skipped(not_files));
   if (!duplicates.empty()) say(describe_duplicates(duplicates));
+  if (!plan.eos_note.empty()) say(plan.eos_note);
   const bool append_eos = o.eos == EosMode::append || (o.eos == EosMode::automatic && plan.text_out);
   if (append_eos && plan.identity.eos_id < 0)
     throw UserError(fmt::format("tokenizer {} has no end-of-document id to append: pass {}--eos none",

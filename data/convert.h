@@ -31,7 +31,11 @@ struct ConvertOptions {
   std::string tiktoken_pattern;                    // .tiktoken: a known encoding or a regex
   std::vector<std::string> tiktoken_special_tokens;  // .tiktoken: "TOKEN=ID"
   std::int64_t vocab_size = 0;           // token formats with a named tokenizer: ids lie below it
-  std::int64_t eos_id = -1;              // token formats: end-of-document id (llmc: 50256 when -1)
+  // The end-of-document token by id or by name (data/document_eos.h); a Hugging Face
+  // tokenizer then ends documents with it, other tokenizer files must agree. Token formats
+  // with a named tokenizer: the id that splits llm.c and NumPy streams (llmc: 50256 when -1).
+  std::int64_t eos_id = -1;
+  std::string eos_token;
   std::string split = "blank-line";      // text: "file" | "blank-line" | "line:<MARKER>"
   std::vector<std::string> include;      // base-name globs to take (fnmatch), e.g. "*.txt"; empty: all
   std::vector<std::string> exclude;      // base-name globs to skip, e.g. "*.dat"

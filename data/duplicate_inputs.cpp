@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "data/compressed_input.h"
 #include "data/crc32.h"
 #include "kernels/error.h"
 
@@ -58,6 +59,67 @@ bool same_bytes(const std::string& a, const std::string& b) {
   }
 }
 
+// The decompressed content's size and CRC-32.
+std::pair<std::uint64_t, std::uint32_t> content_digest(const std::string& path) {
+  InputReader reader(path);
+  std::vector<char> buffer(1 << 16);
+  std::uint64_t size = 0;
+  std::uint32_t crc = 0;
+  while (const std::size_t n = reader.read(buffer.data(), buffer.size())) {
+    size += n;
+    crc = crc32_update(crc, buffer.data(), n);
+  }
+  return {size, crc};
+}
+
+// Fills `buffer` unless the content ends first (a read may return less before the end).
+std::size_t read_full(InputReader& reader, std::vector<char>& buffer) {
+  std::size_t filled = 0;
+  while (filled < buffer.size()) {
+    const std::size_t n = reader.read(buffer.data() + filled, buffer.size() - filled);
+    if (n == 0) break;
+    filled += n;
+  }
+  return filled;
+}
+
+bool same_content(const std::string& a, const std::string& b) {
+  InputReader ra(a), rb(b);
+  std::vector<char> ba(1 << 16), bb(1 << 16);
+  while (true) {
+    const std::size_t na = read_full(ra, ba), nb = read_full(rb, bb);
+    if (na != nb || std::memcmp(ba.data(), bb.data(), na) != 0) return false;
+    if (na == 0) return true;
+  }
+}
+
+// `gzip -k a.jsonl` leaves a.jsonl beside a.jsonl.gz: a compressed file and the files named as
+// it is without .gz / .zst are compared by their decompressed content. Only such groups are
+// decompressed here, so that a directory of compressed files is not read twice.
+std::vector<InputFile> drop_decompressed_repeats(const std::vector<InputFile>& files,
+                                                 std::vector<DuplicateInput>& dropped) {
+  std::map<std::string, int> per_name;  // the name without compression suffix -> files
+  for (const InputFile& file : files) ++per_name[without_compression_suffix(file.path)];
+  std::vector<InputFile> unique;
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::string>> by_content;  // (size, crc) -> kept
+  for (const InputFile& file : files) {
+    if (per_name[without_compression_suffix(file.path)] < 2) {
+      unique.push_back(file);
+      continue;
+    }
+    std::vector<std::string>& alike = by_content[content_digest(file.path)];
+    const auto same = std::find_if(alike.begin(), alike.end(),
+                                   [&](const std::string& other) { return same_content(file.path, other); });
+    if (same != alike.end()) {
+      dropped.push_back({file.path, fmt::format("the same content as {}, decompressed", *same)});
+    } else {
+      alike.push_back(file.path);
+      unique.push_back(file);
+    }
+  }
+  return unique;
+}
+
 }  // namespace
 
 std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files,
@@ -89,7 +151,7 @@ std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files
       unique.push_back(file);
     }
   }
-  return unique;
+  return drop_decompressed_repeats(unique, dropped);
 }
 
 std::string describe_duplicates(const std::vector<DuplicateInput>& dropped, std::size_t shown) {

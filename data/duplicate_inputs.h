@@ -1,5 +1,5 @@
 // Input files reached twice are read once: a symbolic link (or hard link) to a file already
-// listed, a file named twice, or another file with the same bytes. A directory such as
+// listed, a file named twice, or another file with the same bytes or, decompressed, content. A directory such as
 // /usr/share/games/fortunes holds links beside the files they point to; reading both would
 // count each document twice and could put one copy in training and the other in validation.
 #pragma once
@@ -19,7 +19,9 @@ struct DuplicateInput {
 
 // `files` without the repeats, in their order; the first of each kept. The same file is told
 // by device and inode (following links); the same content by size, then CRC-32 (data/crc32.h)
-// of files of equal size, then their bytes compared. Empty files are never repeats.
+// of files of equal size, then their bytes compared. Empty files are never repeats. A
+// compressed file and one named as it is without .gz / .zst (what `gzip -k` leaves) are
+// compared by their decompressed content the same way.
 std::vector<InputFile> drop_duplicate_inputs(const std::vector<InputFile>& files,
                                              std::vector<DuplicateInput>& dropped);
 

@@ -35,6 +35,8 @@ class HfTokenizer final : public Tokenizer {
   std::string decode(std::span<const std::int32_t> ids) const override;
   std::int64_t vocab_size() const override { return static_cast<std::int64_t>(tokens_.size()); }
   std::int32_t eos_id() const override { return eos_id_; }
+  // Ends documents with token `id` instead (data/document_eos.h); before any encoding.
+  void set_eos_id(std::int32_t id) { eos_id_ = id; }
   std::string identity() const override { return "huggingface"; }
   std::string piece(std::int32_t id) const override;
 

@@ -180,14 +180,27 @@ std::string kind_of_files(const std::string& format, std::size_t count) {
   return one ? "llm.c shard" : "llm.c shards";
 }
 
+// Text and JSONL are both text: which one a file holds is a guess that one conversion should
+// not make file by file, so a mix is refused (in a directory as on the command line) with this way out.
+constexpr const char* kTextBesideJsonlFix =
+    "one conversion reads one format: --include '*.jsonl*' reads only the JSONL files (a dataset card such as "
+    "README.md is not training data), --format text --exclude '*.jsonl*' only the text files";
+
+// The first file (in sorted order) that the text format would read, or "".
+std::string first_text_file(const std::vector<std::string>& files) {
+  for (const std::string& file : files)
+    if (check_text_file(file) == TextVerdict::text) return file;
+  return "";
+}
+
 Verdict detect_directory(const std::string& dir, const NameFilter& filter) {
   if (fs::is_regular_file(fs::path(dir) / kManifestFileName))
     return {"shards", fmt::format("{} holds {}: a ustrain dataset", dir, kManifestFileName)};
   std::map<std::string, std::vector<std::string>> by_format;  // format -> files (up to an example)
-  std::size_t others = 0;
+  std::vector<std::string> others;
   for (const InputFile& file : list_input_files({dir}, filter)) {
     const std::string format = format_in_directory(file.path);
-    if (format.empty()) ++others;
+    if (format.empty()) others.push_back(file.path);
     else if (format != "megatron-data") by_format[format].push_back(file.path);
   }
   if (by_format.empty())
@@ -201,8 +214,13 @@ Verdict detect_directory(const std::string& dir, const NameFilter& filter) {
                             fmt::join(kinds, " and "))};
   }
   const auto& [format, files] = *by_format.begin();
+  if (format == "jsonl")
+    if (const std::string text = first_text_file(others); !text.empty())
+      return {"", fmt::format("{} holds {} {} (e.g. {}) and text files (e.g. {}); {}", dir, files.size(),
+                              kind_of_files(format, files.size()), files.front(), text, kTextBesideJsonlFix),
+              false};
   return {format, fmt::format("{} holds {} {}{}", dir, files.size(), kind_of_files(format, files.size()),
-                              others == 0 ? "" : fmt::format(" (its {} other files are not read)", others))};
+                              others.empty() ? "" : fmt::format(" (its {} other files are not read)", others.size()))};
 }
 
 Verdict detect_input(const std::string& input, const NameFilter& filter) {
@@ -234,11 +252,15 @@ DetectedFormat detect_input_format(const std::vector<std::string>& inputs, const
   if (verdicts.empty())
     throw UserError(fmt::format("no input files found in {}{}", fmt::join(inputs, ", "), filter.describe()));
   const auto& [first_input, first] = verdicts.front();
-  for (const auto& [input, verdict] : verdicts)
-    if (verdict.format != first.format)
-      throw UserError(fmt::format("inputs of different formats: {} is {} ({}), but {} is {} ({}); convert them "
-                                  "separately, or pass --format to read all of them as one format",
-                                  first_input, first.format, first.reason, input, verdict.format, verdict.reason));
+  const auto is_text_kind = [](const std::string& format) { return format == "text" || format == "jsonl"; };
+  for (const auto& [input, verdict] : verdicts) {
+    if (verdict.format == first.format) continue;
+    throw UserError(fmt::format("inputs of different formats: {} is {} ({}), but {} is {} ({}); {}", first_input,
+                                first.format, first.reason, input, verdict.format, verdict.reason,
+                                is_text_kind(first.format) && is_text_kind(verdict.format)
+                                    ? kTextBesideJsonlFix
+                                    : "convert them separately, or pass --format to read all of them as one format"));
+  }
   DetectedFormat detected{first.format, first.reason};
   if (verdicts.size() > 1)
     detected.reason += fmt::format(", and the {} other inputs are {} too", verdicts.size() - 1, first.format);

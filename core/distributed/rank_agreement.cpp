@@ -18,16 +18,6 @@ constexpr std::size_t kShownBytes = 120;
 
 std::uint64_t hash_fact(const RankFact& f) { return mix64(hash_string(f.name) ^ mix64(hash_string(f.value))); }
 
-// Every rank's `words` (the same count on each), in rank order.
-std::vector<std::uint32_t> gather_words(Communicator& world, const std::vector<std::uint32_t>& words) {
-  std::vector<std::uint32_t> all(words.size() * static_cast<std::size_t>(world.size()));
-  std::vector<std::uint32_t> mine = words;
-  const auto n = static_cast<std::int64_t>(words.size());
-  world.all_gather(Tensor(all.data(), Shape{n * world.size()}, DType::u32), Tensor(mine.data(), Shape{n}, DType::u32))
-      .wait();
-  return all;
-}
-
 void push_u64(std::vector<std::uint32_t>& words, std::uint64_t v) {
   words.push_back(static_cast<std::uint32_t>(v));
   words.push_back(static_cast<std::uint32_t>(v >> 32));
@@ -71,6 +61,15 @@ std::string describe_values(const std::vector<std::string>& values) {
 }
 
 }  // namespace
+
+std::vector<std::uint32_t> gather_words(Communicator& world, const std::vector<std::uint32_t>& words) {
+  std::vector<std::uint32_t> all(words.size() * static_cast<std::size_t>(world.size()));
+  std::vector<std::uint32_t> mine = words;
+  const auto n = static_cast<std::int64_t>(words.size());
+  world.all_gather(Tensor(all.data(), Shape{n * world.size()}, DType::u32), Tensor(mine.data(), Shape{n}, DType::u32))
+      .wait();
+  return all;
+}
 
 std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from,
                                   const std::string& command) {

@@ -5,6 +5,7 @@
 // reaches. The check runs once at start, over the world, before any other group exists.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct RankFact {
 // machines), and the checkpoint the run resumes from ("" for a new run).
 std::vector<RankFact> start_facts(const Recipe& recipe, const std::string& version, const std::string& resume_from,
                                   const std::string& command = "ustrain train");
+
+// Every rank's `words` (the same count on each), in rank order. Collective over `world`.
+std::vector<std::uint32_t> gather_words(Communicator& world, const std::vector<std::uint32_t>& words);
 
 // Collective over `world`. When any fact differs between ranks, throws the same UserError on
 // every rank, naming the first differing fact, its values and the ranks that hold each.

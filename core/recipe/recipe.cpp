@@ -1,6 +1,7 @@
 // Reading a recipe: TOML text -> typed fields (via the schema) -> overrides -> rules that
-// tie keys together -> what this build supports. Every failure is one UserError that
-// names where the value came from ("FILE:LINE" or "--set KEY=VALUE") and what to do.
+// tie keys together -> what this build supports. Every failure is one message that names
+// where the value came from ("FILE:LINE" or "--set KEY=VALUE") and what to do; all of a
+// recipe's are reported together, in one UserError (core/recipe/recipe_errors.h).
 #include "core/recipe/recipe.h"
 
 #include <fmt/format.h>
@@ -107,17 +108,39 @@ void assign(const KeySpec& spec, const toml::node& node, const std::string& wher
   write_field(spec, r, *value);
 }
 
-void apply_document(const toml::table& root, const std::string& source, Recipe& r,
-                    Origins& origins) {
-  // toml++ orders keys by name; report problems in the order they appear in the file.
-  struct Entry {
-    const toml::key* section;
-    const toml::key* key;  // null for a top-level entry that is not a known section table
-    const toml::node* node;
-    const toml::source_position& position() const {
-      return (key != nullptr ? key : section)->source().begin;
+// One entry of a recipe file: a key of a section, or a top-level entry.
+struct Entry {
+  const toml::key* section;
+  const toml::key* key;  // null for a top-level entry that is not a known section table
+  const toml::node* node;
+  const toml::source_position& position() const { return (key != nullptr ? key : section)->source().begin; }
+};
+
+void apply_entry(const Entry& e, const std::string& source, Recipe& r, Origins& origins) {
+  const std::string_view section = e.section->str();
+  if (e.key == nullptr) {
+    const std::string where = location(source, e.section->source());
+    if (find_section(section) != nullptr) {
+      fail("{}: {} must be a section (a table such as [{}]), found {}", where, section, section,
+           describe_found(*e.node));
     }
-  };
+    if (!e.node->is_table()) fail_unknown_key(where, section);
+    if (std::optional<std::string> near = suggest_section(section)) {
+      fail("{}: unknown section [{}]; did you mean [{}]?", where, section, *near);
+    }
+    fail("{}: unknown section [{}]; the sections are: {}", where, section, section_list());
+  }
+  const std::string dotted = fmt::format("{}.{}", section, e.key->str());
+  const std::string where = location(source, e.key->source());
+  const KeySpec* spec = find_key(dotted);
+  if (spec == nullptr) fail_unknown_key(where, dotted);
+  assign(*spec, *e.node, where, r);
+  origins.record(spec->key, where);
+}
+
+void apply_document(const toml::table& root, const std::string& source, Recipe& r, Origins& origins,
+                    RecipeErrors& errors) {
+  // toml++ orders keys by name; report problems in the order they appear in the file.
   std::vector<Entry> entries;
   for (auto&& [section_key, section_node] : root) {
     const toml::table* table = section_node.as_table();
@@ -133,25 +156,8 @@ void apply_document(const toml::table& root, const std::string& source, Recipe& 
   });
 
   for (const Entry& e : entries) {
-    const std::string_view section = e.section->str();
-    if (e.key == nullptr) {
-      const std::string where = location(source, e.section->source());
-      if (find_section(section) != nullptr) {
-        fail("{}: {} must be a section (a table such as [{}]), found {}", where, section, section,
-             describe_found(*e.node));
-      }
-      if (!e.node->is_table()) fail_unknown_key(where, section);
-      if (std::optional<std::string> near = suggest_section(section)) {
-        fail("{}: unknown section [{}]; did you mean [{}]?", where, section, *near);
-      }
-      fail("{}: unknown section [{}]; the sections are: {}", where, section, section_list());
-    }
-    const std::string dotted = fmt::format("{}.{}", section, e.key->str());
-    const std::string where = location(source, e.key->source());
-    const KeySpec* spec = find_key(dotted);
-    if (spec == nullptr) fail_unknown_key(where, dotted);
-    assign(*spec, *e.node, where, r);
-    origins.record(spec->key, where);
+    if (!errors.attempt([&] { apply_entry(e, source, r, origins); }) && e.key != nullptr)
+      origins.refuse(fmt::format("{}.{}", e.section->str(), e.key->str()));
   }
 }
 
@@ -232,10 +238,15 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
   Recipe r;
   r.source = source;
   Origins origins(source);
-  apply_document(doc, source, r, origins);
-  for (const std::string& assignment : overrides) apply_override(assignment, r, origins);
-  check_cross_field_rules(r, origins, use);
-  check_supported_by_this_build(r, origins);
+  RecipeErrors errors;
+  apply_document(doc, source, r, origins, errors);
+  for (const std::string& assignment : overrides) {
+    if (!errors.attempt([&] { apply_override(assignment, r, origins); }))
+      origins.refuse(trim(std::string_view(assignment).substr(0, assignment.find('='))));
+  }
+  check_cross_field_rules(r, origins, use, errors);
+  check_supported_by_this_build(r, origins, errors);
+  errors.throw_if_any(source);
   return r;
 }
 

@@ -270,24 +270,34 @@ void check_data_rules(const Recipe& r, const Origins& at) {
   }
 }
 
-}  // namespace
+// One group of rules, whose first refusal is kept unless it judged a refused key's default.
+bool check_group(RecipeErrors& errors, const Origins& at, const std::function<void()>& rules) {
+  at.forget_named();
+  return errors.attempt(rules, [&] { return !at.named_refused(); });
+}
 
-// Each message names every key involved with its value.
-void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use) {
-  check_model_rules(r, at);
-  check_moe_rules(r, at);
-  if (use == RecipeUse::model) return;  // the rest is about the data and the training run
-  check_training_rules(r, at);
-  check_context_parallel_rules(r, at);
-  check_tensor_parallel_rules(r, at);
-  check_expert_parallel_rules(r, at);
-  check_pipeline_rules(r, at);
+void check_model_size(const Recipe& r, const Origins& at) {
   if (const std::optional<std::string> problem = model_size_problem(r))
     fail("{}: {}", at.of({"model.n_layers", "model.d_model", "model.vocab_size", "model.ffn_hidden", "model.n_heads",
                           "model.n_kv_heads", "train.micro_batch", "train.seq_len"}),
          *problem);
-  check_trace_steps(r, at);
-  check_data_rules(r, at);
+}
+
+}  // namespace
+
+// Each message names every key involved with its value. The groups ask about different things,
+// so each reports its first refusal; the pipeline's schedule builds on the batch (micro-batches
+// per step), and the model's size on a layout every other rule accepts.
+void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use, RecipeErrors& errors) {
+  bool sound = check_group(errors, at, [&] { check_model_rules(r, at); });
+  sound = check_group(errors, at, [&] { check_moe_rules(r, at); }) && sound;
+  if (use == RecipeUse::model) return;  // the rest is about the data and the training run
+  const bool batch_ok = check_group(errors, at, [&] { check_training_rules(r, at); });
+  for (void (*rules)(const Recipe&, const Origins&) : {check_context_parallel_rules, check_tensor_parallel_rules,
+                                                         check_expert_parallel_rules, check_trace_steps, check_data_rules})
+    sound = check_group(errors, at, [&] { rules(r, at); }) && sound;
+  if (batch_ok) sound = check_group(errors, at, [&] { check_pipeline_rules(r, at); }) && sound;
+  if (sound && batch_ok) check_group(errors, at, [&] { check_model_size(r, at); });
 }
 
 namespace {
@@ -320,10 +330,8 @@ void check_cuda_fp8(const Recipe& r, const Origins& at) {
            at.of({"train.precision", "device.type"}), size.what, size.value);
 }
 
-}  // namespace
-
 // What this build cannot run yet. As features land, their lines are deleted from here.
-void check_supported_by_this_build(const Recipe& r, const Origins& at) {
+void check_build_support(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   if (r.train.precision == "fp8" && r.device.type == "cuda") check_cuda_fp8(r, at);
   // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
@@ -342,10 +350,18 @@ void check_supported_by_this_build(const Recipe& r, const Origins& at) {
   }
 }
 
+}  // namespace
+
+void check_supported_by_this_build(const Recipe& r, const Origins& at, RecipeErrors& errors) {
+  check_group(errors, at, [&] { check_build_support(r, at); });
+}
+
 void check_recipe(const Recipe& r) {
   const Origins origins(r.source);
-  check_cross_field_rules(r, origins, RecipeUse::run);
-  check_supported_by_this_build(r, origins);
+  RecipeErrors errors;
+  check_cross_field_rules(r, origins, RecipeUse::run, errors);
+  check_supported_by_this_build(r, origins, errors);
+  errors.throw_if_any(r.source);
 }
 
 }  // namespace ustrain

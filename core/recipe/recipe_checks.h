@@ -1,6 +1,7 @@
 // The rules a recipe must satisfy beyond each key's own type and range: those that tie keys
-// together, and what this build supports. Each refusal is one UserError naming where the keys
-// involved got their values. Private to core/recipe/*.cpp.
+// together, and what this build supports. Each refusal is one message naming where the keys
+// involved got their values; independent groups of rules are all asked, and their refusals
+// reported together (core/recipe/recipe_errors.h). Private to core/recipe/*.cpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -8,11 +9,13 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "core/recipe/recipe.h"
+#include "core/recipe/recipe_errors.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -36,11 +39,20 @@ class Origins {
         latest = &it->second;
       }
     }
+    for (std::string_view key : keys) named_refused_ = named_refused_ || refused_.contains(key);
     return latest != nullptr ? latest->second : source_;
   }
 
+  // A key whose value was refused keeps its default, which rules about it would judge instead.
+  void refuse(std::string_view key) { refused_.emplace(key); }
+  // Whether of() named a refused key since forget_named(): the rule then judged a default.
+  bool named_refused() const { return named_refused_; }
+  void forget_named() const { named_refused_ = false; }
+
  private:
   std::string source_;
+  std::set<std::string, std::less<>> refused_;
+  mutable bool named_refused_ = false;
   int count_ = 0;
   std::map<std::string, std::pair<int, std::string>, std::less<>> where_;
 };
@@ -50,10 +62,11 @@ template <class... Args>
   throw UserError(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Rules that tie keys together; for RecipeUse::model only those about the model itself.
-void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use);
+// Rules that tie keys together; for RecipeUse::model only those about the model itself. Each
+// group's refusal goes to `errors`, unless it is about a key whose value was refused.
+void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use, RecipeErrors& errors);
 
 // What this build cannot run yet.
-void check_supported_by_this_build(const Recipe& r, const Origins& at);
+void check_supported_by_this_build(const Recipe& r, const Origins& at, RecipeErrors& errors);
 
 }  // namespace ustrain

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "core/distributed/pipeline_plan.h"
+#include "core/distributed/fail_together.h"
 #include "core/distributed/process_layout.h"
 #include "core/distributed/rank_agreement.h"
+#include "core/distributed/rank_lines.h"
 #include "core/memory/memory_fit.h"
 #include "core/memory/memory_plan.h"
 #include "core/recipe/recipe_defaults.h"
@@ -162,18 +164,9 @@ std::string describe_launch(const Recipe& recipe, const TrainCommand& command) {
                      ranks, p.dp, p.tp, p.pp, p.cp, launch_lines(command, ranks));
 }
 
-}  // namespace
-
-std::string describe_run(const Recipe& given, const TrainCommand& command) {
-  DatasetFacts data;
-  const ProcessInfo started = discover_process();
-  const ProcessInfo launch = dry_run_launch(given, started);
-  const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
-  // Under a launcher the ranks check first that they agree, --dry-run included: one dry rank
-  // beside training ones would otherwise leave them waiting for it.
-  std::optional<ProcessLayout> agreed;
-  if (launch.launcher != "none")
-    agreed.emplace(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
+// What `given`, resolved to `recipe` for `launch`, trains, after the checks training makes first.
+std::string describe_plan(const Recipe& given, const Recipe& recipe, const DatasetFacts& data,
+                          const ProcessInfo& launch, const ProcessInfo& started, const TrainCommand& command) {
   const std::vector<std::string> warnings = check_as_training_does(recipe, launch);
   const ModelGeometry geometry = geometry_of(recipe, 0, 0);
   const LlamaModel model(recipe.model, geometry, 1, Recompute::none);  // for its sizes
@@ -216,6 +209,24 @@ std::string describe_run(const Recipe& given, const TrainCommand& command) {
   }
   if (started.launcher == "none" && launch.world_size > 1) s += describe_launch(recipe, command);
   return s;
+}
+
+}  // namespace
+
+std::string describe_run(const Recipe& given, const TrainCommand& command) {
+  DatasetFacts data;
+  const ProcessInfo started = discover_process();
+  const ProcessInfo launch = dry_run_launch(given, started);
+  const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
+  if (launch.launcher == "none") return describe_plan(given, recipe, data, launch, started, command);
+  // Under a launcher the ranks check first that they agree, --dry-run included: one dry rank
+  // beside training ones would otherwise leave them waiting for it. Then they fail together,
+  // and print the plan once: what only one rank sees (its host's cores) it prints itself.
+  ProcessLayout agreed(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
+  Communicator& world = agreed.groups().world().host();
+  std::string text;
+  fail_together(world, [&] { text = describe_plan(given, recipe, data, launch, started, command); });
+  return lines_to_print(world, text);
 }
 
 }  // namespace ustrain

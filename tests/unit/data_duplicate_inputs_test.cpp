@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "data/duplicate_inputs.h"
 #include "data/input_files.h"
+#include "data_compressed_writers.h"
 #include "data_test_support.h"
 
 namespace ustrain {
@@ -48,6 +49,26 @@ TEST(DataDuplicateInputs, LinksRepeatsAndCopiesAreDroppedWithTheReason) {
   EXPECT_EQ(dropped[3].path, scratch / "d/b-copy");
   EXPECT_EQ(dropped[3].reason, "the same content as " + scratch / "d/a");
   EXPECT_NE(describe_duplicates(dropped).find("skipped 4 input files reached twice"), std::string::npos);
+}
+
+// What `gzip -k` leaves: the file beside its compressed copy, read once; a compressed file
+// whose content differs from its namesake's is kept, and compressed files alone are not read here.
+TEST(DataDuplicateInputs, ACompressedCopyBesideItsFileIsReadOnce) {
+  test::ScratchDir scratch;
+  test::write_file(scratch / "d/a.jsonl", "{\"text\": \"a\"}\n");
+  test::write_file(scratch / "d/a.jsonl.gz", test::gzip_member("{\"text\": \"a\"}\n"));
+  test::write_file(scratch / "d/a.jsonl.zst", test::zstd_frame("{\"text\": \"a\"}\n"));
+  test::write_file(scratch / "d/b.jsonl", "{\"text\": \"b\"}\n");
+  test::write_file(scratch / "d/b.jsonl.gz", test::gzip_member("{\"text\": \"B\"}\n"));
+  test::write_file(scratch / "d/c.jsonl.zst", test::zstd_frame("{\"text\": \"c\"}\n"));
+  std::vector<DuplicateInput> dropped;
+  const std::vector<InputFile> kept = drop_duplicate_inputs(list_input_files({scratch / "d"}, {}), dropped);
+  EXPECT_EQ(paths(kept), (std::vector<std::string>{scratch / "d/a.jsonl", scratch / "d/b.jsonl",
+                                                   scratch / "d/b.jsonl.gz", scratch / "d/c.jsonl.zst"}));
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[0].path, scratch / "d/a.jsonl.gz");
+  EXPECT_EQ(dropped[0].reason, "the same content as " + scratch / "d/a.jsonl" + ", decompressed");
+  EXPECT_EQ(dropped[1].path, scratch / "d/a.jsonl.zst");
 }
 
 TEST(DataDuplicateInputs, ALinkReadFirstKeepsItsTarget) {

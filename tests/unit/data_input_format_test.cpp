@@ -76,9 +76,17 @@ TEST(DataInputFormat, DirectoriesAreToldByTheirFiles) {
   test::write_megatron(scratch / "mega/part-0", {{{1, 2}}}, 8);
   test::write_megatron(scratch / "mega/part-1", {{{3}}}, 8);
   test::write_llmc(scratch / "llmc/val_000000.bin", {50256, 5}, false);
-  EXPECT_EQ(detected({scratch / "hf"}), "jsonl");
-  const DetectedFormat hf = detect_input_format({scratch / "hf"}, {});
-  EXPECT_NE(hf.reason.find("1 .jsonl file (its 1 other files are not read)"), std::string::npos) << hf.reason;
+  // A dataset card is text: beside JSONL it is refused as the same files named together are,
+  // and --include takes the JSONL alone. Files that are not text are passed over, and told.
+  test::expect_user_error([&] { detected({scratch / "hf"}); },
+                          {scratch / "hf/data/train.jsonl", scratch / "hf/README.md", "--include '*.jsonl*'"});
+  test::expect_user_error([&] { detected({scratch / "hf/data/train.jsonl", scratch / "hf/README.md"}); },
+                          {"is jsonl", "is text", "--include '*.jsonl*'"});
+  EXPECT_EQ(detected({scratch / "hf"}, {{"*.jsonl*"}, {}}), "jsonl");
+  test::write_file(scratch / "tables/train.jsonl", "{\"text\": \"a\"}\n");
+  test::write_file(scratch / "tables/train.parquet", std::string("PAR1\0\0", 6));
+  const DetectedFormat tables = detect_input_format({scratch / "tables"}, {});
+  EXPECT_NE(tables.reason.find("1 .jsonl file (its 1 other files are not read)"), std::string::npos) << tables.reason;
   EXPECT_EQ(detected({scratch / "books"}), "text");
   EXPECT_EQ(detected({scratch / "mega"}), "megatron");
   EXPECT_EQ(detected({scratch / "llmc"}), "llmc");
