@@ -6,7 +6,8 @@ Usage: scripts/plot-run.py RUN_DIR... [--output FILE.png] [--x step|tokens|time]
 
 Reads each run directory's metrics.jsonl (log.jsonl = true, the default), recipe.toml and
 run.json, and draws training and validation loss, learning rate, gradient norm, tokens/s, MFU
-and, when the metrics hold it (peak_memory_bytes), peak memory, against tokens seen (step x
+and, when the metrics hold them, peak memory (peak_memory_bytes) and the mixture-of-experts
+balance (the busiest and idlest expert of any layer over the mean load, from the moe rows), against tokens seen (step x
 train.global_batch x train.seq_len of the run's recipe), the step, or the wall time since the
 run's first row. Several runs are overlaid, one colour per run, named in the legend by their
 directory. Validation losses are drawn on top of the training loss as dashed lines with
@@ -124,6 +125,7 @@ class Run:
         per_step = tokens_per_step(run_dir)
         self.train = [r for r in rows if r["kind"] == "train"]
         self.eval = [r for r in rows if r["kind"] == "eval"]
+        self.moe = [r for r in rows if r["kind"] == "moe"]
         start = next((r["time"] for r in rows if isinstance(r.get("time"), (int, float))), 0.0)
 
         def x_of(row):
@@ -135,6 +137,7 @@ class Run:
 
         self.train_x = [x_of(r) for r in self.train]
         self.eval_x = [x_of(r) for r in self.eval]
+        self.moe_x = [x_of(r) for r in self.moe] if x_axis != "time" else []  # moe rows have no time
         self.restarts = restart_steps(run_dir, self.train)
         # The x of each restart: its step's last row (the one the resumed session wrote).
         x_by_step = {r["step"]: x for r, x in zip(self.train, self.train_x)}
@@ -221,6 +224,22 @@ def train_panel(title, unit, field, scale=1.0, smooth=False, log_y=False, from_z
         weight = run.smooth if smooth else 0.0
         return smoothed_line(ax, run.train_x, run.series(run.train, field, scale), color, run.label, weight)
     return Panel(title, unit, draw, log_y, robust=smooth, from_zero=from_zero)
+
+
+def expert_load_panel():
+    """Mixture-of-experts balance: per step, the busiest and the idlest expert of any layer over
+    the mean load (1 and 1 when balanced; a collapsing router drives the least towards 0)."""
+    def ratios(row, end):
+        layers = [k[:-len(end)] for k in row if k.startswith("layer") and k.endswith(end)]
+        return [row[p + end] / row[p + "_load_mean"] for p in layers if row.get(p + "_load_mean")]
+
+    def draw(ax, run, color):
+        most = [max(ratios(r, "_load_max"), default=math.nan) for r in run.moe]
+        least = [min(ratios(r, "_load_min"), default=math.nan) for r in run.moe]
+        ax.plot(run.moe_x, most, color=color, label=f"{run.label} busiest")
+        ax.plot(run.moe_x, least, color=color, linestyle="--", label=f"{run.label} idlest")
+        return most + least
+    return Panel("expert load", "over the mean (any MoE layer)", draw, from_zero=True)
 
 
 def robust_limits(values, log_y):
@@ -337,6 +356,8 @@ def main():
               train_panel("MFU", "%", "mfu", 100.0, smooth=True)]
     if any(run.has_memory for run in runs):
         panels.append(train_panel("peak memory", "GiB (rank 0)", "peak_memory_bytes", 1 / 2**30, from_zero=True))
+    if args.x != "time" and any(run.moe for run in runs):
+        panels.append(expert_load_panel())
 
     for run in runs:
         if run.restarts:

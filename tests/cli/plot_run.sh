@@ -115,10 +115,14 @@ grep -q "^memory bottom 0.0 offset ''$" figure.txt && pass "flat memory from zer
   || fail "memory axis: $(grep memory figure.txt)"
 mkdir -p long
 "$PYTHON" -c 'import json
-for s in range(1, 301): print(json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3}))' \
+for s in range(1, 301):
+    print(json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3}))
+    print(json.dumps({"kind": "moe", "step": s, "layer1_load_min": 0, "layer1_load_max": 40, "layer1_load_mean": 10}))' \
   >long/metrics.jsonl && cp runs/b/recipe.toml long/
 expect_exit 0 "plot a 300-step run" -- plot long --x step --output long.png
 expect_output "^long: 300 steps, smoothed with weight 0.83$" "a longer run is smoothed, lightly"
+expect_output "panels: loss, learning rate, gradient norm, tokens/s, MFU, expert load$" \
+  "the moe rows add the expert-load panel"
 expect_exit 0 "--smooth 0.9 still sets the weight" -- plot long --x step --smooth 0.9 --output long.png
 expect_output "wrote long.png" "an explicit weight is taken as given"
 
