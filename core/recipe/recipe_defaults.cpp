@@ -42,16 +42,19 @@ std::int64_t data_parallel_size(const ParallelSection& p, const ProcessInfo& lau
     const std::string launched = launch.launcher == "none"
                                      ? std::string("ustrain runs as one process without a launcher")
                                      : fmt::format("{} started {} processes", launch.launcher, world);
+    // The product, for the message, unless the dimensions are absurd enough to overflow it.
+    const std::optional<std::int64_t> product =
+        other_dimensions(p, std::numeric_limits<std::int64_t>::max());
+    const std::string multiple = product ? fmt::format("a multiple of {}", *product) : "a multiple of that product";
+    if (launch.launcher == "none")
+      throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {}, but {}; "
+                                  "start it with mpirun -n N or srun --mpi=pmix -n N, N {}, or set parallel.dp",
+                                  dims, launched, multiple));
     if (!others)  // the product alone exceeds the processes launched
       throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {}, but {}, "
                                   "fewer than that product; lower parallel.tp, parallel.pp or parallel.cp, or launch "
-                                  "more processes (mpirun -n N or srun --mpi=pmix -n N)",
-                                  dims, launched));
-    if (launch.launcher == "none")
-      throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {} = {}, but {}; "
-                                  "start it with mpirun -n N or srun --mpi=pmix -n N, N a multiple of {}, or set "
-                                  "parallel.dp",
-                                  dims, *others, launched, *others));
+                                  "{} processes",
+                                  dims, launched, multiple));
     throw UserError(fmt::format("parallel.dp is unset, so it is the processes launched divided by {} = {}, but {}, "
                                 "not a multiple of that; launch a multiple, or set parallel.dp",
                                 dims, *others, launched));

@@ -103,7 +103,9 @@ TEST(DataCompressedInput, ReadsCompressedFilesFromADirectory) {
   const std::string jsonl = corpus_jsonl();
   test::write_file(scratch / "plain/a.jsonl", jsonl);
   test::write_file(scratch / "packed/a.jsonl.zst", zstd_frame(jsonl));
-  test::write_file(scratch / "packed/README", "not read: a directory read as JSONL gives its .jsonl files");
+  // Not read: a directory read as JSONL gives its .jsonl files (a text file beside them would be
+  // refused as a second format, see DataInputFormat).
+  test::write_file(scratch / "packed/index.bin", std::string("\0\1\2\3", 4));
   expect_same_dataset(convert(scratch / "plain", scratch / "out-plain"),
                       convert(scratch / "packed", scratch / "out-packed"), "a directory of .jsonl.zst");
 }
