@@ -23,8 +23,8 @@ constexpr std::string_view kHarmlessKeys[] = {
     "train.loss_scale_init",  // a resumed run continues at its checkpoint's loss scale
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",
     "parallel.comm_timeout_s", "parallel.startup_timeout_s", "device.memory_check"};
-// Logging, tracing (log.trace_steps) and checkpoint policy change no number a step computes.
-constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log."};
+// Logging, tracing (log.trace_steps), checkpoint policy and task evaluation change no number a step computes.
+constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log.", "eval."};
 constexpr std::string_view kReassociatingKeys[] = {
     "parallel.dp",           "parallel.tp",   "parallel.sp",      "parallel.pp", "parallel.cp", "parallel.pp_schedule",
     "parallel.virtual_stages", "parallel.zero", "train.micro_batch", "parallel.ep", "parallel.ep_capacity_factor"};

@@ -180,8 +180,12 @@ void PipelineExecutor::add_kept_losses(Backend& be, std::int64_t tokens, Pipelin
     double sum = 0;  // a micro-batch's tokens in order, then the micro-batches in order
     for (std::int64_t i = 0; i < tokens; ++i) sum += host[static_cast<std::size_t>(r * stride + i)];
     loss.sum += sum;
+    if (token_losses_)
+      std::copy_n(host.begin() + r * stride, tokens,
+                  token_losses_->begin() + kept_micro_[static_cast<std::size_t>(r)] * tokens);
   }
   kept_ = 0;
+  kept_micro_.clear();
 }
 
 void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const MicroBatchTokens& tokens,
@@ -207,6 +211,7 @@ void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const Micro
         const Tensor row = model_.kept_losses().slice(kept_, kept_ + 1);
         losses = Tensor(row.data, Shape{batch * seq}, row.dtype, row.device);
         ++kept_;
+        kept_micro_.push_back(a.micro);
         loss.tokens += static_cast<double>(batch * seq);
       }
       trace_action();
@@ -245,6 +250,7 @@ PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens
   USTRAIN_ASSERT(static_cast<int>(micro.size()) == program_.shape.micro_batches,
                  "the program is for another micro-batch count");
   start_run(micro.size());
+  if (token_losses_) token_losses_->assign(micro.size() * static_cast<std::size_t>(batch * seq), 0.0f);
   PipelineLoss loss;
   const auto& actions = program_.ranks[static_cast<std::size_t>(rank_)];
   for (std::size_t i = 0; i < actions.size();) {

@@ -67,6 +67,10 @@ class PipelineExecutor {
   // loop's track while `tracer` records; null records nothing. While it records, each action
   // ends by synchronizing the device, so that a span shows when the work finished on a GPU.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // With `out` (null: none), each run also leaves the last stage's per-token losses in *out,
+  // (micro-batches, batch * seq) in micro-batch order (zeros on other stages): what scores
+  // a task's rows (core/train/task_pass.h). Not owned.
+  void set_token_losses(std::vector<float>* out) { token_losses_ = out; }
 
  private:
   struct SlotState {
@@ -115,6 +119,8 @@ class PipelineExecutor {
   std::deque<std::pair<int, int>> done_;   // (chunk, micro) whose slots wait to be given back
   std::vector<int> peak_slots_, peak_receive_;
   std::int64_t kept_ = 0;  // rows of the model's kept losses written and not yet read
+  std::vector<int> kept_micro_;  // the micro-batch of each such row
+  std::vector<float>* token_losses_ = nullptr;
   double wait_seconds_ = 0;
   Tracer* tracer_ = nullptr;
 };

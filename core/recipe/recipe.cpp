@@ -94,9 +94,21 @@ std::string example_assignment(const KeySpec& spec, const std::optional<Scalar>&
   return fmt::format("--set '{}={}'", spec.key, literal);
 }
 
+// A list key's array of strings as the one string it is stored as: the items joined by commas.
+std::optional<Scalar> list_of(const toml::array& items) {
+  std::string joined;
+  for (const toml::node& item : items) {
+    const auto* text = item.as_string();
+    if (!text) return std::nullopt;
+    joined += (joined.empty() ? "" : ",") + text->get();
+  }
+  return Scalar{joined};
+}
+
 // Type-checks and range-checks one value, then stores it.
 void assign(const KeySpec& spec, const toml::node& node, const std::string& where, Recipe& r) {
-  const std::optional<Scalar> given = scalar_of(node);
+  const toml::array* items = spec.allowed.list ? node.as_array() : nullptr;
+  const std::optional<Scalar> given = items ? list_of(*items) : scalar_of(node);
   const std::optional<Scalar> value = given ? coerce(spec, *given) : std::nullopt;
   if (!value) {
     fail("{}: {}: expected {}, found {}; write it like {}", where, spec.key, value_type_name(spec.type),

@@ -153,6 +153,13 @@ struct LogSection {
   bool operator==(const LogSection&) const = default;
 };
 
+struct EvalSection {
+  std::string tasks;          // task files (JSONL), comma-separated; a TOML array of paths reads as this
+  std::int64_t interval = 0;  // steps between task evaluations; 0 = only after the last step
+
+  bool operator==(const EvalSection&) const = default;
+};
+
 struct DeviceSection {
   std::string type = "cpu";  // cpu | cuda
   std::int64_t threads = 0;  // CPU threads; 0 = all cores
@@ -171,6 +178,7 @@ struct Recipe {
   ParallelSection parallel;
   CheckpointSection checkpoint;
   LogSection log;
+  EvalSection eval;
   DeviceSection device;
 
   std::string source;  // the file it came from, for messages

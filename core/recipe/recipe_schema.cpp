@@ -33,6 +33,11 @@ Allowed non_empty() {
   a.non_empty = true;
   return a;
 }
+Allowed path_list() {
+  Allowed a;
+  a.list = true;
+  return a;
+}
 
 ValueType field_type(FieldRef field) {
   return std::visit(Overloaded{[](std::int64_t*) { return ValueType::integer; },
@@ -318,6 +323,16 @@ std::vector<KeySpec> log_keys() {
   };
 }
 
+std::vector<KeySpec> eval_keys() {
+  return {
+      key(USTRAIN_RECIPE_FIELD(eval.tasks), path_list(),
+          "Multiple-choice task files (JSONL, as `ustrain eval --task` reads them) scored during training, e.g. "
+          "[\"hellaswag.jsonl\"]: acc and acc_norm per task in the metrics; empty scores none"),
+      key(USTRAIN_RECIPE_FIELD(eval.interval), at_least(0),
+          "Steps between task evaluations; they also run after the last step; 0 = only then"),
+  };
+}
+
 std::vector<KeySpec> device_keys() {
   return {
       key(USTRAIN_RECIPE_FIELD(device.type), one_of({"cpu", "cuda"}),
@@ -334,7 +349,7 @@ std::vector<KeySpec> device_keys() {
 // In the order of recipe_sections(), each section's keys in the order they are documented.
 std::vector<KeySpec> build_keys() {
   std::vector<KeySpec> keys;
-  for (std::vector<KeySpec> (*section)() : {run_keys, model_keys, data_keys, train_keys, optim_keys, schedule_keys, parallel_keys, checkpoint_keys, log_keys, device_keys}) {
+  for (std::vector<KeySpec> (*section)() : {run_keys, model_keys, data_keys, train_keys, optim_keys, schedule_keys, parallel_keys, checkpoint_keys, log_keys, eval_keys, device_keys}) {
     std::vector<KeySpec> part = section();
     keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
@@ -354,6 +369,7 @@ const std::vector<SectionSpec>& recipe_sections() {
       {"parallel", "Parallel layout: ranks per mesh dimension"},
       {"checkpoint", "Checkpoints: saving, retention and starting weights"},
       {"log", "Console and metrics logging"},
+      {"eval", "Downstream evaluation on multiple-choice tasks during training"},
       {"device", "Compute device"},
   };
   return sections;

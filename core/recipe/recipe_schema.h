@@ -45,6 +45,7 @@ struct Allowed {
   std::vector<std::string_view> choices;
   bool plain_name = false;  // a single directory name: no '/', not "", "." or ".."
   bool non_empty = false;
+  bool list = false;  // a string that may also be written as a TOML array of strings (joined by commas)
 };
 
 struct KeySpec {

@@ -27,6 +27,13 @@ double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, 
   return sum / static_cast<double>(micro_batches * micro_batch * seq_len);
 }
 
+void warn_model_changes(const CheckpointReader& checkpoint, const Recipe& recipe) {
+  for (const RecipeChange& c : recipe_changes(checkpoint.manifest().recipe, to_toml(recipe)))
+    if (c.key.rfind("model.", 0) == 0 && c.kind == RecipeChangeKind::breaks_exactness)
+      spdlog::warn("the recipe's model differs from the one the checkpoint was trained with: {} {} -> {}", c.key,
+                   c.saved, c.current);
+}
+
 EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) {
   // One process evaluates: an unset parallel.dp is 1.
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given), dry_run_launch(given, ProcessInfo{}));
@@ -36,11 +43,7 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
   EvalResult result;
   result.checkpoint = locate_checkpoint(options.checkpoint);
   const CheckpointReader checkpoint(result.checkpoint);
-  // A shape difference fails below, naming the tensor; other model keys change the numbers.
-  for (const RecipeChange& c : recipe_changes(checkpoint.manifest().recipe, to_toml(recipe)))
-    if (c.key.rfind("model.", 0) == 0 && c.kind == RecipeChangeKind::breaks_exactness)
-      spdlog::warn("the recipe's model differs from the one the checkpoint was trained with: {} {} -> {}", c.key,
-                   c.saved, c.current);
+  warn_model_changes(checkpoint, recipe);
 
   check_dataset_tokenizer(checkpoint, recipe.data);
   TrainingData data(recipe);

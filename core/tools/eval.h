@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/checkpoint/reader.h"
 #include "core/model/llama.h"
 #include "core/recipe/recipe.h"
 #include "core/train/training_data.h"
@@ -17,6 +18,10 @@ namespace ustrain {
 // pipeline (core/train/trainer.cpp), so `ustrain eval` gives the number the training run logged.
 double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, std::int64_t micro_batch,
                        std::int64_t seq_len, std::int64_t micro_batches);
+
+// Warns of each model key the recipe sets otherwise than the checkpoint's training recipe (a
+// shape difference fails later, naming the tensor; the other keys change the numbers).
+void warn_model_changes(const CheckpointReader& checkpoint, const Recipe& recipe);
 
 struct EvalOptions {
   std::string checkpoint;    // a checkpoint directory, or a run directory (its newest checkpoint)

@@ -335,6 +335,15 @@ void StepReport::validation(std::int64_t step, double val_loss) {
                   {"unigram_val_loss", summary_.unigram_val_loss}});
 }
 
+void StepReport::task_scores(std::int64_t step, const std::vector<std::pair<std::string, TaskScore>>& scores) {
+  std::vector<std::pair<std::string, double>> numbers{{"step", double(step)}};
+  for (const auto& [name, s] : scores) {
+    spdlog::info("eval step {} | task {}: acc {:.4f} | acc_norm {:.4f} | {} items", step, name, s.acc, s.acc_norm, s.n);
+    numbers.insert(numbers.end(), {{name + "/acc", s.acc}, {name + "/acc_norm", s.acc_norm}});
+  }
+  record("task", numbers);
+}
+
 void StepReport::checkpoint_saved(std::int64_t step, std::optional<double> stall, const std::string& path,
                                   std::uint64_t state_bytes) {
   if (metrics_) metrics_->sync();  // the steps this checkpoint holds stay logged

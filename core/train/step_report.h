@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/eval/task_rows.h"
 #include "core/distributed/process_layout.h"
 #include "core/distributed/straggler_watch.h"
 #include "core/train/applied_steps.h"
@@ -48,6 +49,8 @@ class StepReport {
   // log.interval steps, the first and the last, the step's line.
   void log_step(std::int64_t step, const StepResult& r, const PhaseTimer& timer) const;
   void validation(std::int64_t step, double val_loss);
+  // The [eval] tasks' scores at `step`: logged, and one "task" metrics record ("NAME/acc", ...).
+  void task_scores(std::int64_t step, const std::vector<std::pair<std::string, TaskScore>>& scores);
   // Syncs the metrics (the steps a checkpoint holds stay logged) and, when the checkpoint of
   // `step` was made now (`stall`: seconds training paused for it; nullopt when it existed
   // already), counts and logs it.

@@ -21,6 +21,7 @@
 #include "core/train/router_balance.h"
 #include "core/train/run_setup.h"
 #include "core/train/step_report.h"
+#include "core/train/task_evals.h"
 #include "core/train/train_step.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/error.h"
@@ -55,6 +56,24 @@ void save_checkpoint(RunSetup& setup, std::unique_ptr<CheckpointWriter>& writer,
   }
 }
 
+// The validation pass and the [eval] tasks, when due after `step`; this rank reads `share` of the tasks' rows.
+void evaluate(RunSetup& setup, StepReport& report, const TaskEvals& tasks, const RowShare& share, std::int64_t step) {
+  const auto& t = setup.run.recipe.train;
+  Tracer* tracer = setup.trace.tracer();
+  if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
+    std::optional<TraceScope> span(std::in_place, tracer, 0, "validation", "validation");
+    const double val_loss = validation_pass(setup.run, setup.data);
+    span.reset();
+    report.validation(step, val_loss);
+  }
+  if (tasks.due(step)) {
+    std::optional<TraceScope> span(std::in_place, tracer, 0, "validation", "task evaluation");
+    const auto scores = tasks.run(setup.run, share);
+    span.reset();
+    report.task_scores(step, scores);
+  }
+}
+
 TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, TrainStart& ts) {
   const auto& t = recipe.train;
   const RunPaths paths(recipe, options);
@@ -67,6 +86,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     spdlog::info("no checkpoint in {} yet: starting the run from the beginning", paths.run_dir);
   // From here on SIGTERM, SIGUSR1 and a first SIGINT stop training at the next step boundary.
   const StopSignals signals;
+  const TaskEvals tasks(recipe);  // a bad task file fails before the model is built
   RunSetup setup(recipe, options, ts, layout, paths);
   TrainingRank& run = setup.run;
   TrainingData& data = setup.data;
@@ -111,12 +131,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     if (report.straggler()) trace_straggler(trace.tracer(), *report.straggler());
     run.bad_steps.stop_if_too_many(step, report.summary().checkpoint);
     report.log_step(step, r, step_timer);
-    if (t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      std::optional<TraceScope> span(std::in_place, trace.tracer(), 0, "validation", "validation");
-      const double val_loss = validation_pass(run, data);
-      span.reset();
-      report.validation(step, val_loss);
-    }
+    evaluate(setup, report, tasks, RowShare{layout.data_reader(), layout.data_readers(), layout.context()}, step);
     stop = run.groups.world().any(signals.requested());
     // No checkpoint while bad steps go on: the newest one stays the last good state.
     const std::int64_t interval = recipe.checkpoint.interval;
