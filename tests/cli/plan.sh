@@ -105,7 +105,7 @@ layouts = json.load(open(sys.argv[1]))["layouts"]
 assert layouts and all(l["pp"] == 2 and (l["zero"] == 1 or l["dp"] * l["cp"] == 1) for l in layouts)
 assert len({l["tp"] for l in layouts}) > 1  # tp, left unset, is searched
 PY
-expect_exit 2 "a fixed tp no layout has" -- "$USTRAIN" plan tiny.toml --gpus 4 --set parallel.tp=3
-expect_output "^error: no layout of 4 devices has parallel.tp = 3, set by hand in the recipe or with --set" \
+expect_exit 2 "a fixed dp no layout has" -- "$USTRAIN" plan tiny.toml --gpus 2 --set train.micro_batch=1 --set parallel.dp=4
+expect_output "^error: no layout of 2 devices has parallel.dp = 4, set by hand in the recipe or with --set" \
   "names the key set by hand and its value"
 finish
