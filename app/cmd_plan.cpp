@@ -1,11 +1,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
 #include "app/commands.h"
 #include "app/number_checks.h"
+#include "app/plan_progress.h"
 #include "core/plan/plan_report.h"
 #include "core/plan/planner.h"
 #include "core/recipe/recipe.h"
@@ -59,7 +61,14 @@ void add_plan_command(CLI::App& root) {
     PlanOptions options = opt->plan;
     options.global_batch_tokens = opt->global_batch_tokens;
     options.hardware = {opt->peak_tflops, opt->memory_gib, opt->intra_gbps, opt->inter_gbps};
+    // The parallel keys the recipe file writes or --set gives fix their dimension; the rest are searched.
+    for (const std::string& key : keys_set_by_hand(opt->recipe, opt->overrides))
+      if (std::find(layout_keys().begin(), layout_keys().end(), key) != layout_keys().end())
+        options.fixed_keys.insert(key);
+    PlanProgress progress;
+    options.progress = [&progress](std::size_t planned, std::size_t layouts) { progress.show(planned, layouts); };
     const Plan plan = plan_layouts(recipe, options);
+    progress.finish();
     fmt::print("{}", opt->json ? plan_json(plan) : plan_text(plan, PlanCommand{opt->recipe, opt->overrides}, opt->top));
   });
 }

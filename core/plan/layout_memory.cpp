@@ -4,11 +4,16 @@
 
 #include <algorithm>
 
+#include "core/plan/step_scratch.h"
 #include "core/train/rank_memory.h"
 
 namespace ustrain {
 
 LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe) {
+  return of(recipe, [&recipe](int pp_rank) { return deviceless_op_scratch(recipe, pp_rank); });
+}
+
+LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe, const std::function<std::size_t(int pp_rank)>& op_scratch) {
   LayoutMemory m;
   const ParallelSection& p = recipe.parallel;
   const PipelinePrograms programs = plan_pipeline_programs(recipe);
@@ -22,12 +27,10 @@ LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe) {
         p.virtual_stages, recipe.train.micro_batch, recipe.train.recompute, kind, recipe.grad_accum_steps(),
         fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
         recipe.train.precision, recipe.device.type);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline));
-      it = plans_.emplace(key, std::pair{rank.plan.total_bytes(), rank.plan.host_bytes()}).first;
-    }
-    const auto [arenas, host] = it->second;
+    const auto [arenas, host] = plans_.get(key, [&] {
+      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline), op_scratch(r));
+      return std::pair{rank.plan.total_bytes(), rank.plan.host_bytes()};
+    });
     m.rank_bytes.push_back(arenas);
     m.bytes = std::max(m.bytes, arenas + (hw_.cpu ? host : hw_.library_bytes));
   }

@@ -5,12 +5,13 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/plan/hardware.h"
+#include "core/plan/once_map.h"
 #include "core/recipe/recipe.h"
 
 namespace ustrain {
@@ -30,12 +31,16 @@ class LayoutMemoryPlanner {
  public:
   // `ranks_per_node`: the ranks that share one host's memory on the CPU.
   LayoutMemoryPlanner(Hardware hw, int ranks_per_node) : hw_(std::move(hw)), ranks_per_node_(ranks_per_node) {}
+  // `op_scratch(r)`: pipeline rank r's op scratch (deviceless_op_scratch). Safe to call from
+  // several threads at once.
+  LayoutMemory of(const Recipe& recipe, const std::function<std::size_t(int pp_rank)>& op_scratch);
+  // With the scratch recorded here, rank by rank.
   LayoutMemory of(const Recipe& recipe);
 
  private:
   Hardware hw_;
   int ranks_per_node_;
-  std::map<std::string, std::pair<std::size_t, std::size_t>> plans_;  // key -> (arenas, host buffers)
+  OnceMap<std::string, std::pair<std::size_t, std::size_t>> plans_;  // key -> (arenas, host buffers)
 };
 
 }  // namespace ustrain

@@ -70,6 +70,41 @@ std::vector<std::string> Layout::overrides() const {
   return o;
 }
 
+const std::vector<std::string>& layout_keys() {
+  static const std::vector<std::string> keys = {"parallel.dp",   "parallel.tp",   "parallel.pp",
+                                                "parallel.cp",   "parallel.ep",   "parallel.zero",
+                                                "parallel.sp",   "parallel.pp_schedule", "parallel.virtual_stages"};
+  return keys;
+}
+
+std::string given_value(const std::string& key, const ParallelSection& p) {
+  if (key == "parallel.dp") return std::to_string(p.dp);
+  if (key == "parallel.tp") return std::to_string(p.tp);
+  if (key == "parallel.pp") return std::to_string(p.pp);
+  if (key == "parallel.cp") return std::to_string(p.cp);
+  if (key == "parallel.ep") return std::to_string(p.ep);
+  if (key == "parallel.zero") return std::to_string(p.zero);
+  if (key == "parallel.sp") return p.sp ? "true" : "false";
+  if (key == "parallel.pp_schedule") return p.pp_schedule;
+  if (key == "parallel.virtual_stages") return std::to_string(p.virtual_stages);
+  return "?";
+}
+
+bool keeps(const Layout& l, const SearchSpace& space) {
+  const ParallelSection& g = space.given;
+  const auto fixed = [&space](const char* key) { return space.fixed.count(key) > 0; };
+  if (fixed("parallel.dp") && l.dp != g.dp) return false;
+  if (fixed("parallel.tp") && l.tp != g.tp) return false;
+  if (fixed("parallel.pp") && l.pp != g.pp) return false;
+  if (fixed("parallel.cp") && l.cp != g.cp) return false;
+  if (fixed("parallel.ep") && l.ep != g.ep) return false;
+  if (fixed("parallel.zero") && l.dp * l.cp > 1 && l.zero != g.zero) return false;
+  if (fixed("parallel.sp") && l.tp > 1 && l.sp != g.sp) return false;
+  if (fixed("parallel.pp_schedule") && l.pp > 1 && l.pp_schedule != g.pp_schedule) return false;
+  if (fixed("parallel.virtual_stages") && l.pp > 1 && l.virtual_stages != g.virtual_stages) return false;
+  return true;
+}
+
 std::string Layout::str() const {
   std::string s = fmt::format("dp {} tp {}{} pp {}", dp, tp, tp > 1 && sp ? "+sp" : "", pp);
   if (cp > 1) s += fmt::format(" cp {}", cp);
@@ -112,6 +147,7 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
                 for (std::int64_t mb : sizes)
                   for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
                     Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v};
+                    if (!keeps(l, space)) continue;
                     Candidate c{l, with_layout(base, l, space.global_batch)};
                     try {
                       check_recipe(c.recipe);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,22 @@ struct SearchSpace {
   int devices_per_node = 8;
   std::int64_t global_batch = 0;  // sequences per step
   bool model_parallel_across_nodes = false;  // tp and ep may span nodes
+  // The parallel.* keys a user set by hand (in the recipe file or with --set), each fixing its
+  // dimension at the value `given` holds: {"parallel.tp"} keeps only layouts with given.tp.
+  // sp constrains only layouts with tp > 1, zero those with dp x cp > 1, pp_schedule and
+  // virtual_stages those with pp > 1: elsewhere the key has no meaning.
+  std::set<std::string> fixed;
+  ParallelSection given;
 };
+
+// The search's parallel.* keys, those `fixed` may name.
+const std::vector<std::string>& layout_keys();
+
+// The value of parallel.* key `key` (one of layout_keys()) in `p`, as --set takes it.
+std::string given_value(const std::string& key, const ParallelSection& p);
+
+// Whether `l` has the values `space` fixes.
+bool keeps(const Layout& l, const SearchSpace& space);
 
 struct Candidate {
   Layout layout;

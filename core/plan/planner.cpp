@@ -1,12 +1,14 @@
 #include "core/plan/planner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/model/llama.h"
 #include "core/plan/calibration_measure.h"
+#include "core/plan/parallel_for.h"
 #include "core/train/model_instance.h"
 #include "core/train/training_step.h"
 #include "kernels/error.h"
@@ -70,6 +72,41 @@ void check_step_time(const PlannedLayout& p) {
                               p.layout.str(), p.time.step_s));
 }
 
+// Why no layout passed: the bounds, the keys set by hand, or the recipe checks' own words for
+// the plainest layout.
+[[noreturn]] void explain_no_layout(const Recipe& base, const SearchSpace& space, const LayoutSearch& search) {
+  const std::int64_t seq = base.train.seq_len;
+  if (search.beyond_bounds)
+    throw UserError(fmt::format("a global batch of {} sequences of {} tokens on {} devices leaves no layout with "
+                                "micro-batches of at most 2^24 = {} tokens and at most {} of them per step; give a "
+                                "smaller --global-batch-tokens or more --gpus",
+                                space.global_batch, seq, space.devices, kMaxMicroBatchTokens, kMaxMicroBatchesPerStep));
+  if (!space.fixed.empty()) {
+    SearchSpace free = space;
+    free.fixed.clear();
+    const std::size_t unfixed = enumerate_layouts(base, free).candidates.size();
+    if (unfixed > 0) {
+      std::vector<std::string> set;
+      for (const std::string& key : space.fixed) set.push_back(fmt::format("{} = {}", key, given_value(key, space.given)));
+      throw UserError(fmt::format("no layout of {} devices has {}, set by hand in the recipe or with --set ({} layouts "
+                                  "pass the recipe checks without them); change those keys, or remove them to let the "
+                                  "planner search them",
+                                  space.devices, fmt::join(set, " and "), unfixed));
+    }
+  }
+  Recipe plain = base;
+  plain.parallel.dp = space.devices;
+  plain.train.global_batch = space.global_batch;
+  try {
+    check_recipe(plain);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("no layout of {} devices passes the recipe checks; data parallelism alone is "
+                                "refused with: {}", space.devices, e.what()));
+  }
+  throw UserError(fmt::format("no layout of {} devices passes the recipe checks for a global batch of {} "
+                              "sequences; try another --global-batch-tokens", space.devices, space.global_batch));
+}
+
 }  // namespace
 
 Recipe recipe_for_device(Recipe r, const PlanOptions& o, int threads_per_rank) {
@@ -123,37 +160,20 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
     plan.hardware.peak_fp32_flops = plan.hardware.peak_bf16_flops = best;  // MFU against the best GEMM rate
   }
 
-  const SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
-  LayoutSearch search = enumerate_layouts(base, space);
-  std::vector<Candidate>& candidates = search.candidates;
-  plan.candidates = static_cast<std::int64_t>(candidates.size());
-  if (candidates.empty() && search.beyond_bounds)
-    throw UserError(fmt::format("a global batch of {} sequences of {} tokens on {} devices leaves no layout with "
-                                "micro-batches of at most 2^24 = {} tokens and at most {} of them per step; give a "
-                                "smaller --global-batch-tokens or more --gpus",
-                                plan.global_batch, seq, o.devices, kMaxMicroBatchTokens, kMaxMicroBatchesPerStep));
-  if (candidates.empty()) {
-    // Say why, with the recipe checks' own words for the plainest layout.
-    Recipe plain = base;
-    plain.parallel.dp = o.devices;
-    plain.train.global_batch = plan.global_batch;
-    try {
-      check_recipe(plain);
-    } catch (const UserError& e) {
-      throw UserError(fmt::format("no layout of {} devices passes the recipe checks; data parallelism alone is "
-                                  "refused with: {}", o.devices, e.what()));
-    }
-    throw UserError(fmt::format("no layout of {} devices passes the recipe checks for a global batch of {} "
-                                "sequences; try another --global-batch-tokens", o.devices, plan.global_batch));
-  }
+  SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
+  space.fixed = o.fixed_keys;
+  space.given = given.parallel;
+  const LayoutSearch search = enumerate_layouts(base, space);
+  plan.candidates = static_cast<std::int64_t>(search.candidates.size());
+  if (search.candidates.empty()) explain_no_layout(base, space, search);
   const ModelGeometry whole = geometry_of(base, 0, 0);
   const double flops_per_token = LlamaModel(base.model, whole, 1, Recompute::none).flops_per_token(seq);
   StepTimeModel model(plan.hardware, plan.calibration, per_node, device, at_once);
   LayoutMemoryPlanner memory(plan.hardware, per_node);
-  for (Candidate& c : candidates) {
+  const auto plan_one = [&](const Candidate& c) {
     PlannedLayout p;
     p.layout = c.layout;
-    p.memory = memory.of(c.recipe);
+    p.memory = memory.of(c.recipe, [&](int pp_rank) { return model.op_scratch(c.recipe, pp_rank); });
     // Only what fits is timed: a plan of hundreds of devices has thousands of layouts, most
     // of which do not fit.
     if (p.memory.fits) {
@@ -163,8 +183,15 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
       check_step_time(p);
     }
     p.limits = p.memory.fits ? limits_of(p) : fmt::format("memory {:.0f}%", 100 * p.memory.fraction());
-    plan.layouts.push_back(std::move(p));
-  }
+    return p;
+  };
+  const std::vector<Candidate>& candidates = search.candidates;
+  plan.layouts.resize(candidates.size());
+  parallel_for(
+      candidates.size(), o.threads, [&](std::size_t i) { plan.layouts[i] = plan_one(candidates[i]); },
+      [&](std::size_t planned) {
+        if (o.progress) o.progress(planned, candidates.size());
+      });
   plan.recorded_steps = model.recorded_steps();
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
     if (a.memory.fits != b.memory.fits) return a.memory.fits;

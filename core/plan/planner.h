@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,11 @@ struct PlanOptions {
   HardwareOverrides hardware;
   std::string calibration;             // a file from `ustrain bench --calibration-out`; "" none
   bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
+  // The parallel.* keys set by hand (SearchSpace::fixed): the recipe's values for them are kept.
+  std::set<std::string> fixed_keys;
+  int threads = 0;  // layouts planned at once; 0: one per core
+  // Called after each layout is planned, never by two threads at once.
+  std::function<void(std::size_t planned, std::size_t layouts)> progress;
 };
 
 struct PlannedLayout {

@@ -5,10 +5,9 @@
 
 namespace ustrain {
 
-StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
-                            const std::function<std::size_t(const RecordedOp&)>& bytes_of) {
-  const RankProfile step = record_rank_step(step_recording(recipe, pp_rank).recipe, pp_rank,
-                                           recipe.device.type == "cuda" ? Device::cuda : Device::cpu);
+namespace {
+
+StepScratch most_scratch(const RankProfile& step, const std::function<std::size_t(const RecordedOp&)>& bytes_of) {
   StepScratch most;
   const auto take = [&](const std::vector<RecordedOp>& ops) {
     for (const RecordedOp& op : ops)
@@ -17,6 +16,15 @@ StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
   for (const ActionProfile& action : step.actions) take(action.ops);
   take(step.tail_ops);
   return most;
+}
+
+}  // namespace
+
+StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
+                            const std::function<std::size_t(const RecordedOp&)>& bytes_of) {
+  return most_scratch(record_rank_step(step_recording(recipe, pp_rank).recipe, pp_rank,
+                                       recipe.device.type == "cuda" ? Device::cuda : Device::cpu),
+                      bytes_of);
 }
 
 namespace {
@@ -33,6 +41,13 @@ std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank) {
   if (recipe.device.type != "cuda")
     return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cpu_widening_bytes(op); }).bytes;
   return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
+}
+
+std::size_t deviceless_op_scratch(const Recipe& recipe, const RankProfile& step) {
+  if (cpu_without_scratch(recipe)) return 0;
+  if (recipe.device.type != "cuda")
+    return most_scratch(step, [](const RecordedOp& op) { return cpu_widening_bytes(op); }).bytes;
+  return most_scratch(step, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
 }
 
 StepScratch backend_op_scratch(const Recipe& recipe, int pp_rank, Backend& backend) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "core/plan/step_profile.h"
 #include "core/recipe/recipe.h"
 #include "kernels/backend.h"
 #include "kernels/record/recording_backend.h"
@@ -29,6 +30,9 @@ StepScratch step_op_scratch(const Recipe& recipe, int pp_rank,
 // (kernels/record/op_scratch.h); cuDNN's plan workspace only the device knows. On the CPU the
 // 16-bit tensors' fp32 stand-ins (0 in fp32).
 std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank);
+// The same from the rank's step already recorded (step_recording(recipe, pp_rank), on the
+// recipe's device).
+std::size_t deviceless_op_scratch(const Recipe& recipe, const RankProfile& step);
 
 // For a run on `backend`, which is asked for every op (on CUDA that plans cuDNN's attention
 // for the step's shapes, its workspace included). 0 on the CPU in fp32, recording nothing.

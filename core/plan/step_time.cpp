@@ -4,6 +4,7 @@
 
 #include "core/distributed/pipeline_plan.h"
 #include "core/plan/comm_cost.h"
+#include "core/plan/step_scratch.h"
 #include "kernels/error.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline_simulation.h"
@@ -74,12 +75,22 @@ double StepTimeModel::price(const std::vector<RecordedOp>& ops, std::optional<Op
   return s;
 }
 
-const StepTimeModel::PricedRank& StepTimeModel::priced(const Recipe& recipe, int pp_rank) {
-  const int recorded = recorded_rank(pp_rank, static_cast<int>(recipe.parallel.pp));
-  StepRecording step = step_recording(recipe, recorded);
-  if (const auto it = priced_.find(step.key); it != priced_.end()) return it->second;
-  const RankProfile profile = record_rank_step(step.recipe, recorded, device_);
-  return priced_.emplace(std::move(step.key), price_rank(recipe, profile)).first->second;
+const StepTimeModel::RecordedRank& StepTimeModel::recorded(const Recipe& recipe, int pp_rank) {
+  StepRecording step = step_recording(recipe, pp_rank);
+  return recorded_.get(step.key, [&] {
+    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_);
+    return RecordedRank{price_rank(recipe, profile), deviceless_op_scratch(recipe, profile)};
+  });
+}
+
+std::size_t StepTimeModel::op_scratch(const Recipe& recipe, int pp_rank) {
+  // The ranks between the first and the last take the same scratch: the ops that take any
+  // (attention, norms' backward, embeddings, the gradient norm) are alike in every layer. On
+  // the CPU the widened GEMMs differ between dense and expert layers, so a model that mixes
+  // them is recorded rank by rank.
+  const ModelSection& m = recipe.model;
+  const bool alike = device_ == Device::cuda || m.n_experts == 0 || m.first_dense_layers == 0;
+  return recorded(recipe, alike ? recorded_rank(pp_rank, static_cast<int>(recipe.parallel.pp)) : pp_rank).op_scratch;
 }
 
 StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const RankProfile& profile) const {
@@ -132,7 +143,7 @@ StepTime StepTimeModel::predict(const Recipe& recipe) {
   std::vector<const PricedRank*> ranks;
   StageCosts costs(static_cast<std::size_t>(P), std::vector<ActionCosts>(static_cast<std::size_t>(V)));
   for (int r = 0; r < P; ++r) {
-    ranks.push_back(&priced(recipe, r));
+    ranks.push_back(&recorded(recipe, recorded_rank(r, P)).priced);
     const PricedRank& pr = *ranks.back();
     for (int c = 0; c < V; ++c) {
       ActionCosts& k = costs[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];

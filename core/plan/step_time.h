@@ -10,6 +10,7 @@
 
 #include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
+#include "core/plan/once_map.h"
 #include "core/plan/step_profile.h"
 
 namespace ustrain {
@@ -36,8 +37,12 @@ class StepTimeModel {
   // their cores to the busy ones.
   StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once);
 
+  // Safe to call from several threads at once: each step is recorded once.
   StepTime predict(const Recipe& recipe);
-  std::size_t recorded_steps() const { return priced_.size(); }
+  // The op scratch of pipeline rank `pp_rank` (deviceless_op_scratch), from the same recording
+  // the timing uses: a layout's memory and its time record each rank's step once between them.
+  std::size_t op_scratch(const Recipe& recipe, int pp_rank);
+  std::size_t recorded_steps() const { return recorded_.size(); }
 
  private:
   struct PricedAction {
@@ -50,7 +55,12 @@ class StepTimeModel {
     double tail_compute_s = 0, tail_comm_s = 0;
     double message_bytes = 0;  // one activation (or its gradient) between stages
   };
-  const PricedRank& priced(const Recipe& recipe, int pp_rank);
+  struct RecordedRank {
+    PricedRank priced;
+    std::size_t op_scratch = 0;
+  };
+  // Records the step of the pipeline rank standing for `pp_rank` once, then keeps only its prices.
+  const RecordedRank& recorded(const Recipe& recipe, int pp_rank);
   PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
   // The ops' seconds on the calibrated device; with `only`, of that op class alone.
   double price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only = std::nullopt) const;
@@ -62,7 +72,7 @@ class StepTimeModel {
   Device device_;
   // Each recorded step priced, by its key. The recorded ops themselves are dropped once priced:
   // a plan of many devices records thousands of steps, and their op lists would not fit in memory.
-  std::map<StepKey, PricedRank> priced_;
+  OnceMap<StepKey, RecordedRank> recorded_;
 };
 
 }  // namespace ustrain

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -208,6 +209,10 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
 // The same from TOML text; `source` names it in messages.
 Recipe parse_recipe(const std::string& toml_text, const std::string& source,
                     const std::vector<std::string>& overrides = {}, RecipeUse use = RecipeUse::run);
+
+// The keys ("parallel.tp") the recipe file at `path` writes and the `overrides` set: those a
+// user chose, as against the defaults. For a recipe load_recipe accepted.
+std::set<std::string> keys_set_by_hand(const std::string& path, const std::vector<std::string>& overrides);
 
 // The cross-field and build rules again, after keys left unset were filled in; messages name
 // the recipe's source.

@@ -16,12 +16,17 @@ RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank) {
 }
 
 RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline) {
+  const std::size_t scratch = deviceless_op_scratch(recipe, pp_rank);
+  return plan_rank_memory(recipe, pp_rank, std::move(pipeline), scratch);
+}
+
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline, std::size_t op_scratch) {
   RankMemory m{geometry_of(recipe, 0, pp_rank), std::move(pipeline), MemoryPlan{}};
   LlamaModel stage(recipe.model, m.geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);
   plan_library_workspace(recipe.device.type == "cuda" ? Device::cuda : Device::cpu, m.plan);
-  plan_op_scratch(std::max(deviceless_op_scratch(recipe, pp_rank), fp8_op_scratch_bytes(recipe, stage, recipe.train.micro_batch)),
+  plan_op_scratch(std::max(op_scratch, fp8_op_scratch_bytes(recipe, stage, recipe.train.micro_batch)),
                   m.plan);
   plan_checkpoint_snapshot(stage.params(), m.plan);
   plan_fp8(recipe, stage, recipe.train.micro_batch, m.plan);

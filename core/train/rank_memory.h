@@ -22,5 +22,8 @@ struct RankMemory {
 RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank);
 // The same with the rank's pipeline plan already made (pipeline_plan_of).
 RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline);
+// The same with the rank's op scratch already known (deviceless_op_scratch): a planner that
+// recorded the step for its timing takes the scratch from that recording.
+RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipeline, std::size_t op_scratch);
 
 }  // namespace ustrain

@@ -88,4 +88,24 @@ expect_output "leaves no layout with micro-batches of at most 2\^24 = 16777216 t
   "says which bounds no layout meets"
 expect_exit 2 "no layout passes the checks" -- "$USTRAIN" plan tiny.toml --gpus 3 --set train.global_batch=8
 expect_output "no layout of 3 devices passes the recipe checks" "says no layout passes the checks"
+# The parallel keys set by hand fix their dimension; the others are searched. Once --set
+# parallel.tp=2 was ignored and every tp was proposed.
+expect_exit 0 "--set parallel.tp=2" -- "$USTRAIN" plan tiny.toml --gpus 4 --set parallel.tp=2 --json
+python3 - "$WORK/out.txt" <<'PY' && pass "--set parallel.tp=2 keeps only tp = 2" || fail "tp not fixed: $(head -c 300 "$WORK/out.txt")"
+import json, sys
+layouts = json.load(open(sys.argv[1]))["layouts"]
+assert layouts and all(l["tp"] == 2 for l in layouts)
+assert len({(l["pp"], l["dp"]) for l in layouts}) > 1  # pp and dp are still searched
+PY
+{ tiny_recipe; printf '[parallel]\npp = 2\nzero = 1\n'; } >fixed.toml
+expect_exit 0 "a recipe's own [parallel] keys" -- "$USTRAIN" plan fixed.toml --gpus 4 --json
+python3 - "$WORK/out.txt" <<'PY' && pass "the recipe's pp and zero fix the search" || fail "recipe keys not kept: $(head -c 300 "$WORK/out.txt")"
+import json, sys
+layouts = json.load(open(sys.argv[1]))["layouts"]
+assert layouts and all(l["pp"] == 2 and (l["zero"] == 1 or l["dp"] * l["cp"] == 1) for l in layouts)
+assert len({l["tp"] for l in layouts}) > 1  # tp, left unset, is searched
+PY
+expect_exit 2 "a fixed dp no layout has" -- "$USTRAIN" plan tiny.toml --gpus 2 --set train.micro_batch=1 --set parallel.dp=4
+expect_output "^error: no layout of 2 devices has parallel.dp = 4, set by hand in the recipe or with --set" \
+  "names the key set by hand and its value"
 finish
