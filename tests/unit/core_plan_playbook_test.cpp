@@ -93,15 +93,6 @@ TEST(PlanPlaybook, EightyBillionNeedsPipelineOrTensorParallelismOnOneNode) {
     }
 }
 
-TEST(PlanPlaybook, SeventyBillionOnSixtyFourGpusSplitsTensorsWithinANodeAndPipelines) {
-  // Llama 3 70B's shape on 8 nodes of 8 H100, 1M-token batches of 4096-token sequences.
-  const Recipe recipe = model(8192, 80, 64, 8, 28672, 4096, 256);
-  const PlannedLayout& b = best(plan_layouts(recipe, on("h100", 64)));
-  EXPECT_GT(b.layout.tp, 1) << b.layout.str();
-  EXPECT_LE(b.layout.tp, 8) << b.layout.str();
-  EXPECT_GT(b.layout.pp, 1) << b.layout.str();
-}
-
 // The layout's twin without recompute fits no better than the chosen one does.
 bool twin_without_recompute_fits(const Plan& plan, const Layout& l) {
   for (const PlannedLayout& p : plan.layouts)
