@@ -1,0 +1,49 @@
+# Every recipe in recipes/ passes `train --dry-run` on a small corpus (its data path and
+# tokenizer replaced), and a recipe whose header names the `ustrain plan` command its layout came
+# from still has the planner's choice: the best layout of that plan, or one predicted within 1%
+# of it (near-ties swap with small changes to the cost model).
+source "$(dirname "$0")/lib/common.bash"
+
+# A byte-level corpus whose validation split holds a sequence of 8192 tokens.
+make_corpus
+"$USTRAIN" data convert -i corpus -o data --val-fraction 0.5 >/dev/null 2>&1 || fail "convert the corpus"
+
+planned=0
+for recipe in "$SOURCE_DIR"/recipes/*.toml; do
+  name=$(basename "$recipe" .toml)
+  expect_exit 0 "$name: dry run" -- "$USTRAIN" train "$recipe" --dry-run \
+    --set data.path='"data"' --set data.tokenizer='"auto"'
+  expect_output "^parameters: [0-9]+" "$name: prints its parameter count"
+  sed -n '/^# resolved recipe/,/^parameters:/p' out.txt | sed '$d' >"$name.resolved.toml"
+  # The plan command in the header, e.g. "#   ustrain plan recipes/x.toml --gpus 8 --gpu h100".
+  plan=$(sed -n 's/^#   ustrain plan recipes\/[^ ]*\.toml \(--gpus [0-9]* --gpu [a-z0-9]*\)$/\1/p' "$recipe")
+  [[ -n $plan ]] || continue
+  planned=$((planned + 1))
+  # shellcheck disable=SC2086
+  if ! "$USTRAIN" plan "$recipe" $plan --json >"$name.plan.json" 2>"$name.plan.err"; then
+    fail "$name: plan $plan"; cat "$name.plan.err"; continue
+  fi
+  if "$PYTHON" - "$name.resolved.toml" "$name.plan.json" >check.txt 2>&1 <<'PY'
+import json, sys, tomllib
+r = tomllib.load(open(sys.argv[1], "rb"))
+p, t = r["parallel"], r["train"]
+layouts = json.load(open(sys.argv[2]))["layouts"]
+best = layouts[0]
+def same(l):
+    keys = [l[k] == p[k] for k in ("dp", "tp", "pp", "cp", "ep", "zero")]
+    keys += [l["micro_batch"] == t["micro_batch"], l["recompute"] == t["recompute"]]
+    if p["tp"] > 1: keys.append(l["sp"] == p["sp"])
+    if p["pp"] > 1: keys += [l["pp_schedule"] == p["pp_schedule"], l["virtual_stages"] == p["virtual_stages"]]
+    return all(keys)
+mine = [l for l in layouts if l["fits"] and same(l)]
+print("best:", {k: best[k] for k in ("dp", "tp", "pp", "zero", "micro_batch", "recompute", "mfu")})
+assert mine, "the recipe's layout is not among the layouts that fit"
+print("recipe's:", mine[0]["tokens_per_s"], "tokens/s, best:", best["tokens_per_s"])
+assert mine[0]["tokens_per_s"] >= 0.99 * best["tokens_per_s"], "a faster layout exists: re-plan"
+PY
+  then pass "$name: its layout is the planner's choice ($plan)"
+  else fail "$name: layout against \`ustrain plan $plan\`"; cat check.txt
+  fi
+done
+((planned >= 3)) && pass "$planned recipes name the plan of their layout" || fail "only $planned recipes name a plan"
+finish
