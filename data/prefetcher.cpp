@@ -13,8 +13,8 @@ BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const Loader> loader, std::int6
   const auto size = static_cast<std::size_t>(batch_ * loader_->options().sample_tokens());
   // depth batches made ahead plus the one the caller holds.
   for (int i = 0; i <= depth_; ++i) {
-    auto buffer = std::make_unique<SampleBatch>();
-    buffer->inputs.resize(size);
+    auto buffer = std::make_unique<Buffers>();
+    buffer->ids.resize(size);
     buffer->targets.resize(size);
     free_.push_back(std::move(buffer));
   }
@@ -24,11 +24,11 @@ BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const Loader> loader, std::int6
 
 BatchPrefetcher::~BatchPrefetcher() { stop_thread(); }
 
-void BatchPrefetcher::fill(SampleBatch& batch, std::uint64_t first) {
+void BatchPrefetcher::fill(Buffers& batch, std::uint64_t first) {
   batch.first_sample = first;
   const std::int64_t seq = loader_->options().sample_tokens();
   for (std::int64_t b = 0; b < batch_; ++b)
-    loader_->read_sample(first + static_cast<std::uint64_t>(b), batch.inputs.data() + b * seq,
+    loader_->read_sample(first + static_cast<std::uint64_t>(b), batch.ids.data() + b * seq,
                          batch.targets.data() + b * seq);
 }
 
@@ -50,7 +50,7 @@ void BatchPrefetcher::stop_thread() {
 
 void BatchPrefetcher::produce() {
   for (;;) {
-    std::unique_ptr<SampleBatch> buffer;
+    std::unique_ptr<Buffers> buffer;
     std::uint64_t first = 0;
     {
       std::unique_lock lock(mutex_);
@@ -78,7 +78,7 @@ void BatchPrefetcher::produce() {
   }
 }
 
-const SampleBatch& BatchPrefetcher::next() {
+TokenBatch BatchPrefetcher::next() {
   if (depth_ == 0) {
     if (!current_) {
       current_ = std::move(free_.back());
@@ -86,7 +86,7 @@ const SampleBatch& BatchPrefetcher::next() {
     }
     fill(*current_, position_);
     position_ += static_cast<std::uint64_t>(batch_);
-    return *current_;
+    return {current_->ids, current_->targets};
   }
   const auto started = std::chrono::steady_clock::now();
   {
@@ -102,7 +102,7 @@ const SampleBatch& BatchPrefetcher::next() {
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   USTRAIN_ASSERT(current_->first_sample == position_, "prefetched batch out of order");
   position_ += static_cast<std::uint64_t>(batch_);
-  return *current_;
+  return {current_->ids, current_->targets};
 }
 
 void BatchPrefetcher::seek(std::uint64_t sample) {

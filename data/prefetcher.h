@@ -14,14 +14,9 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "kernels/token_batch.h"
 
 namespace ustrain {
-
-struct SampleBatch {
-  std::vector<std::int32_t> inputs;   // (B, S)
-  std::vector<std::int32_t> targets;  // (B, S), inputs shifted by one token
-  std::uint64_t first_sample = 0;     // this reader's index of the batch's first sample
-};
 
 class BatchPrefetcher {
  public:
@@ -32,8 +27,9 @@ class BatchPrefetcher {
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
   ~BatchPrefetcher();
 
-  // The next batch; it stays valid until the next call to next() or seek().
-  const SampleBatch& next();
+  // The next batch of `batch` samples (position() was its first); it stays valid until the
+  // next call to next() or seek().
+  TokenBatch next();
   // This reader's index of the first sample the next batch will hold.
   std::uint64_t position() const { return position_; }
   // Continues from sample `sample`, dropping batches made ahead.
@@ -43,23 +39,29 @@ class BatchPrefetcher {
   const Loader& loader() const { return *loader_; }
 
  private:
+  // The memory of one batch.
+  struct Buffers {
+    std::vector<std::int32_t> ids, targets;
+    std::uint64_t first_sample = 0;  // this reader's index of the batch's first sample
+  };
+
   void start_thread();
   void stop_thread();
   void produce();
-  void fill(SampleBatch& batch, std::uint64_t first);
+  void fill(Buffers& batch, std::uint64_t first);
 
   std::shared_ptr<const Loader> loader_;
   std::int64_t batch_;
   int depth_;
   std::uint64_t position_ = 0;
   double wait_seconds_ = 0;
-  std::unique_ptr<SampleBatch> current_;
+  std::unique_ptr<Buffers> current_;
 
   // Shared with the thread, under mutex_.
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::unique_ptr<SampleBatch>> ready_;
-  std::vector<std::unique_ptr<SampleBatch>> free_;
+  std::deque<std::unique_ptr<Buffers>> ready_;
+  std::vector<std::unique_ptr<Buffers>> free_;
   std::exception_ptr error_;
   std::uint64_t produce_at_ = 0;
   bool stop_ = false;

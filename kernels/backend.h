@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/attention_mask.h"
 #include "kernels/tensor.h"
 
 struct CUstream_st;  // cudaStream_t without the CUDA headers
@@ -54,11 +55,6 @@ struct SeqRange {
   std::int64_t begin = 0;
   std::int64_t count = 0;
 };
-
-// Which keys of a block a query sees. causal: query row r of a block of nq queries against
-// nk keys sees key rows 0 .. r + nk - nq (the ranges end at the same position); none: every
-// key. A value, not a built-in assumption, so that other masks (documents) can join.
-enum class AttentionMask : std::uint8_t { none, causal };
 
 // How a mixture-of-experts router picks experts (core/model/moe_mlp.h).
 struct MoeRouting {
@@ -215,7 +211,10 @@ class Backend {
   // kv (B, S, 2 Hkv Dh) = the k and v columns of every row of qkv (B, S, W).
   virtual void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) = 0;
   // out (B, q.count, H Dh) fp32 and lse (B, H, q.count) fp32: the attention of query rows q
-  // against key rows k under `mask`. A query row that sees no key gets out 0, lse -inf.
+  // against key rows k under `mask` (kernels/attention_mask.h), whose kind is the block's:
+  // causal, query row r of nq queries against nk keys sees key rows 0 .. r + nk - nq (the
+  // ranges end at the same position); none, every key. A window or document ids are refused
+  // (not implemented yet). A query row that sees no key gets out 0, lse -inf.
   virtual void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                        AttentionMask mask, int n_heads, int n_kv_heads) = 0;
   // Merges a block's result into rows q of the running result acc (B, S, H Dh) fp32 with its

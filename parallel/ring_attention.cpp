@@ -1,6 +1,7 @@
 #include "parallel/ring_attention.h"
 
 #include <chrono>
+#include <string>
 
 namespace ustrain {
 namespace {
@@ -17,17 +18,40 @@ Tensor stats_as(const Tensor& buffer, std::int64_t batch, std::int64_t heads, st
   return buffer.slice(0, batch * heads * n).view(Shape{batch, heads, n});
 }
 
+// The absolute position of local row `row` of `split`'s part of sequences of `seq_len`.
+std::int64_t position_of(ContextSplit split, std::int64_t seq_len, std::int64_t row) {
+  const std::array<SeqRange, 2> runs = split.runs(seq_len);
+  return row < runs[0].count ? runs[0].begin + row : runs[1].begin + row - runs[0].count;
+}
+
+// The whole-sequence op serves cp = 1, and it implements only the plain causal mask.
+void require_whole_sequence_mask(const AttentionMask& mask, const char* op) {
+  require_implemented_mask(mask, op);
+  USTRAIN_ASSERT(mask.kind == AttentionMask::Kind::causal,
+                 std::string(op) + ": the whole-sequence op implements only the causal mask, not " +
+                     mask_kind_name(mask.kind));
+}
+
 }  // namespace
 
-std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq) {
-  const std::int64_t chunk = local_seq / 2;
+std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq, const AttentionMask& mask) {
+  USTRAIN_ASSERT(size == 1 || !mask.has_documents(),
+                 "ring attention: document ids under context parallelism are not implemented");
+  using Kind = AttentionMask::Kind;
+  const std::int64_t chunk = local_seq / 2, seq_len = local_seq * size;
   const SeqRange all{0, local_seq}, front{0, chunk}, back{chunk, chunk};
   std::vector<RingBlock> blocks;
   for (int t = 0; t < size; ++t) {
     const int source = (rank - t + size) % size;
-    if (source == rank) blocks.push_back({source, all, all, AttentionMask::causal});
-    else if (source < rank) blocks.push_back({source, all, front, AttentionMask::none});
-    else blocks.push_back({source, back, all, AttentionMask::none});
+    RingBlock b{source, all, all, mask};  // under any other kind every query may meet every key
+    if (mask.kind == Kind::causal && source != rank) {  // zig-zag: one chunk of either side, unmasked
+      b.mask.kind = Kind::none;
+      if (source < rank) b.k = front;
+      else b.q = back;
+    }
+    b.mask.q_first = mask.q_first + position_of({size, rank}, seq_len, b.q.begin);
+    b.mask.k_first = mask.k_first + position_of({size, source}, seq_len, b.k.begin);
+    blocks.push_back(b);
   }
   return blocks;
 }
@@ -35,7 +59,7 @@ std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq)
 std::int64_t score_entries(const std::vector<RingBlock>& schedule) {
   std::int64_t n = 0;
   for (const RingBlock& b : schedule)
-    n += b.mask == AttentionMask::none ? b.q.count * b.k.count : b.q.count * (b.q.count + 1) / 2;
+    n += b.mask.kind == AttentionMask::Kind::none ? b.q.count * b.k.count : b.q.count * (b.q.count + 1) / 2;
   return n;
 }
 
@@ -57,14 +81,15 @@ void RingAttention::wait(std::vector<Work>& works, double& seconds) {
   seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads,
-                            const RingBuffers& buf) {
+void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, const AttentionMask& mask, int n_heads,
+                            int n_kv_heads, const RingBuffers& buf) {
   if (size() == 1) {
+    require_whole_sequence_mask(mask, "attention_forward");
     be.attention_forward(out, lse, qkv, n_heads, n_kv_heads);
     return;
   }
   const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
-  const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S);
+  const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S, mask);
   // The running result: out itself in fp32, else fp32 scratch converted at the end.
   const Tensor acc = out.dtype == DType::f32 ? out : rows_as(buf.acc, B, S);
   const std::array<Tensor, 2> kv{rows_as(buf.kv[0], B, S), rows_as(buf.kv[1], B, S)};
@@ -86,14 +111,15 @@ void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int
   if (acc.data != out.data) be.convert(out, acc);
 }
 
-void RingAttention::backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                             int n_kv_heads, const RingBuffers& buf) {
+void RingAttention::backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                             const AttentionMask& mask, int n_heads, int n_kv_heads, const RingBuffers& buf) {
   if (size() == 1) {
+    require_whole_sequence_mask(mask, "attention_backward");
     be.attention_backward(dqkv, dout, qkv, out, lse, n_heads, n_kv_heads);
     return;
   }
   const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
-  const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S);
+  const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S, mask);
   const std::array<Tensor, 2> kv{rows_as(buf.kv[0], B, S), rows_as(buf.kv[1], B, S)};
   const std::array<Tensor, 2> dkv{rows_as(buf.dkv[0], B, S), rows_as(buf.dkv[1], B, S)};
   const Tensor dq = rows_as(buf.dq, B, S);

@@ -10,6 +10,9 @@
 //   j >  i   the back chunk of the queries against all of the kv, no mask (the front chunk of
 //            the queries comes before all of it);
 // so every rank computes c (2c + 1) + (C - 1) 2c^2 score entries for chunks of c tokens.
+// Each block's mask is derived from the one mask the attention sub-layer chooses
+// (kernels/attention_mask.h): the kinds above for a causal mask, whole blocks of the
+// sub-layer's kind otherwise; its window as it is, its first absolute positions from the split.
 //
 // Forward: step t computes the block of rank (i - t) while the next block arrives from the
 // previous rank (one batched send/receive), and merges the partial results by log-sum-exp.
@@ -33,11 +36,13 @@ namespace ustrain {
 struct RingBlock {
   int source = 0;
   SeqRange q, k;
-  AttentionMask mask = AttentionMask::none;
+  AttentionMask mask;
 };
 // Rank `rank`'s blocks in ring order (step t meets the kv of rank - t) for local sequences of
-// `local_seq` tokens (two chunks).
-std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq);
+// `local_seq` tokens (two chunks) under the sub-layer's `mask`, whose first positions are
+// those of the sequence's start. Document ids at size > 1 are refused: the keys' ids would
+// have to travel with their blocks (not implemented yet).
+std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq, const AttentionMask& mask);
 // Score entries (query, key) pairs one rank computes over a schedule, per sequence and head.
 std::int64_t score_entries(const std::vector<RingBlock>& schedule);
 
@@ -62,12 +67,14 @@ class RingAttention {
   int rank() const { return cp_ ? cp_->rank() : 0; }
   ContextSplit split() const { return {size(), rank()}; }
 
-  // The causal attention of this rank's queries in qkv (B, S, W) against the whole sequence:
-  // out (B, S, H Dh), lse (B, H, S) fp32 (as Backend::attention_forward at cp = 1).
-  void forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads, const RingBuffers& buf);
+  // The attention under `mask` of this rank's queries in qkv (B, S, W) against the whole
+  // sequence: out (B, S, H Dh), lse (B, H, S) fp32 (as Backend::attention_forward at cp = 1,
+  // which takes only the plain causal mask).
+  void forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, const AttentionMask& mask, int n_heads,
+               int n_kv_heads, const RingBuffers& buf);
   // dqkv (B, S, W) overwritten (as Backend::attention_backward at cp = 1).
-  void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads, int n_kv_heads,
-                const RingBuffers& buf);
+  void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, const AttentionMask& mask,
+                int n_heads, int n_kv_heads, const RingBuffers& buf);
 
   // The sum over the cp ranks of `t` (small per-sequence statistics: each rank holds part of
   // every sequence), in place; nothing at cp = 1.

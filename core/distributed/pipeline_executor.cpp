@@ -188,7 +188,7 @@ void PipelineExecutor::add_kept_losses(Backend& be, std::int64_t tokens, Pipelin
   kept_micro_.clear();
 }
 
-void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const MicroBatchTokens& tokens,
+void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const TokenBatch& tokens,
                                std::int64_t batch, std::int64_t seq, float dloss, PipelineLoss& loss,
                                PhaseTimer* timer) {
   ModelChunk& chunk = model_.chunk(a.chunk);
@@ -215,7 +215,7 @@ void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const Micro
         loss.tokens += static_cast<double>(batch * seq);
       }
       trace_action();
-      chunk.forward(be, slot, batch, seq, tokens.ids, tokens.targets,
+      chunk.forward(be, slot, batch, seq, tokens,
                     buffer >= 0 ? chunk.receive_buffer(buffer, batch, seq) : Tensor(), losses);
       if (buffer >= 0) give_back_receive(a.chunk, buffer);
       if (forward_only_) retire(a.chunk, a.micro);
@@ -245,7 +245,7 @@ void PipelineExecutor::compute(Backend& be, const PipelineAction& a, const Micro
   if (timer) timer->mark(a.kind == ActionKind::forward ? Phase::forward : Phase::backward);
 }
 
-PipelineLoss PipelineExecutor::run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch,
+PipelineLoss PipelineExecutor::run(Backend& be, std::span<const TokenBatch> micro, std::int64_t batch,
                                    std::int64_t seq, float dloss, PhaseTimer* timer) {
   USTRAIN_ASSERT(static_cast<int>(micro.size()) == program_.shape.micro_batches,
                  "the program is for another micro-batch count");

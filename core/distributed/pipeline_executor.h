@@ -27,12 +27,6 @@
 
 namespace ustrain {
 
-// One micro-batch's tokens, (B, S) each, on the host.
-struct MicroBatchTokens {
-  const std::int32_t* ids = nullptr;
-  const std::int32_t* targets = nullptr;
-};
-
 // What a run computed on this rank: the sum of its token losses and the number of tokens
 // they cover (both 0 except on the last pipeline stage). The per-token losses stay on the
 // device (LlamaModel::kept_losses) until the run's end, which reads them at once and adds them
@@ -52,7 +46,7 @@ class PipelineExecutor {
   // Runs the program for its micro-batches of (batch, seq) tokens; a backward starts from
   // dL/d(loss_i) = dloss on the last stage. With `timer`, each compute action's time goes to
   // its phase (forward, or backward for B and W).
-  PipelineLoss run(Backend& be, std::span<const MicroBatchTokens> micro, std::int64_t batch, std::int64_t seq,
+  PipelineLoss run(Backend& be, std::span<const TokenBatch> micro, std::int64_t batch, std::int64_t seq,
                    float dloss, PhaseTimer* timer = nullptr);
   // Seconds the last run waited for received activations and gradients: the pipeline's
   // bubble as measured (on a GPU only what the host waited).
@@ -102,7 +96,7 @@ class PipelineExecutor {
   void post(Backend& be, std::size_t& i, std::int64_t batch, std::int64_t seq);
   // One compute action, its input waited for; a forward on the last stage writes its per-token
   // losses into the model's next kept row, and full rows add up in `loss` (add_kept_losses).
-  void compute(Backend& be, const PipelineAction& a, const MicroBatchTokens& tokens, std::int64_t batch,
+  void compute(Backend& be, const PipelineAction& a, const TokenBatch& tokens, std::int64_t batch,
                std::int64_t seq, float dloss, PipelineLoss& loss, PhaseTimer* timer);
   // Adds the kept losses of the rows written so far (micro-batches of `tokens` each) to `loss`,
   // reading them once, and starts the rows over.

@@ -107,7 +107,7 @@ Tensor Attention::forward(Backend& be, const LayerParallel& par, Tensor x, Tenso
   const Tensor ln1 = par.tp.gather(a.ln1_out, s.gathered);                 // (N, D)
   be.linear_forward(a.qkv.view(qkv2d), ln1, params_.packed_value(q_, v_));  // (N, W)
   be.rope_forward(a.qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
-  par.cp.forward(be, a.att, a.lse, a.qkv, n_heads_, n_kv_heads_, a.ring);  // (B, S, H Dh)
+  par.cp.forward(be, a.att, a.lse, a.qkv, mask_, n_heads_, n_kv_heads_, a.ring);  // (B, S, H Dh)
   be.linear_forward(s.branch, a.att.view(att2d), params_[o_].value);  // (N, D), partial over tp
   return par.tp.reduce(s.branch, out);                                // (R, D)
 }
@@ -122,7 +122,7 @@ void Attention::backward(Backend& be, const LayerParallel& par, Tensor x, const 
   be.linear_backward_input(a.d_att.view(att2d), d_out, params_[o_].value);
   if (a.deferred) be.copy(a.d_o, d_out);
   else be.linear_backward_weight(params_[o_].grad, d_out, a.att.view(att2d));
-  par.cp.backward(be, a.d_qkv, a.d_att, a.qkv, a.att, a.lse, n_heads_, n_kv_heads_, a.ring);
+  par.cp.backward(be, a.d_qkv, a.d_att, a.qkv, a.att, a.lse, mask_, n_heads_, n_kv_heads_, a.ring);
   be.rope_backward(a.d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
   const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);
   be.linear_backward_input(d_part, a.d_qkv.view(qkv2d), params_.packed_value(q_, v_));

@@ -58,6 +58,8 @@ class Attention {
   UnitId unit_;
   int n_heads_, n_kv_heads_, head_dim_;  // this rank's
   float eps_;
+  // Which keys each token attends to, chosen once for every micro-batch: causal.
+  AttentionMask mask_ = AttentionMask::causal();
   int ln1_ = -1, q_, k_, v_, o_;
   const ParamRegistry& params_;
 };

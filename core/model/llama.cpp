@@ -148,15 +148,14 @@ void LlamaModel::bind(const PlannedMemory& mem, Backend& backend) {
   kept_losses_view_ = at(kept_losses_);
 }
 
-double LlamaModel::forward(Backend& be, const std::int32_t* ids, const std::int32_t* targets, std::int64_t B,
-                           std::int64_t S) {
+double LlamaModel::forward(Backend& be, const TokenBatch& tokens, std::int64_t B, std::int64_t S) {
   USTRAIN_ASSERT(chunks_.size() == 1 && chunks_[0]->span().embedding && chunks_[0]->span().head,
                  "forward of the whole model on a rank that holds only part of it");
   USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= geo_.seq, "batch larger than planned");
   USTRAIN_ASSERT(tp_->size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
   const std::int64_t n = B * S;
   const Tensor losses(kept_losses_view_.data, Shape{n}, DType::f32, kept_losses_view_.device);  // (N)
-  chunks_[0]->forward(be, 0, B, S, ids, targets, Tensor(), losses);
+  chunks_[0]->forward(be, 0, B, S, tokens, Tensor(), losses);
   std::vector<float> host(static_cast<std::size_t>(n));
   be.copy(Tensor(host.data(), Shape{n}), losses);
   double sum = 0;

@@ -74,10 +74,9 @@ class LlamaModel {
   ModelChunk& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
 
   // The whole model on one rank (evaluation, sampling, tests): forward through the loss for
-  // ids/targets (B, S) on the host (targets < 0 are ignored), returning the SUM of per-token
+  // `tokens` (B, S) on the host (targets < 0 are ignored), returning the SUM of per-token
   // losses; backward of that forward with dL/d(loss_i) = dloss. Parameter gradients accumulate.
-  double forward(Backend& be, const std::int32_t* ids, const std::int32_t* targets, std::int64_t B,
-                 std::int64_t S);
+  double forward(Backend& be, const TokenBatch& tokens, std::int64_t B, std::int64_t S);
   void backward(Backend& be, float dloss);
   // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
   // parallelism); valid until the next backward.

@@ -133,8 +133,8 @@ Tensor ModelChunk::receive_buffer(int i, std::int64_t batch, std::int64_t seq) c
   return rows(receive_.at(static_cast<std::size_t>(i)), geo_.rows(batch * seq));
 }
 
-void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, const std::int32_t* ids,
-                         const std::int32_t* targets, Tensor input, Tensor losses) {
+void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, const TokenBatch& tokens,
+                         Tensor input, Tensor losses) {
   USTRAIN_ASSERT(mem_ != nullptr, "chunk used before bind()");
   Slot& s = slots_.at(static_cast<std::size_t>(slot));
   s.batch = B;
@@ -144,7 +144,8 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
   const BlockScratch g = scratch_rows(B, S);  // the forward uses its branch and sp scratch
   if (span_.embedding) {
     const Tensor ids_t = rows(s.ids, n);
-    be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
+    USTRAIN_ASSERT(tokens.ids.size() >= static_cast<std::size_t>(n), "a token batch with fewer ids than B * S");
+    be.copy(ids_t, Tensor(const_cast<std::int32_t*>(tokens.ids.data()), Shape{n}, DType::i32));
     acquire(UnitId::embedding(), false);
     tp_.embed(be, rows(s.resid[0], r), ids_t, params_[p_.embed].value, g.branch);  // (R, D)
     release(UnitId::embedding());
@@ -165,7 +166,8 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
   const UnitId head_param_unit = params_.spec(p_.head).unit;
   const bool head_elsewhere = head_param_unit != UnitId::head();  // the embedding (tied), in its own unit
   const Tensor targets_t = rows(s.targets, n);
-  be.copy(targets_t, Tensor(const_cast<std::int32_t*>(targets), Shape{n}, DType::i32));
+  USTRAIN_ASSERT(tokens.targets.size() >= static_cast<std::size_t>(n), "a token batch with fewer targets than B * S");
+  be.copy(targets_t, Tensor(const_cast<std::int32_t*>(tokens.targets.data()), Shape{n}, DType::i32));
   acquire(UnitId::head(), false);
   if (head_elsewhere) acquire(head_param_unit, false);
   const Tensor final_full = rows(s.final_out, n);  // (N, D)

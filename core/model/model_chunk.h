@@ -23,6 +23,7 @@
 #include "core/model/geometry.h"
 #include "core/model/layer_parallel.h"
 #include "core/model/param_hooks.h"
+#include "kernels/token_batch.h"
 #include "core/model/param_registry.h"
 #include "core/model/recompute.h"
 #include "core/model/transformer_block.h"
@@ -68,11 +69,12 @@ class ModelChunk {
   int receive_buffers() const { return static_cast<int>(receive_.size()); }
 
   // Forward of a micro-batch of (B, S) tokens into `slot`: `input` (R, D) is the residual
-  // stream entering the chunk (empty on the first stage, which embeds `ids`); `targets` are
-  // read on the last stage, which writes the per-token losses into `losses` (N, fp32, on the
-  // device: the caller reads them when it needs them).
-  void forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
-               const std::int32_t* targets, Tensor input, Tensor losses);
+  // stream entering the chunk (empty on the first stage, which embeds the tokens' ids); their
+  // targets are read on the last stage, which writes the per-token losses into `losses` (N,
+  // fp32, on the device: the caller reads them when it needs them). The stages that read
+  // `tokens` use their first B S entries.
+  void forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const TokenBatch& tokens, Tensor input,
+               Tensor losses);
   // The backward of the slot's micro-batch: `grad` (R, D) is dL/d(output) (empty on the last
   // stage, which starts from the loss with dL/d(loss_i) = dloss). Leaves dL/d(input) in
   // input_grad(slot). With `weights` the weight gradients are computed too; otherwise they

@@ -78,7 +78,7 @@ RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device) {
 
   const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
   const std::vector<std::int32_t> tokens(static_cast<std::size_t>(recipe.train.micro_batch * recipe.train.seq_len), 0);
-  const std::vector<MicroBatchTokens> micro(micro_batches, MicroBatchTokens{tokens.data(), tokens.data()});
+  const std::vector<TokenBatch> micro(micro_batches, TokenBatch{tokens, tokens});
   PhaseTimer timer;
   train_step(run, micro, schedule_of(recipe), 1, timer, nullptr);
   recorder.set_synchronize_hook({});

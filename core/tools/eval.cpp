@@ -21,8 +21,7 @@ double validation_loss(LlamaModel& model, Backend& backend, TrainingData& data, 
   data.reset_validation();
   double sum = 0;
   for (std::int64_t b = 0; b < micro_batches; ++b) {
-    const MicroBatch& mb = data.next_validation();
-    sum += model.forward(backend, mb.inputs.data(), mb.targets.data(), micro_batch, seq_len);
+    sum += model.forward(backend, data.next_validation(), micro_batch, seq_len);
   }
   return sum / static_cast<double>(micro_batches * micro_batch * seq_len);
 }

@@ -75,7 +75,7 @@ GeneratedText generate_text(const GenerateOptions& o, const std::function<void(c
     window.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
     const auto s = static_cast<std::int64_t>(window.size());
     no_targets.assign(window.size(), -1);
-    model.forward(backend, window.data(), no_targets.data(), 1, s);
+    model.forward(backend, {window, no_targets}, 1, s);
     const Tensor last = model.logits().slice(s - 1, s);  // (1, V)
     if (last.dtype == DType::f32) {
       backend.copy(Tensor(logits.data(), last.shape), last);

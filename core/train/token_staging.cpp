@@ -14,25 +14,29 @@ TokenStaging::TokenStaging(Backend& backend, std::size_t micro_batches, std::int
   auto* base = static_cast<std::int32_t*>(host_.get());
   views_.reserve(micro_batches_);
   for (std::size_t m = 0; m < micro_batches_; ++m) {
-    std::int32_t* ids = base == nullptr ? nullptr : base + m * 2 * tokens_;
-    views_.push_back({ids, ids == nullptr ? nullptr : ids + tokens_});
+    if (base == nullptr) {
+      views_.emplace_back();
+      continue;
+    }
+    const std::int32_t* ids = base + m * 2 * tokens_;
+    views_.push_back({{ids, tokens_}, {ids + tokens_, tokens_}});
   }
 }
 
-void TokenStaging::put(std::size_t m, std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
-  USTRAIN_ASSERT(m < micro_batches_ && inputs.size() == tokens_ && targets.size() == tokens_,
-                 "token staging: micro-batch " + std::to_string(m) + " of " + std::to_string(inputs.size()) +
+void TokenStaging::put(std::size_t m, const TokenBatch& batch) {
+  USTRAIN_ASSERT(m < micro_batches_ && batch.ids.size() == tokens_ && batch.targets.size() == tokens_,
+                 "token staging: micro-batch " + std::to_string(m) + " of " + std::to_string(batch.ids.size()) +
                      " tokens into " + std::to_string(micro_batches_) + " places of " + std::to_string(tokens_));
   if (tokens_ == 0) return;
   std::int32_t* ids = static_cast<std::int32_t*>(host_.get()) + m * 2 * tokens_;
-  std::copy(inputs.begin(), inputs.end(), ids);
-  std::copy(targets.begin(), targets.end(), ids + tokens_);
+  std::copy(batch.ids.begin(), batch.ids.end(), ids);
+  std::copy(batch.targets.begin(), batch.targets.end(), ids + tokens_);
 }
 
-std::span<const MicroBatchTokens> TokenStaging::tokens(std::size_t n) const {
+std::span<const TokenBatch> TokenStaging::tokens(std::size_t n) const {
   USTRAIN_ASSERT(n <= micro_batches_, "token staging: " + std::to_string(n) + " micro-batches of " +
                                           std::to_string(micro_batches_));
-  return std::span<const MicroBatchTokens>(views_.data(), n);
+  return std::span<const TokenBatch>(views_.data(), n);
 }
 
 }  // namespace ustrain

@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "core/distributed/pipeline_executor.h"
 #include "kernels/backend.h"
+#include "kernels/token_batch.h"
 
 namespace ustrain {
 
@@ -19,16 +19,16 @@ class TokenStaging {
   // names them in messages.
   TokenStaging(Backend& backend, std::size_t micro_batches, std::int64_t tokens, const char* what);
 
-  // Copies micro-batch `m`'s inputs and targets (`tokens` ids each) into its place.
-  void put(std::size_t m, std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  // Copies micro-batch `m`'s ids and targets (`tokens` of each) into its place.
+  void put(std::size_t m, const TokenBatch& batch);
   // The first `n` micro-batches' views, as put() left them.
-  std::span<const MicroBatchTokens> tokens(std::size_t n) const;
+  std::span<const TokenBatch> tokens(std::size_t n) const;
 
  private:
   std::size_t micro_batches_;
   std::size_t tokens_;
   HostStaging host_;  // (micro_batches, 2, tokens): each micro-batch's inputs, then its targets
-  std::vector<MicroBatchTokens> views_;
+  std::vector<TokenBatch> views_;
 };
 
 }  // namespace ustrain

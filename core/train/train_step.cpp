@@ -8,7 +8,7 @@ namespace ustrain {
 namespace {
 
 // Micro-batch `m` into the staging (a copy: the reader's buffer is reused by its next call).
-void stage(TokenStaging& staging, std::size_t m, const MicroBatch& mb) { staging.put(m, mb.inputs, mb.targets); }
+void stage(TokenStaging& staging, std::size_t m, const TokenBatch& mb) { staging.put(m, mb); }
 
 }  // namespace
 

@@ -129,7 +129,7 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, Context
   train_ = std::make_unique<BatchPrefetcher>(train_loader, r.train.micro_batch, depth);
 }
 
-const MicroBatch& TrainingData::next_train() { return train_->next(); }
+TokenBatch TrainingData::next_train() { return train_->next(); }
 
 std::string TrainingData::state() const {
   const std::uint64_t position = train_->position() * static_cast<std::uint64_t>(num_readers_);
@@ -178,7 +178,7 @@ void TrainingData::reset_validation() {
   if (val_) val_->seek(0);
 }
 
-const MicroBatch& TrainingData::next_validation() {
+TokenBatch TrainingData::next_validation() {
   USTRAIN_ASSERT(val_ != nullptr, "no validation split");
   return val_->next();
 }

@@ -15,9 +15,6 @@
 
 namespace ustrain {
 
-// inputs (B, S) and targets (B, S), the inputs shifted by one token.
-using MicroBatch = SampleBatch;
-
 class TrainingData {
  public:
   // Opens the dataset of data.path, or the datasets of data.blend, and checks them against
@@ -29,7 +26,7 @@ class TrainingData {
   explicit TrainingData(const Recipe& recipe, int reader = 0, int num_readers = 1, ContextSplit context = {});
 
   // The next micro-batch; valid until the next call.
-  const MicroBatch& next_train();
+  TokenBatch next_train();
   // The training stream's position as opaque text (JSON), for checkpoints; restore() makes
   // the next next_train() return exactly the batch that followed when state() was taken, and
   // state() then returns the same text. The position is global (samples taken by all readers
@@ -39,7 +36,7 @@ class TrainingData {
   std::string state() const;
   void restore(const std::string& state, std::int64_t tokens_seen);
   void reset_validation();
-  const MicroBatch& next_validation();
+  TokenBatch next_validation();
 
   std::int64_t train_tokens() const { return train_tokens_; }
   std::int64_t validation_tokens() const { return validation_tokens_; }

@@ -62,7 +62,7 @@ Communicator& TrainingRank::sync_comm(SyncGroup g) {
   return (g == SyncGroup::dense ? groups.gradients() : groups.expert_gradients()).for_tensors(backend.device());
 }
 
-StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro, const LrScheduleConfig& schedule,
+StepResult train_step(TrainingRank& run, std::span<const TokenBatch> micro, const LrScheduleConfig& schedule,
                       std::int64_t step, PhaseTimer& timer, Tracer* trace) {
   const Recipe& recipe = run.recipe;
   const auto& t = recipe.train;

@@ -94,7 +94,7 @@ struct StepResult {
 // parallelism the ZeRO engine reduces the gradients over the group while backward runs
 // (core/distributed/param_engines.h: one ZeRO engine per store of parameters). Forward and backward time goes to `timer`'s phases, the
 // gradient sync to backward, the update to optimizer.
-StepResult train_step(TrainingRank& run, std::span<const MicroBatchTokens> micro, const LrScheduleConfig& schedule,
+StepResult train_step(TrainingRank& run, std::span<const TokenBatch> micro, const LrScheduleConfig& schedule,
                       std::int64_t step, PhaseTimer& timer, Tracer* trace);
 
 }  // namespace ustrain

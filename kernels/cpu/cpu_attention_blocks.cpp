@@ -29,7 +29,7 @@ struct BlockShape {
   std::int64_t out_width() const { return heads * head_dim; }
   // Keys of the block query row r (of the range) sees.
   std::int64_t visible(std::int64_t r) const {
-    if (mask == AttentionMask::none) return k.count;
+    if (mask.kind == AttentionMask::Kind::none) return k.count;
     return std::clamp<std::int64_t>(r + 1 + k.count - q.count, 0, k.count);
   }
 };
@@ -87,6 +87,7 @@ void CpuBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
 
 void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                          AttentionMask mask, int n_heads, int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_forward");
   const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
   const std::int64_t W = a.width, KW = a.kv_width, Dh = a.head_dim, OW = a.out_width(), nq = q.count;
   USTRAIN_ASSERT(out.numel() == a.batch * nq * OW && lse.numel() == a.batch * a.heads * nq,
@@ -172,6 +173,7 @@ void CpuBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tenso
 void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
                                           SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                           int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_backward");
   const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
   const std::int64_t Sq = a.q_seq, W = a.width, KW = a.kv_width, Dh = a.head_dim, OW = a.out_width();
   USTRAIN_ASSERT(out.numel() == a.batch * Sq * OW && dout.numel() == out.numel() && dq.numel() == out.numel() &&

@@ -24,6 +24,7 @@ void check_range(const SeqRange& r, std::int64_t seq, const char* what) {
 // The block of query rows q of qkv (B, Sq, W) and key rows k of kv (B, Skv, 2 Hkv Dh).
 AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
                         int n_kv_heads) {
+  require_implemented_mask(mask, "CUDA block attention");
   USTRAIN_ASSERT(qkv.shape.rank() == 3 && kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0],
                  "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh), got " + qkv.shape.str() + " and " +
                      kv.shape.str());
@@ -46,7 +47,7 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
   a.heads = n_heads;
   a.kv_heads = n_kv_heads;
   a.head_dim = static_cast<int>(head_dim);
-  a.causal = mask == AttentionMask::causal;
+  a.causal = mask.kind == AttentionMask::Kind::causal;
   return a;
 }
 

@@ -66,7 +66,7 @@ std::int64_t block_product_flops(const Tensor& qkv, SeqRange q, SeqRange k, Atte
                                  int n_kv_heads) {
   const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
   const std::int64_t product = qkv.shape[0] * n_heads * q.count * k.count * head_dim;
-  return mask == AttentionMask::causal ? product : 2 * product;
+  return mask.kind == AttentionMask::Kind::causal ? product : 2 * product;
 }
 
 // The bytes of `count` of a tensor's `rows` rows (dimension 1 of (B, S, C)).
@@ -216,7 +216,7 @@ void RecordingBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int ro
 namespace {
 
 std::vector<std::int64_t> block_args(SeqRange q, SeqRange k, AttentionMask mask, int n_heads, int n_kv_heads) {
-  return {n_heads, n_kv_heads, q.begin, q.count, k.begin, k.count, mask == AttentionMask::causal ? 1 : 0};
+  return {n_heads, n_kv_heads, q.begin, q.count, k.begin, k.count, mask.kind == AttentionMask::Kind::causal ? 1 : 0};
 }
 
 }  // namespace
@@ -240,6 +240,7 @@ void RecordingBackend::attention_kv_pack(Tensor kv, Tensor qkv, int, int) {
 
 void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                                AttentionMask mask, int n_heads, int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_forward");
   record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
          2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
          bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k), block_args(q, k, mask, n_heads, n_kv_heads));
@@ -253,6 +254,7 @@ void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out,
 void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
                                                 SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                                 int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_backward");
   record("attention_block_backward", OpClass::attention, {&dq, &dkv, &dout, &qkv, &kv, &out, &lse},
          4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
          2 * (range_bytes(dq, q) + range_bytes(dkv, k)) + range_bytes(dout, q) + range_bytes(qkv, q) +

@@ -79,14 +79,14 @@ struct BlockCase {
     return "B=" + std::to_string(batch) + " H=" + std::to_string(heads) + " Hkv=" + std::to_string(kv_heads) +
            " Dh=" + std::to_string(head_dim) + " q=[" + std::to_string(q.begin) + "+" + std::to_string(q.count) +
            " of " + std::to_string(q_seq) + "] k=[" + std::to_string(k.begin) + "+" + std::to_string(k.count) +
-           " of " + std::to_string(kv_seq) + "] " + (mask == AttentionMask::causal ? "causal" : "none");
+           " of " + std::to_string(kv_seq) + "] " + (mask.kind == AttentionMask::Kind::causal ? "causal" : "none");
   }
   cuda::BlockAttentionDims cudnn_dims() const {
-    return {batch, q_seq, kv_seq, q.count, k.count, heads, kv_heads, head_dim, mask == AttentionMask::causal};
+    return {batch, q_seq, kv_seq, q.count, k.count, heads, kv_heads, head_dim, mask.kind == AttentionMask::Kind::causal};
   }
 };
-constexpr auto kNone = AttentionMask::none;
-constexpr auto kCausal = AttentionMask::causal;
+const AttentionMask kNone = AttentionMask::none();
+const AttentionMask kCausal = AttentionMask::causal();
 // GQA with more queries than keys (the first rows see no key under causal) and the reverse,
 // MHA with more keys than queries, MQA, equal blocks at Dh 128, an odd head size with a short
 // key block, the largest head size, and a block without keys.

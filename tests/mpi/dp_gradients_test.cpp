@@ -59,7 +59,7 @@ void check_stage(int zero, bool tied) {
 
   // The reference: the whole batch on one rank, laid out like the shards (same padding).
   TinyModel whole(tiny_model(tied), global, kSeq, Recompute::none, {.sharding = ParamSharding{ranks, rank, 0}}, kSeed);
-  whole.model.forward(*whole.backend, ids.data(), targets.data(), global, kSeq);
+  whole.model.forward(*whole.backend, {ids, targets}, global, kSeq);
   whole.model.backward(*whole.backend, dloss);
   const std::vector<float> expected_grads = copy_of(whole.model.params().dense().all_grads());
   for (const OptimizerSegment& s : whole.model.params().dense().optimizer_segments()) {
@@ -75,7 +75,7 @@ void check_stage(int zero, bool tied) {
   engine.begin_step(static_cast<int>(kPerRank));
   for (std::int64_t micro = 0; micro < kPerRank; ++micro) {
     const std::int64_t row = rank * kPerRank + micro;
-    shard.model.forward(*shard.backend, ids.data() + row * kSeq, targets.data() + row * kSeq, 1, kSeq);
+    shard.model.forward(*shard.backend, mpi_test::slice_of(ids, targets, row * kSeq, kSeq), 1, kSeq);
     shard.model.backward(*shard.backend, dloss);
   }
   engine.finish_backward();

@@ -69,7 +69,7 @@ TEST(ExpertParallelModel, EveryGradientEqualsOneRank) {
   const std::vector<std::int32_t> targets = test::random_ids(p * kBatch * kSeq, 13, 32);
   const float dloss = 1.0f / static_cast<float>(p * kBatch * kSeq);
   TinyModel whole(cfg, p * kBatch, kSeq, Recompute::none, {}, kSeed);
-  const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), p * kBatch, kSeq);
+  const double want = whole.model.forward(*whole.backend, {ids, targets}, p * kBatch, kSeq);
   whole.model.backward(*whole.backend, dloss);
   std::map<std::string, int> whole_handle;
   for (std::size_t i = 0; i < whole.model.params().specs().size(); ++i)
@@ -91,7 +91,8 @@ TEST(ExpertParallelModel, EveryGradientEqualsOneRank) {
       const ParamShardings sharding{ParamSharding{p, r, 0}, ParamSharding{p / ep, expert_grads.rank(), 0}};
       TinyModel split(cfg, geometry, kBatch, Recompute::none, {.ep = &dispatcher, .sharding = sharding}, kSeed);
       const std::size_t mine = static_cast<std::size_t>(r * kBatch * kSeq);
-      const double got = split.model.forward(*split.backend, ids.data() + mine, targets.data() + mine, kBatch, kSeq);
+      const double got = split.model.forward(*split.backend,
+          mpi_test::slice_of(ids, targets, static_cast<std::int64_t>(mine), kBatch * kSeq), kBatch, kSeq);
       split.model.backward(*split.backend, dloss);
       EXPECT_NEAR(everyone.sum(got), want, 1e-5 * std::abs(want));
       const ModelParams& params = split.model.params();
@@ -154,7 +155,7 @@ TEST(ExpertParallelModel, WithTensorParallelEveryGradientEqualsOneRank) {
   const std::vector<std::int32_t> targets = test::random_ids(kDp * kBatch * kSeq, 13, 42);
   const float dloss = 1.0f / static_cast<float>(kDp * kBatch * kSeq);
   TinyModel whole(cfg, kDp * kBatch, kSeq, Recompute::none, {}, kSeed);
-  const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), kDp * kBatch, kSeq);
+  const double want = whole.model.forward(*whole.backend, {ids, targets}, kDp * kBatch, kSeq);
   whole.model.backward(*whole.backend, dloss);
   std::map<std::string, int> whole_handle;
   for (std::size_t i = 0; i < whole.model.params().specs().size(); ++i)
@@ -181,7 +182,8 @@ TEST(ExpertParallelModel, WithTensorParallelEveryGradientEqualsOneRank) {
                     kSeed);
     const std::size_t mine = static_cast<std::size_t>(d * kBatch * kSeq);
     dp_group.host().reset_volume();
-    const double got = split.model.forward(*split.backend, ids.data() + mine, targets.data() + mine, kBatch, kSeq);
+    const double got = split.model.forward(*split.backend,
+          mpi_test::slice_of(ids, targets, static_cast<std::int64_t>(mine), kBatch * kSeq), kBatch, kSeq);
     split.model.backward(*split.backend, dloss);
     const std::int64_t wire = dp_group.host().volume().all_to_all.wire_bytes;
     EXPECT_GT(wire, 0);

@@ -51,20 +51,19 @@ void check_schedule(PipelineSchedule schedule, int chunks, int micro_batches, bo
   const int p = pp.size(), r = pp.rank();
   const ModelSection cfg = model_config(tied);
   std::vector<std::vector<std::int32_t>> ids, targets;
-  std::vector<MicroBatchTokens> tokens;
+  std::vector<TokenBatch> tokens;
   for (int m = 0; m < micro_batches; ++m) {
     ids.push_back(test::random_ids(kBatch * kSeq, 11, 100 + static_cast<std::uint32_t>(m)));
     targets.push_back(test::random_ids(kBatch * kSeq, 11, 200 + static_cast<std::uint32_t>(m)));
   }
-  for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)].data(), targets[static_cast<std::size_t>(m)].data()});
+  for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)], targets[static_cast<std::size_t>(m)]});
   const float dloss = 1.0f / static_cast<float>(micro_batches * kBatch * kSeq);
 
   // One rank: the whole model, micro-batch after micro-batch.
   TinyModel whole(cfg, kBatch, kSeq, Recompute::none, {}, kSeed);
   double want = 0;
   for (int m = 0; m < micro_batches; ++m) {
-    want += whole.model.forward(*whole.backend, tokens[static_cast<std::size_t>(m)].ids,
-                                tokens[static_cast<std::size_t>(m)].targets, kBatch, kSeq);
+    want += whole.model.forward(*whole.backend, tokens[static_cast<std::size_t>(m)], kBatch, kSeq);
     whole.model.backward(*whole.backend, dloss);
   }
 
@@ -121,15 +120,15 @@ TEST(Pipeline, ForwardOnlyProgramGivesTheLoss) {
   const int p = pp.size(), r = pp.rank(), micro_batches = 3;
   const ModelSection cfg = model_config(true);
   std::vector<std::vector<std::int32_t>> ids, targets;
-  std::vector<MicroBatchTokens> tokens;
+  std::vector<TokenBatch> tokens;
   for (int m = 0; m < micro_batches; ++m) {
     ids.push_back(test::random_ids(kBatch * kSeq, 11, 300 + static_cast<std::uint32_t>(m)));
     targets.push_back(test::random_ids(kBatch * kSeq, 11, 400 + static_cast<std::uint32_t>(m)));
   }
-  for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)].data(), targets[static_cast<std::size_t>(m)].data()});
+  for (int m = 0; m < micro_batches; ++m) tokens.push_back({ids[static_cast<std::size_t>(m)], targets[static_cast<std::size_t>(m)]});
   TinyModel whole(cfg, kBatch, kSeq, Recompute::none, {}, kSeed);
   double want = 0;
-  for (const MicroBatchTokens& t : tokens) want += whole.model.forward(*whole.backend, t.ids, t.targets, kBatch, kSeq);
+  for (const TokenBatch& t : tokens) want += whole.model.forward(*whole.backend, t, kBatch, kSeq);
   for (int chunks : {1, 2}) {
     const PipelineProgram program = make_forward_program({p, chunks, micro_batches});
     const PipelineSimulation sim = simulate_pipeline(program, ActionCosts{});

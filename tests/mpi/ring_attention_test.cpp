@@ -60,12 +60,13 @@ TEST(RingAttention, EqualsAttentionOverTheWholeSequence) {
     auto o = zeros(n * OW), l = zeros(n * c.heads), d = zeros(n * W);
     const Shape lq{c.batch, S, W}, lo{c.batch, S, OW}, ll{c.batch, c.heads, S};
     comm->reset_volume();
-    ring.forward(cpu, test::f32(o, lo), test::f32(l, ll), test::f32(q, lq), int(c.heads), int(c.kv_heads), buffers);
+    ring.forward(cpu, test::f32(o, lo), test::f32(l, ll), test::f32(q, lq), AttentionMask::causal(), int(c.heads),
+                 int(c.kv_heads), buffers);
     const std::int64_t block_bytes = n * KW * 4;
     EXPECT_EQ(comm->volume().send.payload_bytes, (cp - 1) * block_bytes);
     comm->reset_volume();
     ring.backward(cpu, test::f32(d, lq), test::f32(d_o, lo), test::f32(q, lq), test::f32(o, lo), test::f32(l, ll),
-                  int(c.heads), int(c.kv_heads), buffers);
+                  AttentionMask::causal(), int(c.heads), int(c.kv_heads), buffers);
     EXPECT_EQ(comm->volume().send.payload_bytes, (cp - 1) * block_bytes + cp * block_bytes);
 
     EXPECT_LT(test::rel_error(o, test::to_double(local_rows(out, c.batch, c.seq, OW, split))), 1e-6);

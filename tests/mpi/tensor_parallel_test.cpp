@@ -149,13 +149,13 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
         SCOPED_TRACE(std::string(sp ? "sp" : "no sp") + (tied ? ", tied" : "") + ", recompute " + recompute_name(policy));
         const ModelSection cfg = model_for(p, tied);
         TinyModel whole(cfg, B, S, policy, {}, kSeed);
-        const double want = whole.model.forward(*whole.backend, ids.data(), targets.data(), B, S);
+        const double want = whole.model.forward(*whole.backend, {ids, targets}, B, S);
         whole.model.backward(*whole.backend, 1.0f / (B * S));
 
         const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp}, S);
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
         TinyModel split(cfg, geometry, B, policy, {.tp = &tp}, kSeed);
-        const double got = split.model.forward(*split.backend, ids.data(), targets.data(), B, S);
+        const double got = split.model.forward(*split.backend, {ids, targets}, B, S);
         split.model.backward(*split.backend, 1.0f / (B * S));
         sum_partial_grads(split.model.params(), tp_group);
         EXPECT_NEAR(got, want, 1e-5 * std::abs(want));

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "core/recipe/recipe.h"
 #include "core/train/model_instance.h"
 #include "kernels/backend.h"
+#include "kernels/token_batch.h"
 
 namespace ustrain::mpi_test {
 
@@ -50,5 +53,12 @@ struct TinyModel : ModelInstance {
     return recipe;
   }
 };
+
+// Tokens [first, first + count) of host ids and targets as one batch.
+inline TokenBatch slice_of(const std::vector<std::int32_t>& ids, const std::vector<std::int32_t>& targets,
+                           std::int64_t first, std::int64_t count) {
+  const auto f = static_cast<std::size_t>(first), n = static_cast<std::size_t>(count);
+  return {std::span(ids).subspan(f, n), std::span(targets).subspan(f, n)};
+}
 
 }  // namespace ustrain::mpi_test

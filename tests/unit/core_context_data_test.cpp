@@ -57,12 +57,13 @@ TEST(ContextData, PrefetchedBatchesHoldTheRunsOfTheSameSamples) {
   const auto part = loader(seq, runs);
   BatchPrefetcher prefetcher(part, batch, 2);
   for (int step = 0; step < 4; ++step) {
-    const SampleBatch& b = prefetcher.next();
-    ASSERT_EQ(b.inputs.size(), static_cast<std::size_t>(batch * seq / 2));
+    const std::uint64_t first_sample = prefetcher.position();
+    const TokenBatch b = prefetcher.next();
+    ASSERT_EQ(b.ids.size(), static_cast<std::size_t>(batch * seq / 2));
     for (std::int64_t s = 0; s < batch; ++s) {
       std::vector<std::int32_t> in(seq / 2), tg(seq / 2);
-      part->read_sample(b.first_sample + static_cast<std::uint64_t>(s), in.data(), tg.data());
-      EXPECT_TRUE(std::equal(in.begin(), in.end(), b.inputs.begin() + s * seq / 2));
+      part->read_sample(first_sample + static_cast<std::uint64_t>(s), in.data(), tg.data());
+      EXPECT_TRUE(std::equal(in.begin(), in.end(), b.ids.begin() + s * seq / 2));
       EXPECT_TRUE(std::equal(tg.begin(), tg.end(), b.targets.begin() + s * seq / 2));
     }
   }

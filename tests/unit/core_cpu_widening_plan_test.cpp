@@ -45,7 +45,7 @@ TEST_P(CpuWideningPlan, ATrainingStepStaysWithinThePlannedOpScratch) {
   const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(recipe.train.micro_batch * recipe.train.seq_len));
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 37) % 257);
-  const std::vector<MicroBatchTokens> micro(micro_batches, MicroBatchTokens{tokens.data(), tokens.data()});
+  const std::vector<TokenBatch> micro(micro_batches, TokenBatch{tokens, tokens});
   PhaseTimer timer;
   for (std::int64_t step = 1; step <= 1; ++step) train_step(run, micro, schedule_of(recipe), step, timer, nullptr);
   EXPECT_FALSE(mixed->unplanned_widening()) << "an op of the step widened past the " << planned.bytes

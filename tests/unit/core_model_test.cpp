@@ -60,7 +60,7 @@ struct TinyRun {
     }
     targets[3] = -1;  // an ignored position must not contribute
   }
-  double loss() { return model.forward(*backend, ids.data(), targets.data(), B, S); }
+  double loss() { return model.forward(*backend, {ids, targets}, B, S); }
   void gradients() {
     backend->fill(model.params().dense().all_grads(), 0.0f);
     loss();
@@ -197,9 +197,9 @@ TEST(Model, ShorterSequencesMatchAPrefixOfTheFullOne) {
   // Causality end to end: the logits of the first three positions do not depend on later tokens.
   TinyRun run(false, Recompute::none);
   std::vector<std::int32_t> no_targets(run.ids.size(), -1);
-  run.model.forward(*run.backend, run.ids.data(), no_targets.data(), 1, 5);
+  run.model.forward(*run.backend, {run.ids, no_targets}, 1, 5);
   const std::vector<float> full(run.model.logits().f32(), run.model.logits().f32() + 3 * 11);
-  run.model.forward(*run.backend, run.ids.data(), no_targets.data(), 1, 3);
+  run.model.forward(*run.backend, {run.ids, no_targets}, 1, 3);
   for (int j = 0; j < 3 * 11; ++j) EXPECT_NEAR(run.model.logits().f32()[j], full[static_cast<std::size_t>(j)], 1e-5);
 }
 

@@ -108,7 +108,7 @@ TEST(RopeFrequencies, TheModelUsesTheScaledFrequencies) {
     model.bind(memory, *backend);
     model.initialise(*backend, 7);
     const std::vector<std::int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6}, targets(8, -1);
-    model.forward(*backend, ids.data(), targets.data(), 1, 8);
+    model.forward(*backend, {ids, targets}, 1, 8);
     const Tensor logits = model.logits();  // (8, V)
     return std::vector<float>(logits.f32(), logits.f32() + logits.numel());
   };

@@ -43,7 +43,7 @@ TEST_F(HfInterop, ExportMatchesAnIndependentHuggingFaceForward) {
   Rng rng(3);
   for (int t = 0; t < 16; ++t) ids.push_back(static_cast<std::int32_t>(rng.next_u64() % 257));
   for (int t = 0; t < 16; ++t) targets.push_back(t + 1 < 16 ? ids[static_cast<std::size_t>(t + 1)] : 0);
-  const double ours = m.model.forward(*m.backend, ids.data(), targets.data(), 1, 16) / 16.0;
+  const double ours = m.model.forward(*m.backend, {ids, targets}, 1, 16) / 16.0;
   const double hf = reference_loss(w, recipe.model, ids, targets, /*rotate_half=*/true);
   const double interleaved = reference_loss(w, recipe.model, ids, targets, /*rotate_half=*/false);
   EXPECT_NEAR(ours, hf, 1e-5 * std::abs(hf));
@@ -85,7 +85,7 @@ TEST_F(HfInterop, Llama3ScaledModelMatchesTheHuggingFaceForward) {
   Rng rng(5);
   for (int t = 0; t < 16; ++t) ids.push_back(static_cast<std::int32_t>(rng.next_u64() % 257));
   for (int t = 0; t < 16; ++t) targets.push_back(t + 1 < 16 ? ids[static_cast<std::size_t>(t + 1)] : 0);
-  const double ours = m.model.forward(*m.backend, ids.data(), targets.data(), 1, 16) / 16.0;
+  const double ours = m.model.forward(*m.backend, {ids, targets}, 1, 16) / 16.0;
   const double hf = reference_loss(w, recipe.model, ids, targets, /*rotate_half=*/true);
   ModelSection unscaled = recipe.model;
   unscaled.rope_scaling = "none";

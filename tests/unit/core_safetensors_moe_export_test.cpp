@@ -59,7 +59,7 @@ double distance(const std::vector<double>& a, const std::vector<double>& b) {
 void expect_same_losses(LlamaModel& model, Backend& backend, const std::vector<double>& reference, double gap) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     const Tokens t = random_tokens(seed);
-    const double ours = model.forward(backend, t.ids.data(), t.targets.data(), 1, 16) / 16.0;
+    const double ours = model.forward(backend, {t.ids, t.targets}, 1, 16) / 16.0;
     EXPECT_NEAR(ours, reference[seed - 1], 1e-5 * std::abs(reference[seed - 1])) << "sequence " << seed;
   }
   EXPECT_GT(gap, 1e-4) << "a near tie in the routing: float32 and float64 could choose other experts";

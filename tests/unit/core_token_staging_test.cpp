@@ -34,7 +34,7 @@ TEST(TokenStaging, AllocatesOnceFromTheBackendAndKeepsEachMicroBatch) {
     std::vector<std::int32_t> ids(5), targets(5);
     std::iota(ids.begin(), ids.end(), static_cast<std::int32_t>(10 * m));
     std::iota(targets.begin(), targets.end(), static_cast<std::int32_t>(10 * m + 1));
-    staging.put(m, ids, targets);
+    staging.put(m, {ids, targets});
   }
   const auto views = staging.tokens(3);
   ASSERT_EQ(views.size(), 3u);
@@ -51,8 +51,8 @@ TEST(TokenStaging, AMicroBatchOfAnotherSizeOrBeyondItsPlacesIsAnInternalError) {
   StagingBackend backend;
   TokenStaging staging(backend, 1, 4, "test token ids");
   const std::vector<std::int32_t> four(4), three(3);
-  EXPECT_ANY_THROW(staging.put(0, three, three));
-  EXPECT_ANY_THROW(staging.put(1, four, four));
+  EXPECT_ANY_THROW(staging.put(0, {three, three}));
+  EXPECT_ANY_THROW(staging.put(1, {four, four}));
   EXPECT_ANY_THROW(staging.tokens(2));
 }
 

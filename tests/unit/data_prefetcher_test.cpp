@@ -34,8 +34,8 @@ class FailingTokens final : public TokenSource {
 std::vector<std::vector<std::int32_t>> batches(BatchPrefetcher& prefetcher, int count) {
   std::vector<std::vector<std::int32_t>> out;
   for (int i = 0; i < count; ++i) {
-    const SampleBatch& batch = prefetcher.next();
-    out.push_back(batch.inputs);
+    const TokenBatch batch = prefetcher.next();
+    out.emplace_back(batch.ids.begin(), batch.ids.end());
     out.back().insert(out.back().end(), batch.targets.begin(), batch.targets.end());
   }
   return out;
@@ -50,10 +50,10 @@ TEST(DataPrefetcher, ThreadedBatchesEqualBatchesReadInPlace) {
   BatchPrefetcher again(loader, 4, 2);
   std::vector<std::int32_t> inputs(16), targets(16);
   for (int b = 0; b < 5; ++b) {
-    const SampleBatch& batch = again.next();
-    EXPECT_EQ(batch.first_sample, static_cast<std::uint64_t>(4 * b));
+    EXPECT_EQ(again.position(), static_cast<std::uint64_t>(4 * b));
+    const TokenBatch batch = again.next();
     loader->read_sample(4 * b + 2, inputs.data(), targets.data());
-    EXPECT_TRUE(std::equal(inputs.begin(), inputs.end(), batch.inputs.begin() + 32));
+    EXPECT_TRUE(std::equal(inputs.begin(), inputs.end(), batch.ids.begin() + 32));
     EXPECT_TRUE(std::equal(targets.begin(), targets.end(), batch.targets.begin() + 32));
   }
 }
@@ -89,7 +89,8 @@ TEST(DataPrefetcher, StopsCleanlyWithBatchesStillQueued) {
   const auto loader = counting_loader(100001, 32);
   for (int i = 0; i < 20; ++i) {
     BatchPrefetcher prefetcher(loader, 8, 4);
-    EXPECT_EQ(prefetcher.next().first_sample, 0u);
+    EXPECT_EQ(prefetcher.position(), 0u);
+    EXPECT_EQ(prefetcher.next().ids.size(), 8u * 32u);
     EXPECT_EQ(prefetcher.position(), 8u);
   }
 }

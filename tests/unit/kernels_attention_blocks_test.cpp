@@ -29,7 +29,7 @@ struct BlockCase {
   std::size_t out_numel() const { return static_cast<std::size_t>(out_shape().numel()); }
   std::size_t lse_numel() const { return static_cast<std::size_t>(lse_shape().numel()); }
   std::int64_t visible(std::int64_t r) const {
-    if (mask == AttentionMask::none) return k.count;
+    if (mask.kind == AttentionMask::Kind::none) return k.count;
     return std::clamp<std::int64_t>(r + 1 + k.count - q.count, 0, k.count);
   }
 };
@@ -37,18 +37,18 @@ struct BlockCase {
 std::string describe(const BlockCase& c) {
   return "B=" + std::to_string(c.batch) + " H=" + std::to_string(c.heads) + " Hkv=" + std::to_string(c.kv_heads) +
          " q=[" + std::to_string(c.q.begin) + "+" + std::to_string(c.q.count) + ") k=[" + std::to_string(c.k.begin) +
-         "+" + std::to_string(c.k.count) + ") " + (c.mask == AttentionMask::causal ? "causal" : "none");
+         "+" + std::to_string(c.k.count) + ") " + (c.mask.kind == AttentionMask::Kind::causal ? "causal" : "none");
 }
 
 // MHA, GQA and MQA; causal blocks with as many, fewer and more queries than keys (rows that
 // see no key), unmasked ones; 70 and 130 rows cross the CPU kernel's query tiles.
 const BlockCase kCases[] = {
-    {1, 6, 6, 2, 2, 4, {0, 6}, {0, 6}, AttentionMask::causal},
-    {2, 9, 7, 4, 2, 4, {2, 5}, {1, 6}, AttentionMask::none},
-    {1, 8, 10, 3, 1, 4, {1, 7}, {0, 10}, AttentionMask::causal},
-    {2, 10, 4, 2, 1, 2, {0, 8}, {1, 3}, AttentionMask::causal},
-    {1, 70, 40, 4, 4, 8, {3, 67}, {5, 33}, AttentionMask::none},
-    {1, 130, 130, 4, 1, 8, {0, 130}, {0, 130}, AttentionMask::causal},
+    {1, 6, 6, 2, 2, 4, {0, 6}, {0, 6}, AttentionMask::causal()},
+    {2, 9, 7, 4, 2, 4, {2, 5}, {1, 6}, AttentionMask::none()},
+    {1, 8, 10, 3, 1, 4, {1, 7}, {0, 10}, AttentionMask::causal()},
+    {2, 10, 4, 2, 1, 2, {0, 8}, {1, 3}, AttentionMask::causal()},
+    {1, 70, 40, 4, 4, 8, {3, 67}, {5, 33}, AttentionMask::none()},
+    {1, 130, 130, 4, 1, 8, {0, 130}, {0, 130}, AttentionMask::causal()},
 };
 const double kNegInf = -std::numeric_limits<double>::infinity();
 
@@ -121,7 +121,7 @@ TEST(CpuAttentionBlocks, ForwardMatchesFloat64) {
 TEST(CpuAttentionBlocks, MergingTwoBlocksEqualsOneBlockOverBoth) {
   // Keys [0, 10) in one block equal keys [0, 4) merged with keys [4, 10), whatever the order.
   CpuBackend cpu(2);
-  const BlockCase whole{2, 6, 10, 4, 2, 4, {0, 6}, {0, 10}, AttentionMask::none};
+  const BlockCase whole{2, 6, 10, 4, 2, 4, {0, 6}, {0, 10}, AttentionMask::none()};
   auto qkv = random_floats(whole.qkv_numel(), 21, -2.0f, 2.0f);
   auto kv = random_floats(whole.kv_numel(), 22, -2.0f, 2.0f);
   const BlockRun want = run_block(cpu, qkv, kv, whole);

@@ -70,14 +70,14 @@ TEST(OpScratch, BlockAttentionStagesThroughScratchOnlyWhereCudnnMayRunIt) {
   const Tensor qkv = on(be, {B, Sq, (H + 2 * Hkv) * Dh}, DType::bf16), kv = on(be, {B, Skv, 2 * Hkv * Dh}, DType::bf16);
   const SeqRange q{16, 32}, k{0, 96};
   be.attention_block_forward(on(be, {B, 32, H * Dh}, DType::f32), on(be, {B, H, 32}, DType::f32), qkv, q, kv, k,
-                             AttentionMask::none, H, Hkv);
+                             AttentionMask::none(), H, Hkv);
   const Tensor dq = on(be, {B, Sq, H * Dh}, DType::f32), dkv = on(be, {B, Skv, 2 * Hkv * Dh}, DType::f32);
   const Tensor lse = on(be, {B, H, Sq}, DType::f32);
   for (const DType out_dtype : {DType::bf16, DType::f32})
     be.attention_block_backward(dq, dkv, on(be, {B, Sq, H * Dh}, DType::bf16), qkv, q, kv, k,
-                                on(be, {B, Sq, H * Dh}, out_dtype), lse, AttentionMask::none, H, Hkv);
+                                on(be, {B, Sq, H * Dh}, out_dtype), lse, AttentionMask::none(), H, Hkv);
   be.attention_block_backward(dq, dkv, on(be, {B, Sq, H * Dh}, DType::bf16), qkv, q, kv, k,
-                              on(be, {B, Sq, H * Dh}, DType::bf16), lse, AttentionMask::causal, H, Hkv);
+                              on(be, {B, Sq, H * Dh}, DType::bf16), lse, AttentionMask::causal(), H, Hkv);
   const auto forward = recorded_attention(be.ops()[0]);
   ASSERT_TRUE(forward);
   const cuda::BlockAttentionDims d = forward->block_dims;

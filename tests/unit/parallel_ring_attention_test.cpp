@@ -41,7 +41,7 @@ TEST(RingSchedule, EveryRankMeetsEveryBlockOnceWithTheSameWork) {
     const std::int64_t local = 2 * 6;  // two chunks of 6
     std::set<std::int64_t> work;
     for (int rank = 0; rank < size; ++rank) {
-      const std::vector<RingBlock> blocks = ring_schedule(rank, size, local);
+      const std::vector<RingBlock> blocks = ring_schedule(rank, size, local, AttentionMask::causal());
       ASSERT_EQ(blocks.size(), static_cast<std::size_t>(size));
       std::set<int> sources;
       for (std::size_t t = 0; t < blocks.size(); ++t) {
@@ -49,7 +49,7 @@ TEST(RingSchedule, EveryRankMeetsEveryBlockOnceWithTheSameWork) {
         sources.insert(blocks[t].source);
       }
       EXPECT_EQ(sources.size(), static_cast<std::size_t>(size));
-      EXPECT_EQ(blocks[0].mask, AttentionMask::causal);
+      EXPECT_EQ(blocks[0].mask.kind, AttentionMask::Kind::causal);
       work.insert(score_entries(blocks));
     }
     // c (2c + 1) for the own block, 2 c^2 for each other one.
@@ -109,7 +109,7 @@ TEST(RingAttentionBlocks, EveryRanksBlocksEqualTheWholeSequence) {
         dkv[r].assign(kv[r].size(), 0.0f);
       }
       for (int r = 0; r < size; ++r) {
-        const std::vector<RingBlock> blocks = ring_schedule(r, size, S);
+        const std::vector<RingBlock> blocks = ring_schedule(r, size, S, AttentionMask::causal());
         for (std::size_t t = 0; t < blocks.size(); ++t) {
           const RingBlock& b = blocks[t];
           if (t == 0) {
@@ -126,7 +126,7 @@ TEST(RingAttentionBlocks, EveryRanksBlocksEqualTheWholeSequence) {
         }
       }
       for (int r = 0; r < size; ++r) {
-        for (const RingBlock& b : ring_schedule(r, size, S))
+        for (const RingBlock& b : ring_schedule(r, size, S, AttentionMask::causal()))
           cpu.attention_block_backward(test::f32(dq[r], lo), test::f32(dkv[b.source], lkv), test::f32(d_o[r], lo),
                                        test::f32(q[r], lq), b.q, test::f32(kv[b.source], lkv), b.k,
                                        test::f32(o[r], lo), test::f32(l[r], ll), b.mask, g.heads, g.kv_heads);

@@ -1,0 +1,26 @@
+// A batch of token sequences on the host: what the data loader reads and the model's first
+// and last pipeline stages consume (embedding and loss), one named type on the whole way.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace ustrain {
+
+// B sequences of S tokens each, every field (B, S) row-major. A view: the memory belongs to
+// whoever made the batch (the loader's prefetch buffers, the trainer's token staging) and
+// stays valid as long as its maker says.
+struct TokenBatch {
+  TokenBatch() = default;
+  TokenBatch(std::span<const std::int32_t> ids, std::span<const std::int32_t> targets) : ids(ids), targets(targets) {}
+
+  std::span<const std::int32_t> ids;      // the input tokens
+  std::span<const std::int32_t> targets;  // the ids shifted by one token; a target < 0 is ignored
+  // Reserved for document masking and not read yet: the document each token belongs to, and
+  // its position counted from its document's first token. Empty means one document per
+  // sequence, positions 0 .. S - 1 of the whole sequence.
+  std::span<const std::int32_t> documents;
+  std::span<const std::int32_t> positions;
+};
+
+}  // namespace ustrain
