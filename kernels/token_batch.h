@@ -17,8 +17,8 @@ struct TokenBatch {
   std::span<const std::int32_t> ids;      // the input tokens
   std::span<const std::int32_t> targets;  // the ids shifted by one token; a target < 0 is ignored
   // Reserved for document masking and not read yet: the document each token belongs to, and
-  // its position counted from its document's first token. Empty means one document per
-  // sequence, positions 0 .. S - 1 of the whole sequence.
+  // each token's position in its sequence (RoPE's, continuous through the window whatever the
+  // documents). Empty means one document per sequence and positions 0 .. S - 1.
   std::span<const std::int32_t> documents;
   std::span<const std::int32_t> positions;
 };

@@ -30,7 +30,7 @@ std::vector<double> choice_log_probs(LlamaModel& model, Backend& backend, const 
       std::copy_n(rows.targets.begin() + static_cast<std::ptrdiff_t>(from), seq,
                   targets.begin() + static_cast<std::ptrdiff_t>(to));
     }
-    model.forward(backend, ids.data(), targets.data(), batch, seq);
+    model.forward(backend, {ids, targets}, batch, seq);
     // The forward's per-token losses: the first row of the model's kept losses.
     const Tensor kept = model.kept_losses();
     losses.resize(ids.size());

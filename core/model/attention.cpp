@@ -73,6 +73,21 @@ std::vector<ActivationSpec> Attention::workspace(std::int64_t max_batch, DType c
   return specs;
 }
 
+ActivationSpec Attention::kv_cache(DType c) const {
+  return {"kv", Shape{geo_.seq, 2 * geo_.kv_heads * geo_.head_dim}, c};
+}
+
+std::vector<ActivationSpec> Attention::decode_activations(DType c) const {
+  const std::int64_t s = geo_.seq, hd = geo_.heads * geo_.head_dim;
+  std::vector<ActivationSpec> specs{{"ln1_rstd", Shape{s}, DType::f32},
+                                    {"ln1_out", Shape{s, geo_.d_model}, c},
+                                    {"qkv", Shape{s, geo_.qkv_width()}, c},
+                                    {"attention_out", Shape{s, hd}, c},
+                                    {"attention_lse", Shape{s * geo_.heads}, DType::f32}};
+  if (c != DType::f32) specs.push_back({"attention_sum", Shape{s, hd}, DType::f32});  // the block op's fp32 result
+  return specs;
+}
+
 Attention::Views Attention::views(const SubLayerMemory& m) const {
   const std::int64_t B = m.batch, S = m.seq, n = B * S, r = geo_.rows(n);
   const auto bsw = [&](const Tensor& t) { return first_rows(t, n).view(Shape{B, S, t.shape.last()}); };
@@ -139,6 +154,29 @@ void Attention::backward_weight(Backend& be, const LayerParallel& par, const Sub
   const Shape qkv2d{a.d_qkv.shape.rows(), a.d_qkv.shape.last()};
   be.linear_backward_weight(params_[o_].grad, a.d_o, a.att.view(att2d));
   be.linear_backward_weight(params_.packed_grad(q_, v_), a.d_qkv.view(qkv2d), par.tp.gather(a.ln1_out, s.gathered));
+}
+
+Tensor Attention::decode(Backend& be, Tensor x, const AttentionDecode& d, const BlockScratch& s) const {
+  const std::int64_t n = d.count, end = d.past + n, hd = geo_.heads * geo_.head_dim, kw = d.kv.shape.last();
+  const std::vector<Tensor>& t = d.activations;
+  const Tensor ln1_rstd = first_rows(t.at(0), n), ln1_out = first_rows(t.at(1), n);  // (n), (n, D)
+  const Tensor qkv = first_rows(t.at(2), n);                                         // (n, W)
+  const Tensor qkv3 = qkv.view(Shape{1, n, qkv.shape.last()});
+  const Tensor att = first_rows(t.at(3), n);                                         // (n, H Dh)
+  const Tensor sum = t.size() > 5 ? first_rows(t.at(5), n) : att;                    // (n, H Dh) fp32
+  const Tensor lse = first_rows(t.at(4), n * geo_.heads).view(Shape{1, geo_.heads, n});
+  be.rmsnorm_forward(ln1_out, ln1_rstd, x, params_[ln1_].value, eps_);
+  be.linear_forward(qkv, ln1_out, params_.packed_value(q_, v_));
+  be.rope_forward(qkv3, d.rope.cos, d.rope.sin, n_heads_ + n_kv_heads_, head_dim_);
+  be.attention_kv_pack(d.kv.slice(d.past, end).view(Shape{1, n, kw}), qkv3, n_heads_, n_kv_heads_);
+  // The new queries end where the cached keys end: causal.
+  be.attention_block_forward(sum.view(Shape{1, n, hd}), lse, qkv3, SeqRange{0, n},
+                             d.kv.view(Shape{1, d.kv.shape.rows(), kw}), SeqRange{0, end}, AttentionMask::causal(),
+                             n_heads_, n_kv_heads_);
+  if (sum.data != att.data) be.convert(att, sum);
+  const Tensor out = first_rows(s.branch, n);  // (n, D)
+  be.linear_forward(out, att, params_[o_].value);
+  return out;
 }
 
 }  // namespace ustrain

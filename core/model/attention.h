@@ -26,6 +26,15 @@ struct RopeTables {
   Tensor cos, sin;  // (S_max, Dh / 2)
 };
 
+// One decode step of the attention (sampling, core/model/kv_cache.h): `count` new positions of
+// one sequence after the `past` positions whose keys and values the cache holds.
+struct AttentionDecode {
+  std::int64_t past = 0, count = 0;
+  Tensor kv;                       // (S_max, 2 Hkv Dh): the layer's keys (after RoPE) and values
+  RopeTables rope;                 // (count, Dh / 2): the new positions' rows
+  std::vector<Tensor> activations;  // what decode_activations() lists, at its size
+};
+
 class Attention {
  public:
   // Declares q/k/v/o (global shapes) in `unit` of `params`; declare_norm() follows once every
@@ -37,6 +46,10 @@ class Attention {
   std::vector<ActivationSpec> activations(std::int64_t max_batch, DType compute) const;
   std::vector<ActivationSpec> deferred(std::int64_t max_batch, DType compute) const;
   std::vector<ActivationSpec> workspace(std::int64_t max_batch, DType compute) const;
+  // Decoding, never training: the layer's key/value cache for one sequence, and the tensors
+  // a decode step of up to S_max positions works in.
+  ActivationSpec kv_cache(DType compute) const;
+  std::vector<ActivationSpec> decode_activations(DType compute) const;
 
   // attention(x) for x (R, D), as this rank's rows (R, D): in `out`, or in s.branch (which
   // holds the o_proj output, its partial sums under tensor parallelism).
@@ -48,6 +61,10 @@ class Attention {
   void backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m, const BlockScratch& s,
                 const RopeTables& rope, Recompute policy) const;
   void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m, const BlockScratch& s) const;
+  // attention(x) of the step's new positions x (count, D), the whole layer on one rank: their
+  // keys and values join the cache, their queries meet every cached position up to their own
+  // (the causal mask). Returns s.branch (count, D).
+  Tensor decode(Backend& be, Tensor x, const AttentionDecode& d, const BlockScratch& s) const;
 
  private:
   struct Views;

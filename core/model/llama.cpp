@@ -163,6 +163,13 @@ double LlamaModel::forward(Backend& be, const TokenBatch& tokens, std::int64_t B
   return sum;
 }
 
+Tensor LlamaModel::decode(Backend& be, KvCache& cache, const std::int32_t* ids, std::int64_t count) {
+  USTRAIN_ASSERT(chunks_.size() == 1 && chunks_[0]->span().embedding && chunks_[0]->span().head && geo_.tp == 1 &&
+                     geo_.context.size == 1 && geo_.ep == 1,
+                 "decoding runs the whole model on one rank");
+  return chunks_[0]->decode(be, cache, ids, count);
+}
+
 void LlamaModel::backward(Backend& be, float dloss) {
   USTRAIN_ASSERT(chunks_.size() == 1, "backward of the whole model on a rank that holds only part of it");
   chunks_[0]->backward(be, 0, Tensor(), dloss);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/model/geometry.h"
+#include "core/model/kv_cache.h"
 #include "core/model/model_chunk.h"
 #include "core/model/param_hooks.h"
 #include "core/model/params.h"
@@ -78,6 +79,11 @@ class LlamaModel {
   // losses; backward of that forward with dL/d(loss_i) = dloss. Parameter gradients accumulate.
   double forward(Backend& be, const TokenBatch& tokens, std::int64_t B, std::int64_t S);
   void backward(Backend& be, float dloss);
+  // Decoding one sequence (sampling), never training, the whole model on one rank: the forward
+  // of `count` new tokens `ids` (on the host) at positions cache.length() .. + count - 1 against
+  // the keys and values `cache` holds of the positions before, which theirs join. Returns the
+  // logits (1, V) of the last new position, valid until the cache's next step.
+  Tensor decode(Backend& be, KvCache& cache, const std::int32_t* ids, std::int64_t count);
   // Logits (B * S, V) of the last forward (this rank's vocabulary shard under tensor
   // parallelism); valid until the next backward.
   Tensor logits() const;
@@ -99,6 +105,7 @@ class LlamaModel {
   // data-parallel engine; null (the default) for none. Not owned.
   void set_param_hooks(ParamUseHooks* hooks) { hooks_ = hooks; }
 
+  const std::vector<TransformerBlock>& blocks() const { return blocks_; }  // this rank's layers, in order
   ModelParams& params() { return params_; }
   const ModelParams& params() const { return params_; }
   const ModelSection& config() const { return cfg_; }

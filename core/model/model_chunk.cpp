@@ -183,6 +183,23 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
   release(UnitId::head());
 }
 
+Tensor ModelChunk::decode(Backend& be, KvCache& cache, const std::int32_t* ids, std::int64_t n) const {
+  USTRAIN_ASSERT(n >= 1 && cache.length() + n <= cache.capacity(), "a decode step past the key/value cache's end");
+  const Tensor ids_t = cache.ids(n);
+  be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
+  be.embedding_forward(cache.residual(0, n), ids_t, params_[p_.embed].value);  // (n, D)
+  const BlockScratch s = cache.scratch(n);
+  for (std::size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l]->decode(be, par_, cache.residual(static_cast<int>(l % 2), n), cache.residual(static_cast<int>((l + 1) % 2), n),
+                       cache.layer(span_.first_layer + static_cast<int>(l), n), s);
+  const Tensor last = cache.residual(static_cast<int>(blocks_.size() % 2), n).slice(n - 1, n);  // (1, D)
+  be.rmsnorm_forward(cache.final_out(), cache.final_rstd(), last, params_[p_.final_norm].value,
+                     static_cast<float>(cfg_.norm_eps));
+  be.linear_forward(cache.logits(), cache.final_out(), params_[p_.head].value);  // (1, Vs)
+  cache.advance(n);
+  return cache.logits();
+}
+
 // The head: the cross-entropy gradient overwrites the logits in place (fused, no extra
 // buffer); logits another slot's forward overwrote since are computed again first.
 void ModelChunk::head_backward(Backend& be, int slot, float dloss, const BlockScratch& g) {

@@ -21,6 +21,7 @@
 
 #include "core/memory/memory_plan.h"
 #include "core/model/geometry.h"
+#include "core/model/kv_cache.h"
 #include "core/model/layer_parallel.h"
 #include "core/model/param_hooks.h"
 #include "kernels/token_batch.h"
@@ -81,6 +82,10 @@ class ModelChunk {
   // wait for backward_weight() (split_backward only).
   void backward(Backend& be, int slot, Tensor grad, float dloss, bool weights = true);
   void backward_weight(Backend& be, int slot);
+
+  // Decoding (LlamaModel::decode), the whole model in one chunk on one rank: the forward of
+  // `count` new tokens of the cache's sequence; returns the last one's logits (1, Vs).
+  Tensor decode(Backend& be, KvCache& cache, const std::int32_t* ids, std::int64_t count) const;
 
   // The logits of the last forward, (N, Vs) (last stage).
   Tensor logits() const { return logits_of_; }

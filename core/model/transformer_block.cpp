@@ -26,6 +26,12 @@ void TransformerBlock::forward(Backend& be, const LayerParallel& par, Tensor x_i
   be.add(x_out, m.x_mid, mlp_->forward(be, par, m.x_mid, x_out, m.mlp, s));
 }
 
+void TransformerBlock::decode(Backend& be, const LayerParallel& par, Tensor x_in, Tensor x_out, const BlockDecode& m,
+                              const BlockScratch& s) const {
+  be.add(m.x_mid, x_in, attention_.decode(be, x_in, m.attention, s));
+  be.add(x_out, m.x_mid, mlp_->forward(be, par, m.x_mid, x_out, m.mlp, s));
+}
+
 void TransformerBlock::backward(Backend& be, const LayerParallel& par, Tensor x_in, const BlockMemory& m,
                                 const BlockScratch& s, const RopeTables& rope, Recompute policy) const {
   USTRAIN_ASSERT((m.attention.deferred.empty() && m.mlp.deferred.empty()) || policy == Recompute::none,

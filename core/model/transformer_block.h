@@ -29,6 +29,14 @@ struct BlockMemory {
   Tensor x_mid;  // (R, D), kept unless recompute is full
 };
 
+// What the block works on in one decode step (sampling, core/model/kv_cache.h) of
+// `attention.count` new positions.
+struct BlockDecode {
+  AttentionDecode attention;
+  SubLayerMemory mlp;  // the MLP's activations and workspace for (1, count) tokens
+  Tensor x_mid;        // (count, D)
+};
+
 class TransformerBlock {
  public:
   // Declares the block's parameters (global shapes) in `unit` of `params`.
@@ -51,6 +59,10 @@ class TransformerBlock {
                 const RopeTables& rope, Recompute policy) const;
   // The GEMMs' weight gradients left by a backward with deferred tensors.
   void backward_weight(Backend& be, const LayerParallel& par, const BlockMemory& m, const BlockScratch& s) const;
+  // Decoding, never training: the forward of a step's new positions x_in, x_out (count, D),
+  // the whole layer on one rank, against the keys and values the cache holds (and adding theirs).
+  void decode(Backend& be, const LayerParallel& par, Tensor x_in, Tensor x_out, const BlockDecode& m,
+              const BlockScratch& s) const;
 
   UnitId unit() const { return unit_; }
   // The MLP's routed experts' unit, where it has one (core/model/moe_mlp.h).

@@ -12,6 +12,7 @@
 #include "core/train/model_instance.h"
 #include "core/train/router_balance.h"
 #include "core/model/rng.h"
+#include "core/tools/decoder.h"
 #include "core/tools/sampler.h"
 #include "data/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -45,7 +46,7 @@ GeneratedText generate_text(const GenerateOptions& o, const std::function<void(c
   std::vector<float> logits(static_cast<std::size_t>(recipe.model.vocab_size));
   std::vector<std::uint16_t> narrow;  // bf16/fp16 logits on their way to the host
   CpuBackend widen(1);
-  std::vector<std::int32_t> window, no_targets, generated;
+  std::vector<std::int32_t> generated;
   GeneratedText result;
   result.context = context;
   std::string& text = result.text;  // what has been handed to on_text so far
@@ -69,14 +70,10 @@ GeneratedText generate_text(const GenerateOptions& o, const std::function<void(c
       if (on_text) on_text(piece);
     }
   };
+  Decoder decoder(model, backend);
   for (std::int64_t i = 0; i < o.tokens; ++i) {
-    const std::size_t start = ids.size() > static_cast<std::size_t>(context) ? ids.size() - static_cast<std::size_t>(context) : 0;
-    if (start > 0) ++result.past_context;  // the window slides: the oldest tokens drop out
-    window.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
-    const auto s = static_cast<std::int64_t>(window.size());
-    no_targets.assign(window.size(), -1);
-    model.forward(backend, {window, no_targets}, 1, s);
-    const Tensor last = model.logits().slice(s - 1, s);  // (1, V)
+    const Tensor last = decoder.next(ids);  // (1, V)
+    if (decoder.windowed()) ++result.past_context;  // the window slides: the oldest tokens drop out
     if (last.dtype == DType::f32) {
       backend.copy(Tensor(logits.data(), last.shape), last);
     } else {  // mixed precision: the logits come over in the compute dtype and widen here

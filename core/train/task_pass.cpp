@@ -37,7 +37,7 @@ std::vector<double> task_pass(TrainingRank& run, const ScoringRows& rows, const 
         take_runs(real ? rows.targets.data() + row * seq : padding.data(), share.context, seq, targets);
       }
       std::replace(ids.begin(), ids.end(), -1, 0);  // padding rows' inputs: any valid token
-      run.eval_tokens.put(m, ids, targets);
+      run.eval_tokens.put(m, {ids, targets});
     }
     run.eval_executor.run(run.backend, run.eval_tokens.tokens(micro_batches), batch, local, 0.0f);
     for (std::int64_t i = 0; i < per_reader; ++i) {

@@ -1,6 +1,6 @@
 # `eval` and `generate` on a run directory: `eval --run DIR` takes the run's recipe.toml and
 # newest checkpoint; `generate --run` on a run without a checkpoint says so; `generate` warns,
-# once, when the text passes model.max_seq_len.
+# once, when the text passes model.max_seq_len; generate's key/value cache changes no text.
 source "$(dirname "$0")/lib/common.bash"
 make_corpus
 tiny_recipe >tiny.toml
@@ -37,4 +37,25 @@ expect_output "^error: elsewhere is not a run directory" "  ... says so"
 grep -q "warning" text.txt && fail "the warning is mixed into the text" || pass "  ... apart from the text"
 "$USTRAIN" generate --run runs/tiny --prompt "the" --tokens 20 --temperature 0 >text.txt 2>warn.txt
 grep -q "max_seq_len" warn.txt && fail "a text within max_seq_len is warned about" || pass "within it: no warning"
+# The key/value cache: part of a greedy text given back as the prompt (its keys and values
+# computed in one step, not one token at a time) continues it as before.
+export LC_ALL=C  # the byte tokenizer: cut the text at bytes
+"$USTRAIN" generate --run runs/tiny --prompt "the" --tokens 24 --temperature 0 >whole.txt 2>/dev/null
+whole=$(cat whole.txt)
+[[ ${#whole} -eq 27 ]] && pass "a greedy text of 24 tokens" || fail "expected 24 new bytes: '$whole'"
+"$USTRAIN" generate --run runs/tiny --prompt "${whole:0:6}" --tokens 21 --temperature 0 >part.txt 2>/dev/null
+[[ $(cat part.txt) == "$whole" ]] && pass "  ... continued the same from a longer prompt" \
+  || fail "a longer prompt continues differently: '$(cat part.txt)' for '$whole'"
+# With USTRAIN_BEFORE naming the binary of an earlier build: the same texts as it prints,
+# greedy past max_seq_len and sampled.
+if [[ -n ${USTRAIN_BEFORE:-} ]]; then
+  for args in "--tokens 60 --temperature 0" "--tokens 60 --seed 5 --samples 3"; do
+    "$USTRAIN" generate --run runs/tiny --prompt "the" $args >now.txt 2>/dev/null
+    "$USTRAIN_BEFORE" generate --run runs/tiny --prompt "the" $args >before.txt 2>/dev/null
+    [[ -s now.txt ]] && cmp -s now.txt before.txt && pass "generate $args: the text of USTRAIN_BEFORE" \
+      || { fail "generate $args differs from USTRAIN_BEFORE's"; diff now.txt before.txt; }
+  done
+else
+  echo "skip: set USTRAIN_BEFORE to an earlier build's binary to compare generate's texts with it"
+fi
 finish
