@@ -218,14 +218,20 @@ std::vector<KeySpec> train_keys() {
 
 std::vector<KeySpec> optim_keys() {
   return {
-      key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
+      key(USTRAIN_RECIPE_FIELD(optim.name), one_of({"adamw", "muon"}),
+          "Optimizer: adamw, or muon for the hidden layers' matrices (AdamW for the rest)"),
+      key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
           "AdamW decay rate of the first moment"),
       key(USTRAIN_RECIPE_FIELD(optim.beta2), between(zero_in, one_out),
           "AdamW decay rate of the second moment"),
       key(USTRAIN_RECIPE_FIELD(optim.eps), above(0), "AdamW epsilon in the denominator"),
       key(USTRAIN_RECIPE_FIELD(optim.weight_decay), at_least(0),
-          "Decoupled weight decay of AdamW"),
+          "Decoupled weight decay (AdamW's, and Muon's on its matrices)"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_momentum), between(zero_in, one_out), "Muon: momentum decay rate"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_nesterov), any_value(), "Muon: Nesterov momentum"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_ns_steps), between(Bound{1, true}, Bound{20, true}),
+          "Muon: Newton-Schulz iterations that orthogonalize each update"),
   };
 }
 
@@ -349,7 +355,7 @@ const std::vector<SectionSpec>& recipe_sections() {
       {"model", "Llama-style decoder architecture"},
       {"data", "Training data"},
       {"train", "Training loop: steps, batch and sequence sizes, precision"},
-      {"optim", "AdamW optimizer"},
+      {"optim", "Optimizer: AdamW, or Muon with AdamW"},
       {"schedule", "Learning-rate schedule"},
       {"parallel", "Parallel layout: ranks per mesh dimension"},
       {"checkpoint", "Checkpoints: saving, retention and starting weights"},

@@ -1,16 +1,18 @@
 #include "core/train/optimizer_choice.h"
 
 #include "core/distributed/adamw_optimizer.h"
+#include "core/distributed/muon_optimizer.h"
 
 namespace ustrain {
 
 void plan_optimizer(const Recipe& recipe, const ModelParams& params, MemoryPlan& plan) {
-  (void)recipe, (void)params, (void)plan;  // AdamW's moments are the stores'
+  if (recipe.optim.name == "muon") plan_muon(params, plan);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const Recipe& recipe, Backend& backend, const ModelParams& params,
                                           const PlannedMemory& memory) {
-  (void)params, (void)memory;
+  if (recipe.optim.name == "muon") return std::make_unique<Muon>(recipe.optim, backend, params, memory);
+  USTRAIN_ASSERT(recipe.optim.name == "adamw", "optim.name " + recipe.optim.name + " reached the step");
   return std::make_unique<AdamW>(recipe.optim, backend);
 }
 
