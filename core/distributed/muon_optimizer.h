@@ -6,11 +6,13 @@
 // zero for these matrices): it is sharded, checkpointed under the matrices' global names and
 // resharded on load exactly as AdamW's first moment is.
 //
-// With unsharded optimizer state every rank iterates on every matrix it holds (like AdamW at
-// ZeRO 0, every data-parallel rank updates the whole model). Under ZeRO 1-3 each matrix's U
-// lies in chunks on several ranks of the store's sync group: each rank sends its chunks to the
-// matrix's owner (point-to-point over the group, counted in its traffic), the owners iterate
-// in parallel on their whole matrices, then send X back to the ranks holding the chunks.
+// Every matrix is orthogonalized whole (core/distributed/muon_matrices.h). Under ZeRO 1-3 a
+// box's U lies in chunks on several ranks of the store's sync group: each rank sends its
+// chunks to the box's owner (point-to-point over the group, counted in its traffic); under tp
+// the box owners send the boxes on to the matrix's owner (over the tp group); the owners
+// iterate in parallel, and X goes back the same way. With unsharded optimizer state every
+// data-parallel rank updates what it holds itself (like AdamW at ZeRO 0), one matrix at a
+// time: under tp its owner iterates while the other tp ranks wait.
 #pragma once
 
 #include <map>
@@ -25,19 +27,22 @@ namespace ustrain {
 
 // Adds what Muon needs beside the stores to the plan, per store holding Muon matrices:
 // [experts.]muon.gathered (the matrices this rank orthogonalizes, whole), muon.pieces (its
-// chunks of every matrix's update; sharded state only), muon.workspace (Newton-Schulz).
+// chunks of every matrix's update; sharded state only), muon.boxes (the tp boxes it gathers;
+// under tp only), muon.workspace (Newton-Schulz).
 void plan_muon(const ModelParams& params, MemoryPlan& plan);
 
 class Muon : public Optimizer {
  public:
-  // `memory` holds what plan_muon planned for `params`.
-  Muon(const OptimSection& o, Backend& backend, const ModelParams& params, const PlannedMemory& memory);
+  // `memory` holds what plan_muon planned for `params`; `tp`: the tensor-parallel group the
+  // matrices are split over (null without tp).
+  Muon(const OptimSection& o, Backend& backend, const ModelParams& params, const PlannedMemory& memory,
+       Communicator* tp = nullptr);
   const char* name() const override { return "muon"; }
   void update(const ParamStore& store, Communicator& group, const OptimizerStep& s) override;
 
  private:
   struct StoreMemory {
-    Tensor gathered, pieces;
+    Tensor gathered, pieces, boxes;
     NewtonSchulzScratch scratch;
   };
   using Pieces = std::map<int, OptimizerPiece>;  // by registry handle
@@ -51,8 +56,12 @@ class Muon : public Optimizer {
   // The piece's values step along x, its part of X (overwritten).
   void apply(const OptimizerPiece& p, Tensor x, const MuonMatrix& m, const OptimizerStep& s);
 
+  // Under tp: matrix m's box to its owner's `whole` (to_owner) or back; else nothing.
+  void move(const MuonMatrix& m, const Tensor& box, const Tensor& whole, const StoreMemory& mem, bool to_owner);
+
   OptimSection optim_;
   Backend& backend_;
+  Communicator* tp_;
   AdamW adamw_;
   std::map<const ParamStore*, StoreMemory> memory_;
 };

@@ -20,11 +20,6 @@ namespace {
 void check_tensor_parallel_rules(const Recipe& r, const Origins& at) {
   const std::int64_t tp = r.parallel.tp;
   if (tp == 1) return;
-  if (r.optim.name == "muon")
-    fail("{}: optim.name = \"muon\" with parallel.tp = {}; Muon orthogonalizes whole matrices and does not yet "
-         "gather the tensor-parallel pieces of one, so set parallel.tp = 1 (dp, ZeRO, pp, cp and ep work) or "
-         "optim.name = \"adamw\"",
-         at.of({"optim.name", "parallel.tp"}), tp);
   const ModelSection& m = r.model;
   std::vector<std::pair<std::string_view, std::int64_t>> divisible = {
       {"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads}, {"model.ffn_hidden", m.ffn_hidden}};

@@ -14,8 +14,8 @@ namespace ustrain {
 // matrices and workspace; nothing for AdamW.
 void plan_optimizer(const Recipe& recipe, const ModelParams& params, MemoryPlan& plan);
 
-// `memory` holds what plan_optimizer planned.
+// `memory` holds what plan_optimizer planned; `tp`: the tensor-parallel group.
 std::unique_ptr<Optimizer> make_optimizer(const Recipe& recipe, Backend& backend, const ModelParams& params,
-                                          const PlannedMemory& memory);
+                                          const PlannedMemory& memory, Communicator& tp);
 
 }  // namespace ustrain

@@ -48,7 +48,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       backend(*instance.backend),
       engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
              r.parallel.overlap_comm),
-      optimizer(make_optimizer(r, backend, model.params(), *instance.memory)),
+      optimizer(make_optimizer(r, backend, model.params(), *instance.memory, groups.tp().for_tensors(backend.device()))),
       scaler(r.train.precision == "fp16", r.train.loss_scale_init, r.train.loss_scale_growth_interval),
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),

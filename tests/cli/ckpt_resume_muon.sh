@@ -1,6 +1,6 @@
 # Muon: N steps straight give the same losses, bit for bit, as N/2 steps, a restart with --resume
 # and N/2 more (the momentum travels in the checkpoint); resuming under the other optimizer is
-# refused naming both; the dry run shows Muon's memory; tensor parallelism is refused.
+# refused naming both; the dry run shows Muon's memory.
 source "$(dirname "$0")/lib/common.bash"
 
 make_corpus
@@ -30,6 +30,4 @@ expect_output "optim.name = \"adamw\" and the recipe sets optim.name = \"muon\""
 
 expect_exit 0 "dry run with muon" -- "$USTRAIN" train tiny.toml --dry-run "${muon[@]}"
 expect_output "Muon's gathered matrices and Newton-Schulz workspace \(muon.\*\): [0-9.]+ KiB" "the plan shows Muon's memory"
-expect_exit 2 "muon with tp = 2 is refused" -- "$USTRAIN" train tiny.toml --set parallel.tp=2 "${muon[@]}"
-expect_output "optim.name = \"muon\" with parallel.tp = 2" "says what is wrong"
 finish

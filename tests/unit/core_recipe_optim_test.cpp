@@ -43,11 +43,5 @@ TEST(RecipeOptim, BadChoicesNameTheKey) {
   EXPECT_NE(momentum.find("optim.muon_momentum"), std::string::npos) << momentum;
 }
 
-TEST(RecipeOptim, MuonUnderTensorParallelismIsRefused) {
-  const std::string m = error_of({"optim.name=muon", "parallel.tp=2"});
-  EXPECT_NE(m.find("optim.name = \"muon\" with parallel.tp = 2"), std::string::npos) << m;
-  EXPECT_NE(m.find("set parallel.tp = 1"), std::string::npos) << m;
-}
-
 }  // namespace
 }  // namespace ustrain
