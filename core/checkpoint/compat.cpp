@@ -101,6 +101,12 @@ std::string describe(const RecipeChange& c) {
 
 void check_resume_changes(const std::vector<RecipeChange>& changes, bool force, const std::string& checkpoint) {
   std::vector<std::string> shape, exactness;
+  for (const RecipeChange& c : changes)  // the optimizers' states differ: no force carries one into the other
+    if (c.key == "optim.name")
+      throw UserError(fmt::format("cannot resume from {}: it was trained with optim.name = {} and the recipe sets "
+                                  "optim.name = {}; their optimizer states differ, so resume with optim.name = {} or "
+                                  "start a new run from its weights (checkpoint.init_from)",
+                                  checkpoint, c.saved, c.current, c.saved));
   for (const RecipeChange& c : changes) {
     if (c.kind == RecipeChangeKind::model_shape) shape.push_back(describe(c));
     if (c.kind == RecipeChangeKind::breaks_exactness) exactness.push_back(describe(c));

@@ -12,9 +12,10 @@
 //                     train.micro_batch): the state is resharded on load and
 //                     the continuation sums the same gradients in another order: allowed and
 //                     reported;
-//   breaks_exactness  everything else (seed, data, batch and sequence sizes, optimizer,
-//                     schedule, precision, device, threads, other parallel keys): an error unless
-//                     forced.
+//   breaks_exactness  everything else (seed, data, batch and sequence sizes, optimizer
+//                     settings, schedule, precision, device, threads, other parallel keys): an
+//                     error unless forced.
+// Another optimizer (optim.name) is always an error: the checkpoint holds the other's state.
 #pragma once
 
 #include <string>

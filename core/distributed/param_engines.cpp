@@ -23,8 +23,8 @@ void ParamEngines::begin_step(int micro_batches) {
 void ParamEngines::finish_backward() {
   for (auto& e : engines_) e->finish_backward();
 }
-void ParamEngines::optimizer_step(const AdamWParams& p) {
-  for (auto& e : engines_) e->optimizer_step(p);
+void ParamEngines::optimizer_step(Optimizer& optimizer, const OptimizerStep& s) {
+  for (auto& e : engines_) e->optimizer_step(optimizer, s);
 }
 
 double ParamEngines::exposed_reduce_seconds() const {

@@ -24,7 +24,7 @@ class ParamEngines : public ParamUseHooks {
   // ZeroEngine's step calls, on every store's engine.
   void begin_step(int micro_batches);
   void finish_backward();
-  void optimizer_step(const AdamWParams& p);
+  void optimizer_step(Optimizer& optimizer, const OptimizerStep& s);
   // Summed over the engines.
   double exposed_reduce_seconds() const;
   double exposed_gather_seconds() const;

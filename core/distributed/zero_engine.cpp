@@ -207,11 +207,8 @@ void ZeroEngine::finish_backward() {
   if (!reduces_) exposed_reduce_seconds_ = 0;
 }
 
-void ZeroEngine::optimizer_step(const AdamWParams& p) {
-  std::vector<AdamWTensors> ranges;
-  for (const OptimizerSegment& s : params_.optimizer_segments())
-    ranges.push_back({s.value, s.grad, s.m, s.v, s.decay ? p.weight_decay : 0.0f, s.compute_copy});
-  backend_.adamw_multi(ranges, p);  // unsharded: the segments' compute copies are rewritten too
+void ZeroEngine::optimizer_step(Optimizer& optimizer, const OptimizerStep& s) {
+  optimizer.update(params_, group_, s);
   if (params_.sharding().shards_values()) {
     drop_gathered();  // the next forward gathers the new values
     return;

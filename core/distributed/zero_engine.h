@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/distributed/gradient_reducer.h"
+#include "core/distributed/optimizer.h"
 #include "core/model/param_store.h"
 #include "parallel/communicator.h"
 
@@ -52,9 +53,9 @@ class ZeroEngine {
   // After the last backward: waits for the gradient reduction. The stored gradients (whole,
   // or this rank's chunks) then hold the sum over the group.
   void finish_backward();
-  // AdamW on what this rank updates, then the values every rank needs (stages 1, 2: all-gather
-  // every unit; stage 3: the next forward gathers). `p.weight_decay` applies to decayed ranges.
-  void optimizer_step(const AdamWParams& p);
+  // `optimizer` on what this rank updates, then the values every rank needs (stages 1, 2:
+  // all-gather every unit; stage 3: the next forward gathers).
+  void optimizer_step(Optimizer& optimizer, const OptimizerStep& s);
 
   // Seconds the last step waited for gradient reduction, and (stage 3) for parameter
   // gathers: communication not hidden behind compute.

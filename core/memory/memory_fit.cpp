@@ -9,6 +9,7 @@
 #include "core/distributed/pipeline_plan.h"
 #include "core/trace/trace_memory.h"
 #include "core/train/model_instance.h"
+#include "core/train/optimizer_choice.h"
 #include "core/memory/model_size.h"
 #include "kernels/error.h"
 
@@ -145,6 +146,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
              ParamShardings{ParamSharding{static_cast<int>(p.dp * p.cp), 0, zero},
                             ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), 0, zero}},
              plan_pipeline(recipe, 0).slots);
+  plan_optimizer(recipe, model.params(), plan);
   if (saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);
   plan_trace(recipe, plan);
   check_plan_fits(plan, available, sharers, "this host", memory_check_of(recipe), static_cast<std::size_t>(data));

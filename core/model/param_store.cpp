@@ -242,6 +242,44 @@ std::vector<OptimizerSegment> ParamStore::optimizer_segments() const {
   return out;
 }
 
+std::vector<OptimizerPiece> ParamStore::optimizer_pieces() const {
+  std::vector<OptimizerPiece> out;
+  const bool sharded = sharding_.shards_optimizer();
+  for (const ParamUnit& unit : units_) {
+    const std::int64_t c = sharded ? unit.length / sharding_.parts : unit.length;
+    const std::int64_t begin = unit.begin + (sharded ? sharding_.rank * c : 0);
+    const auto view = [&](const Tensor& flat, bool is_shard, std::int64_t a, std::int64_t n) {
+      return range_of(flat, is_shard ? unit.shard_begin + (a - begin) : a, n);
+    };
+    for (int p : unit.params) {
+      const std::int64_t first = offset_[static_cast<std::size_t>(p)];
+      const std::int64_t a = std::max(first, begin);
+      const std::int64_t b = std::min(first + registry_.spec(p).box.numel(), begin + c);
+      if (a >= b) continue;
+      out.push_back({p, a - first, b - first, view(values_, sharding_.shards_values(), a, b - a),
+                     view(grads_, sharding_.shards_grads(), a, b - a), view(m_, sharded, a, b - a),
+                     view(v_, sharded, a, b - a),
+                     sharded || compute_copy_.empty() ? Tensor() : range_of(compute_copy_, a, b - a)});
+    }
+  }
+  return out;
+}
+
+std::pair<std::int64_t, std::int64_t> ParamStore::update_range(int param, int rank) const {
+  const bool sharded = sharding_.shards_optimizer();
+  for (const ParamUnit& unit : units_) {
+    if (std::find(unit.params.begin(), unit.params.end(), param) == unit.params.end()) continue;
+    const std::int64_t c = sharded ? unit.length / sharding_.parts : unit.length;
+    const std::int64_t begin = unit.begin + (sharded ? rank * c : 0);
+    const std::int64_t first = offset_[static_cast<std::size_t>(param)];
+    const std::int64_t a = std::max(first, begin);
+    const std::int64_t b = std::min(first + registry_.spec(param).box.numel(), begin + c);
+    return a < b ? std::pair{a - first, b - first} : std::pair<std::int64_t, std::int64_t>{0, 0};
+  }
+  USTRAIN_ASSERT(false, "the store holds no parameter " + std::to_string(param));
+  return {0, 0};
+}
+
 void ParamStore::initialise(Backend& backend, std::uint64_t seed) const {
   // The padding after a box is never a piece: it keeps the zeros the planned memory starts with.
   std::vector<float> host;

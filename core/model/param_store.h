@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory/memory_plan.h"
@@ -69,6 +70,15 @@ struct OptimizerSegment {
   // The same range of the compute copy, where the store has one and this rank holds all of
   // it (no ZeRO sharding of the optimizer): the update rewrites it in the same pass.
   Tensor compute_copy;
+};
+
+// One parameter's part of the ranges the optimizer updates on this rank: the segments split
+// at parameter bounds, padding left out. Elements [begin, end) of the flattened parameter.
+struct OptimizerPiece {
+  int param = 0;  // registry handle
+  std::int64_t begin = 0, end = 0;
+  Tensor value, grad, m, v;
+  Tensor compute_copy;  // as OptimizerSegment::compute_copy
 };
 
 class ParamStore {
@@ -131,6 +141,11 @@ class ParamStore {
   std::vector<ParamPiece> updated_grads() const;
   // The ranges AdamW updates on this rank: every unit (stage 0) or this rank's chunks.
   std::vector<OptimizerSegment> optimizer_segments() const;
+  // The same ranges, one piece per parameter.
+  std::vector<OptimizerPiece> optimizer_pieces() const;
+  // Elements [first, second) of parameter `param` (flattened) that rank `rank` of the group
+  // updates; first == second when none.
+  std::pair<std::int64_t, std::int64_t> update_range(int param, int rank) const;
 
   // Deterministic initialisation from the seed: each element depends only on (seed, name,
   // index in the global tensor), never on the layout, sharding or thread count.

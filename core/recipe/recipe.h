@@ -95,11 +95,15 @@ struct TrainSection {
 };
 
 struct OptimSection {
+  std::string name = "adamw";  // adamw | muon (core/distributed/optimizer.h)
   double lr = 3e-4;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  double muon_momentum = 0.95;
+  bool muon_nesterov = true;
+  std::int64_t muon_ns_steps = 5;
 
   bool operator==(const OptimSection&) const = default;
 };

@@ -223,14 +223,20 @@ std::vector<KeySpec> train_keys() {
 
 std::vector<KeySpec> optim_keys() {
   return {
-      key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate of AdamW"),
+      key(USTRAIN_RECIPE_FIELD(optim.name), one_of({"adamw", "muon"}),
+          "Optimizer: adamw, or muon for the hidden layers' matrices (AdamW for the rest)"),
+      key(USTRAIN_RECIPE_FIELD(optim.lr), above(0), "Peak learning rate"),
       key(USTRAIN_RECIPE_FIELD(optim.beta1), between(zero_in, one_out),
           "AdamW decay rate of the first moment"),
       key(USTRAIN_RECIPE_FIELD(optim.beta2), between(zero_in, one_out),
           "AdamW decay rate of the second moment"),
       key(USTRAIN_RECIPE_FIELD(optim.eps), above(0), "AdamW epsilon in the denominator"),
       key(USTRAIN_RECIPE_FIELD(optim.weight_decay), at_least(0),
-          "Decoupled weight decay of AdamW"),
+          "Decoupled weight decay (AdamW's, and Muon's on its matrices)"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_momentum), between(zero_in, one_out), "Muon: momentum decay rate"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_nesterov), any_value(), "Muon: Nesterov momentum"),
+      key(USTRAIN_RECIPE_FIELD(optim.muon_ns_steps), between(Bound{1, true}, Bound{20, true}),
+          "Muon: Newton-Schulz iterations that orthogonalize each update"),
   };
 }
 
@@ -364,7 +370,7 @@ const std::vector<SectionSpec>& recipe_sections() {
       {"model", "Llama-style decoder architecture"},
       {"data", "Training data"},
       {"train", "Training loop: steps, batch and sequence sizes, precision"},
-      {"optim", "AdamW optimizer"},
+      {"optim", "Optimizer: AdamW, or Muon with AdamW"},
       {"schedule", "Learning-rate schedule"},
       {"parallel", "Parallel layout: ranks per mesh dimension"},
       {"checkpoint", "Checkpoints: saving, retention and starting weights"},
@@ -392,31 +398,6 @@ const KeySpec* find_key(std::string_view dotted_key) {
     if (k.key == dotted_key) return &k;
   }
   return nullptr;
-}
-
-Scalar read_field(const KeySpec& spec, const Recipe& r) {
-  // The accessor only hands out an address; reading through it leaves r unchanged.
-  const FieldRef field = spec.field(const_cast<Recipe&>(r));
-  return std::visit(Overloaded{[](std::int64_t* p) { return Scalar{*p}; },
-                               [](std::uint64_t* p) { return Scalar{static_cast<std::int64_t>(*p)}; },
-                               [](double* p) { return Scalar{*p}; },
-                               [](bool* p) { return Scalar{*p}; },
-                               [](std::string* p) { return Scalar{*p}; }},
-                    field);
-}
-
-void write_field(const KeySpec& spec, Recipe& r, const Scalar& value) {
-  USTRAIN_ASSERT(type_of(value) == spec.type, std::string(spec.key));
-  std::visit(Overloaded{[&](std::int64_t* p) { *p = std::get<std::int64_t>(value); },
-                        [&](std::uint64_t* p) {
-                          const std::int64_t v = std::get<std::int64_t>(value);
-                          USTRAIN_ASSERT(v >= 0, std::string(spec.key));
-                          *p = static_cast<std::uint64_t>(v);
-                        },
-                        [&](double* p) { *p = std::get<double>(value); },
-                        [&](bool* p) { *p = std::get<bool>(value); },
-                        [&](std::string* p) { *p = std::get<std::string>(value); }},
-             spec.field(r));
 }
 
 }  // namespace ustrain

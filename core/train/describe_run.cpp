@@ -88,10 +88,14 @@ std::string describe_rank_plan(const Recipe& recipe, int r) {
     s += fmt::format("the memory plan below is one rank's (pipeline rank {}, data-, context- and tensor-parallel rank "
                      "0)\n",
                      r);
-  std::size_t ring = 0;
-  for (const PlanEntry& e : memory.plan.entries())
+  std::size_t ring = 0, muon = 0;
+  for (const PlanEntry& e : memory.plan.entries()) {
     if (e.name.starts_with("ring.")) ring += e.bytes;
+    if (e.name.find("muon.") != std::string::npos) muon += e.bytes;
+  }
   if (ring > 0) s += fmt::format("ring attention's buffers: {} of the workspace\n", format_bytes(ring));
+  if (muon > 0)
+    s += fmt::format("Muon's gathered matrices and Newton-Schulz workspace (muon.*): {}\n", format_bytes(muon));
   return s + memory.plan.summary();
 }
 

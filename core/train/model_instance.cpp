@@ -9,6 +9,7 @@
 #include "core/distributed/parallelize.h"
 #include "core/trace/trace_memory.h"
 #include "core/train/fp8_layers.h"
+#include "core/train/optimizer_choice.h"
 #include "kernels/fp8_backend.h"
 
 namespace ustrain {
@@ -67,6 +68,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
             placement.tp, placement.cp, placement.ep) {
   plan_model(model, plan, placement.sharding, placement.slots);
+  plan_optimizer(recipe, model.params(), plan);
   plan_library_workspace(backend->device(), plan);
   plan_op_scratch(std::max(placement.op_scratch_bytes, fp8_op_scratch_bytes(recipe, model, max_batch)), plan);
   if (placement.saves_checkpoints) plan_checkpoint_snapshot(model.params(), plan);

@@ -7,6 +7,7 @@
 #include "core/trace/trace_memory.h"
 #include "core/train/fp8_layers.h"
 #include "core/train/model_instance.h"
+#include "core/train/optimizer_choice.h"
 #include "core/train/training_step.h"
 
 namespace ustrain {
@@ -25,6 +26,7 @@ RankMemory plan_rank_memory(const Recipe& recipe, int pp_rank, PipelinePlan pipe
   LlamaModel stage(recipe.model, m.geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   plan_model(stage, m.plan, sharding_of(recipe, 0, 0), m.pipeline.slots);
+  plan_optimizer(recipe, stage.params(), m.plan);
   plan_library_workspace(recipe.device.type == "cuda" ? Device::cuda : Device::cpu, m.plan);
   plan_op_scratch(std::max(op_scratch, fp8_op_scratch_bytes(recipe, stage, recipe.train.micro_batch)),
                   m.plan);

@@ -7,6 +7,7 @@
 
 #include "core/distributed/gradient_sync.h"
 #include "core/train/fp8_layers.h"
+#include "core/train/optimizer_choice.h"
 #include "core/train/router_balance.h"
 #include "kernels/fp8/fp8_layers.h"
 
@@ -47,6 +48,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       backend(*instance.backend),
       engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
              r.parallel.overlap_comm),
+      optimizer(make_optimizer(r, backend, model.params(), *instance.memory, groups.tp().for_tensors(backend.device()))),
       scaler(r.train.precision == "fp16", r.train.loss_scale_init, r.train.loss_scale_growth_interval),
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),
@@ -108,9 +110,7 @@ StepResult train_step(TrainingRank& run, std::span<const TokenBatch> micro, cons
   double factor = 1.0 / loss_scale;
   if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) factor *= t.grad_clip / (r.grad_norm + 1e-6);
   // The optimizer scales the gradients as it reads them (no pass of its own).
-  engine.optimizer_step(AdamWParams{static_cast<float>(r.lr), static_cast<float>(recipe.optim.beta1),
-                                    static_cast<float>(recipe.optim.beta2), static_cast<float>(recipe.optim.eps),
-                                    static_cast<float>(recipe.optim.weight_decay), step, static_cast<float>(factor)});
+  engine.optimizer_step(*run.optimizer, OptimizerStep{static_cast<float>(r.lr), step, static_cast<float>(factor)});
   if (recipe.model.router_bias_update_rate > 0)  // with the step's load over the whole global batch
     balance_router_biases(run.model, run.groups.gradients().host(), recipe.model.router_bias_update_rate);
   be.synchronize();

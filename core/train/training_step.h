@@ -57,6 +57,7 @@ struct TrainingRank {
   LlamaModel& model;
   Backend& backend;
   ParamEngines engine;
+  std::unique_ptr<Optimizer> optimizer;  // optim.name's (core/train/optimizer_choice.h)
   LossScaler scaler;
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
@@ -89,7 +90,7 @@ struct StepResult {
 
 // One optimizer step over this rank's micro-batches (train.grad_accum_steps() of them, each
 // (micro_batch, seq_len) tokens on the host): accumulate gradients over the micro-batches,
-// clip, AdamW. In fp16 the loss gradient is scaled up for backward and the gradients scaled
+// clip, the recipe's optimizer (optim.name). In fp16 the loss gradient is scaled up for backward and the gradients scaled
 // back down, together with clipping, in one pass (core/train/loss_scaler.h). With data
 // parallelism the ZeRO engine reduces the gradients over the group while backward runs
 // (core/distributed/param_engines.h: one ZeRO engine per store of parameters). Forward and backward time goes to `timer`'s phases, the

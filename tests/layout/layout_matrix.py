@@ -80,7 +80,9 @@ MODELS = {"dense": [], "moe": MOE,
           # A dispatch capacity of a quarter of a rank's own rows: every ep step takes extra rounds.
           "moe-tight": MOE + ["parallel.ep_capacity_factor=0.25"],
           "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"],
-          "dense-fp8": ["train.precision=fp8"]}
+          "dense-fp8": ["train.precision=fp8"],
+          # Muon on the hidden layers' matrices (AdamW on the rest), gathered whole under ZeRO.
+          "muon": ["optim.name=muon"], "moe-muon": MOE + ["optim.name=muon"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:
 # under tp each rank's partial sums of the row-parallel GEMMs are rounded to 16 bits before the

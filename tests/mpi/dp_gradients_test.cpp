@@ -12,6 +12,7 @@
 #include "core/model/llama.h"
 #include "core/model/rng.h"
 #include "core/distributed/gradient_sync.h"
+#include "core/distributed/adamw_optimizer.h"
 #include "core/distributed/param_engines.h"
 #include "tests/mpi/mpi_test_world.h"
 #include "tests/mpi/tiny_model.h"
@@ -97,7 +98,10 @@ void check_stage(int zero, bool tied) {
   EXPECT_NEAR(std::sqrt(grad_sum_of_squares(params, *shard.backend, world)),
               std::sqrt(whole.backend->sum_of_squares(whole.model.params().dense().all_grads())), 1e-5);
 
-  engine.optimizer_step(adamw);
+  OptimSection optim;  // the numbers of `adamw`
+  optim.beta1 = adamw.beta1, optim.beta2 = adamw.beta2, optim.eps = adamw.eps, optim.weight_decay = adamw.weight_decay;
+  AdamW optimizer(optim, *shard.backend);
+  engine.optimizer_step(optimizer, OptimizerStep{adamw.lr, adamw.step, adamw.grad_scale});
   got.clear();
   expected.clear();
   for (const ParamPiece& piece : params.held(ParamState::value)) {

@@ -15,6 +15,7 @@
 
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/writer.h"
+#include "core/distributed/adamw_optimizer.h"
 #include "core/distributed/param_engines.h"
 #include "core/model/params.h"
 #include "parallel/process_groups.h"
@@ -150,7 +151,10 @@ void check_stage(int zero) {
 
   // One AdamW step equals a single process's on the summed gradients (the same init).
   const AdamWParams adamw{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
-  engines.optimizer_step(adamw);
+  OptimSection optim;  // the numbers of `adamw`
+  optim.beta1 = adamw.beta1, optim.beta2 = adamw.beta2, optim.eps = adamw.eps, optim.weight_decay = adamw.weight_decay;
+  AdamW optimizer(optim, *p.backend);
+  engines.optimizer_step(optimizer, OptimizerStep{adamw.lr, adamw.step, adamw.grad_scale});
   Params single(rank, ParamShardings{});
   for (std::size_t i = 0; i < single.params.specs().size(); ++i) {
     const ParamSpec& s = single.params.spec(static_cast<int>(i));

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/checkpoint/compat.h"
@@ -99,6 +100,25 @@ TEST(ResumeRules, ForceLetsExactnessChangesThroughButNotShapeChanges) {
   EXPECT_NO_THROW(check_resume_changes(seed, true, "ck"));
   const auto shape = recipe_changes(resolved(), resolved({"model.n_layers=3"}));
   EXPECT_THROW(check_resume_changes(shape, true, "ck"), UserError);
+}
+
+TEST(ResumeRules, AnotherOptimizerIsRefusedEvenWhenForced) {
+  for (const auto& [saved, current] : {std::pair{"adamw", "muon"}, std::pair{"muon", "adamw"}}) {
+    const auto changes = recipe_changes(resolved({std::string("optim.name=") + saved}),
+                                        resolved({std::string("optim.name=") + current}));
+    try {
+      check_resume_changes(changes, /*force=*/true, "runs/x/checkpoints/step-00000010");
+      ADD_FAILURE() << "resuming " << saved << " as " << current << " was accepted";
+    } catch (const UserError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("runs/x/checkpoints/step-00000010"), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string("optim.name = \"") + saved + "\""), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string("optim.name = \"") + current + "\""), std::string::npos) << m;
+    }
+  }
+  // A checkpoint from before the key existed trained with AdamW.
+  const auto same = recipe_changes(resolved(), resolved({"optim.name=adamw"}));
+  EXPECT_NO_THROW(check_resume_changes(same, false, "ck"));
 }
 
 }  // namespace
