@@ -14,6 +14,17 @@ LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe) {
 }
 
 LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe, const std::function<std::size_t(int pp_rank)>& op_scratch) {
+  return planned(recipe, &op_scratch);
+}
+
+LayoutMemory LayoutMemoryPlanner::bound(const Recipe& recipe) {
+  // The op scratch is a line of its own in the plan (plan_op_scratch): without it the plan is
+  // smaller or equal.
+  return planned(recipe, nullptr);
+}
+
+LayoutMemory LayoutMemoryPlanner::planned(const Recipe& recipe,
+                                          const std::function<std::size_t(int pp_rank)>* op_scratch) {
   LayoutMemory m;
   const ParallelSection& p = recipe.parallel;
   const PipelinePrograms programs = plan_pipeline_programs(recipe);
@@ -23,12 +34,12 @@ LayoutMemory LayoutMemoryPlanner::of(const Recipe& recipe, const std::function<s
     const int kind = r == 0 ? 0 : r == p.pp - 1 ? 2 : 1;
     const SlotPlan& s = pipeline.slots;
     const std::string key = fmt::format(
-        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
+        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}{}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
         p.virtual_stages, recipe.train.micro_batch, recipe.train.recompute, kind, recipe.grad_accum_steps(),
         fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
-        recipe.train.precision, recipe.device.type);
+        recipe.train.precision, recipe.device.type, op_scratch ? "" : " bound");
     const auto [arenas, host] = plans_.get(key, [&] {
-      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline), op_scratch(r));
+      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline), op_scratch ? (*op_scratch)(r) : 0);
       return std::pair{rank.plan.total_bytes(), rank.plan.host_bytes()};
     });
     m.rank_bytes.push_back(arenas);

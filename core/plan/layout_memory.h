@@ -36,8 +36,15 @@ class LayoutMemoryPlanner {
   LayoutMemory of(const Recipe& recipe, const std::function<std::size_t(int pp_rank)>& op_scratch);
   // With the scratch recorded here, rank by rank.
   LayoutMemory of(const Recipe& recipe);
+  // A lower bound of of(recipe) that records nothing: the same plan without the op scratch
+  // (parameters, gradients, optimizer state, activations and buffers are planned from shapes
+  // alone; the scratch needs the step's ops). A layout whose bound does not fit never fits.
+  LayoutMemory bound(const Recipe& recipe);
 
  private:
+  // The plan of each rank with the scratch `op_scratch` gives it (nullptr: none).
+  LayoutMemory planned(const Recipe& recipe, const std::function<std::size_t(int pp_rank)>* op_scratch);
+
   Hardware hw_;
   int ranks_per_node_;
   OnceMap<std::string, std::pair<std::size_t, std::size_t>> plans_;  // key -> (arenas, host buffers)

@@ -27,19 +27,22 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
   else
     s += fmt::format("device: {} ({}), {:.0f} GB; curves: {}\nGPU times below are predictions, not measurements\n",
                      hw.name, hw.source, static_cast<double>(hw.memory_bytes) / 1e9, plan.calibration.source);
-  std::size_t fitting = 0;
-  for (const PlannedLayout& p : plan.layouts) fitting += p.memory.fits ? 1 : 0;
-  s += fmt::format("{} layouts pass the recipe checks ({} distinct rank steps recorded); {} fit; global batch {} "
-                   "sequences\n\n",
-                   plan.candidates, plan.recorded_steps, fitting, plan.global_batch);
+  std::size_t fitting = 0, pruned = 0;
+  for (const PlannedLayout& p : plan.layouts) {
+    fitting += p.memory.fits ? 1 : 0;
+    pruned += p.pruned ? 1 : 0;
+  }
+  s += fmt::format("{} layouts pass the recipe checks ({} left out by a memory bound, {} distinct rank steps "
+                   "recorded); {} fit; global batch {} sequences\n\n",
+                   plan.candidates, pruned, plan.recorded_steps, fitting, plan.global_batch);
   if (fitting == 0) {
     const PlannedLayout& least = *std::min_element(plan.layouts.begin(), plan.layouts.end(), [](auto& a, auto& b) {
       return a.memory.bytes < b.memory.bytes;
     });
-    return s + fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {} GiB of "
+    return s + fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {}{} GiB of "
                            "{} GiB per device; use more devices or a smaller model\n",
                            least.layout.str(), least.layout.zero, least.layout.recompute, least.layout.micro_batch,
-                           gib(least.memory.bytes), gib(least.memory.available));
+                           least.pruned ? "at least " : "", gib(least.memory.bytes), gib(least.memory.available));
   }
   s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9} {:>11} {:>5}  {}\n",
                    "#", "dp", "tp", "pp", "cp", "ep", "zero", "sp", "recompute", "mb", "accum", "schedule",
@@ -96,6 +99,7 @@ std::string plan_json(const Plan& plan) {
     // A layout that does not fit is not timed: its times are null.
     const auto timed = [&](double v) { return p.memory.fits ? nlohmann::json(v) : nlohmann::json(nullptr); };
     nlohmann::json& j = layouts.back();
+    if (p.pruned) j["pruned"] = true;  // memory_bytes is a bound: the layout was never recorded
     j["step_s"] = timed(p.time.step_s);
     j["compute_s"] = timed(p.time.compute_s);
     j["tp_s"] = timed(p.time.tp_s);

@@ -173,9 +173,11 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   const auto plan_one = [&](const Candidate& c) {
     PlannedLayout p;
     p.layout = c.layout;
-    p.memory = memory.of(c.recipe, [&](int pp_rank) { return model.op_scratch(c.recipe, pp_rank); });
-    // Only what fits is timed: a plan of hundreds of devices has thousands of layouts, most
-    // of which do not fit.
+    // Most layouts of many devices do not fit: the bound discards them before any recording.
+    p.memory = memory.bound(c.recipe);
+    p.pruned = !p.memory.fits;
+    if (!p.pruned) p.memory = memory.of(c.recipe, [&](int pp_rank) { return model.op_scratch(c.recipe, pp_rank); });
+    // Only what fits is timed.
     if (p.memory.fits) {
       p.time = model.predict(c.recipe);
       p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
@@ -195,6 +197,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   plan.recorded_steps = model.recorded_steps();
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
     if (a.memory.fits != b.memory.fits) return a.memory.fits;
+    if (a.pruned != b.pruned) return b.pruned;
     return a.memory.fits ? a.tokens_per_s > b.tokens_per_s : a.memory.bytes < b.memory.bytes;
   });
   return plan;

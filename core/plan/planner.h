@@ -1,7 +1,8 @@
 // `ustrain plan`: the fastest layout of a recipe that fits N devices. Enumerates the layouts
-// the recipe checks accept (layout_space.h), plans each one's memory with the trainer's own
-// plan (layout_memory.h) and predicts its step time (step_time.h), then ranks them: those that
-// fit first, by tokens per second.
+// the recipe checks accept (layout_space.h), prunes those whose memory bound does not fit,
+// plans the others' memory with the trainer's own plan (layout_memory.h) and predicts the
+// step time of those that fit (step_time.h), then ranks them: those that fit first, by tokens
+// per second, then the others by memory, the pruned last.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ struct PlannedLayout {
   LayoutMemory memory;
   StepTime time;
   double tokens_per_s = 0, mfu = 0;
+  // Left out before its step was recorded: its memory is LayoutMemoryPlanner::bound, which
+  // already exceeds the device.
+  bool pruned = false;
   std::string limits;  // what holds it back most, "bubble 18%, memory 97%"
 };
 

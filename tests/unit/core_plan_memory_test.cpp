@@ -140,5 +140,27 @@ TEST(PlanMemory, RandomLayoutsMatchTheTrainerAndDryRun) {
   fs::remove_all(dir);
 }
 
+// The bound that prunes layouts before their step is recorded never exceeds their plan, rank
+// by rank, and falls short of it exactly by the op scratch where a rank takes any.
+TEST(PlanMemory, BoundIsThePlanWithoutTheOpScratch) {
+  const Recipe base = load_recipe(std::string(USTRAIN_SOURCE_DIR) + "/recipes/quickstart.toml",
+                                  {"device.type=cuda", "train.precision=bf16"});
+  LayoutMemoryPlanner planner(gpu_hardware("h100"), 8);
+  int below = 0;
+  for (const Candidate& c : enumerate_layouts(base, SearchSpace{4, 8, base.train.global_batch, false}).candidates) {
+    SCOPED_TRACE(c.layout.str());
+    const LayoutMemory planned = planner.of(c.recipe);
+    const LayoutMemory bound = planner.bound(c.recipe);
+    ASSERT_EQ(bound.rank_bytes.size(), planned.rank_bytes.size());
+    for (std::size_t r = 0; r < planned.rank_bytes.size(); ++r) {
+      EXPECT_LE(bound.rank_bytes[r], planned.rank_bytes[r]) << "pipeline rank " << r;
+      const bool scratch = deviceless_op_scratch(c.recipe, static_cast<int>(r)) > 0;
+      EXPECT_EQ(bound.rank_bytes[r] < planned.rank_bytes[r], scratch) << "pipeline rank " << r;
+      below += bound.rank_bytes[r] < planned.rank_bytes[r] ? 1 : 0;
+    }
+  }
+  EXPECT_GT(below, 0);  // some rank takes op scratch: the bound is not trivially the plan
+}
+
 }  // namespace
 }  // namespace ustrain
