@@ -23,9 +23,9 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
       try {
         work(i);
       } catch (...) {
+        failed = true;  // first, so that the other threads stop taking work at once
         const std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
-        failed = true;
         return;
       }
       const std::lock_guard<std::mutex> lock(mutex);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 
 #include "core/plan/parallel_for.h"
@@ -40,6 +42,9 @@ TEST(PlanThreads, TheFirstFailureIsRethrownAndStopsTheRest) {
                    [&](std::size_t i) {
                      ++ran;
                      if (i == 3) throw std::runtime_error("refused");
+                     // Work that takes time, as a layout's plan does: the rest of the 1000
+                     // items would take a second, far longer than the failure takes to stop them.
+                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
                    },
                    {}),
                std::runtime_error);
