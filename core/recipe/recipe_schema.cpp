@@ -9,6 +9,7 @@
 namespace ustrain {
 namespace {
 
+// Each names what a key allows; the rest of Allowed stays at "anything".
 Allowed any_value() { return {}; }
 Allowed between(std::optional<Bound> lo, std::optional<Bound> hi) {
   Allowed a;
@@ -23,21 +24,14 @@ Allowed one_of(std::vector<std::string_view> choices) {
   a.choices = std::move(choices);
   return a;
 }
-Allowed plain_name() {
+Allowed flagged(bool Allowed::*flag) {
   Allowed a;
-  a.plain_name = true;
+  a.*flag = true;
   return a;
 }
-Allowed non_empty() {
-  Allowed a;
-  a.non_empty = true;
-  return a;
-}
-Allowed path_list() {
-  Allowed a;
-  a.list = true;
-  return a;
-}
+Allowed plain_name() { return flagged(&Allowed::plain_name); }
+Allowed non_empty() { return flagged(&Allowed::non_empty); }
+Allowed path_list() { return flagged(&Allowed::list); }
 
 ValueType field_type(FieldRef field) {
   return std::visit(Overloaded{[](std::int64_t*) { return ValueType::integer; },
