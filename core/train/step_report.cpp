@@ -323,7 +323,8 @@ void StepReport::log_step(std::int64_t step, const StepResult& r, const PhaseTim
     spdlog::info("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | MFU {:.1f}% "
                  "({:.1f}% at 12LdS) | data {:.1f} ms | elapsed {} | eta {}",
                  step, std::to_string(t.steps).size(), t.steps, r.loss, r.lr, r.grad_norm, n.tok_s, 100.0 * n.mfu,
-                 100.0 * n.mfu_full_window, 1e3 * step_timer.seconds(Phase::data), format_duration(n.elapsed), format_duration(eta));
+                 100.0 * n.mfu_full_window, 1e3 * step_timer.seconds(Phase::data), format_duration(n.elapsed),
+                 format_duration(eta));
   }
 }
 
