@@ -1,8 +1,9 @@
 # Every recipe in recipes/ passes `train --dry-run` on a small corpus (its data path and
-# tokenizer replaced), and a recipe whose header names the `ustrain plan` command its layout came
-# from still has the planner's choice: the best layout of that plan (made without the recipe's
-# [parallel] section, whose keys would confine the search to the recipe's own layout), or one
-# predicted within 1% of it (near-ties swap with small changes to the cost model).
+# tokenizer replaced); a recipe for H100s plans and fits as written; and a recipe whose header
+# names the `ustrain plan` command its layout came from still has the planner's choice: the
+# best layout of that plan (made without the recipe's [parallel] section, whose keys would
+# confine the search to the recipe's own layout), or one predicted within 1% of it (near-ties
+# swap with small changes to the cost model).
 source "$(dirname "$0")/lib/common.bash"
 
 # A byte-level corpus whose validation split holds a sequence of 8192 tokens.
@@ -16,6 +17,19 @@ for recipe in "$SOURCE_DIR"/recipes/*.toml; do
     --set data.path='"data"' --set data.tokenizer='"auto"'
   expect_output "^parameters: [0-9]+" "$name: prints its parameter count"
   sed -n '/^# resolved recipe/,/^parameters:/p' out.txt | sed '$d' >"$name.resolved.toml"
+  # A recipe for a GPU cluster plans on it as written: its own layout (its [parallel] keys fix
+  # the search) fits the devices its dimensions multiply to.
+  if grep -q -- '--gpu h100' "$recipe"; then
+    devices=$("$PYTHON" -c 'import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["parallel"]
+print(p["dp"] * p["tp"] * p["pp"] * p["cp"])' "$name.resolved.toml")
+    if "$USTRAIN" plan "$recipe" --gpus "$devices" --gpu h100 --json >"$name.own.json" 2>"$name.own.err" &&
+      "$PYTHON" -c 'import json, sys; assert json.load(open(sys.argv[1]))["layouts"][0]["fits"]' "$name.own.json"; then
+      pass "$name: its own layout plans and fits $devices H100s"
+    else
+      fail "$name: its own layout on $devices H100s"; cat "$name.own.err"
+    fi
+  fi
   # The plan command in the header, e.g. "#   ustrain plan recipes/x.toml --gpus 8 --gpu h100".
   plan=$(sed -n 's/^#   ustrain plan recipes\/[^ ]*\.toml \(--gpus [0-9]* --gpu [a-z0-9]*\)$/\1/p' "$recipe")
   [[ -n $plan ]] || continue
