@@ -15,7 +15,7 @@ times() { grep -o -- "$1" out.txt | wc -l; }
 [[ $(times '# resolved recipe') == 1 ]] && pass "the plan is printed once" \
   || fail "the plan is printed $(times '# resolved recipe') times"
 [[ $(times 'parameters: ') == 1 ]] && pass "as is each line of it" || fail "parameters printed $(times 'parameters: ') times"
-grep -q '^rank 1: ' out.txt && fail "rank 1 printed what rank 0 did" || pass "rank 1 says nothing rank 0 said"
+[[ $(times 'rank 1: ') == 0 ]] && pass "rank 1 says nothing rank 0 said" || fail "rank 1 printed what rank 0 did"
 
 # Rank 1 alone is held to one core: device.threads = the cores the others have warns on it only.
 cores=$(env -u OMP_NUM_THREADS nproc)  # nproc alone answers OMP_NUM_THREADS
@@ -23,7 +23,7 @@ if ((cores >= 2)); then
   expect_exit 0 "a warning only rank 1 sees" -- "${mpi[@]}" --bind-to none \
     -n 1 "$USTRAIN" train tiny.toml --dry-run --set device.threads="$cores" : \
     -n 1 taskset -c 0 "$USTRAIN" train tiny.toml --dry-run --set device.threads="$cores"
-  expect_output "^rank 1: # warning: device.threads = $cores, but this process may run on 1 core" \
+  expect_output "rank 1: # warning: device.threads = $cores, but this process may run on 1 core" \
     "rank 1 prints its warning with its number"
   [[ $(times 'warning: device.threads') == 1 ]] && pass "and nobody else does" \
     || fail "the warning appears $(times 'warning: device.threads') times"
