@@ -213,8 +213,9 @@ class Backend {
   // out (B, q.count, H Dh) fp32 and lse (B, H, q.count) fp32: the attention of query rows q
   // against key rows k under `mask` (kernels/attention_mask.h), whose kind is the block's:
   // causal, query row r of nq queries against nk keys sees key rows 0 .. r + nk - nq (the
-  // ranges end at the same position); none, every key. A window or document ids are refused
-  // (not implemented yet). A query row that sees no key gets out 0, lse -inf.
+  // ranges end at the same position); none, every key. A mask with a window or document ids is
+  // refused with an error naming the field (require_implemented_mask): no backend computes
+  // those masks. A query row that sees no key gets out 0, lse -inf.
   virtual void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                        AttentionMask mask, int n_heads, int n_kv_heads) = 0;
   // Merges a block's result into rows q of the running result acc (B, S, H Dh) fp32 with its

@@ -40,8 +40,8 @@ struct RingBlock {
 };
 // Rank `rank`'s blocks in ring order (step t meets the kv of rank - t) for local sequences of
 // `local_seq` tokens (two chunks) under the sub-layer's `mask`, whose first positions are
-// those of the sequence's start. Document ids at size > 1 are refused: the keys' ids would
-// have to travel with their blocks (not implemented yet).
+// those of the sequence's start. Document ids at size > 1 are refused with an error: the
+// keys' ids would have to travel around the ring with their blocks, which the ring does not do.
 std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq, const AttentionMask& mask);
 // Score entries (query, key) pairs one rank computes over a schedule, per sequence and head.
 std::int64_t score_entries(const std::vector<RingBlock>& schedule);
