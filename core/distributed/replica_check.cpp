@@ -65,9 +65,10 @@ void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend&
   // Every rank holds the same stores in the same order, so the gathers match.
   for (const auto& store : params.stores()) {
     ProcessGroup& group = replicas_of(*store, groups);
-    if (group.size() == 1 || store->sharding().shards_values()) continue;
+    const Tensor replicated = store->replicated_values();
+    if (group.size() == 1 || replicated.empty()) continue;
     backend.synchronize();
-    std::uint32_t mine = tensor_crc32(store->all_values(), backend);
+    std::uint32_t mine = tensor_crc32(replicated, backend);
     std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
     group.host()
         .all_gather(Tensor(all.data(), Shape{group.size()}, DType::u32), Tensor(&mine, Shape{1}, DType::u32))

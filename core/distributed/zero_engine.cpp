@@ -17,7 +17,8 @@ ZeroEngine::ZeroEngine(ParamStore& params, Backend& backend, Communicator& group
       group_(group),
       reduces_(group.size() > 1),
       overlap_(overlap),
-      zero_(group.size() > 1 ? params.sharding().zero : 0) {
+      zero_(group.size() > 1 ? params.sharding().zero : 0),
+      gathers_compute_copy_(params.shards_masters() && !params.sharding().shards_values()) {
   USTRAIN_ASSERT(params.sharding().parts == group.size() && params.sharding().rank == group.rank(),
                  "parameters are sharded for another group");
   const std::size_t units = params.units().size();
@@ -72,7 +73,7 @@ int ZeroEngine::start_gather(int unit, bool demanded) {
   if (s.unit >= 0) value_slot_of_[static_cast<std::size_t>(s.unit)] = -1;
   s.unit = unit;
   s.gathering = true;
-  s.work = group_.all_gather(slot_part(params_.value_slot(victim), unit), params_.chunk_of(ParamState::value, unit));
+  s.work = group_.all_gather(slot_part(params_.value_slot(victim), unit), params_.compute_chunk(unit));
   value_slot_of_[static_cast<std::size_t>(unit)] = victim;
   return victim;
 }
@@ -87,6 +88,7 @@ void ZeroEngine::drop_gathered() {
 }
 
 void ZeroEngine::acquire(int unit, bool backward) {
+  if (gathers_compute_copy_ && gathered_version_ != params_.values_version()) gather_compute_copy();
   if (!value_slots_.empty()) {
     int index = value_slot_of_[static_cast<std::size_t>(unit)];
     if (index < 0) index = start_gather(unit, /*demanded=*/true);
@@ -213,16 +215,19 @@ void ZeroEngine::optimizer_step(Optimizer& optimizer, const OptimizerStep& s) {
     drop_gathered();  // the next forward gathers the new values
     return;
   }
-  if (!params_.sharding().shards_optimizer()) return;
-  backend_.synchronize();
+  if (params_.sharding().shards_optimizer()) gather_compute_copy();
+}
+
+void ZeroEngine::gather_compute_copy() {
+  backend_.synchronize();  // the chunks are written before they leave
   std::vector<Work> gathers;
   for (std::size_t u = 0; u < params_.units().size(); ++u) {
     const int unit = static_cast<int>(u);
     if (params_.units()[u].length == 0) continue;
-    gathers.push_back(group_.all_gather(params_.unit_values(unit), params_.chunk_of(ParamState::value, unit)));
+    gathers.push_back(group_.all_gather(params_.unit_compute_values(unit), params_.compute_chunk(unit)));
   }
   wait_all(gathers);
-  params_.refresh_compute_copy(backend_);
+  gathered_version_ = params_.values_version();
 }
 
 }  // namespace ustrain

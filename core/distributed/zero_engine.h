@@ -6,12 +6,15 @@
 //            (core/distributed/gradient_reducer.h); every rank updates the whole model.
 //   stage 1  as each unit's gradients complete in the last micro-batch, they are
 //            reduce-scattered in place; each rank updates its chunk of every unit with its
-//            AdamW state, then the units are all-gathered.
+//            optimizer state, then the units are all-gathered: in mixed precision the
+//            compute copy (bf16 or fp16), whose chunk the update wrote from the rank's shard of
+//            the fp32 masters (core/model/param_store.h).
 //   stage 2  gradients are written into a few unit-sized buckets and reduce-scattered as each
 //            unit completes, into the rank's gradient shard. This happens in every
 //            micro-batch: the shard is all that persists of the gradients, so accumulation
 //            happens there.
-//   stage 3  values persist as shards too. Each unit is all-gathered into a buffer just before
+//   stage 3  values persist as shards too (in mixed precision the masters and the compute
+//            copy, whose units are gathered). Each unit is all-gathered into a buffer just before
 //            the model uses it (acquire) and may be overwritten once released; the engine
 //            learns the order in which the model acquires units (the next one after each pair
 //            of consecutive ones) and gathers the next one while the current one computes.
@@ -87,6 +90,8 @@ class ZeroEngine {
   using History = std::pair<Use, Use>;
 
   int start_gather(int unit, bool demanded);
+  // Stages 1, 2: every unit of the compute copy from the ranks' chunks.
+  void gather_compute_copy();
   void drop_gathered();
   int take_grad_slot();
   void complete(GradSlot& slot);
@@ -98,6 +103,11 @@ class ZeroEngine {
   const bool reduces_;  // more than one rank
   const bool overlap_;
   const int zero_;
+  // Mixed precision at stages 1, 2: the masters are sharded, so the compute copy is gathered
+  // after each update and after the store refreshed its chunks (initialise, load), before the
+  // model next uses a unit; gathered_version_ is the store's values_version() it last saw.
+  const bool gathers_compute_copy_;
+  std::uint64_t gathered_version_ = 0;
   std::unique_ptr<GradientReducer> reducer_;  // stage 0
   int micro_batches_ = 1;
   std::vector<int> backward_passes_;  // per unit, this step

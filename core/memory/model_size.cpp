@@ -38,7 +38,12 @@ ModelSize model_size(const Recipe& r) {
   const F tp = static_cast<F>(r.parallel.tp);
   const F parts = static_cast<F>(std::max<std::int64_t>(r.parallel.dp, 1) * r.parallel.cp);
   const std::int64_t zero = r.parallel.zero;
-  const F weights = 4 / (zero >= 3 ? parts : 1), grads = 4 / (zero >= 2 ? parts : 1);
+  // In mixed precision the fp32 masters are sharded with the moments, beside a 16-bit compute
+  // copy sharded with the values (core/model/param_store.h).
+  const bool mixed = r.train.precision != "fp32";
+  const F compute_copy = mixed ? 2 / (zero >= 3 ? parts : 1) : 0;
+  const F weights = 4 / (zero >= 3 || (mixed && zero >= 1) ? parts : 1) + compute_copy;
+  const F grads = 4 / (zero >= 2 ? parts : 1);
   const F moments = 8 / (zero >= 1 ? parts : 1);
   // The least any pipeline rank holds: its layers, and the vocabulary matrices on the first
   // and last stages.

@@ -14,8 +14,9 @@ namespace ustrain {
 struct ModelSize {
   long double parameters = 0;  // the whole model (model.vocab_size rows of embedding, once or twice)
   // At least what one rank holds of the training state: fp32 weights, gradients and both Adam
-  // moments (16 bytes per parameter) of the pipeline rank that holds least, split over tp and,
-  // by ZeRO stage, over dp * cp.
+  // moments (16 bytes per parameter; in bf16, fp16 and fp8 also a 2-byte compute copy) of the
+  // pipeline rank that holds least, split over tp and, by ZeRO stage, over dp * cp (in mixed
+  // precision the fp32 weights from stage 1 on).
   long double state_bytes_per_rank = 0;
   // Roughly what one micro-batch's activations and logits take (fp32), all tensor-parallel
   // ranks together.

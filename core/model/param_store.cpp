@@ -34,7 +34,6 @@ void ParamStore::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
                  "bad parameter sharding");
   USTRAIN_ASSERT(compute == DType::f32 || compute == DType::bf16 || compute == DType::f16,
                  std::string("parameters cannot compute in ") + dtype_name(compute));
-  USTRAIN_ASSERT(compute == DType::f32 || !sharding.shards_values(), "ZeRO-3 computes in fp32 only");
   registry_.seal();
   sharding_ = sharding;
   compute_ = compute;
@@ -74,16 +73,17 @@ void ParamStore::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
     return plan.add(plan_name(sharded ? std::string(name) + ".shard" : name), cat,
                     Shape{sharded ? shard_size() : flat_size_});
   };
-  values_h_ = flat("parameters", MemCategory::parameters, sharding_.shards_values());
+  values_h_ = flat("parameters", MemCategory::parameters, shards_masters());
   grads_h_ = flat("gradients", MemCategory::gradients, sharding_.shards_grads());
   m_h_ = flat("adam_m", MemCategory::optimizer, sharding_.shards_optimizer());
   v_h_ = flat("adam_v", MemCategory::optimizer, sharding_.shards_optimizer());
   value_slots_h_ = grad_slots_h_ = compute_h_ = -1;
-  if (compute_ != DType::f32)
-    compute_h_ = plan.add(plan_name("parameters.compute_copy"), MemCategory::parameters, Shape{flat_size_}, compute_);
+  if (compute_ != DType::f32)  // whole but at stage 3, whose units are gathered from it
+    compute_h_ = plan.add(plan_name(sharding_.shards_values() ? "parameters.compute_copy.shard" : "parameters.compute_copy"),
+                          MemCategory::parameters, Shape{sharding_.shards_values() ? shard_size() : flat_size_}, compute_);
   if (sharding_.shards_values())
     value_slots_h_ = plan.add(plan_name("zero.gathered_layers"), MemCategory::communication,
-                              Shape{kValueSlots, largest_unit()});
+                              Shape{kValueSlots, largest_unit()}, compute_);
   if (sharding_.shards_grads())
     grad_slots_h_ = plan.add(plan_name("zero.gradient_buckets"), MemCategory::communication,
                              Shape{kGradSlots, largest_unit()});
@@ -116,14 +116,14 @@ void ParamStore::bind(const PlannedMemory& mem) {
         const auto* base = static_cast<char*>(flat.data) + offset_[i] * static_cast<std::int64_t>(dtype_size(flat.dtype));
         return Tensor(const_cast<char*>(base), registry_.spec(p).local, flat.dtype, flat.device);
       };
-      registry_.set_value_view(p, sharding_.shards_values() ? Tensor() : at(compute_copy_.empty() ? values_ : compute_copy_));
+      registry_.set_value_view(p, sharding_.shards_values() ? Tensor() : at(computed()));
       registry_.set_grad_view(p, sharding_.shards_grads() ? Tensor() : at(grads_));
     }
   }
 }
 
 Tensor ParamStore::unit_values(int u) const {
-  USTRAIN_ASSERT(!sharding_.shards_values(), "values are sharded");
+  USTRAIN_ASSERT(!shards_masters(), "values are sharded");
   const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
   return range_of(values_, unit.begin, unit.length);
 }
@@ -132,6 +132,23 @@ Tensor ParamStore::unit_grads(int u) const {
   USTRAIN_ASSERT(!sharding_.shards_grads(), "gradients are sharded");
   const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
   return range_of(grads_, unit.begin, unit.length);
+}
+
+Tensor ParamStore::unit_compute_values(int u) const {
+  USTRAIN_ASSERT(!sharding_.shards_values(), "values are sharded");
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  return range_of(computed(), unit.begin, unit.length);
+}
+
+Tensor ParamStore::compute_chunk(int u) const {
+  const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  const std::int64_t c = unit.length / sharding_.parts;
+  return range_of(computed(), sharding_.shards_values() ? unit.shard_begin : unit.begin + sharding_.rank * c, c);
+}
+
+Tensor ParamStore::replicated_values() const {
+  if (sharding_.shards_values()) return {};
+  return shards_masters() ? compute_copy_ : values_;
 }
 
 Tensor ParamStore::stored(ParamState state) const {
@@ -146,7 +163,7 @@ Tensor ParamStore::stored(ParamState state) const {
 
 bool ParamStore::whole(ParamState state) const {
   switch (state) {
-    case ParamState::value: return !sharding_.shards_values();
+    case ParamState::value: return !shards_masters();
     case ParamState::grad: return !sharding_.shards_grads();
     default: return !sharding_.shards_optimizer();
   }
@@ -163,9 +180,11 @@ Tensor ParamStore::grad_chunk(int u) const { return chunk_of(ParamState::grad, u
 
 void ParamStore::point_unit(int u, const Tensor& buffer, bool values) {
   const ParamUnit& unit = units_.at(static_cast<std::size_t>(u));
+  USTRAIN_ASSERT(buffer.dtype == (values ? compute_ : DType::f32), "a unit buffer of the wrong dtype");
   for (int p : unit.params) {
     const auto i = static_cast<std::size_t>(p);
-    const Tensor view(buffer.f32() + (offset_[i] - unit.begin), registry_.spec(p).local, DType::f32, buffer.device);
+    const Tensor view(range_of(buffer, offset_[i] - unit.begin, 0).data, registry_.spec(p).local, buffer.dtype,
+                      buffer.device);
     if (values) registry_.set_value_view(p, view);
     else registry_.set_grad_view(p, view);
   }
@@ -233,10 +252,9 @@ std::vector<OptimizerSegment> ParamStore::optimizer_segments() const {
       const std::int64_t a = std::max(begin, decay ? unit.begin : unit.decay_end);
       const std::int64_t b = std::min(begin + c, decay ? unit.decay_end : unit.begin + unit.length);
       if (a >= b) continue;
-      out.push_back({decay, view(values_, sharding_.shards_values(), a, b - a),
-                     view(grads_, sharding_.shards_grads(), a, b - a), view(m_, sharded, a, b - a),
-                     view(v_, sharded, a, b - a),
-                     sharded || compute_copy_.empty() ? Tensor() : range_of(compute_copy_, a, b - a)});
+      out.push_back({decay, view(values_, shards_masters(), a, b - a), view(grads_, sharding_.shards_grads(), a, b - a),
+                     view(m_, sharded, a, b - a), view(v_, sharded, a, b - a),
+                     compute_copy_.empty() ? Tensor() : view(compute_copy_, sharding_.shards_values(), a, b - a)});
     }
   }
   return out;
@@ -256,10 +274,10 @@ std::vector<OptimizerPiece> ParamStore::optimizer_pieces() const {
       const std::int64_t a = std::max(first, begin);
       const std::int64_t b = std::min(first + registry_.spec(p).box.numel(), begin + c);
       if (a >= b) continue;
-      out.push_back({p, a - first, b - first, view(values_, sharding_.shards_values(), a, b - a),
+      out.push_back({p, a - first, b - first, view(values_, shards_masters(), a, b - a),
                      view(grads_, sharding_.shards_grads(), a, b - a), view(m_, sharded, a, b - a),
                      view(v_, sharded, a, b - a),
-                     sharded || compute_copy_.empty() ? Tensor() : range_of(compute_copy_, a, b - a)});
+                     compute_copy_.empty() ? Tensor() : view(compute_copy_, sharding_.shards_values(), a, b - a)});
     }
   }
   return out;
@@ -310,7 +328,17 @@ void ParamStore::initialise(Backend& backend, std::uint64_t seed) const {
 }
 
 void ParamStore::refresh_compute_copy(Backend& backend) const {
-  if (!compute_copy_.empty()) backend.convert(compute_copy_, values_);
+  if (compute_copy_.empty()) return;
+  ++values_version_;
+  if (!shards_masters() || sharding_.shards_values()) {  // the copy is as whole as the masters
+    backend.convert(compute_copy_, values_);
+    return;
+  }
+  for (const ParamUnit& unit : units_) {  // this rank's chunk of each unit of the whole copy
+    const std::int64_t c = unit.length / sharding_.parts;
+    if (c > 0)
+      backend.convert(range_of(compute_copy_, unit.begin + sharding_.rank * c, c), range_of(values_, unit.shard_begin, c));
+  }
 }
 
 }  // namespace ustrain

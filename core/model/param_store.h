@@ -15,9 +15,11 @@
 //   stage 2             Psi         Psi / N     2 Psi / N     (+ gradient buckets)
 //   stage 3             Psi / N     Psi / N     2 Psi / N     (+ gathered layers)
 // In mixed precision the model computes with a copy of the values in its compute dtype (bf16
-// or fp16, Psi elements more in `parameters`); the stored fp32 values are the master weights
-// that the optimizer updates and checkpoints hold, and refresh_compute_copy() rewrites the
-// copy after they change.
+// or fp16: Psi 16-bit elements, Psi / N at stage 3); the stored fp32 values are the master
+// weights that the optimizer updates and checkpoints hold, sharded with the optimizer state
+// from stage 1 on (Psi / N). The optimizer writes its part of the copy as it updates the
+// masters, and the data-parallel engine all-gathers the copy (stages 1, 2) or its units as the
+// model uses them (stage 3), in the compute dtype.
 // With sharded values or gradients, a unit's value and gradient views point into
 // communication buffers that a data-parallel engine binds while the unit is in use
 // (bind_unit_values, bind_unit_grads); the model reads the views at each call.
@@ -41,6 +43,9 @@ struct ParamSharding {
   bool shards_optimizer() const { return zero >= 1 && parts > 1; }
   bool shards_grads() const { return zero >= 2 && parts > 1; }
   bool shards_values() const { return zero >= 3 && parts > 1; }
+  // The stored (master) values: sharded with the values, or in mixed precision with the
+  // optimizer state (the model then computes with its own copy).
+  bool shards_masters(DType compute) const { return shards_values() || (compute != DType::f32 && shards_optimizer()); }
 };
 
 // A unit's place in the flat index space.
@@ -67,8 +72,8 @@ struct ParamPiece {
 struct OptimizerSegment {
   bool decay = true;
   Tensor value, grad, m, v;
-  // The same range of the compute copy, where the store has one and this rank holds all of
-  // it (no ZeRO sharding of the optimizer): the update rewrites it in the same pass.
+  // The same range of the compute copy, where the store has one: the update rewrites it in
+  // the same pass.
   Tensor compute_copy;
 };
 
@@ -91,13 +96,17 @@ class ParamStore {
   SyncGroup group() const { return group_; }
   const ParamRegistry& registry() const { return registry_; }
   // Adds values, gradients, moments, the compute copy (when `compute` is not f32) and (for
-  // sharded stages) communication buffers to the plan. ZeRO-3 computes in fp32 only.
+  // sharded stages) communication buffers to the plan.
   void plan(MemoryPlan& plan, ParamSharding sharding = {}, DType compute = DType::f32);
   void bind(const PlannedMemory& mem);
   DType compute_dtype() const { return compute_; }
-  // After the stored values change (initialise, load, optimizer step): rewrites the compute
-  // copy from them. Does nothing when the model computes in fp32.
+  bool shards_masters() const { return sharding_.shards_masters(compute_); }
+  // After the stored values change (initialise, load): rewrites the compute copy from them
+  // (with sharded masters at stages 1 and 2, this rank's chunks of it: the engine gathers the
+  // rest before the next use) and advances values_version(). Does nothing in fp32.
   void refresh_compute_copy(Backend& backend) const;
+  // Counts the refreshes, so that an engine knows when the copy needs gathering.
+  std::uint64_t values_version() const { return values_version_; }
 
   const ParamSharding& sharding() const { return sharding_; }
   const std::vector<ParamUnit>& units() const { return units_; }
@@ -110,20 +119,30 @@ class ParamStore {
   // Gradient storage between steps: the whole flat gradient, or this rank's shard of it
   // (stages 2 and 3). Padding is zero.
   Tensor all_grads() const { return grads_; }
-  // Stored values: the whole flat index space, or this rank's shard (stage 3).
+  // Stored values: the whole flat index space, or this rank's shard (shards_masters()).
   Tensor all_values() const { return values_; }
   // Unit u's range of the whole values / gradients (stages that store them whole).
   Tensor unit_values(int u) const;
   Tensor unit_grads(int u) const;
+  // What the model computes with (the compute copy, or in fp32 the values): unit u's range of
+  // it (stages 0-2, where it is whole), and this rank's chunk of unit u in it, what the
+  // all-gathers of stages 1-3 send.
+  Tensor unit_compute_values(int u) const;
+  Tensor compute_chunk(int u) const;
+  // What every rank of the group holds the same between steps: the stored values, or, with
+  // masters sharded at stages 1 and 2, the gathered compute copy; empty at stage 3.
+  Tensor replicated_values() const;
   // This rank's chunk of unit u in the stored values / gradients / moments (whole or shard).
   Tensor chunk_of(ParamState state, int u) const;
   Tensor grad_chunk(int u) const;
 
-  // Points the views of unit u's parameters into `unit_buffer` (ParamUnit::length floats),
-  // laid out like the flat index space. For sharded values (stage 3) and gradients (2, 3).
+  // Points the views of unit u's parameters into `unit_buffer` (ParamUnit::length elements: the
+  // compute dtype's for values, floats for gradients), laid out like the flat index space. For
+  // sharded values (stage 3) and gradients (2, 3).
   void bind_unit_values(int u, const Tensor& unit_buffer);
   void bind_unit_grads(int u, const Tensor& unit_buffer);
-  // Communication buffers planned for the sharded stages: `slots` buffers of largest_unit().
+  // Communication buffers planned for the sharded stages: `slots` buffers of largest_unit()
+  // elements (values in the compute dtype, gradients in fp32).
   Tensor value_slot(int i) const;
   Tensor grad_slot(int i) const;
   static constexpr int kValueSlots = 3;  // two layers in use (a tied head) plus one prefetched
@@ -153,6 +172,7 @@ class ParamStore {
 
  private:
   Tensor stored(ParamState state) const;
+  Tensor computed() const { return compute_copy_.empty() ? values_ : compute_copy_; }
   bool whole(ParamState state) const;
   std::vector<ParamPiece> pieces(ParamState state, bool chunk_only, bool owned_only) const;
   void point_unit(int u, const Tensor& buffer, bool values);
@@ -167,6 +187,7 @@ class ParamStore {
   DType compute_ = DType::f32;
   int values_h_ = -1, grads_h_ = -1, m_h_ = -1, v_h_ = -1, value_slots_h_ = -1, grad_slots_h_ = -1, compute_h_ = -1;
   Tensor values_, grads_, m_, v_, value_slots_, grad_slots_, compute_copy_;
+  mutable std::uint64_t values_version_ = 0;
 };
 
 }  // namespace ustrain

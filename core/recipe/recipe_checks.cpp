@@ -341,13 +341,6 @@ void check_build_support(const Recipe& r, const Origins& at) {
          "(ZeRO 0 or 1); set parallel.zero = 1, or train.precision = \"bf16\"",
          at.of({"train.precision", "parallel.zero"}), p.zero);
   }
-  // ZeRO-3 shards the weights the GEMMs read; its gathered copies are fp32 only so far. With dp
-  // unset (0) the rule waits for the launch (check_recipe asks again).
-  if (p.zero >= 3 && p.dp * p.cp > 1 && r.train.precision != "fp32") {
-    fail("{}: parallel.zero = {} with train.precision = \"{}\": ZeRO-3 computes in fp32 only in this build; set "
-         "parallel.zero to 2 or less, or train.precision = \"fp32\"",
-         at.of({"parallel.zero", "train.precision"}), p.zero, r.train.precision);
-  }
 }
 
 }  // namespace

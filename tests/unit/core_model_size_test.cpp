@@ -53,20 +53,22 @@ TEST(ModelSize, EachPipelineRankHoldsWhatItsGeometryCounts) {
 }
 
 TEST(ModelSize, TheStateBoundIsAtMostWhatTheRankPlans) {
-  for (int tp : {1, 2})
-    for (int zero = 0; zero <= 3; ++zero) {
-      SCOPED_TRACE(testing::Message() << "tp " << tp << ", ZeRO stage " << zero);
-      const Recipe r = recipe({"parallel.tp=" + std::to_string(tp), "parallel.dp=2", "parallel.zero=" +
-                               std::to_string(zero)});
-      const ModelGeometry geometry = ModelGeometry::of(r.model, ModelSplit{tp, 0, r.parallel.sp}, 16);
-      LlamaModel model(r.model, geometry, 2, Recompute::none);
-      MemoryPlan plan;
-      plan_model(model, plan, ParamSharding{2, 0, zero});
-      const std::size_t state = plan.bytes(MemCategory::parameters) + plan.bytes(MemCategory::gradients) +
-                                plan.bytes(MemCategory::optimizer);
-      EXPECT_LE(model_size(r).state_bytes_per_rank, static_cast<long double>(state));
-      EXPECT_GT(model_size(r).state_bytes_per_rank, 0.8L * static_cast<long double>(state));
-    }
+  for (const char* precision : {"fp32", "bf16"})
+    for (int tp : {1, 2})
+      for (int zero = 0; zero <= 3; ++zero) {
+        SCOPED_TRACE(testing::Message() << precision << ", tp " << tp << ", ZeRO stage " << zero);
+        const Recipe r = recipe({"parallel.tp=" + std::to_string(tp), "parallel.dp=2", "parallel.zero=" +
+                                 std::to_string(zero), std::string("train.precision=") + precision});
+        const ModelGeometry geometry = ModelGeometry::of(r.model, ModelSplit{tp, 0, r.parallel.sp}, 16);
+        LlamaModel model(r.model, geometry, 2, Recompute::none,
+                         std::string(precision) == "bf16" ? DType::bf16 : DType::f32);
+        MemoryPlan plan;
+        plan_model(model, plan, ParamSharding{2, 0, zero});
+        const std::size_t state = plan.bytes(MemCategory::parameters) + plan.bytes(MemCategory::gradients) +
+                                  plan.bytes(MemCategory::optimizer);
+        EXPECT_LE(model_size(r).state_bytes_per_rank, static_cast<long double>(state));
+        EXPECT_GT(model_size(r).state_bytes_per_rank, 0.8L * static_cast<long double>(state));
+      }
 }
 
 TEST(ModelSize, FitsPlanningUnlessBeyondAnyMachine) {
