@@ -3,7 +3,9 @@
 // two experts (rank % 2), reduced over the two ranks that hold the same expert ({0, 2} and
 // {1, 3}: a stand-in for the expert-gradient group). For every ZeRO stage each store must
 // reduce over its own group only, shard over its own group's size, take the AdamW step a
-// single process would take, and checkpoint and load back whatever the other store does.
+// single process would take, and checkpoint and load back whatever the other store does. In
+// bf16 the fp32 masters are sharded from stage 1 on and the model must see them rounded to
+// bf16 after the step and after a load (the engine gathers the 16-bit copy).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -34,7 +36,7 @@ struct Params {
   MemoryPlan plan;
   std::unique_ptr<PlannedMemory> memory;
 
-  Params(int rank, const ParamShardings& sharding) {
+  Params(int rank, const ParamShardings& sharding, DType compute = DType::f32) {
     ParamRegistry& reg = params.registry();
     for (int l = 0; l < 2; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
@@ -51,7 +53,7 @@ struct Params {
     reg.place(w, TpLayout::replicated, Shape{kExpertRows, kD}, {expert * kExpertRows, 0}, Shape{kExpertRows, kD},
               false, true);
     reg.place(g, TpLayout::replicated, Shape{1, kD}, {expert, 0}, Shape{1, kD}, false, true);
-    params.plan(plan, sharding);
+    params.plan(plan, sharding, compute);
     memory = std::make_unique<PlannedMemory>(plan, *backend);
     params.bind(*memory);
     params.initialise(*backend, 3);
@@ -108,8 +110,32 @@ void expect_matches(const ModelParams& params, const ModelParams& reference, Par
   EXPECT_GT(compared, 0);
 }
 
-void check_stage(int zero) {
-  SCOPED_TRACE("ZeRO stage " + std::to_string(zero));
+// What the model computes with while each unit is acquired against the reference's (fp32)
+// masters rounded to 16 bits: within bf16's rounding of values that agree to 1e-6.
+void expect_compute_copy(ModelParams& params, ParamUseHooks& hooks, const ModelParams& reference, Backend& backend) {
+  std::int64_t compared = 0;
+  for (UnitId unit : {UnitId::layer(0), UnitId::layer(1), UnitId::experts(0)}) {
+    hooks.acquire(unit, false);
+    for (std::size_t i = 0; i < params.specs().size(); ++i) {
+      if (params.specs()[i].unit != unit) continue;
+      const Tensor view = params[static_cast<int>(i)].value, master = reference[static_cast<int>(i)].value;
+      ASSERT_EQ(view.dtype, DType::bf16);
+      std::vector<float> seen(static_cast<std::size_t>(view.numel()));
+      backend.convert(Tensor(seen.data(), view.shape), view);
+      for (std::int64_t e = 0; e < view.numel(); ++e, ++compared) {
+        const float want = master.f32()[e];
+        ASSERT_NEAR(seen[static_cast<std::size_t>(e)], want, 1e-6 + std::abs(want) / 256)
+            << params.specs()[i].name << " element " << e;
+      }
+    }
+    hooks.release(unit);
+  }
+  EXPECT_GT(compared, 0);
+}
+
+void check_stage(int zero, DType compute = DType::f32) {
+  SCOPED_TRACE("ZeRO stage " + std::to_string(zero) + " in " + dtype_name(compute));
+  const bool mixed = compute != DType::f32;
   World& world = mpi_test::world();
   ASSERT_EQ(world.size(), kRanks);
   const int rank = world.rank();
@@ -117,7 +143,7 @@ void check_stage(int zero) {
   const std::vector<int> experts_group{rank % kExperts, rank % kExperts + kExperts};
   ProcessGroup experts("experts", world.communicator(experts_group, "experts"));
   const ParamShardings sharding{ParamSharding{kRanks, rank, zero}, ParamSharding{2, rank / kExperts, zero}};
-  Params p(rank, sharding);
+  Params p(rank, sharding, compute);
 
   // Each store is laid out and sharded by its own group.
   ASSERT_EQ(p.params.stores().size(), 2u);
@@ -128,11 +154,12 @@ void check_stage(int zero) {
   EXPECT_EQ(dense.flat_size() % (kRanks * 64), 0);
   EXPECT_EQ(expert.flat_size() % (2 * 64), 0);
   EXPECT_EQ(expert.shard_size(), expert.flat_size() / 2);
-  const std::string values_entry = zero >= 3 ? "experts.parameters.shard" : "experts.parameters";
+  const std::string values_entry =
+      zero >= 3 || (mixed && zero >= 1) ? "experts.parameters.shard" : "experts.parameters";
   std::int64_t planned = -1;
   for (const PlanEntry& e : p.plan.entries())
     if (e.name == values_entry) planned = e.shape.numel();
-  EXPECT_EQ(planned, zero >= 3 ? expert.flat_size() / 2 : expert.flat_size());
+  EXPECT_EQ(planned, zero >= 3 || (mixed && zero >= 1) ? expert.flat_size() / 2 : expert.flat_size());
 
   // Gradients reduce over each store's own group.
   ParamEngines engines(p.params, *p.backend,
@@ -169,6 +196,7 @@ void check_stage(int zero) {
     }
   expect_matches(p.params, single.params, ParamState::value);
   expect_matches(p.params, single.params, ParamState::adam_m);
+  if (mixed) expect_compute_copy(p.params, engines, single.params, *p.backend);
 
   // A checkpoint saved by both stores loads into another sharding of each.
   const auto leader_pid = static_cast<long>(everyone.sum(rank == 0 ? static_cast<double>(getpid()) : 0.0));
@@ -188,12 +216,21 @@ void check_stage(int zero) {
     ASSERT_TRUE(writer.save(p.params, *p.backend, {1, 0, 0, 0, "", 1.0, {}}).has_value());
     writer.wait();
   }
-  Params reloaded(rank, ParamShardings{ParamSharding{kRanks, rank, 3 - zero}, ParamSharding{}});
+  // The mixed-precision reload keeps the expert store sharded: its copy is gathered too.
+  const ParamSharding reloaded_experts = mixed ? ParamSharding{2, rank / kExperts, 1} : ParamSharding{};
+  Params reloaded(rank, ParamShardings{ParamSharding{kRanks, rank, 3 - zero}, reloaded_experts}, compute);
   load_model_state(CheckpointReader(root + "/step-00000001"), reloaded.params, *reloaded.backend,
                    /*with_optimizer=*/true);
   expect_matches(reloaded.params, single.params, ParamState::value);
   expect_matches(reloaded.params, single.params, ParamState::adam_m);
   expect_matches(reloaded.params, single.params, ParamState::adam_v);
+  if (mixed) {
+    ParamEngines reloaded_engines(
+        reloaded.params, *reloaded.backend,
+        [&](SyncGroup g) -> Communicator& { return g == SyncGroup::dense ? everyone.host() : experts.host(); },
+        /*bucket_bytes=*/1024);
+    expect_compute_copy(reloaded.params, reloaded_engines, single.params, *reloaded.backend);
+  }
   everyone.sum(0.0);  // every rank has read before the leader removes the directory
   if (rank == 0) std::filesystem::remove_all(root);
 }
@@ -202,6 +239,9 @@ TEST(ParamStores, Stage0) { check_stage(0); }
 TEST(ParamStores, Stage1) { check_stage(1); }
 TEST(ParamStores, Stage2) { check_stage(2); }
 TEST(ParamStores, Stage3) { check_stage(3); }
+TEST(ParamStores, Stage1InBf16) { check_stage(1, DType::bf16); }
+TEST(ParamStores, Stage2InBf16) { check_stage(2, DType::bf16); }
+TEST(ParamStores, Stage3InBf16) { check_stage(3, DType::bf16); }
 
 }  // namespace
 }  // namespace ustrain
