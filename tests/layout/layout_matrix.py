@@ -82,7 +82,8 @@ MODELS = {"dense": [], "moe": MOE,
           "dense-bf16": ["train.precision=bf16"], "dense-fp16": ["train.precision=fp16"],
           "dense-fp8": ["train.precision=fp8"],
           # Muon on the hidden layers' matrices (AdamW on the rest), gathered whole under ZeRO.
-          "muon": ["optim.name=muon"], "moe-muon": MOE + ["optim.name=muon"]}
+          "muon": ["optim.name=muon"], "moe-muon": MOE + ["optim.name=muon"],
+          "muon-bf16": ["optim.name=muon", "train.precision=bf16"]}
 
 # In bf16 and fp16 (the CPU's model of the GPU's numerics) the layouts also round differently:
 # under tp each rank's partial sums of the row-parallel GEMMs are rounded to 16 bits before the
@@ -97,7 +98,8 @@ MODELS = {"dense": [], "moe": MOE,
 # boundary, a rare event the loss averages: bf16's u/4 holds (measured: tp2 0.036u, dp2 0.004u).
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
 TOLERANCES = {"dense-bf16": UNIT_ROUNDOFF["bf16"] / 4, "dense-fp16": UNIT_ROUNDOFF["fp16"] / 4,
-              "dense-fp8": UNIT_ROUNDOFF["bf16"] / 4}
+              "dense-fp8": UNIT_ROUNDOFF["bf16"] / 4,
+              "muon-bf16": UNIT_ROUNDOFF["bf16"] / 4}
 
 WORDS = ("the quick brown fox jumps over lazy dog and cat sat on mat while rain fell in spain plains every "
          "morning birds sing songs of hope under bright sky").split()
