@@ -10,7 +10,7 @@ void AdamW::update(const ParamStore& store, Communicator& group, const Optimizer
   for (const OptimizerSegment& seg : store.optimizer_segments())
     ranges.push_back({seg.value, seg.grad, seg.m, seg.v, seg.decay ? static_cast<float>(optim_.weight_decay) : 0.0f,
                       seg.compute_copy});
-  update_ranges(ranges, s);  // unsharded: the segments' compute copies are rewritten too
+  update_ranges(ranges, s);  // the segments' compute copies (mixed precision) are rewritten too
 }
 
 void AdamW::update_ranges(std::span<const AdamWTensors> ranges, const OptimizerStep& s) {

@@ -24,8 +24,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual const char* name() const = 0;
   // Updates the stored values this rank updates of `store` (ParamStore::optimizer_segments:
-  // every unit, or this rank's chunks under ZeRO) from the reduced gradients, and the compute
-  // copy of what it updates whole. `group` is the store's sync group.
+  // every unit, or this rank's chunks under ZeRO) from the reduced gradients, and the same
+  // ranges of the compute copy in mixed precision (the engine gathers the rest). `group` is
+  // the store's sync group.
   virtual void update(const ParamStore& store, Communicator& group, const OptimizerStep& s) = 0;
 };
 
