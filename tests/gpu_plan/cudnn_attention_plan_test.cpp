@@ -108,7 +108,7 @@ TEST_P(CudnnAttentionPlan, ReachesAPlanForAnH100) {
   ASSERT_TRUE(c.shape.error.empty()) << c.shape.error;
   const std::string what = c.shape.name + " " + dims_text(c.shape.dims) + " " + dtype_name(c.act);
   // The backend offers cuDNN exactly these shapes; a trained shape outside them would quietly
-  // run the fallback kernel.
+  // run our kernel.
   ASSERT_EQ(cudnn_unsupported_reason(c.shape.dims, c.act), "") << what;
 
   const AttentionGraph graph = build(h100_, c.shape.dims, c.act, c.pass);
