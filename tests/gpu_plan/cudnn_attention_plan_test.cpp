@@ -59,7 +59,8 @@ Shape recipe_shape(const std::string& name, const std::string& recipe) {
 
 std::vector<Shape> trained_shapes() {
   return {
-      // tests/gpu/gpu_matmul_ops_test.cpp's attention cases that cuDNN should take (B, S, H, Hkv, Dh).
+      // tests/gpu/gpu_matmul_ops_test.cpp's attention cases that cuDNN should take (B, S, H, Hkv, Dh);
+      // the first is also gpu_self_attention_test.cpp's causal self block that cuDNN takes.
       {"gpu_test_gqa", {2, 128, 8, 2, 64}, ""},
       {"gpu_test_long", {1, 1024, 8, 2, 64}, ""},
       {"gpu_test_odd", {1, 77, 4, 2, 40}, ""},
