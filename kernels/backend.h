@@ -194,28 +194,22 @@ class Backend {
   // The inverse rotation, in place on the gradient dqkv (B, S, W).
   virtual void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) = 0;
 
-  // ---- causal grouped-query attention, softmax scale 1/sqrt(head_dim) ----
-  // qkv (B, S, (H + 2 * Hkv) * Dh) -> out (B, S, H * Dh); lse (B, H, S) saved.
-  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) = 0;
-  // dqkv (B, S, (H + 2 * Hkv) * Dh) overwritten.
-  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
-                                  int n_heads, int n_kv_heads) = 0;
-
-  // ---- attention over blocks of the sequence (context parallelism) ----
-  // A rank that holds part of every sequence meets the key/value blocks of the other parts one
-  // at a time (parallel/ring_attention.h) and merges the partial results by their
-  // log-sum-exp. Queries come as rows of qkv (B, Sq, W), keys and values packed as kv
-  // (B, Skv, 2 Hkv Dh) = [k heads | v heads]; a block is a range of rows of each. Results and
-  // gradient sums are fp32 whatever the activations' dtype.
+  // ---- attention: one op family, over blocks of the sequence ----
+  // Grouped-query attention, softmax scale 1/sqrt(Dh), of a block: a range of query rows of
+  // qkv (B, Sq, W) against a range of key rows, under a mask (kernels/attention_mask.h). The
+  // keys and values of a block are either packed, kv (B, Skv, 2 Hkv Dh) = [k heads | v heads]
+  // (context parallelism's ring meets them one block at a time and merges the partial results
+  // by their log-sum-exp, parallel/ring_attention.h; decoding reads its cache), or, with kv
+  // empty, qkv's own k and v columns: a self block, as the whole sequence on one rank is.
   //
   // kv (B, S, 2 Hkv Dh) = the k and v columns of every row of qkv (B, S, W).
   virtual void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) = 0;
-  // out (B, q.count, H Dh) fp32 and lse (B, H, q.count) fp32: the attention of query rows q
-  // against key rows k under `mask` (kernels/attention_mask.h), whose kind is the block's:
-  // causal, query row r of nq queries against nk keys sees key rows 0 .. r + nk - nq (the
-  // ranges end at the same position); none, every key. A mask with a window or document ids is
-  // refused with an error naming the field (require_implemented_mask): no backend computes
-  // those masks. A query row that sees no key gets out 0, lse -inf.
+  // out (B, q.count, H Dh) and lse (B, H, q.count) fp32: the attention of query rows q against
+  // key rows k under `mask`, whose kind is the block's: causal, query row r of nq queries
+  // against nk keys sees key rows 0 .. r + nk - nq (the ranges end at the same position);
+  // none, every key. out is fp32, or for a self block in qkv's dtype too. A mask with a window
+  // or document ids is refused with an error naming the field (require_implemented_mask): no
+  // backend computes those masks. A query row that sees no key gets out 0, lse -inf.
   virtual void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                        AttentionMask mask, int n_heads, int n_kv_heads) = 0;
   // Merges a block's result into rows q of the running result acc (B, S, H Dh) fp32 with its
@@ -223,8 +217,9 @@ class Backend {
   // block_out (B, q.count, H Dh), block_lse (B, H, q.count).
   virtual void attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) = 0;
   // The backward of one block from the merged result of all of qkv's queries: out and dout
-  // (B, Sq, H Dh), lse (B, H, Sq). dq (B, Sq, H Dh) fp32 += at rows q; dkv (B, Skv, 2 Hkv Dh)
-  // fp32 += at rows k.
+  // (B, Sq, H Dh), lse (B, H, Sq). Packed keys: dq (B, Sq, H Dh) fp32 += at rows q and dkv
+  // (B, Skv, 2 Hkv Dh) fp32 += at rows k. A self block of the whole sequence (q and k every
+  // row): dq is dqkv (B, Sq, W), in qkv's dtype or fp32, overwritten; dkv empty.
   virtual void attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
                                         SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                         int n_kv_heads) = 0;

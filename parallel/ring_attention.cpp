@@ -1,7 +1,6 @@
 #include "parallel/ring_attention.h"
 
 #include <chrono>
-#include <string>
 
 namespace ustrain {
 namespace {
@@ -22,14 +21,6 @@ Tensor stats_as(const Tensor& buffer, std::int64_t batch, std::int64_t heads, st
 std::int64_t position_of(ContextSplit split, std::int64_t seq_len, std::int64_t row) {
   const std::array<SeqRange, 2> runs = split.runs(seq_len);
   return row < runs[0].count ? runs[0].begin + row : runs[1].begin + row - runs[0].count;
-}
-
-// The whole-sequence op serves cp = 1, and it implements only the plain causal mask.
-void require_whole_sequence_mask(const AttentionMask& mask, const char* op) {
-  require_implemented_mask(mask, op);
-  USTRAIN_ASSERT(mask.kind == AttentionMask::Kind::causal,
-                 std::string(op) + ": the whole-sequence op implements only the causal mask, not " +
-                     mask_kind_name(mask.kind));
 }
 
 }  // namespace
@@ -83,13 +74,13 @@ void RingAttention::wait(std::vector<Work>& works, double& seconds) {
 
 void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, const AttentionMask& mask, int n_heads,
                             int n_kv_heads, const RingBuffers& buf) {
-  if (size() == 1) {
-    require_whole_sequence_mask(mask, "attention_forward");
-    be.attention_forward(out, lse, qkv, n_heads, n_kv_heads);
-    return;
-  }
   const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
   const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S, mask);
+  if (size() == 1) {  // the whole sequence is one block of its own keys: nothing packed or merged
+    const RingBlock& b = blocks.front();
+    be.attention_block_forward(out, lse, qkv, b.q, Tensor(), b.k, b.mask, n_heads, n_kv_heads);
+    return;
+  }
   // The running result: out itself in fp32, else fp32 scratch converted at the end.
   const Tensor acc = out.dtype == DType::f32 ? out : rows_as(buf.acc, B, S);
   const std::array<Tensor, 2> kv{rows_as(buf.kv[0], B, S), rows_as(buf.kv[1], B, S)};
@@ -113,13 +104,13 @@ void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, con
 
 void RingAttention::backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                              const AttentionMask& mask, int n_heads, int n_kv_heads, const RingBuffers& buf) {
-  if (size() == 1) {
-    require_whole_sequence_mask(mask, "attention_backward");
-    be.attention_backward(dqkv, dout, qkv, out, lse, n_heads, n_kv_heads);
-    return;
-  }
   const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
   const std::vector<RingBlock> blocks = ring_schedule(rank(), size(), S, mask);
+  if (size() == 1) {  // one block: its gradient is dqkv's, written in place
+    const RingBlock& b = blocks.front();
+    be.attention_block_backward(dqkv, Tensor(), dout, qkv, b.q, Tensor(), b.k, out, lse, b.mask, n_heads, n_kv_heads);
+    return;
+  }
   const std::array<Tensor, 2> kv{rows_as(buf.kv[0], B, S), rows_as(buf.kv[1], B, S)};
   const std::array<Tensor, 2> dkv{rows_as(buf.dkv[0], B, S), rows_as(buf.dkv[1], B, S)};
   const Tensor dq = rows_as(buf.dq, B, S);

@@ -18,7 +18,8 @@
 // previous rank (one batched send/receive), and merges the partial results by log-sum-exp.
 // Backward: the kv blocks go around again, each with the fp32 partial sum of its dk/dv, which
 // every rank adds its share to before passing it on; after C steps each sum is back home.
-// At cp = 1 the whole-sequence op runs, nothing is copied.
+// At cp = 1 the schedule is one block, the whole sequence against its own keys (a self block,
+// kernels/backend.h): one call, nothing copied, nothing merged.
 #pragma once
 
 #include <array>
@@ -68,11 +69,10 @@ class RingAttention {
   ContextSplit split() const { return {size(), rank()}; }
 
   // The attention under `mask` of this rank's queries in qkv (B, S, W) against the whole
-  // sequence: out (B, S, H Dh), lse (B, H, S) fp32 (as Backend::attention_forward at cp = 1,
-  // which takes only the plain causal mask).
+  // sequence: out (B, S, H Dh), lse (B, H, S) fp32.
   void forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, const AttentionMask& mask, int n_heads,
                int n_kv_heads, const RingBuffers& buf);
-  // dqkv (B, S, W) overwritten (as Backend::attention_backward at cp = 1).
+  // dqkv (B, S, W) overwritten.
   void backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, const AttentionMask& mask,
                 int n_heads, int n_kv_heads, const RingBuffers& buf);
 

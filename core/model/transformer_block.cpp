@@ -1,17 +1,18 @@
 #include "core/model/transformer_block.h"
 
 #include "core/model/dense_mlp.h"
+#include "core/model/grouped_query_attention.h"
 #include "core/model/moe_mlp.h"
 
 namespace ustrain {
 
 TransformerBlock::TransformerBlock(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo,
                                    ParamRegistry& params)
-    : unit_(unit), geo_(geo), attention_(layer, unit, cfg, geo, params) {
+    : unit_(unit), geo_(geo), attention_(std::make_unique<GroupedQueryAttention>(layer, unit, cfg, geo, params)) {
   std::unique_ptr<Mlp> mlp;
   if (geo.moe_layer(layer)) mlp = std::make_unique<MoeMlp>(layer, unit, cfg, geo, params);
   else mlp = std::make_unique<DenseMlp>(layer, unit, cfg, geo, params);
-  attention_.declare_norm(params);
+  attention_->declare_norm(params);
   mlp->declare_norm(params);
   mlp_ = std::move(mlp);
 }
@@ -22,13 +23,13 @@ ActivationSpec TransformerBlock::x_mid(std::int64_t max_batch, DType compute) co
 
 void TransformerBlock::forward(Backend& be, const LayerParallel& par, Tensor x_in, Tensor x_out, const BlockMemory& m,
                                const BlockScratch& s, const RopeTables& rope) const {
-  be.add(m.x_mid, x_in, attention_.forward(be, par, x_in, m.x_mid, m.attention, s, rope));
+  be.add(m.x_mid, x_in, attention_->forward(be, par, x_in, m.x_mid, m.attention, s, rope));
   be.add(x_out, m.x_mid, mlp_->forward(be, par, m.x_mid, x_out, m.mlp, s));
 }
 
 void TransformerBlock::decode(Backend& be, const LayerParallel& par, Tensor x_in, Tensor x_out, const BlockDecode& m,
                               const BlockScratch& s) const {
-  be.add(m.x_mid, x_in, attention_.decode(be, x_in, m.attention, s));
+  be.add(m.x_mid, x_in, attention_->decode(be, x_in, m.attention, s));
   be.add(x_out, m.x_mid, mlp_->forward(be, par, m.x_mid, x_out, m.mlp, s));
 }
 
@@ -41,7 +42,7 @@ void TransformerBlock::backward(Backend& be, const LayerParallel& par, Tensor x_
   if (policy == Recompute::full) forward(be, par, x_in, s.d_branch, m, s, rope);
   mlp_->backward(be, par, m.x_mid, m.mlp, s, policy);  // d_resid is dL/dx_out = dL/d(mlp branch)
   be.add(s.d_resid, s.d_resid, s.d_branch);             // now dL/dx_mid
-  attention_.backward(be, par, x_in, m.attention, s, rope, policy);
+  attention_->backward(be, par, x_in, m.attention, s, rope, policy);
   be.add(s.d_resid, s.d_resid, s.d_branch);  // now dL/dx_in
 }
 
@@ -49,7 +50,7 @@ void TransformerBlock::backward_weight(Backend& be, const LayerParallel& par, co
                                        const BlockScratch& s) const {
   USTRAIN_ASSERT(!m.attention.deferred.empty() && !m.mlp.deferred.empty(), "a weight pass needs the deferred tensors");
   mlp_->backward_weight(be, par, m.mlp, s);
-  attention_.backward_weight(be, par, m.attention, s);
+  attention_->backward_weight(be, par, m.attention, s);
 }
 
 }  // namespace ustrain

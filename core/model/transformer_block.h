@@ -42,7 +42,7 @@ class TransformerBlock {
   // Declares the block's parameters (global shapes) in `unit` of `params`.
   TransformerBlock(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geometry, ParamRegistry& params);
 
-  const Attention& attention() const { return attention_; }
+  const Attention& attention() const { return *attention_; }
   const Mlp& mlp() const { return *mlp_; }
   Mlp& mlp() { return *mlp_; }
   // x_mid for micro-batches of at most `max_batch` sequences: planned between the attention's
@@ -71,7 +71,7 @@ class TransformerBlock {
  private:
   UnitId unit_;
   const ModelGeometry& geo_;
-  Attention attention_;
+  std::unique_ptr<Attention> attention_;
   std::unique_ptr<Mlp> mlp_;
 };
 

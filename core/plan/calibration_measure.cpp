@@ -57,9 +57,12 @@ std::pair<double, double> attention_point(Backend& be, DType dtype, std::int64_t
   Buffer qkv(be, Shape{1, seq, width}, dtype), dqkv(be, Shape{1, seq, width}, dtype);
   Buffer out(be, Shape{1, seq, kHeads * kHeadDim}, dtype), dout(be, Shape{1, seq, kHeads * kHeadDim}, dtype);
   Buffer lse(be, Shape{1, kHeads, seq}, DType::f32);
+  const SeqRange all{0, seq};  // the whole sequence, one block of its own keys (as cp = 1 runs it)
+  const AttentionMask causal = AttentionMask::causal();
   const double seconds = fastest_seconds(be, [&] {
-    be.attention_forward(out.t, lse.t, qkv.t, kHeads, kHeads);
-    be.attention_backward(dqkv.t, dout.t, qkv.t, out.t, lse.t, kHeads, kHeads);
+    be.attention_block_forward(out.t, lse.t, qkv.t, all, Tensor(), all, causal, kHeads, kHeads);
+    be.attention_block_backward(dqkv.t, Tensor(), dout.t, qkv.t, all, Tensor(), all, out.t, lse.t, causal, kHeads,
+                                kHeads);
   });
   const double flops = 6.0 * kHeads * static_cast<double>(seq * seq) * kHeadDim;
   return {flops / 3.0, flops / seconds};  // a point per call: the forward's FLOPs (a third)

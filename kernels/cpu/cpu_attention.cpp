@@ -1,17 +1,21 @@
-// Causal grouped-query attention on the fused QKV rows, softmax scale 1/sqrt(Dh).
+// Attention over blocks of the sequence, the one attention op family (kernels/backend.h): a
+// range of query rows of qkv against a range of key rows, packed in kv (context parallelism's
+// blocks, decoding's cache) or qkv's own (a self block: the whole sequence on one rank), the
+// merge of partial results by log-sum-exp, and the block backward from the merged result.
 //
-// Queries go in tiles of kQueryTile rows: a tile needs only the keys up to its last row
-// (causality), so the score block is (tile, keys) and the upper triangle is mostly skipped.
-// Each score block is two single-threaded GEMMs away from Q, K and V, which stay strided
-// inside qkv (leading dimension W). OpenMP spreads (batch, head[, tile]) over the threads:
-// at B=8, S=256, H=8, Hkv=4, Dh=32 on two cores this is about twice as fast as running the
-// heads in turn with a two-thread GEMM.
+// Queries go in tiles of kQueryTile rows: a tile needs only the keys its last row sees, so
+// under the causal mask the score block is (tile, keys) and the upper triangle is mostly
+// skipped. Each score block is two single-threaded GEMMs away from Q, K and V, which stay
+// strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
+// S=256, H=8, Hkv=4, Dh=32 on two cores this is about twice as fast as running the heads in
+// turn with a two-thread GEMM.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_math.h"
@@ -20,69 +24,139 @@ namespace ustrain {
 namespace {
 
 constexpr std::int64_t kQueryTile = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct AttentionShape {
-  std::int64_t batch, seq, width, heads, kv_heads, head_dim;
-  std::int64_t group() const { return heads / kv_heads; }  // q heads per kv head
-  std::int64_t out_width() const { return heads * head_dim; }
-  std::int64_t k_offset(std::int64_t kv_head) const { return (heads + kv_head) * head_dim; }
-  std::int64_t v_offset(std::int64_t kv_head) const { return (heads + kv_heads + kv_head) * head_dim; }
+// Where a block's keys and values lie, and their gradients: rows of packed kv (B, Skv, 2 Hkv Dh)
+// or the k and v columns of qkv's own rows (B, Sq, W); offsets in floats from the tensor's start.
+struct KeyRows {
+  std::int64_t seq = 0;          // rows per batch row
+  std::int64_t stride = 0;       // floats per row
+  std::int64_t first_key = 0;    // column of kv head 0's key
+  std::int64_t value_shift = 0;  // from a kv head's key column to its value column
+  std::int64_t key(std::int64_t b, std::int64_t row, std::int64_t kv_head, std::int64_t head_dim) const {
+    return (b * seq + row) * stride + first_key + kv_head * head_dim;
+  }
 };
 
-AttentionShape attention_shape(const Tensor& qkv, int n_heads, int n_kv_heads) {
-  USTRAIN_ASSERT(qkv.shape.rank() == 3, "qkv must be (B, S, W), got " + qkv.shape.str());
-  USTRAIN_ASSERT(
-      n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-      std::to_string(n_heads) + " query heads do not split into groups of " + std::to_string(n_kv_heads) + " kv heads");
-  AttentionShape a{qkv.shape[0], qkv.shape[1], qkv.shape[2], n_heads, n_kv_heads, 0};
-  const std::int64_t slots = a.heads + 2 * a.kv_heads;
-  USTRAIN_ASSERT(
-      a.width % slots == 0 && a.width > 0,
-      "qkv width " + std::to_string(a.width) + " is not a multiple of H + 2 * Hkv = " + std::to_string(slots));
-  a.head_dim = a.width / slots;
-  return a;
+// The sizes of one block: queries from qkv (B, Sq, W), keys and values from kv or qkv.
+struct BlockShape {
+  std::int64_t batch, q_seq, width, heads, kv_heads, head_dim;
+  KeyRows keys;
+  bool self;  // keys from qkv's own rows
+  SeqRange q, k;
+  AttentionMask mask;
+  std::int64_t group() const { return heads / kv_heads; }
+  std::int64_t out_width() const { return heads * head_dim; }
+  // Keys of the block query row r (of the range) sees.
+  std::int64_t visible(std::int64_t r) const {
+    if (mask.kind == AttentionMask::Kind::none) return k.count;
+    return std::clamp<std::int64_t>(r + 1 + k.count - q.count, 0, k.count);
+  }
+};
+
+void check_range(const SeqRange& r, std::int64_t seq, const char* what) {
+  USTRAIN_ASSERT(r.begin >= 0 && r.count >= 0 && r.begin + r.count <= seq,
+                 std::string(what) + " rows [" + std::to_string(r.begin) + ", " + std::to_string(r.begin + r.count) +
+                     ") outside a sequence of " + std::to_string(seq));
+}
+
+BlockShape block_shape(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
+                       int n_kv_heads) {
+  const bool self = kv.empty();
+  USTRAIN_ASSERT(qkv.shape.rank() == 3 && (self || (kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0])),
+                 "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh) or none, got " + qkv.shape.str() +
+                     " and " + kv.shape.str());
+  USTRAIN_ASSERT(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+                 std::to_string(n_heads) + " query heads do not split into groups of " + std::to_string(n_kv_heads));
+  BlockShape b{qkv.shape[0], qkv.shape[1], qkv.shape[2], n_heads, n_kv_heads, 0, {}, self, q, k, mask};
+  const std::int64_t slots = b.heads + 2 * b.kv_heads;
+  USTRAIN_ASSERT(b.width % slots == 0 && b.width > 0,
+                 "qkv width " + std::to_string(b.width) + " is not a multiple of H + 2 Hkv = " + std::to_string(slots));
+  b.head_dim = b.width / slots;
+  const std::int64_t kv_width = 2 * b.kv_heads * b.head_dim;
+  if (self) {
+    b.keys = {b.q_seq, b.width, b.heads * b.head_dim, b.kv_heads * b.head_dim};
+  } else {
+    USTRAIN_ASSERT(kv.shape[2] == kv_width, "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
+    b.keys = {kv.shape[1], kv_width, 0, b.kv_heads * b.head_dim};
+  }
+  check_range(q, b.q_seq, "query");
+  check_range(k, b.keys.seq, "key");
+  return b;
 }
 
 }  // namespace
 
-void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
-  const AttentionShape a = attention_shape(qkv, n_heads, n_kv_heads);
-  const std::int64_t S = a.seq, W = a.width, Dh = a.head_dim, OW = a.out_width();
-  USTRAIN_ASSERT(out.numel() == a.batch * S * OW && out.shape.last() == OW,
-                 "out " + out.shape.str() + " for qkv " + qkv.shape.str());
-  USTRAIN_ASSERT(lse.numel() == a.batch * a.heads * S, "lse " + lse.shape.str() + " for qkv " + qkv.shape.str());
-  if (a.batch == 0 || S == 0) return;
+void CpuBackend::attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) {
+  const std::int64_t rows = qkv.shape.rows(), width = qkv.shape.last(), kv_width = kv.shape.last();
+  const std::int64_t head_dim = width / (n_heads + 2 * n_kv_heads), skip = n_heads * head_dim;
+  USTRAIN_ASSERT(kv.shape.rows() == rows && kv_width == 2 * n_kv_heads * head_dim && skip + kv_width == width,
+                 "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
+  const float* src = qkv.f32();
+  float* dst = kv.f32();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows > 64)
+  for (std::int64_t r = 0; r < rows; ++r) std::copy_n(src + r * width + skip, kv_width, dst + r * kv_width);
+}
+
+void CpuBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
+  const std::int64_t rows = dqkv.shape.rows(), q_width = dq.shape.last(), kv_width = dkv.shape.last();
+  USTRAIN_ASSERT(dq.shape.rows() == rows && dkv.shape.rows() == rows && q_width + kv_width == dqkv.shape.last(),
+                 "dqkv " + dqkv.shape.str() + " from dq " + dq.shape.str() + " and dkv " + dkv.shape.str());
+  const float* q = dq.f32();
+  const float* kv = dkv.f32();
+  float* out = dqkv.f32();
+  const std::int64_t width = q_width + kv_width;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows > 64)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(q + r * q_width, q_width, out + r * width);
+    std::copy_n(kv + r * kv_width, kv_width, out + r * width + q_width);
+  }
+}
+
+void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
+                                         AttentionMask mask, int n_heads, int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_forward");
+  const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
+  const std::int64_t W = a.width, KW = a.keys.stride, Dh = a.head_dim, OW = a.out_width(), nq = q.count;
+  USTRAIN_ASSERT(out.numel() == a.batch * nq * OW && out.shape.last() == OW && lse.numel() == a.batch * a.heads * nq,
+                 "block out " + out.shape.str() + ", lse " + lse.shape.str() + " for " + std::to_string(nq) +
+                     " queries");
+  if (a.batch == 0 || nq == 0) return;
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-  const std::int64_t tile_floats = kQueryTile * S;
+  const std::int64_t tile_floats = kQueryTile * std::max<std::int64_t>(k.count, 1);
   float* scratch = attention_scratch_.as<float>(static_cast<std::size_t>(threads_ * tile_floats));
-  const float* base = qkv.f32();  // (B, S, W)
-  float* o_base = out.f32();      // (B, S, H * Dh)
-  float* lse_base = lse.f32();    // (B, H, S)
-  const std::int64_t tiles = (S + kQueryTile - 1) / kQueryTile;
+  const std::int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
   const std::int64_t items = a.batch * a.heads * tiles;
+  const float* key_base = a.self ? qkv.f32() : kv.f32();
 
-  // Every (batch, head, query tile) is independent; later tiles see more keys, so the
+  // Every (batch, head, query tile) is independent; later tiles may see more keys, so the
   // schedule is dynamic (the results do not depend on it).
 #pragma omp parallel for schedule(dynamic) num_threads(threads_) if (items > 1)
   for (std::int64_t item = 0; item < items; ++item) {
-    const std::int64_t bh = item / tiles, b = bh / a.heads, h = bh % a.heads, kv = h / a.group();
+    const std::int64_t bh = item / tiles, b = bh / a.heads, h = bh % a.heads, g = h / a.group();
     const std::int64_t i0 = (item % tiles) * kQueryTile;
-    const float* q = base + b * S * W + h * Dh;  // (S, Dh), row stride W
-    const float* k = base + b * S * W + a.k_offset(kv);
-    const float* v = base + b * S * W + a.v_offset(kv);
-    float* o = o_base + b * S * OW + h * Dh;  // (S, Dh), row stride H * Dh
-    float* row_lse = lse_base + bh * S;       // (S)
+    const float* qp = qkv.f32() + (b * a.q_seq + q.begin) * W + h * Dh;  // (nq, Dh), row stride W
+    const float* kp = key_base + a.keys.key(b, k.begin, g, Dh);         // (nk, Dh), row stride KW
+    const float* vp = kp + a.keys.value_shift;                          // (nk, Dh), row stride KW
+    float* o = out.f32() + b * nq * OW + h * Dh;                        // (nq, Dh), row stride OW
+    float* row_lse = lse.f32() + bh * nq;                               // (nq)
     float* p = scratch + omp_get_thread_num() * tile_floats;
 
-    const int rows = static_cast<int>(std::min(kQueryTile, S - i0));
-    const int keys = static_cast<int>(i0) + rows;
-    // scores (rows, keys) = scale * Q[i0:] K[:keys]^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, static_cast<int>(Dh), scale, q + i0 * W,
-                static_cast<int>(W), k, static_cast<int>(W), 0.0f, p, keys);
-    for (int r = 0; r < rows; ++r) {
-      float* pr = p + static_cast<std::int64_t>(r) * keys;
-      const std::int64_t visible = i0 + r + 1;  // keys 0..i
+    const std::int64_t rows = std::min(kQueryTile, nq - i0);
+    const std::int64_t keys = a.visible(i0 + rows - 1);
+    if (keys > 0)  // scores (rows, keys) = scale * Q K^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(keys),
+                  static_cast<int>(Dh), scale, qp + i0 * W, static_cast<int>(W), kp, static_cast<int>(KW), 0.0f, p,
+                  static_cast<int>(keys));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* pr = p + r * keys;
+      const std::int64_t visible = a.visible(i0 + r);
+      if (visible == 0) {
+        row_lse[i0 + r] = kNegInf;
+        std::fill(pr, pr + keys, 0.0f);
+        continue;
+      }
       const float m = cpu::max_of(pr, visible);
       const double sum = cpu::exp_in_place(pr, visible, m);
       row_lse[i0 + r] = static_cast<float>(m + std::log(sum));
@@ -90,94 +164,147 @@ void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_hea
       for (std::int64_t j = 0; j < visible; ++j) pr[j] *= inv;
       std::fill(pr + visible, pr + keys, 0.0f);
     }
-    // out (rows, Dh) = P (rows, keys) V[:keys]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, static_cast<int>(Dh), keys, 1.0f, p, keys, v,
-                static_cast<int>(W), 0.0f, o + i0 * OW, static_cast<int>(OW));
+    if (keys > 0)  // out (rows, Dh) = P V
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(Dh),
+                  static_cast<int>(keys), 1.0f, p, static_cast<int>(keys), vp, static_cast<int>(KW), 0.0f, o + i0 * OW,
+                  static_cast<int>(OW));
+    else
+      for (std::int64_t r = 0; r < rows; ++r) std::fill_n(o + (i0 + r) * OW, Dh, 0.0f);
   }
 }
 
-void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                                    int n_kv_heads) {
-  const AttentionShape a = attention_shape(qkv, n_heads, n_kv_heads);
-  const std::int64_t S = a.seq, W = a.width, Dh = a.head_dim, OW = a.out_width();
-  USTRAIN_ASSERT(dqkv.shape == qkv.shape, "dqkv " + dqkv.shape.str() + " vs qkv " + qkv.shape.str());
-  USTRAIN_ASSERT(out.numel() == a.batch * S * OW && dout.numel() == out.numel(),
-                 "out " + out.shape.str() + ", dout " + dout.shape.str() + " for qkv " + qkv.shape.str());
-  USTRAIN_ASSERT(lse.numel() == a.batch * a.heads * S, "lse " + lse.shape.str() + " for qkv " + qkv.shape.str());
-  if (a.batch == 0 || S == 0) return;
-
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-  const std::int64_t tile_floats = kQueryTile * S;
-  const std::int64_t thread_floats = 2 * tile_floats + kQueryTile;
-  float* scratch = attention_scratch_.as<float>(static_cast<std::size_t>(threads_ * thread_floats));
-  const float* base = qkv.f32();      // (B, S, W)
-  float* d_base = dqkv.f32();         // (B, S, W)
-  const float* o_base = out.f32();    // (B, S, H * Dh)
-  const float* do_base = dout.f32();  // (B, S, H * Dh)
-  const float* lse_base = lse.f32();  // (B, H, S)
-  const std::int64_t groups = a.batch * a.kv_heads;
-  const int iW = static_cast<int>(W), iDh = static_cast<int>(Dh), iOW = static_cast<int>(OW);
-
-  // One task per (batch, kv head): it alone writes that kv head's dK, dV and its q heads'
-  // dQ, summing over q heads and tiles in a fixed order.
-#pragma omp parallel for schedule(static) num_threads(threads_) if (groups > 1)
-  for (std::int64_t bg = 0; bg < groups; ++bg) {
-    const std::int64_t b = bg / a.kv_heads, kv = bg % a.kv_heads;
-    const float* k = base + b * S * W + a.k_offset(kv);  // (S, Dh), row stride W
-    const float* v = base + b * S * W + a.v_offset(kv);
-    float* dk = d_base + b * S * W + a.k_offset(kv);
-    float* dv = d_base + b * S * W + a.v_offset(kv);
-    for (std::int64_t s = 0; s < S; ++s) {
-      std::fill(dk + s * W, dk + s * W + Dh, 0.0f);
-      std::fill(dv + s * W, dv + s * W + Dh, 0.0f);
-    }
-    float* p = scratch + omp_get_thread_num() * thread_floats;  // (rows, keys)
-    float* dp = p + tile_floats;                                // (rows, keys)
-    float* delta = dp + tile_floats;                            // (rows) = rowsum(dO * O)
-
-    for (std::int64_t h = kv * a.group(); h < (kv + 1) * a.group(); ++h) {
-      const float* q = base + b * S * W + h * Dh;
-      float* dq = d_base + b * S * W + h * Dh;
-      const float* o = o_base + b * S * OW + h * Dh;  // (S, Dh), row stride H * Dh
-      const float* d_o = do_base + b * S * OW + h * Dh;
-      const float* row_lse = lse_base + (b * a.heads + h) * S;
-
-      for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
-        const int rows = static_cast<int>(std::min(kQueryTile, S - i0));
-        const int keys = static_cast<int>(i0) + rows;
-        // P (rows, keys) = exp(scale * Q K^T - lse), recomputed rather than stored.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, iDh, scale, q + i0 * W, iW, k, iW, 0.0f, p,
-                    keys);
-        for (int r = 0; r < rows; ++r) {
-          float* pr = p + static_cast<std::int64_t>(r) * keys;
-          const std::int64_t visible = i0 + r + 1;
-          const float l = row_lse[i0 + r];
-          for (std::int64_t j = 0; j < visible; ++j) pr[j] = cpu::fast_exp(pr[j] - l);
-          std::fill(pr + visible, pr + keys, 0.0f);
-          delta[r] = static_cast<float>(cpu::dot(d_o + (i0 + r) * OW, o + (i0 + r) * OW, Dh));
-        }
-        // dV[:keys] (keys, Dh) += P^T dO[i0:]
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, iDh, rows, 1.0f, p, keys, d_o + i0 * OW, iOW, 1.0f,
-                    dv, iW);
-        // dP (rows, keys) = dO[i0:] V[:keys]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, iDh, 1.0f, d_o + i0 * OW, iOW, v, iW, 0.0f, dp,
-                    keys);
-        // dS = P * (dP - delta), kept in dp
-        for (int r = 0; r < rows; ++r) {
-          const float* pr = p + static_cast<std::int64_t>(r) * keys;
-          float* ds = dp + static_cast<std::int64_t>(r) * keys;
-          const float dr = delta[r];
-          for (int j = 0; j < keys; ++j) ds[j] = pr[j] * (ds[j] - dr);
-        }
-        // dQ[i0:] (rows, Dh) = scale * dS K[:keys]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, iDh, keys, scale, dp, keys, k, iW, 0.0f,
-                    dq + i0 * W, iW);
-        // dK[:keys] (keys, Dh) += scale * dS^T Q[i0:]
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, iDh, rows, scale, dp, keys, q + i0 * W, iW, 1.0f, dk,
-                    iW);
-      }
+void CpuBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange q) {
+  USTRAIN_ASSERT(acc.shape.rank() == 3 && lse.shape.rank() == 3, "merge needs acc (B, S, H Dh) and lse (B, H, S)");
+  const std::int64_t B = acc.shape[0], S = acc.shape[1], OW = acc.shape[2], H = lse.shape[1], Dh = OW / H;
+  const std::int64_t nq = q.count;
+  check_range(q, S, "merged");
+  USTRAIN_ASSERT(lse.shape[0] == B && lse.shape[2] == S && block_out.numel() == B * nq * OW &&
+                     block_lse.numel() == B * H * nq,
+                 "merge of block " + block_out.shape.str() + ", " + block_lse.shape.str() + " into " + acc.shape.str());
+  const std::int64_t items = B * H;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (items * nq > 256)
+  for (std::int64_t bh = 0; bh < items; ++bh) {
+    const std::int64_t b = bh / H, h = bh % H;
+    for (std::int64_t r = 0; r < nq; ++r) {
+      float& l = lse.f32()[bh * S + q.begin + r];
+      const float lb = block_lse.f32()[bh * nq + r];
+      if (lb == kNegInf) continue;  // the block had no key for this row
+      float* o = acc.f32() + (b * S + q.begin + r) * OW + h * Dh;
+      const float* ob = block_out.f32() + (b * nq + r) * OW + h * Dh;
+      const float m = std::max(l, lb);
+      const double wa = l == kNegInf ? 0.0 : std::exp(static_cast<double>(l) - m);
+      const double wb = std::exp(static_cast<double>(lb) - m);
+      const double total = wa + wb;
+      const auto fa = static_cast<float>(wa / total), fb = static_cast<float>(wb / total);
+      for (std::int64_t d = 0; d < Dh; ++d) o[d] = fa * o[d] + fb * ob[d];
+      l = static_cast<float>(m + std::log(total));
     }
   }
+}
+
+namespace {
+
+// The tensors of one block backward, and how it writes dQ.
+struct BackwardBuffers {
+  const float *qkv, *keys, *out, *dout, *lse;
+  float *dq, *key_grads;
+  std::int64_t dq_stride;  // floats per row of dq
+  float dq_beta;           // 1: the packed blocks' sums accumulate; 0: a self block overwrites
+};
+
+// The backward of one (batch row b, kv head g): it alone writes that kv head's dK, dV and its
+// q heads' dQ, summing over q heads and tiles in a fixed order. `p` holds 2 kQueryTile nk + kQueryTile floats.
+void block_backward_group(const BlockShape& a, const BackwardBuffers& t, std::int64_t b, std::int64_t g, float* p) {
+  const std::int64_t Sq = a.q_seq, W = a.width, KW = a.keys.stride, Dh = a.head_dim, OW = a.out_width();
+  const SeqRange q = a.q, k = a.k;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  const int iW = static_cast<int>(W), iKW = static_cast<int>(KW), iDh = static_cast<int>(Dh);
+  const int iOW = static_cast<int>(OW), iDW = static_cast<int>(t.dq_stride);
+  const std::int64_t key_at = a.keys.key(b, k.begin, g, Dh);
+  const float* kp = t.keys + key_at;  // (nk, Dh), row stride KW
+  const float* vp = kp + a.keys.value_shift;
+  float* dk = t.key_grads + key_at;
+  float* dv = dk + a.keys.value_shift;
+  if (t.dq_beta == 0.0f)  // overwritten: dK and dV sum from zero
+    for (std::int64_t s = 0; s < k.count; ++s) {
+      std::fill_n(dk + s * KW, Dh, 0.0f);
+      std::fill_n(dv + s * KW, Dh, 0.0f);
+    }
+  float* dp = p + kQueryTile * k.count;       // (rows, keys)
+  float* delta = dp + kQueryTile * k.count;  // (rows) = rowsum(dO * O)
+
+  for (std::int64_t h = g * a.group(); h < (g + 1) * a.group(); ++h) {
+    const std::int64_t first_out = (b * Sq + q.begin) * OW + h * Dh;
+    const float* qp = t.qkv + (b * Sq + q.begin) * W + h * Dh;  // (nq, Dh), row stride W
+    const float* o = t.out + first_out;                         // (nq, Dh), row stride OW
+    const float* d_o = t.dout + first_out;                      // (nq, Dh), row stride OW
+    float* dqp = t.dq + (b * Sq + q.begin) * t.dq_stride + h * Dh;
+    const float* row_lse = t.lse + (b * a.heads + h) * Sq + q.begin;
+
+    for (std::int64_t i0 = 0; i0 < q.count; i0 += kQueryTile) {
+      const std::int64_t rows = std::min(kQueryTile, q.count - i0);
+      const std::int64_t keys = a.visible(i0 + rows - 1);
+      if (keys == 0) continue;
+      const int ir = static_cast<int>(rows), ik = static_cast<int>(keys);
+      // P (rows, keys) = exp(scale * Q K^T - lse), with the merged lse: this block's share.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, scale, qp + i0 * W, iW, kp, iKW, 0.0f, p, ik);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* pr = p + r * keys;
+        const std::int64_t visible = a.visible(i0 + r);
+        const float l = row_lse[i0 + r];
+        for (std::int64_t j = 0; j < visible; ++j) pr[j] = cpu::fast_exp(pr[j] - l);
+        std::fill(pr + visible, pr + keys, 0.0f);
+        delta[r] = static_cast<float>(cpu::dot(d_o + (i0 + r) * OW, o + (i0 + r) * OW, Dh));
+      }
+      // dV (keys, Dh) += P^T dO
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, 1.0f, p, ik, d_o + i0 * OW, iOW, 1.0f, dv, iKW);
+      // dP (rows, keys) = dO V^T, then dS = P * (dP - delta) in place
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, 1.0f, d_o + i0 * OW, iOW, vp, iKW, 0.0f, dp,
+                  ik);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* pr = p + r * keys;
+        float* ds = dp + r * keys;
+        for (std::int64_t j = 0; j < keys; ++j) ds[j] = pr[j] * (ds[j] - delta[r]);
+      }
+      // dQ (rows, Dh) = (or +=) scale * dS K;  dK (keys, Dh) += scale * dS^T Q
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, iDh, ik, scale, dp, ik, kp, iKW, t.dq_beta,
+                  dqp + i0 * t.dq_stride, iDW);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, scale, dp, ik, qp + i0 * W, iW, 1.0f, dk, iKW);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
+                                          SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
+                                          int n_kv_heads) {
+  require_implemented_mask(mask, "attention_block_backward");
+  const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
+  const std::int64_t Sq = a.q_seq, OW = a.out_width();
+  USTRAIN_ASSERT(out.numel() == a.batch * Sq * OW && dout.numel() == out.numel() &&
+                     lse.numel() == a.batch * a.heads * Sq,
+                 "block backward: out " + out.shape.str() + ", dout " + dout.shape.str() + ", lse " + lse.shape.str() +
+                     " for qkv " + qkv.shape.str());
+  if (a.self)
+    USTRAIN_ASSERT(dq.shape == qkv.shape && dkv.empty() && q.begin == 0 && q.count == Sq && k.begin == 0 &&
+                       k.count == Sq,
+                   "self block backward: dqkv " + dq.shape.str() + " for qkv " + qkv.shape.str() +
+                       ", no dkv, every query and key row");
+  else
+    USTRAIN_ASSERT(dq.numel() == out.numel() && dkv.shape == kv.shape,
+                   "block backward: dq " + dq.shape.str() + ", dkv " + dkv.shape.str() + " for kv " + kv.shape.str());
+  if (a.batch == 0 || q.count == 0 || k.count == 0) return;
+
+  // Packed keys: fp32 sums that accumulate. A self block: the whole of dqkv, overwritten.
+  const BackwardBuffers t{qkv.f32(), a.self ? qkv.f32() : kv.f32(), out.f32(), dout.f32(), lse.f32(),
+                          dq.f32(),  a.self ? dq.f32() : dkv.f32(), a.self ? a.width : OW, a.self ? 0.0f : 1.0f};
+  const std::int64_t thread_floats = 2 * kQueryTile * k.count + kQueryTile;
+  float* scratch = attention_scratch_.as<float>(static_cast<std::size_t>(threads_ * thread_floats));
+  const std::int64_t groups = a.batch * a.kv_heads;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (groups > 1)
+  for (std::int64_t bg = 0; bg < groups; ++bg)
+    block_backward_group(a, t, bg / a.kv_heads, bg % a.kv_heads, scratch + omp_get_thread_num() * thread_floats);
 }
 
 }  // namespace ustrain

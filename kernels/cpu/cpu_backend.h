@@ -67,9 +67,6 @@ class CpuBackend : public Backend {
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
 
-  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
-  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                          int n_kv_heads) override;
   void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                AttentionMask mask, int n_heads, int n_kv_heads) override;

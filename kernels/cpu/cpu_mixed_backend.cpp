@@ -164,19 +164,6 @@ void CpuMixedBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rot
   w.done();
 }
 
-void CpuMixedBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
-  Widening w(*this);
-  CpuBackend::attention_forward(w.out(out), lse, w.in(qkv), n_heads, n_kv_heads);
-  w.done();
-}
-
-void CpuMixedBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                                         int n_kv_heads) {
-  Widening w(*this);
-  CpuBackend::attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), w.in(out), lse, n_heads, n_kv_heads);
-  w.done();
-}
-
 void CpuMixedBackend::attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) {
   Widening w(*this);
   CpuBackend::attention_kv_pack(w.out(kv), w.in(qkv), n_heads, n_kv_heads);
@@ -186,7 +173,7 @@ void CpuMixedBackend::attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int 
 void CpuMixedBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                               AttentionMask mask, int n_heads, int n_kv_heads) {
   Widening w(*this);
-  CpuBackend::attention_block_forward(out, lse, w.in(qkv), q, w.in(kv), k, mask, n_heads, n_kv_heads);
+  CpuBackend::attention_block_forward(w.out(out), lse, w.in(qkv), q, w.in(kv), k, mask, n_heads, n_kv_heads);
   w.done();
 }
 
@@ -194,8 +181,8 @@ void CpuMixedBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dou
                                                SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                                int n_kv_heads) {
   Widening w(*this);
-  CpuBackend::attention_block_backward(dq, dkv, w.in(dout), w.in(qkv), q, w.in(kv), k, w.in(out), lse, mask, n_heads,
-                                       n_kv_heads);
+  CpuBackend::attention_block_backward(w.out(dq), dkv, w.in(dout), w.in(qkv), q, w.in(kv), k, w.in(out), lse, mask,
+                                       n_heads, n_kv_heads);
   w.done();
 }
 

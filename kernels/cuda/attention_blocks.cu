@@ -1,8 +1,10 @@
 // Attention of a block of query rows against a block of key rows on CUDA cores, forward and
-// backward: the kernels of attention_fallback.cu with the query and key rows in separate
-// tensors and ranges, the mask a value (none, or causal aligned at the blocks' ends), fp32
-// results and gradient sums that accumulate. Thread layout and tile helpers:
-// attention_tiles.cuh.
+// backward, flash-attention style: tiles of kTile query rows meet tiles of kTile key rows in
+// shared memory (fp32), so nothing of size S^2 is ever stored. The keys are packed kv rows or
+// qkv's own (a self block: the whole sequence on one rank), the mask a value (none, or causal
+// aligned at the blocks' ends). Packed blocks give fp32 results and gradient sums that
+// accumulate; a self block may give its results in the activation dtype, and overwrites its
+// gradient. Thread layout and tile helpers: attention_tiles.cuh.
 //
 // Backward: delta_i = dout_i . out_i first (out the merged result); then dq += by one block
 // per (query tile, head), and dk, dv += by one block per (key tile, kv head) that loops over
@@ -28,16 +30,18 @@ namespace {
 using namespace tiles;
 
 struct BlockGeometry {
-  std::int64_t q_seq, kv_seq;      // rows of qkv (and out, dout, lse) and of kv per batch row
+  std::int64_t q_seq, kv_seq;      // rows of qkv (and out, dout, lse) and of the keys per batch row
   std::int64_t q_begin, k_begin;   // the block's first query and key row
   std::int64_t nq, nk;             // its query and key rows
   std::int64_t width;              // qkv row: (H + 2 Hkv) * Dh
-  std::int64_t kv_width;           // kv row: 2 Hkv * Dh
+  std::int64_t kv_stride;          // a key row: kv's 2 Hkv Dh, or qkv's W (a self block)
   std::int64_t out_width;          // out row: H * Dh
+  std::int64_t dq_stride;          // a dq row: H Dh, or dqkv's W (a self block)
   int heads, kv_heads, group, head_dim;
   int ld;  // row stride of a (kTile, Dh) tile in shared memory
   float scale;
   bool causal;
+  bool accumulate;  // the gradients add to what dq and dkv hold (packed blocks), else overwrite them
 
   // Query row i of the block sees its keys [0, key_end(i)).
   __device__ std::int64_t key_end(std::int64_t i) const {
@@ -55,10 +59,10 @@ struct BlockGeometry {
   __device__ std::int64_t query_offset(std::int64_t b, int h, std::int64_t row_width) const {
     return (b * q_seq + q_begin) * row_width + std::int64_t{h} * head_dim;
   }
-  // The block's key rows of kv head kv in batch row b of kv (B, Skv, 2 Hkv Dh); values follow
-  // Hkv heads later.
+  // The block's key rows of kv head kv in batch row b, from the keys' first column (kv's, or
+  // qkv's after the H query heads); values follow Hkv heads later, in both layouts.
   __device__ std::int64_t key_offset(std::int64_t b, int kv) const {
-    return (b * kv_seq + k_begin) * kv_width + std::int64_t{kv} * head_dim;
+    return (b * kv_seq + k_begin) * kv_stride + std::int64_t{kv} * head_dim;
   }
   __device__ std::int64_t value_shift() const { return std::int64_t{kv_heads} * head_dim; }
 };
@@ -86,23 +90,23 @@ __device__ __forceinline__ QueryTileThread query_tile_thread(const BlockGeometry
 }
 
 // k_tile, v_tile (kTile, ld) = the block's key rows [j0, j0 + kTile) from keys (nk, Dh) and
-// their values, row stride kv_width. Waits until no thread reads the previous tiles, and
+// their values, row stride kv_stride. Waits until no thread reads the previous tiles, and
 // returns when the new ones are complete.
 template <class T>
 __device__ __forceinline__ void load_key_tiles(float* k_tile, float* v_tile, const T* keys, std::int64_t j0,
                                                const BlockGeometry& g) {
   __syncthreads();
-  load_tile(k_tile, keys, g.kv_width, j0, g.nk, g);
-  load_tile(v_tile, keys + g.value_shift(), g.kv_width, j0, g.nk, g);
+  load_tile(k_tile, keys, g.kv_stride, j0, g.nk, g);
+  load_tile(v_tile, keys + g.value_shift(), g.kv_stride, j0, g.nk, g);
   __syncthreads();
 }
 
 // ---- forward ----
 
-// Grid (query tiles, H, B). kDh >= head_dim.
-template <class T, int kDh>
+// Grid (query tiles, H, B). kDh >= head_dim; out in TO (fp32, or T). kv: the keys' first column.
+template <class T, class TO, int kDh>
 __global__ void __launch_bounds__(kThreads)
-    block_forward_kernel(float* out, float* lse, const T* qkv, const T* kv, const BlockGeometry g) {
+    block_forward_kernel(TO* out, float* lse, const T* qkv, const T* kv, const BlockGeometry g) {
   constexpr int kAcc = kDh / kLanesPerRow;
   extern __shared__ float smem[];
   float* q_tile = smem;                   // (kTile, ld)
@@ -111,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
   float* p_tile = v_tile + kTile * g.ld;  // (kTile, kScoreLd)
 
   const QueryTileThread t = query_tile_thread(g);
-  const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_width
+  const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
   const std::int64_t key_end = g.key_end(t.i);
 
   load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
@@ -155,13 +159,20 @@ __global__ void __launch_bounds__(kThreads)
   // A row that saw a key has running_sum >= 1 (its largest term is exp(0)); one that saw none
   // gets out 0 and lse -inf.
   const bool saw_keys = running_sum > 0.0f;
-  float* o = out + (t.b * g.nq + t.i) * g.out_width + std::int64_t{t.h} * g.head_dim;  // (Dh)
+  TO* o = out + (t.b * g.nq + t.i) * g.out_width + std::int64_t{t.h} * g.head_dim;  // (Dh)
   store_row(o, acc, t.lane, g, [running_sum, saw_keys](float x) { return saw_keys ? x / running_sum : 0.0f; });
   if (t.lane == 0)
     lse[(t.b * g.heads + t.h) * g.nq + t.i] = saw_keys ? running_max + logf(running_sum) : -INFINITY;
 }
 
 // ---- backward ----
+
+// A gradient element's new value: added to what it holds (packed blocks' fp32 sums), or the
+// block's alone (a self block overwrites).
+template <class TG>
+__device__ __forceinline__ float gradient(const TG* held, float block, const BlockGeometry& g) {
+  return g.accumulate ? to_float(*held) + block : block;
+}
 
 // delta (B, H, nq) = rowsum(dout * out) per head over the block's query rows, in double like
 // the CPU op. One warp per (b, h, i); grid covers B * H * nq warps.
@@ -185,12 +196,12 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) delta[row] = static_cast<float>(acc);
 }
 
-// dq rows of one (query tile, head) += scale * sum_{j visible} p_ij (dp_ij - delta_i) k_j,
+// dq rows of one (query tile, head) += (or =) scale * sum_{j visible} p_ij (dp_ij - delta_i) k_j,
 // with p_ij = exp(scale q_i . k_j - lse_i) (the merged lse) and dp_ij = dout_i . v_j.
-// Grid (query tiles, H, B).
-template <class T, int kDh>
+// Grid (query tiles, H, B); dq in TG (fp32, or T).
+template <class T, class TG, int kDh>
 __global__ void __launch_bounds__(kThreads)
-    block_dq_kernel(float* dq, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
+    block_dq_kernel(TG* dq, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
                     const BlockGeometry g) {
   constexpr int kAcc = kDh / kLanesPerRow;
   extern __shared__ float smem[];
@@ -204,7 +215,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const QueryTileThread t = query_tile_thread(g);
   const std::int64_t bh = t.b * g.heads + t.h;
-  const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_width
+  const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
   const std::int64_t key_end = g.key_end(t.i);
 
   load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
@@ -238,21 +249,21 @@ __global__ void __launch_bounds__(kThreads)
     add_weighted_rows(acc, ds_tile + t.r * kScoreLd, k_tile, t.lane, g);
   }
   if (t.i >= g.nq) return;
-  float* dq_row = dq + g.query_offset(t.b, t.h, g.out_width) + t.i * g.out_width;  // (Dh)
+  TG* dq_row = dq + g.query_offset(t.b, t.h, g.dq_stride) + t.i * g.dq_stride;  // (Dh)
 #pragma unroll
   for (int a = 0; a < kAcc; ++a) {
     const int d = t.lane + a * kLanesPerRow;
-    if (d < g.head_dim) dq_row[d] += g.scale * acc[a];
+    if (d < g.head_dim) dq_row[d] = from_float<TG>(gradient(dq_row + d, g.scale * acc[a], g));
   }
 }
 
 // dk, dv rows of one (key tile, kv head) +=, summed over the group's heads h in order and the
 // query rows i that see key j:  dv_j = sum p_ij dout_i;  dk_j = scale * sum p_ij (dp_ij - delta_i) q_i.
 // Here a thread owns key row c of the tile; its score columns are query rows.
-// Grid (key tiles, Hkv, B).
-template <class T, int kDh>
+// Grid (key tiles, Hkv, B); dkv in TG (fp32, or T), from the key gradients' first column.
+template <class T, class TG, int kDh>
 __global__ void __launch_bounds__(kThreads)
-    block_dkv_kernel(float* dkv, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
+    block_dkv_kernel(TG* dkv, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
                      const BlockGeometry g) {
   constexpr int kAcc = kDh / kLanesPerRow;
   extern __shared__ float smem[];
@@ -271,10 +282,10 @@ __global__ void __launch_bounds__(kThreads)
   const int c = static_cast<int>(threadIdx.x) / kLanesPerRow;  // key row in the tile
   const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
   const std::int64_t j = j0 + c;
-  const std::int64_t key_offset = g.key_offset(b, kv_head);  // into kv and dkv
+  const std::int64_t key_offset = g.key_offset(b, kv_head);  // into the keys and their gradients
 
-  load_tile(k_tile, kv + key_offset, g.kv_width, j0, g.nk, g);
-  load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_width, j0, g.nk, g);
+  load_tile(k_tile, kv + key_offset, g.kv_stride, j0, g.nk, g);
+  load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
   // The first query tile with a row that sees a key of this tile.
   const std::int64_t first_tile = g.first_query(j0) / kTile * kTile;
 
@@ -325,14 +336,14 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (j >= g.nk) return;
-  float* dk_row = dkv + key_offset + j * g.kv_width;  // (Dh)
-  float* dv_row = dk_row + g.value_shift();         // (Dh)
+  TG* dk_row = dkv + key_offset + j * g.kv_stride;  // (Dh)
+  TG* dv_row = dk_row + g.value_shift();          // (Dh)
 #pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
+  for (int a = 0; a < kAcc; ++a) {  // both rows in one loop (two store_row calls compile to more code)
     const int d = lane + a * kLanesPerRow;
     if (d < g.head_dim) {
-      dk_row[d] += g.scale * dk[a];
-      dv_row[d] += dv[a];
+      dk_row[d] = from_float<TG>(gradient(dk_row + d, g.scale * dk[a], g));
+      dv_row[d] = from_float<TG>(gradient(dv_row + d, dv[a], g));
     }
   }
 }
@@ -343,15 +354,16 @@ std::string describe(const char* op, DType act, const AttentionBlock& a) {
   return std::string(op) + " (" + dtype_name(act) + "): query rows [" + std::to_string(a.q_begin) + ", " +
          std::to_string(a.q_begin + a.q_count) + ") of " + std::to_string(a.q_seq) + ", key rows [" +
          std::to_string(a.k_begin) + ", " + std::to_string(a.k_begin + a.k_count) + ") of " +
-         std::to_string(a.kv_seq) + ", B=" + std::to_string(a.batch) + ", H=" + std::to_string(a.heads) +
-         ", Hkv=" + std::to_string(a.kv_heads) + ", Dh=" + std::to_string(a.head_dim) +
-         (a.causal ? ", causal" : ", no mask");
+         std::to_string(a.kv_seq) + (a.self ? " (its own)" : "") + ", B=" + std::to_string(a.batch) +
+         ", H=" + std::to_string(a.heads) + ", Hkv=" + std::to_string(a.kv_heads) +
+         ", Dh=" + std::to_string(a.head_dim) + (a.causal ? ", causal" : ", no mask");
 }
 
 BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   const std::string what = describe(op, act, a);
   USTRAIN_ASSERT(is_float_type(act), what + ": unsupported dtype");
   USTRAIN_ASSERT(a.batch >= 0 && a.q_seq >= 0 && a.kv_seq >= 0, what + ": negative size");
+  USTRAIN_ASSERT(!a.self || a.kv_seq == a.q_seq, what + ": a self block's keys are its query rows'");
   USTRAIN_ASSERT(a.q_begin >= 0 && a.q_count >= 0 && a.q_begin + a.q_count <= a.q_seq && a.k_begin >= 0 &&
                      a.k_count >= 0 && a.k_begin + a.k_count <= a.kv_seq,
                  what + ": a range lies outside its sequence");
@@ -372,12 +384,23 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   g.group = a.heads / a.kv_heads;
   g.head_dim = a.head_dim;
   g.width = std::int64_t{a.heads + 2 * a.kv_heads} * a.head_dim;
-  g.kv_width = std::int64_t{2 * a.kv_heads} * a.head_dim;
   g.out_width = std::int64_t{a.heads} * a.head_dim;
+  g.kv_stride = a.self ? g.width : std::int64_t{2 * a.kv_heads} * a.head_dim;
+  g.dq_stride = a.self ? g.width : g.out_width;
   g.ld = tile_ld(a.head_dim);
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   g.causal = a.causal;
+  g.accumulate = !a.self;
   return g;
+}
+
+// Calls f(R{}) for the element type R of a result in `type`: fp32, or the activations' T.
+template <class T, class F>
+void with_result_type(DType type, DType act, const std::string& what, F&& f) {
+  USTRAIN_ASSERT(type == DType::f32 || type == act,
+                 what + " must be f32 or " + dtype_name(act) + ", got " + dtype_name(type));
+  if (type == DType::f32) f(float{});
+  else f(T{});
 }
 
 // delta for dout in T and out in T or fp32.
@@ -393,22 +416,31 @@ void launch_delta(float* delta, const T* dout, const void* out, DType out_type, 
   USTRAIN_CUDA_CHECK_LAUNCH();
 }
 
+// The keys' first column: kv's, or qkv's after the H query heads (a self block).
+template <class T>
+const T* keys_of(const void* qkv, const void* kv, const AttentionBlock& a) {
+  return a.self ? static_cast<const T*>(qkv) + std::int64_t{a.heads} * a.head_dim : static_cast<const T*>(kv);
+}
+
 }  // namespace
 
-void attention_block_forward(float* out, float* lse, const void* qkv, const void* kv, const AttentionBlock& a,
-                             DType act, cudaStream_t stream) {
+void attention_block_forward(void* out, DType out_type, float* lse, const void* qkv, const void* kv,
+                             const AttentionBlock& a, DType act, cudaStream_t stream) {
   const char* op = "attention_block_forward";
   const BlockGeometry g = geometry(op, act, a);
   if (a.batch == 0 || a.q_count == 0) return;
   tiles::with_kind(act, a.head_dim, op, [&](auto kind) {
     using T = typename decltype(kind)::type;
     constexpr int kDh = decltype(kind)::head_dim_bound;
-    const std::size_t smem = forward_smem_bytes(g.ld);
-    allow_shared_memory(block_forward_kernel<T, kDh>, smem, g.head_dim, op);
-    const dim3 grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
-    block_forward_kernel<T, kDh><<<grid, kThreads, smem, stream>>>(out, lse, static_cast<const T*>(qkv),
-                                                                    static_cast<const T*>(kv), g);
-    USTRAIN_CUDA_CHECK_LAUNCH();
+    with_result_type<T>(out_type, act, describe(op, act, a) + ": out", [&](auto result) {
+      using TO = decltype(result);
+      const std::size_t smem = forward_smem_bytes(g.ld);
+      allow_shared_memory(block_forward_kernel<T, TO, kDh>, smem, g.head_dim, op);
+      const dim3 grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
+      block_forward_kernel<T, TO, kDh><<<grid, kThreads, smem, stream>>>(
+          static_cast<TO*>(out), lse, static_cast<const T*>(qkv), keys_of<T>(qkv, kv, a), g);
+      USTRAIN_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -416,13 +448,14 @@ std::size_t attention_block_backward_workspace_bytes(const AttentionBlock& a) {
   return attention_backward_rows_bytes(a.batch, a.heads, a.q_count);
 }
 
-void attention_block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv,
-                              const void* out, DType out_type, const float* lse, const AttentionBlock& a, DType act,
-                              void* workspace, cudaStream_t stream) {
+void attention_block_backward(void* dq, void* dkv, DType grad_type, const void* dout, const void* qkv,
+                              const void* kv, const void* out, DType out_type, const float* lse,
+                              const AttentionBlock& a, DType act, void* workspace, cudaStream_t stream) {
   const char* op = "attention_block_backward";
   const BlockGeometry g = geometry(op, act, a);
   USTRAIN_ASSERT(out_type == act || out_type == DType::f32,
                  describe(op, act, a) + ": out must be " + dtype_name(act) + " or f32, got " + dtype_name(out_type));
+  USTRAIN_ASSERT(a.self || grad_type == DType::f32, describe(op, act, a) + ": packed blocks' gradient sums are f32");
   if (a.batch == 0 || a.q_count == 0 || a.k_count == 0) return;
   USTRAIN_ASSERT(workspace != nullptr, describe(op, act, a) + ": no workspace");
   float* delta = static_cast<float*>(workspace);  // (B, H, nq)
@@ -433,21 +466,27 @@ void attention_block_backward(float* dq, float* dkv, const void* dout, const voi
     using T = typename decltype(kind)::type;
     constexpr int kDh = decltype(kind)::head_dim_bound;
     const T* x = static_cast<const T*>(qkv);
-    const T* keys = static_cast<const T*>(kv);
+    const T* keys = keys_of<T>(qkv, kv, a);
     const T* dy = static_cast<const T*>(dout);
     launch_delta(delta, dy, out, out_type, g, rows, stream);
+    with_result_type<T>(grad_type, act, describe(op, act, a) + ": dq", [&](auto result) {
+      using TG = decltype(result);
+      TG* dq_rows = static_cast<TG*>(dq);
+      // A self block's key gradients are dqkv's k and v columns.
+      TG* dkv_rows = a.self ? dq_rows + std::int64_t{a.heads} * a.head_dim : static_cast<TG*>(dkv);
 
-    const std::size_t dq_bytes = dq_smem_bytes(g.ld);
-    allow_shared_memory(block_dq_kernel<T, kDh>, dq_bytes, g.head_dim, op);
-    const dim3 dq_grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
-    block_dq_kernel<T, kDh><<<dq_grid, kThreads, dq_bytes, stream>>>(dq, dy, x, keys, lse, delta, g);
-    USTRAIN_CUDA_CHECK_LAUNCH();
+      const std::size_t dq_bytes = dq_smem_bytes(g.ld);
+      allow_shared_memory(block_dq_kernel<T, TG, kDh>, dq_bytes, g.head_dim, op);
+      const dim3 dq_grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
+      block_dq_kernel<T, TG, kDh><<<dq_grid, kThreads, dq_bytes, stream>>>(dq_rows, dy, x, keys, lse, delta, g);
+      USTRAIN_CUDA_CHECK_LAUNCH();
 
-    const std::size_t dkv_bytes = dkv_smem_bytes(g.ld);
-    allow_shared_memory(block_dkv_kernel<T, kDh>, dkv_bytes, g.head_dim, op);
-    const dim3 dkv_grid(tile_count(a.k_count), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(a.batch));
-    block_dkv_kernel<T, kDh><<<dkv_grid, kThreads, dkv_bytes, stream>>>(dkv, dy, x, keys, lse, delta, g);
-    USTRAIN_CUDA_CHECK_LAUNCH();
+      const std::size_t dkv_bytes = dkv_smem_bytes(g.ld);
+      allow_shared_memory(block_dkv_kernel<T, TG, kDh>, dkv_bytes, g.head_dim, op);
+      const dim3 dkv_grid(tile_count(a.k_count), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(a.batch));
+      block_dkv_kernel<T, TG, kDh><<<dkv_grid, kThreads, dkv_bytes, stream>>>(dkv_rows, dy, x, keys, lse, delta, g);
+      USTRAIN_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

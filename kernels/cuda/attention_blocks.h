@@ -1,6 +1,6 @@
-// Attention over blocks of the sequence (context parallelism) with plain CUDA-core kernels:
-// the ops of kernels/backend.h's "attention over blocks" section, with the semantics of the
-// CPU reference (kernels/cpu/cpu_attention_blocks.cpp), for every block cuDNN does not take
+// Attention over blocks of the sequence with plain CUDA-core kernels: the ops of
+// kernels/backend.h's attention section, with the semantics of the CPU reference
+// (kernels/cpu/cpu_attention.cpp), for every block cuDNN does not take
 // (kernels/cuda/cudnn_attention.h) and the light ops around them. Softmax scale 1/sqrt(Dh), query head
 // h reads kv head h / (H / Hkv); memory O(S), never O(S^2); head_dim up to 256. Every
 // gradient element is summed by one thread in a fixed order (no atomics): deterministic.
@@ -16,14 +16,15 @@
 namespace ustrain::cuda {
 
 // One block: query rows [q_begin, q_begin + q_count) of qkv (B, Sq, (H + 2 Hkv) Dh) against
-// key rows [k_begin, k_begin + k_count) of kv (B, Skv, 2 Hkv Dh) = [k heads | v heads].
-// causal: query row r of the block sees key rows 0 .. r + k_count - q_count (end-aligned);
-// otherwise every key.
+// key rows [k_begin, k_begin + k_count) of kv (B, Skv, 2 Hkv Dh) = [k heads | v heads], or of
+// qkv's own k and v columns (self; Skv = Sq). causal: query row r of the block sees key rows
+// 0 .. r + k_count - q_count (end-aligned); otherwise every key.
 struct AttentionBlock {
   std::int64_t batch = 0, q_seq = 0, kv_seq = 0;
   std::int64_t q_begin = 0, q_count = 0, k_begin = 0, k_count = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = false;
+  bool self = false;
 };
 
 // kv (rows, kv_width) = columns [width - kv_width, width) of qkv (rows, width), elements of
@@ -31,10 +32,11 @@ struct AttentionBlock {
 void attention_kv_pack(void* kv, const void* qkv, std::int64_t rows, std::int64_t width, std::int64_t kv_width,
                        std::size_t element_bytes, cudaStream_t stream);
 
-// out (B, q_count, H Dh) fp32 and lse (B, H, q_count) fp32 of the block; qkv and kv in `act`.
-// A query row that sees no key gets out 0 and lse -inf.
-void attention_block_forward(float* out, float* lse, const void* qkv, const void* kv, const AttentionBlock& a,
-                             DType act, cudaStream_t stream);
+// out (B, q_count, H Dh) in `out_type` (f32 or act) and lse (B, H, q_count) fp32 of the block;
+// qkv and kv in `act` (kv unused for a self block). A query row that sees no key gets out 0
+// and lse -inf.
+void attention_block_forward(void* out, DType out_type, float* lse, const void* qkv, const void* kv,
+                             const AttentionBlock& a, DType act, cudaStream_t stream);
 
 // Merges a block's result into rows [q_begin, q_begin + q_count) of the running result
 // acc (B, S, H Dh) fp32 and its lse (B, H, S): acc = (acc e^lse + block e^block_lse) / e^lse',
@@ -48,11 +50,13 @@ void attention_merge(float* acc, float* lse, const float* block_out, const float
 std::size_t attention_block_backward_workspace_bytes(const AttentionBlock& a);
 
 // The block's backward from the merged result: out and dout (B, Sq, H Dh), lse (B, H, Sq).
-// dq (B, Sq, H Dh) fp32 += at the block's query rows; dkv (B, Skv, 2 Hkv Dh) fp32 += at its
-// key rows. qkv, kv and dout in `act`; out in `act` or f32 (`out_type`).
-void attention_block_backward(float* dq, float* dkv, const void* dout, const void* qkv, const void* kv,
-                              const void* out, DType out_type, const float* lse, const AttentionBlock& a, DType act,
-                              void* workspace, cudaStream_t stream);
+// Packed keys: dq (B, Sq, H Dh) += at the block's query rows and dkv (B, Skv, 2 Hkv Dh) += at
+// its key rows, both fp32 (`grad_type`). A self block: dq is dqkv (B, Sq, W) in `grad_type`
+// (f32 or act), its block rows overwritten; dkv unused. qkv, kv and dout in `act`; out in
+// `act` or f32 (`out_type`).
+void attention_block_backward(void* dq, void* dkv, DType grad_type, const void* dout, const void* qkv,
+                              const void* kv, const void* out, DType out_type, const float* lse,
+                              const AttentionBlock& a, DType act, void* workspace, cudaStream_t stream);
 
 // dst (B, dst_seq, width) fp32 rows [0, rows) += src (B, rows, width) in `src_type` (f32, bf16
 // or f16): a block's gradients in the activation dtype into the fp32 sums (dst points at the

@@ -1,5 +1,4 @@
-// The tile machinery shared by the CUDA-core attention kernels (attention_fallback.cu, the
-// whole causal sequence, and attention_blocks.cu, blocks of the sequence): flash-attention
+// The tile machinery of the CUDA-core attention kernels (attention_blocks.cu): flash-attention
 // style tiles of kTile query rows meeting tiles of kTile key rows in shared memory (fp32).
 //
 // Thread layout, shared by all kernels: 256 threads = kTile rows x kLanesPerRow lanes.

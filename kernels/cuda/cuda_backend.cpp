@@ -14,7 +14,6 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/attention_fallback.h"
 #include "kernels/cuda/cuda_backend_checks.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
@@ -304,57 +303,6 @@ void CudaBackend::rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_h
 
 void CudaBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) {
   rope(dqkv, cos, sin, rotated_heads, head_dim, /*inverse=*/true);
-}
-
-// ---- attention ----
-
-namespace {
-
-struct AttentionShape {
-  std::int64_t batch, seq;
-  int head_dim;
-};
-
-AttentionShape attention_shape(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_heads, int n_kv_heads) {
-  USTRAIN_ASSERT(qkv.shape.rank() == 3 && n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-                 "attention: qkv " + qkv.shape.str() + " with " + std::to_string(n_heads) + "/" +
-                     std::to_string(n_kv_heads) + " heads");
-  const std::int64_t batch = qkv.shape[0], seq = qkv.shape[1];
-  const std::int64_t width = qkv.shape[2], heads = n_heads + 2 * n_kv_heads;
-  USTRAIN_ASSERT(width % heads == 0, "attention: row width " + std::to_string(width) + " is not (H + 2 Hkv) * Dh");
-  const auto head_dim = static_cast<int>(width / heads);
-  USTRAIN_ASSERT(out.numel() == batch * seq * n_heads * head_dim && lse.numel() == batch * n_heads * seq,
-                 "attention: out " + out.shape.str() + ", lse " + lse.shape.str() + " for qkv " + qkv.shape.str());
-  return {batch, seq, head_dim};
-}
-
-}  // namespace
-
-void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
-  const DType act = act_of("attention_forward", {&qkv, &out});
-  expect_f32(lse, "attention lse");
-  const AttentionShape s = attention_shape(qkv, out, lse, n_heads, n_kv_heads);
-  if (attention_->forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
-                          stream_.get()))
-    return;
-  attention_fallback_forward(out.data, lse.f32(), qkv.data, s.batch, s.seq, n_heads, n_kv_heads, s.head_dim, act,
-                             stream_.get());
-}
-
-void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                                     int n_kv_heads) {
-  const DType act = act_of("attention_backward", {&qkv, &dqkv, &dout, &out});
-  expect_f32(lse, "attention lse");
-  const AttentionShape s = attention_shape(qkv, out, lse, n_heads, n_kv_heads);
-  USTRAIN_ASSERT(dqkv.shape == qkv.shape && dout.numel() == out.numel(),
-                 "attention backward: dqkv " + dqkv.shape.str() + ", dout " + dout.shape.str());
-  if (attention_->backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
-                           s.head_dim, act, stream_.get()))
-    return;
-  void* ws = scratch(attention_fallback_backward_workspace_bytes(s.batch, s.seq, n_heads, n_kv_heads, s.head_dim),
-                     "attention_backward");
-  attention_fallback_backward(dqkv.data, dout.data, qkv.data, out.data, lse.f32(), s.batch, s.seq, n_heads, n_kv_heads,
-                              s.head_dim, act, ws, stream_.get());
 }
 
 // ---- SwiGLU, add ----

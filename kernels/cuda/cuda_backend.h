@@ -4,10 +4,10 @@
 // Dtypes: activations and the compute copies of weights are in one "act" dtype per call;
 // per-row statistics (rstd, lse, losses), parameter gradients, master weights and AdamW
 // moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
-// accumulate), attention through cuDNN's fused flash attention where cuDNN supports the shape
-// and through our own kernel elsewhere (kernels/cuda/attention_fallback.h; which shapes, and
-// USTRAIN_REQUIRE_CUDNN=1: kernels/cuda/cudnn_attention.h), attention over blocks of the
-// sequence the same way (our kernels: kernels/cuda/attention_blocks.h). Starting, it logs
+// accumulate), attention (the block ops, kernels/cuda/cuda_backend_blocks.cpp) through cuDNN's
+// fused flash attention where cuDNN supports the shape and through our own kernels elsewhere
+// (kernels/cuda/attention_blocks.h; which shapes, and USTRAIN_REQUIRE_CUDNN=1:
+// kernels/cuda/cudnn_attention.h). Starting, it logs
 // the CUDA driver, runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step), the
@@ -93,9 +93,6 @@ class CudaBackend : public Backend {
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
 
-  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
-  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                          int n_kv_heads) override;
 
   // Attention over blocks of the sequence (defined in cuda_backend_blocks.cpp).
   void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;

@@ -16,38 +16,35 @@ void expect_args(const RecordedOp& op, std::size_t shapes, std::size_t args) {
                  std::string("recorded ") + op.name + " lacks the shapes or arguments its scratch follows");
 }
 
-// attention_forward (out, lse, qkv) and attention_backward (dqkv, dout, qkv, out, lse):
-// qkv (B, S, (H + 2 Hkv) Dh), args {H, Hkv}.
-RecordedAttention whole_attention(const RecordedOp& op, bool backward) {
-  expect_args(op, backward ? 5 : 3, 2);
-  const Shape& qkv = op.shapes[2];
-  const std::int64_t heads = op.args[0], kv_heads = op.args[1];
-  USTRAIN_ASSERT(qkv.rank() == 3 && heads > 0 && kv_heads > 0, std::string("recorded ") + op.name + " on qkv " + qkv.str());
-  RecordedAttention a;
-  a.backward = backward;
-  a.act = op.dtypes[2];
-  a.whole = {qkv[0], qkv[1], heads, kv_heads, qkv[2] / (heads + 2 * kv_heads)};
-  a.cudnn_offered = cuda::cudnn_supports(a.whole, a.act);
-  return a;
-}
-
 // attention_block_forward (out, lse, qkv, kv) and attention_block_backward (dq, dkv, dout,
-// qkv, kv, out, lse): qkv (B, Sq, W), kv (B, Skv, 2 Hkv Dh), args {H, Hkv, q.begin, q.count,
-// k.begin, k.count, causal}. The backward's cuDNN path needs out in the activation dtype.
+// qkv, kv, out, lse): qkv (B, Sq, W), kv (B, Skv, 2 Hkv Dh) or empty (a self block), args {H,
+// Hkv, q.begin, q.count, k.begin, k.count, causal}. A causal self block of the whole sequence
+// is what cuDNN's whole-sequence graphs take, with its results in the activation dtype; a
+// packed block's backward needs the merged out in it.
 RecordedAttention block_attention(const RecordedOp& op, bool backward) {
   expect_args(op, backward ? 7 : 4, 7);
   const std::size_t qkv_at = backward ? 3 : 2;
   const Shape& qkv = op.shapes[qkv_at];
   const Shape& kv = op.shapes[qkv_at + 1];
   const std::int64_t heads = op.args[0], kv_heads = op.args[1];
-  USTRAIN_ASSERT(qkv.rank() == 3 && kv.rank() == 3 && heads > 0 && kv_heads > 0,
+  const bool self = kv.rank() == 0;  // an empty tensor's shape
+  USTRAIN_ASSERT(qkv.rank() == 3 && (self || kv.rank() == 3) && heads > 0 && kv_heads > 0,
                  std::string("recorded ") + op.name + " on qkv " + qkv.str() + ", kv " + kv.str());
   RecordedAttention a;
-  a.block = true;
+  a.block = !self;
   a.backward = backward;
   a.act = op.dtypes[qkv_at];
-  a.block_dims = {qkv[0], qkv[1], kv[1], op.args[3], op.args[5], heads, kv_heads, qkv[2] / (heads + 2 * kv_heads),
-                  op.args[6] != 0};
+  const std::int64_t head_dim = qkv[2] / (heads + 2 * kv_heads);
+  const bool causal = op.args[6] != 0;
+  if (self) {
+    a.whole = {qkv[0], qkv[1], heads, kv_heads, head_dim};
+    const bool whole = causal && op.args[2] == 0 && op.args[3] == qkv[1] && op.args[4] == 0 && op.args[5] == qkv[1];
+    // The forward's out, or the backward's dqkv and out, in the activation dtype.
+    const bool act_results = backward ? op.dtypes[0] == a.act && op.dtypes[5] == a.act : op.dtypes[0] == a.act;
+    a.cudnn_offered = whole && act_results && cuda::cudnn_supports(a.whole, a.act);
+    return a;
+  }
+  a.block_dims = {qkv[0], qkv[1], kv[1], op.args[3], op.args[5], heads, kv_heads, head_dim, causal};
   a.cudnn_offered = cuda::cudnn_block_supports(a.block_dims, a.act) && (!backward || op.dtypes[5] == a.act);
   return a;
 }
@@ -72,8 +69,6 @@ std::size_t attention_scratch_bytes(const RecordedAttention& a) {
 
 std::optional<RecordedAttention> recorded_attention(const RecordedOp& op) {
   const std::string_view name = op.name;
-  if (name == "attention_forward") return whole_attention(op, false);
-  if (name == "attention_backward") return whole_attention(op, true);
   if (name == "attention_block_forward") return block_attention(op, false);
   if (name == "attention_block_backward") return block_attention(op, true);
   return std::nullopt;
@@ -85,8 +80,8 @@ std::size_t cpu_widening_bytes(const RecordedOp& op) {
   static constexpr std::string_view kWidened[] = {
       "linear_forward", "linear_backward_input", "linear_backward_weight", "embedding_forward",
       "embedding_backward", "embedding_forward_shard", "embedding_backward_shard", "rmsnorm_forward",
-      "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
-      "attention_kv_pack", "attention_block_forward", "attention_block_backward", "attention_grad_pack",
+      "rmsnorm_backward", "rope_forward", "rope_backward", "attention_kv_pack", "attention_block_forward",
+      "attention_block_backward", "attention_grad_pack",
       "moe_route", "moe_route_backward", "moe_combine", "moe_combine_backward", "swiglu_forward",
       "swiglu_backward", "add", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_shard_stats",
       "cross_entropy_backward_shard"};

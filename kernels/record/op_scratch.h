@@ -20,7 +20,7 @@ namespace ustrain {
 
 // An attention op of a recorded step, as the CUDA backend sees it.
 struct RecordedAttention {
-  bool block = false;     // attention_block_*: block_dims; else whole
+  bool block = false;     // packed keys: block_dims; else a self block, whole
   bool backward = false;
   DType act = DType::f32;
   bool cudnn_offered = false;  // inside cudnn_supports / cudnn_block_supports
@@ -28,8 +28,7 @@ struct RecordedAttention {
   cuda::BlockAttentionDims block_dims;
 };
 
-// The attention op `op` is (attention_forward, _backward, attention_block_forward, _backward),
-// or nullopt for any other op.
+// The attention op `op` is (attention_block_forward, _backward), or nullopt for any other op.
 std::optional<RecordedAttention> recorded_attention(const RecordedOp& op);
 
 // Bytes of op scratch the CUDA backend takes for `op`, cuDNN's plan workspace aside.

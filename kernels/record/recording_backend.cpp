@@ -52,16 +52,8 @@ std::int64_t bytes_of(std::initializer_list<const Tensor*> ts) {
 // 2 m n k for out (m, n) = a (m, k) b (k, n), whatever the order of the arguments.
 std::int64_t gemm_flops(std::int64_t m, std::int64_t n, std::int64_t k) { return 2 * m * n * k; }
 
-// qkv (B, S, (H + 2 Hkv) Dh): B H S^2 Dh, the multiply-adds of one causal product counted as
-// 2 FLOPs each and halved by the mask.
-std::int64_t causal_product_flops(const Tensor& qkv, int n_heads, int n_kv_heads) {
-  const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
-  const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
-  return B * n_heads * S * S * head_dim;
-}
-
-// A block of nq queries against nk keys: B H nq nk Dh for one product, counted as above
-// (halved by a causal mask).
+// A block of nq queries against nk keys: B H nq nk Dh multiply-adds for one product, counted
+// as 2 FLOPs each and halved by a causal mask (the whole causal sequence: B H S^2 Dh).
 std::int64_t block_product_flops(const Tensor& qkv, SeqRange q, SeqRange k, AttentionMask mask, int n_heads,
                                  int n_kv_heads) {
   const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
@@ -221,18 +213,6 @@ std::vector<std::int64_t> block_args(SeqRange q, SeqRange k, AttentionMask mask,
 
 }  // namespace
 
-void RecordingBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) {
-  record("attention_forward", OpClass::attention, {&out, &lse, &qkv}, 2 * causal_product_flops(qkv, n_heads, n_kv_heads),
-         bytes_of({&out, &lse, &qkv}), {n_heads, n_kv_heads});
-}
-
-void RecordingBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                                          int n_kv_heads) {
-  record("attention_backward", OpClass::attention, {&dqkv, &dout, &qkv, &out, &lse},
-         4 * causal_product_flops(qkv, n_heads, n_kv_heads), bytes_of({&dqkv, &dout, &qkv, &out, &lse}),
-         {n_heads, n_kv_heads});
-}
-
 // ---- attention over blocks: every block reads its query and key rows, writes its result ----
 void RecordingBackend::attention_kv_pack(Tensor kv, Tensor qkv, int, int) {
   record("attention_kv_pack", OpClass::copy, {&kv, &qkv}, 0, 2 * bytes_of(kv));
@@ -243,7 +223,8 @@ void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qk
   require_implemented_mask(mask, "attention_block_forward");
   record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
          2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
-         bytes_of({&out, &lse}) + range_bytes(qkv, q) + range_bytes(kv, k), block_args(q, k, mask, n_heads, n_kv_heads));
+         bytes_of({&out, &lse}) + range_bytes(qkv, q) + (kv.empty() ? 0 : range_bytes(kv, k)),
+         block_args(q, k, mask, n_heads, n_kv_heads));
 }
 
 void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tensor block_lse, SeqRange) {
@@ -255,10 +236,13 @@ void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor do
                                                 SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                                 int n_kv_heads) {
   require_implemented_mask(mask, "attention_block_backward");
+  // Packed keys: the gradient sums are read and written. A self block writes dqkv once, and
+  // reads its keys with its queries.
+  const std::int64_t grads = kv.empty() ? bytes_of(dq) : 2 * (range_bytes(dq, q) + range_bytes(dkv, k));
   record("attention_block_backward", OpClass::attention, {&dq, &dkv, &dout, &qkv, &kv, &out, &lse},
          4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
-         2 * (range_bytes(dq, q) + range_bytes(dkv, k)) + range_bytes(dout, q) + range_bytes(qkv, q) +
-             range_bytes(kv, k) + range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count,
+         grads + range_bytes(dout, q) + range_bytes(qkv, q) + (kv.empty() ? 0 : range_bytes(kv, k)) +
+             range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count,
          block_args(q, k, mask, n_heads, n_kv_heads));
 }
 

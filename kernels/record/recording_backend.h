@@ -8,11 +8,10 @@
 //   grouped_linear_*     not recorded as such: the base class's loop records one linear op
 //                        per group with rows, so a grouped GEMM is priced as the sum of its
 //                        GEMMs (and the CUDA grouped GEMM takes no op scratch)
-//   attention_forward    2 B H S^2 Dh: Q K^T and P V, each B H S^2 Dh multiply-adds (2 FLOPs
-//                        each) halved by the causal mask (S^2 / 2, not S (S + 1) / 2)
-//   attention_backward   twice the forward: 4 B H S^2 Dh
-//   attention_block_forward / _backward   the same for nq queries against nk keys:
-//                        4 B H nq nk Dh (2 B H nq nk Dh under a causal mask), backward twice
+//   attention_block_forward   Q K^T and P V for nq queries against nk keys, each B H nq nk Dh
+//                        multiply-adds (2 FLOPs each): 4 B H nq nk Dh, halved by a causal
+//                        mask (S^2 / 2, not S (S + 1) / 2): 2 B H S^2 Dh for a whole sequence
+//   attention_block_backward   twice the forward
 // with H this rank's query heads. Every other op (norms, RoPE, SwiGLU, adds, embeddings,
 // cross-entropy, the optimizer, copies) counts 0 FLOPs and is priced by its bytes.
 //
@@ -53,7 +52,7 @@ namespace ustrain {
 // What an op is, for the summary.
 enum class OpClass : std::uint8_t {
   gemm,         // linear_forward / _backward_input / _backward_weight
-  attention,    // attention_forward / _backward, the block ops
+  attention,    // the attention block ops
   elementwise,  // norms, RoPE, SwiGLU, adds, embeddings, cross-entropy
   optimizer,    // AdamW, sum of squares, scale (clipping, loss scaling)
   copy,         // copy, convert, fill
@@ -130,9 +129,6 @@ class RecordingBackend final : public Backend {
   void rope_tables(Tensor cos, Tensor sin, std::span<const double> inv_freq, std::int64_t first_position) override;
   void rope_forward(Tensor qkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
   void rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int rotated_heads, int head_dim) override;
-  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_heads, int n_kv_heads) override;
-  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_heads,
-                          int n_kv_heads) override;
   void attention_kv_pack(Tensor kv, Tensor qkv, int n_heads, int n_kv_heads) override;
   void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                AttentionMask mask, int n_heads, int n_kv_heads) override;

@@ -19,6 +19,7 @@
 
 #include "gpu_test_support.h"
 #include "kernels/cuda/attention_layout.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {
@@ -280,8 +281,9 @@ TEST_P(GpuAttentionBlocksTest, SplitSequenceMatchesWholeSequenceAttention) {
     auto dout = random_values(static_cast<std::size_t>(os.numel()), 91, act());
     std::vector<float> out(static_cast<std::size_t>(os.numel())), lse(static_cast<std::size_t>(ls.numel()));
     std::vector<float> dqkv(qkv.size());
-    cpu().attention_forward(host(out, os), host(lse, ls), host(qkv, qs), h, hkv);
-    cpu().attention_backward(host(dqkv, qs), host(dout, os), host(qkv, qs), host(out, os), host(lse, ls), h, hkv);
+    test::whole_attention_forward(cpu(), host(out, os), host(lse, ls), host(qkv, qs), h, hkv);
+    test::whole_attention_backward(cpu(), host(dqkv, qs), host(dout, os), host(qkv, qs), host(out, os), host(lse, ls),
+                                   h, hkv);
 
     auto gqkv = on_device(gpu(), qkv, qs, act()), gdout = on_device(gpu(), dout, os, act());
     DeviceTensor gkv(gpu(), ks, act()), acc(gpu(), os, DType::f32), glse(gpu(), ls, DType::f32);

@@ -1,6 +1,6 @@
 // The CUDA ops built on matrix multiplies against the CPU reference: linear (cuBLASLt) and
-// causal grouped-query attention (cuDNN's fused attention where it applies, the fallback
-// kernel elsewhere). Their outputs sum over a long dimension, so every comparison is
+// causal grouped-query attention of whole sequences, a self block each way (cuDNN's fused
+// attention where it applies, our block kernels elsewhere). Their outputs sum over a long dimension, so every comparison is
 // norm-wise (see gpu_test_support.h).
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {
@@ -104,14 +105,15 @@ TEST_P(GpuMatmulTest, AttentionForwardAndBackwardMatchCpu) {
 
     std::vector<float> out(static_cast<std::size_t>(os.numel())), lse(static_cast<std::size_t>(ls.numel()));
     std::vector<float> dqkv(qkv.size());
-    cpu().attention_forward(host(out, os), host(lse, ls), host(qkv, qs), h, hkv);
-    cpu().attention_backward(host(dqkv, qs), host(dout, os), host(qkv, qs), host(out, os), host(lse, ls), h, hkv);
+    test::whole_attention_forward(cpu(), host(out, os), host(lse, ls), host(qkv, qs), h, hkv);
+    test::whole_attention_backward(cpu(), host(dqkv, qs), host(dout, os), host(qkv, qs), host(out, os), host(lse, ls),
+                                   h, hkv);
 
     auto gqkv = on_device(gpu(), qkv, qs, act()), gdout = on_device(gpu(), dout, os, act());
     DeviceTensor gout(gpu(), os, act()), glse(gpu(), ls, DType::f32), gdqkv(gpu(), qs, act());
     gpu().fill(gdqkv, 1234.0f);  // overwritten, never accumulated
-    gpu().attention_forward(gout, glse, *gqkv, h, hkv);
-    gpu().attention_backward(gdqkv, *gdout, *gqkv, gout, glse, h, hkv);
+    test::whole_attention_forward(gpu(), gout, glse, *gqkv, h, hkv);
+    test::whole_attention_backward(gpu(), gdqkv, *gdout, *gqkv, gout, glse, h, hkv);
 
     const std::string at = c.str();
     expect_close(gout.download(), out, act_tolerance(act(), Measure::norm_rel), "attention out " + at);

@@ -12,6 +12,7 @@
 #include "gpu_test_support.h"
 #include "kernels/record/op_scratch.h"
 #include "kernels/record/recording_backend.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {
@@ -64,8 +65,8 @@ TEST_F(GpuTest, CudnnAttentionsPlanWorkspaceIsAddedToTheDevicelessFigure) {
   const Tensor qkv = recorded(recorder, {B, S, (H + 2 * Hkv) * Dh}, DType::bf16);
   const Tensor out = recorded(recorder, {B, S, H * Dh}, DType::bf16);
   const Tensor lse = recorded(recorder, {B, H, S}, DType::f32);
-  recorder.attention_forward(out, lse, qkv, H, Hkv);
-  recorder.attention_backward(qkv, out, qkv, out, lse, H, Hkv);
+  test::whole_attention_forward(recorder, out, lse, qkv, H, Hkv);
+  test::whole_attention_backward(recorder, qkv, out, qkv, out, lse, H, Hkv);
   for (const RecordedOp& op : recorder.ops())
     EXPECT_GE(gpu().op_scratch_bytes(op), cuda_op_scratch_bytes(op)) << op.name;
 }

@@ -1,7 +1,7 @@
 // The strided views through which cuDNN reads and writes one block of attention over blocks
 // of the sequence (attention_layout.h): from the pointers the backend advances to the block's
 // first rows, each must address exactly the elements the CPU reference uses
-// (kernels/cpu/cpu_attention_blocks.cpp), and the block's own outputs must cover their
+// (kernels/cpu/cpu_attention.cpp), and the block's own outputs must cover their
 // buffers once.
 #include <gtest/gtest.h>
 

@@ -59,7 +59,8 @@ Shape recipe_shape(const std::string& name, const std::string& recipe) {
 
 std::vector<Shape> trained_shapes() {
   return {
-      // tests/gpu/gpu_matmul_ops_test.cpp's attention cases that cuDNN should take (B, S, H, Hkv, Dh).
+      // tests/gpu/gpu_matmul_ops_test.cpp's attention cases that cuDNN should take (B, S, H, Hkv, Dh);
+      // the first is also gpu_self_attention_test.cpp's causal self block that cuDNN takes.
       {"gpu_test_gqa", {2, 128, 8, 2, 64}, ""},
       {"gpu_test_long", {1, 1024, 8, 2, 64}, ""},
       {"gpu_test_odd", {1, 77, 4, 2, 40}, ""},
@@ -108,7 +109,7 @@ TEST_P(CudnnAttentionPlan, ReachesAPlanForAnH100) {
   ASSERT_TRUE(c.shape.error.empty()) << c.shape.error;
   const std::string what = c.shape.name + " " + dims_text(c.shape.dims) + " " + dtype_name(c.act);
   // The backend offers cuDNN exactly these shapes; a trained shape outside them would quietly
-  // run the fallback kernel.
+  // run our kernel.
   ASSERT_EQ(cudnn_unsupported_reason(c.shape.dims, c.act), "") << what;
 
   const AttentionGraph graph = build(h100_, c.shape.dims, c.act, c.pass);

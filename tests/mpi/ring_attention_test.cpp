@@ -6,6 +6,7 @@
 #include "parallel/ring_attention.h"
 #include "tests/mpi/mpi_test_world.h"
 #include "tests/unit/kernels_reference.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain {
 namespace {
@@ -41,10 +42,10 @@ TEST(RingAttention, EqualsAttentionOverTheWholeSequence) {
     auto dout = test::random_floats(static_cast<std::size_t>(c.batch * c.seq * OW), 62);
     auto out = zeros(c.batch * c.seq * OW), lse = zeros(c.batch * c.heads * c.seq), dqkv = zeros(c.batch * c.seq * W);
     const Shape full{c.batch, c.seq, W}, full_out{c.batch, c.seq, OW}, full_lse{c.batch, c.heads, c.seq};
-    cpu.attention_forward(test::f32(out, full_out), test::f32(lse, full_lse), test::f32(qkv, full), int(c.heads),
-                          int(c.kv_heads));
-    cpu.attention_backward(test::f32(dqkv, full), test::f32(dout, full_out), test::f32(qkv, full),
-                           test::f32(out, full_out), test::f32(lse, full_lse), int(c.heads), int(c.kv_heads));
+    test::whole_attention_forward(cpu, test::f32(out, full_out), test::f32(lse, full_lse), test::f32(qkv, full),
+                                  int(c.heads), int(c.kv_heads));
+    test::whole_attention_backward(cpu, test::f32(dqkv, full), test::f32(dout, full_out), test::f32(qkv, full),
+                                   test::f32(out, full_out), test::f32(lse, full_lse), int(c.heads), int(c.kv_heads));
 
     RingAttention ring(*comm);
     const ContextSplit split = ring.split();

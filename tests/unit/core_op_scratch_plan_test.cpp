@@ -94,7 +94,7 @@ class AskedBackend : public CpuBackend {
   Device device() const override { return Device::cuda; }  // asked as a GPU would be; runs nothing
   std::size_t op_scratch_bytes(const RecordedOp& op) override {
     ++asked;
-    return std::string(op.name) == "attention_backward" ? 12345 : 7;
+    return std::string(op.name) == "attention_block_backward" ? 12345 : 7;
   }
   int asked = 0;
 };
@@ -111,7 +111,7 @@ TEST(OpScratchPlan, ARunAsksItsBackendForEveryOpOfTheStep) {
   AskedBackend backend;
   const StepScratch s = backend_op_scratch(quickstart_on("cuda"), 0, backend);
   EXPECT_EQ(s.bytes, 12345u);
-  EXPECT_EQ(s.op, "attention_backward");
+  EXPECT_EQ(s.op, "attention_block_backward");
   EXPECT_GT(backend.asked, 10);
   CpuBackend cpu(1);  // the CPU records nothing and plans none
   EXPECT_EQ(backend_op_scratch(quickstart_on("cpu"), 0, cpu).bytes, 0u);

@@ -1,10 +1,12 @@
-// Causal grouped-query attention on fused QKV rows.
+// Causal grouped-query attention of whole sequences on fused QKV rows: the CPU's self blocks
+// (every query row of qkv against its own keys, kernels/backend.h), as the ring runs cp = 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "kernels_reference.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain {
 namespace {
@@ -72,16 +74,17 @@ struct AttnRun {
 
 AttnRun run_forward(CpuBackend& cpu, std::vector<float>& qkv, const AttnCase& c) {
   AttnRun r{std::vector<float>(c.out_numel()), std::vector<float>(c.lse_numel())};
-  cpu.attention_forward(test::f32(r.out, c.out_shape()), test::f32(r.lse, c.lse_shape()), test::f32(qkv, c.qkv_shape()),
-                        c.heads, c.kv_heads);
+  test::whole_attention_forward(cpu, test::f32(r.out, c.out_shape()), test::f32(r.lse, c.lse_shape()),
+                                test::f32(qkv, c.qkv_shape()), c.heads, c.kv_heads);
   return r;
 }
 
 std::vector<float> run_backward(CpuBackend& cpu, std::vector<float>& qkv, AttnRun& fwd, std::vector<float>& dout,
                                 const AttnCase& c) {
   std::vector<float> dqkv(c.qkv_numel(), 1234.0f);  // overwritten, never accumulated
-  cpu.attention_backward(test::f32(dqkv, c.qkv_shape()), test::f32(dout, c.out_shape()), test::f32(qkv, c.qkv_shape()),
-                         test::f32(fwd.out, c.out_shape()), test::f32(fwd.lse, c.lse_shape()), c.heads, c.kv_heads);
+  test::whole_attention_backward(cpu, test::f32(dqkv, c.qkv_shape()), test::f32(dout, c.out_shape()),
+                                 test::f32(qkv, c.qkv_shape()), test::f32(fwd.out, c.out_shape()),
+                                 test::f32(fwd.lse, c.lse_shape()), c.heads, c.kv_heads);
   return dqkv;
 }
 
@@ -155,6 +158,44 @@ TEST(CpuAttention, BitwiseDeterministicAcrossRunsAndThreadCounts) {
     EXPECT_TRUE(test::same_bits(again.out, fwd.out)) << threads;
     EXPECT_TRUE(test::same_bits(again.lse, fwd.lse)) << threads;
     EXPECT_TRUE(test::same_bits(run_backward(cpu, qkv, again, dout, c), dqkv)) << threads;
+  }
+}
+
+// A self block reads its keys in place; the same block of packed keys (kv_pack) gives the same
+// result, and the same gradient once the fp32 sums are packed (grad_pack), under either mask.
+TEST(CpuAttention, ASelfBlockEqualsTheBlockOfItsPackedKeys) {
+  CpuBackend cpu(2);
+  const AttnCase c{2, 70, 4, 2, 8};
+  const int kvw = 2 * c.kv_heads * c.head_dim;
+  const Shape kv_shape{c.batch, c.seq, kvw};
+  const SeqRange all{0, c.seq};
+  auto qkv = random_floats(c.qkv_numel(), 9, -2.0f, 2.0f);
+  auto dout = random_floats(c.out_numel(), 10);
+  std::vector<float> kv(static_cast<std::size_t>(c.batch * c.seq * kvw));
+  cpu.attention_kv_pack(test::f32(kv, kv_shape), test::f32(qkv, c.qkv_shape()), c.heads, c.kv_heads);
+  for (const AttentionMask& mask : {AttentionMask::causal(), AttentionMask::none()}) {
+    SCOPED_TRACE(mask_kind_name(mask.kind));
+    AttnRun self{std::vector<float>(c.out_numel()), std::vector<float>(c.lse_numel())}, packed = self;
+    cpu.attention_block_forward(test::f32(self.out, c.out_shape()), test::f32(self.lse, c.lse_shape()),
+                                test::f32(qkv, c.qkv_shape()), all, Tensor(), all, mask, c.heads, c.kv_heads);
+    cpu.attention_block_forward(test::f32(packed.out, c.out_shape()), test::f32(packed.lse, c.lse_shape()),
+                                test::f32(qkv, c.qkv_shape()), all, test::f32(kv, kv_shape), all, mask, c.heads,
+                                c.kv_heads);
+    EXPECT_LT(test::rel_error(self.out, test::to_double(packed.out)), 1e-6);
+    EXPECT_LT(test::rel_error(self.lse, test::to_double(packed.lse)), 1e-6);
+
+    std::vector<float> dqkv(c.qkv_numel(), 1234.0f), dq(c.out_numel(), 0.0f), dkv(kv.size(), 0.0f);
+    cpu.attention_block_backward(test::f32(dqkv, c.qkv_shape()), Tensor(), test::f32(dout, c.out_shape()),
+                                 test::f32(qkv, c.qkv_shape()), all, Tensor(), all, test::f32(self.out, c.out_shape()),
+                                 test::f32(self.lse, c.lse_shape()), mask, c.heads, c.kv_heads);
+    cpu.attention_block_backward(test::f32(dq, c.out_shape()), test::f32(dkv, kv_shape), test::f32(dout, c.out_shape()),
+                                 test::f32(qkv, c.qkv_shape()), all, test::f32(kv, kv_shape), all,
+                                 test::f32(self.out, c.out_shape()), test::f32(self.lse, c.lse_shape()), mask, c.heads,
+                                 c.kv_heads);
+    std::vector<float> from_packed(c.qkv_numel());
+    cpu.attention_grad_pack(test::f32(from_packed, c.qkv_shape()), test::f32(dq, c.out_shape()),
+                            test::f32(dkv, kv_shape));
+    EXPECT_LT(test::rel_error(dqkv, test::to_double(from_packed)), 1e-6);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/record/recording_backend.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain {
 namespace {
@@ -33,8 +34,8 @@ TEST(RecordingBackend, CountsCausalAttentionAsTheModelsFormulaDoes) {
   const Tensor qkv(be.allocate(B * S * (H + 2 * Hkv) * Dh * 4), Shape{B, S, (H + 2 * Hkv) * Dh});
   const Tensor out(be.allocate(B * S * H * Dh * 4), Shape{B, S, H * Dh});
   const Tensor lse(be.allocate(B * H * S * 4), Shape{B, H, S});
-  be.attention_forward(out, lse, qkv, H, Hkv);
-  be.attention_backward(qkv, out, qkv, out, lse, H, Hkv);
+  test::whole_attention_forward(be, out, lse, qkv, H, Hkv);
+  test::whole_attention_backward(be, qkv, out, qkv, out, lse, H, Hkv);
   // Q K^T and P V: B H S^2 Dh multiply-adds each, halved by the mask; backward twice that.
   EXPECT_EQ(be.ops()[0].flops, 2 * B * H * S * S * Dh);
   EXPECT_EQ(be.ops()[1].flops, 4 * B * H * S * S * Dh);

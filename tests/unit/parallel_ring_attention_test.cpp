@@ -1,14 +1,16 @@
-// Context parallelism's split and ring schedule as pure functions, and the ring's block ops run
-// for every rank in one process (the transfers replaced by indexing): the result equals the
-// whole-sequence attention, forward and backward. tests/mpi/ring_attention_test.cpp runs the
-// ring itself over MPI.
+// Context parallelism's split and ring schedule as pure functions, the ring at cp = 1 (one self
+// block), and the ring's block ops run for every rank in one process (the transfers replaced
+// by indexing): the result equals the whole-sequence attention, forward and backward.
+// tests/mpi/ring_attention_test.cpp runs the ring itself over MPI.
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "kernels/record/recording_backend.h"
 #include "kernels_reference.h"
 #include "parallel/context_split.h"
 #include "parallel/ring_attention.h"
+#include "tests/unit/kernels_whole_attention.h"
 
 namespace ustrain {
 namespace {
@@ -57,6 +59,31 @@ TEST(RingSchedule, EveryRankMeetsEveryBlockOnceWithTheSameWork) {
   }
 }
 
+// At cp = 1 the whole sequence is one block against its own keys: one call each way, nothing
+// packed, merged or copied, under either kind of mask.
+TEST(RingAttention, OneRankIssuesOneSelfBlockEachWay) {
+  const std::int64_t B = 2, S = 8, H = 4, Hkv = 2, Dh = 8;
+  for (const AttentionMask& mask : {AttentionMask::causal(), AttentionMask::none()}) {
+    RecordingBackend be;
+    const auto planned = [&](Shape shape) {
+      return Tensor(be.allocate(static_cast<std::size_t>(shape.numel()) * 4), shape);
+    };
+    const Tensor qkv = planned({B, S, (H + 2 * Hkv) * Dh}), out = planned({B, S, H * Dh}), lse = planned({B, H, S});
+    RingAttention ring;
+    ring.forward(be, out, lse, qkv, mask, H, Hkv, RingBuffers{});
+    ring.backward(be, qkv, out, qkv, out, lse, mask, H, Hkv, RingBuffers{});
+    ASSERT_EQ(be.ops().size(), 2u);
+    const std::vector<std::int64_t> whole{H, Hkv, 0, S, 0, S, mask.kind == AttentionMask::Kind::causal ? 1 : 0};
+    for (const RecordedOp& op : be.ops()) {
+      EXPECT_EQ(op.args, whole) << op.name;
+      const Shape& kv = op.shapes.at(std::string(op.name) == "attention_block_forward" ? 3 : 4);
+      EXPECT_EQ(kv.rank(), 0) << op.name << ": the block's keys are qkv's own";
+    }
+    EXPECT_STREQ(be.ops()[0].name, "attention_block_forward");
+    EXPECT_STREQ(be.ops()[1].name, "attention_block_backward");
+  }
+}
+
 struct Geometry {
   int batch, seq, heads, kv_heads, head_dim;
   int width() const { return (heads + 2 * kv_heads) * head_dim; }
@@ -89,11 +116,11 @@ TEST(RingAttentionBlocks, EveryRanksBlocksEqualTheWholeSequence) {
       std::vector<float> out(dout.size()), lse(static_cast<std::size_t>(g.batch * g.heads * g.seq));
       std::vector<float> dqkv(qkv.size());
       const Shape qkv_shape{g.batch, g.seq, W}, out_shape{g.batch, g.seq, OW};
-      cpu.attention_forward(test::f32(out, out_shape), test::f32(lse, Shape{g.batch, g.heads, g.seq}),
-                            test::f32(qkv, qkv_shape), g.heads, g.kv_heads);
-      cpu.attention_backward(test::f32(dqkv, qkv_shape), test::f32(dout, out_shape), test::f32(qkv, qkv_shape),
-                             test::f32(out, out_shape), test::f32(lse, Shape{g.batch, g.heads, g.seq}), g.heads,
-                             g.kv_heads);
+      test::whole_attention_forward(cpu, test::f32(out, out_shape), test::f32(lse, Shape{g.batch, g.heads, g.seq}),
+                                    test::f32(qkv, qkv_shape), g.heads, g.kv_heads);
+      test::whole_attention_backward(cpu, test::f32(dqkv, qkv_shape), test::f32(dout, out_shape),
+                                     test::f32(qkv, qkv_shape), test::f32(out, out_shape),
+                                     test::f32(lse, Shape{g.batch, g.heads, g.seq}), g.heads, g.kv_heads);
 
       // Every rank's queries, packed kv, and (after the forward) merged results.
       const Shape lq{g.batch, S, W}, lkv{g.batch, S, KW}, lo{g.batch, S, OW}, ll{g.batch, g.heads, S};

@@ -1,9 +1,9 @@
-#include "core/model/attention.h"
+#include "core/model/grouped_query_attention.h"
 
 namespace ustrain {
 
-// The planned tensors of one micro-batch, by name (sizes in attention.h).
-struct Attention::Views {
+// The planned tensors of one micro-batch, by name (sizes in grouped_query_attention.h).
+struct GroupedQueryAttention::Views {
   Tensor ln1_rstd;  // (R)
   Tensor ln1_out;   // (R, D)
   Tensor qkv;       // (B, S, W), q and k after RoPE
@@ -16,7 +16,8 @@ struct Attention::Views {
   bool deferred = false;
 };
 
-Attention::Attention(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo, ParamRegistry& params)
+GroupedQueryAttention::GroupedQueryAttention(int layer, UnitId unit, const ModelSection& cfg, const ModelGeometry& geo,
+                                             ParamRegistry& params)
     : geo_(geo),
       layer_(layer),
       unit_(unit),
@@ -34,14 +35,14 @@ Attention::Attention(int layer, UnitId unit, const ModelSection& cfg, const Mode
   o_ = params.declare({p + "self_attn.o_proj.weight", Shape{d, h * dh}, true, false, out_std, unit});
 }
 
-void Attention::declare_norm(ParamRegistry& params) {
+void GroupedQueryAttention::declare_norm(ParamRegistry& params) {
   const std::int64_t d = geo_.d_model;
   const std::string p = layer_prefix(layer_);
   const UnitId unit = unit_;
   ln1_ = params.declare({p + "input_layernorm.weight", Shape{d}, false, false, 0.0, unit});
 }
 
-std::vector<ActivationSpec> Attention::activations(std::int64_t max_batch, DType c) const {
+std::vector<ActivationSpec> GroupedQueryAttention::activations(std::int64_t max_batch, DType c) const {
   const std::int64_t n = geo_.tokens(max_batch), r = geo_.rows(n), d = geo_.d_model, h = geo_.heads;
   return {{"ln1_rstd", Shape{r}, DType::f32},
           {"ln1_out", Shape{r, d}, c, /*cheap=*/true},
@@ -50,12 +51,12 @@ std::vector<ActivationSpec> Attention::activations(std::int64_t max_batch, DType
           {"attention_lse", Shape{n * h}, DType::f32}};
 }
 
-std::vector<ActivationSpec> Attention::deferred(std::int64_t max_batch, DType c) const {
+std::vector<ActivationSpec> GroupedQueryAttention::deferred(std::int64_t max_batch, DType c) const {
   const std::int64_t n = geo_.tokens(max_batch);
   return {{"grad.o_out", Shape{n, geo_.d_model}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
 }
 
-std::vector<ActivationSpec> Attention::workspace(std::int64_t max_batch, DType c) const {
+std::vector<ActivationSpec> GroupedQueryAttention::workspace(std::int64_t max_batch, DType c) const {
   const std::int64_t n = geo_.tokens(max_batch), hd = geo_.heads * geo_.head_dim;
   const std::int64_t kv = 2 * geo_.kv_heads * geo_.head_dim;
   std::vector<ActivationSpec> specs{{"grad.attention_out", Shape{n, hd}, c}, {"grad.qkv", Shape{n, geo_.qkv_width()}, c}};
@@ -73,11 +74,11 @@ std::vector<ActivationSpec> Attention::workspace(std::int64_t max_batch, DType c
   return specs;
 }
 
-ActivationSpec Attention::kv_cache(DType c) const {
+ActivationSpec GroupedQueryAttention::kv_cache(DType c) const {
   return {"kv", Shape{geo_.seq, 2 * geo_.kv_heads * geo_.head_dim}, c};
 }
 
-std::vector<ActivationSpec> Attention::decode_activations(DType c) const {
+std::vector<ActivationSpec> GroupedQueryAttention::decode_activations(DType c) const {
   const std::int64_t s = geo_.seq, hd = geo_.heads * geo_.head_dim;
   std::vector<ActivationSpec> specs{{"ln1_rstd", Shape{s}, DType::f32},
                                     {"ln1_out", Shape{s, geo_.d_model}, c},
@@ -88,7 +89,7 @@ std::vector<ActivationSpec> Attention::decode_activations(DType c) const {
   return specs;
 }
 
-Attention::Views Attention::views(const SubLayerMemory& m) const {
+GroupedQueryAttention::Views GroupedQueryAttention::views(const SubLayerMemory& m) const {
   const std::int64_t B = m.batch, S = m.seq, n = B * S, r = geo_.rows(n);
   const auto bsw = [&](const Tensor& t) { return first_rows(t, n).view(Shape{B, S, t.shape.last()}); };
   Views v;
@@ -113,7 +114,8 @@ Attention::Views Attention::views(const SubLayerMemory& m) const {
   return v;
 }
 
-Tensor Attention::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out, const SubLayerMemory& m,
+Tensor GroupedQueryAttention::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out,
+                                      const SubLayerMemory& m,
                           const BlockScratch& s, const RopeTables& rope) const {
   const Views a = views(m);
   const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
@@ -127,7 +129,7 @@ Tensor Attention::forward(Backend& be, const LayerParallel& par, Tensor x, Tenso
   return par.tp.reduce(s.branch, out);                                // (R, D)
 }
 
-void Attention::backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m,
+void GroupedQueryAttention::backward(Backend& be, const LayerParallel& par, Tensor x, const SubLayerMemory& m,
                          const BlockScratch& s, const RopeTables& rope, Recompute policy) const {
   const Views a = views(m);
   const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
@@ -147,7 +149,7 @@ void Attention::backward(Backend& be, const LayerParallel& par, Tensor x, const 
   be.rmsnorm_backward(s.d_branch, params_[ln1_].grad, d_ln1, x, params_[ln1_].value, a.ln1_rstd);
 }
 
-void Attention::backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
+void GroupedQueryAttention::backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
                                 const BlockScratch& s) const {
   const Views a = views(m);
   const Shape att2d{a.att.shape.rows(), a.att.shape.last()};
@@ -156,7 +158,7 @@ void Attention::backward_weight(Backend& be, const LayerParallel& par, const Sub
   be.linear_backward_weight(params_.packed_grad(q_, v_), a.d_qkv.view(qkv2d), par.tp.gather(a.ln1_out, s.gathered));
 }
 
-Tensor Attention::decode(Backend& be, Tensor x, const AttentionDecode& d, const BlockScratch& s) const {
+Tensor GroupedQueryAttention::decode(Backend& be, Tensor x, const AttentionDecode& d, const BlockScratch& s) const {
   const std::int64_t n = d.count, end = d.past + n, hd = geo_.heads * geo_.head_dim, kw = d.kv.shape.last();
   const std::vector<Tensor>& t = d.activations;
   const Tensor ln1_rstd = first_rows(t.at(0), n), ln1_out = first_rows(t.at(1), n);  // (n), (n, D)
