@@ -9,6 +9,9 @@
 // answer (or, past its patience, those that have not reached it), and its group is marked
 // unusable. A rank that fails, or leaves the job during an error, tells the others, so that
 // the whole job stops within seconds instead of each rank waiting out its own deadline.
+// After its first failure the thread makes no further MPI call, and only then tells the
+// callers: a collective cannot be cancelled (nor always a receive), and MPI would otherwise go
+// on moving its data into buffers the callers free as they unwind.
 //
 // Thread level: MPI is called from two threads (the main thread initialises and finalises,
 // the progress thread does everything between) but never from two at once, which is what
