@@ -58,6 +58,17 @@ std::uint64_t fnv1a(const std::string& text) {
 
 }  // namespace
 
+std::int64_t Group::issue(const Channel& channel) {
+  std::lock_guard lock(mutex_);
+  return issued_[channel]++;
+}
+
+std::int64_t Group::issued(const Channel& channel) const {
+  std::lock_guard lock(mutex_);
+  const auto it = issued_.find(channel);
+  return it == issued_.end() ? 0 : it->second;
+}
+
 std::string Group::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;
@@ -122,7 +133,7 @@ struct Engine::Shared {
 void Engine::Shared::fail(InFlight& f, const std::string& message) {
   // A caller that gave up on a stuck thread may already have freed its buffers: no MPI call.
   const bool callers_waiting = !failed->load();
-  if (callers_waiting && f.op.peer >= 0) cancel_requests(f.requests);
+  if (callers_waiting && f.op.channel.point_to_point()) cancel_requests(f.requests);
   f.op.group->set_failure(message);
   if (callers_waiting && peers && peers->departures().empty()) {
     peers->announce_departure(message);
@@ -179,10 +190,10 @@ void Engine::Shared::start(InFlight& f) {
 
 LocalView Engine::Shared::local_view() {
   LocalView view;
-  view.started = [this](std::uint64_t key, std::int64_t index) -> std::optional<bool> {
+  view.started = [this](std::uint64_t key, const Channel& channel, std::int64_t index) -> std::optional<bool> {
     std::lock_guard lock(groups_mutex);
     for (const std::weak_ptr<Group>& weak : groups)
-      if (const std::shared_ptr<Group> g = weak.lock(); g && g->key() == key) return g->issued() > index;
+      if (const std::shared_ptr<Group> g = weak.lock(); g && g->key() == key) return g->issued(channel) > index;
     return std::nullopt;
   };
   view.activity = [this] {
@@ -202,24 +213,20 @@ void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& set
   const std::chrono::milliseconds window = kAnswerWindow;
   if (!f.inquiry) {
     std::vector<int> members;
-    if (f.op.peer >= 0) {
-      members.push_back(f.op.peer);
+    if (f.op.channel.point_to_point()) {
+      members.push_back(f.op.channel.peer);
     } else {
       for (int r : f.op.group->ranks())
         if (r != f.op.group->global_rank()) members.push_back(r);
     }
-    f.inquiry = peers->ask(f.op.group->key(), f.op.index, members, now + window);
+    const Channel theirs = f.op.channel.counterpart(f.op.group->global_rank());
+    f.inquiry = peers->ask(f.op.group->key(), theirs, f.op.index, members, now + window);
     f.state->set_deadline(now + window);  // wait()'s own fallback, should this thread hang
     return;
   }
   std::optional<std::vector<PeerAnswer>> answers = peers->answers(*f.inquiry, now);
   if (!answers) return;
   f.inquiry.reset();
-  // A peer's count of operations on the group says nothing about one send or receive: a
-  // pipeline stage issues its sends and receives in its own order. A peer that answers is
-  // alive and has not yet posted the counterpart (a slow stage is not a dead one).
-  if (f.op.peer >= 0)
-    for (PeerAnswer& a : *answers) a.started = false;
   const PeerVerdict verdict = judge(*answers, describe_duration(window));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - f.clock_start);
   if (verdict.keep_waiting && waited < std::max(f.op.patience, f.op.timeout)) {
@@ -374,7 +381,7 @@ void Engine::add_group(const std::shared_ptr<Group>& group) {
 }
 
 Work Engine::submit(Operation op) {
-  op.index = op.group->issue();
+  op.index = op.group->issue(op.channel);
   const std::string message =
       timeout_message(op.what, op.group->name(), op.group->global_rank(), op.timeout);
   auto state = std::make_shared<OperationState>(message, Clock::now() + op.timeout, shared_->failed);

@@ -65,6 +65,9 @@ case $mode in
     expect_line "rank 1 exited with status 2"
     expect_line "rank 0 exited with status 0"
     ;;
+  slow-sender)
+    for r in $(seq 0 "$last"); do expect_line "rank $r: done"; expect_line "rank $r exited with status 0"; done
+    ;;
   late-peer)
     for r in $(seq 0 $((last - 1))); do
       expect_line "on world group (ranks $ranks) did not complete within"
