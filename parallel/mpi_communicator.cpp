@@ -65,9 +65,10 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 template <class Start>
-Work MpiCommunicator::submit(std::string what, Start start, std::function<void()> finish, int peer) {
+Work MpiCommunicator::submit(std::string what, Start start, std::function<void()> finish, mpi_detail::Channel channel) {
   Operation op;
-  op.peer = peer < 0 ? -1 : ranks()[static_cast<std::size_t>(peer)];
+  if (channel.point_to_point()) channel.peer = ranks()[static_cast<std::size_t>(channel.peer)];
+  op.channel = channel;
   op.what = std::move(what);
   op.group = group_;
   op.timeout = options_.timeout;
@@ -200,7 +201,7 @@ Work MpiCommunicator::do_send(Tensor data, int peer, int tag) {
                   r.resize(1);
                   return MPI_Isend(data.data, count, type, peer, tag, comm, r.data());
                 },
-                {}, peer);
+                {}, {mpi_detail::Channel::send, peer, tag});
 }
 
 Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
@@ -214,7 +215,7 @@ Work MpiCommunicator::do_recv(Tensor data, int peer, int tag) {
                   r.resize(1);
                   return MPI_Irecv(data.data, count, type, peer, tag, comm, r.data());
                 },
-                {}, peer);
+                {}, {mpi_detail::Channel::receive, peer, tag});
 }
 
 std::vector<Work> MpiCommunicator::do_exchange(std::span<const PeerTransfer> transfers) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/mpi_channel.h"
 
 namespace ustrain {
 
@@ -58,8 +59,9 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <class Start>
-  // `peer`: the member a send or receive goes to or comes from (-1: a collective).
-  Work submit(std::string what, Start start, std::function<void()> finish = {}, int peer = -1);
+  // `channel`: a send's or receive's, its peer a member of this communicator (the default: a
+  // collective).
+  Work submit(std::string what, Start start, std::function<void()> finish = {}, mpi_detail::Channel channel = {});
 
   mpi_detail::Engine& engine_;
   const std::vector<int> ranks_;

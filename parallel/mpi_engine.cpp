@@ -10,85 +10,15 @@
 #include <optional>
 #include <thread>
 
-#include "parallel/bf16.h"
+#include "parallel/mpi_operation_state.h"
 #include "parallel/mpi_peer_check.h"
+#include "parallel/mpi_requests.h"
 #include "parallel/peer_verdict.h"
 
 namespace ustrain::mpi_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// How long wait() gives the progress thread beyond an operation's deadline before it
-// concludes that the thread itself is stuck inside MPI (e.g. creating a communicator with
-// a dead peer) and reports the timeout on its own.
-constexpr std::chrono::seconds kGrace{2};
-
-// The Work state of one operation. The progress thread completes or fails it; the caller
-// waits on it.
-class OperationState final : public WorkState {
- public:
-  OperationState(std::string timeout_message, Clock::time_point deadline,
-                 std::shared_ptr<std::atomic<bool>> engine_failed)
-      : timeout_message_(std::move(timeout_message)), deadline_(deadline), engine_failed_(std::move(engine_failed)) {}
-
-  void wait() override {
-    std::unique_lock lock(mutex_);
-    while (status_ == Status::pending) {
-      if (cv_.wait_until(lock, deadline_ + kGrace) == std::cv_status::timeout) give_up_if_overdue();
-    }
-    throw_if_failed();
-  }
-
-  bool test() override {
-    std::unique_lock lock(mutex_);
-    if (status_ == Status::pending) give_up_if_overdue();
-    throw_if_failed();
-    return status_ == Status::done;
-  }
-
-  bool pending() {
-    std::lock_guard lock(mutex_);
-    return status_ == Status::pending;
-  }
-  void complete() { settle(Status::done, {}); }
-  void fail(std::string message) { settle(Status::failed, std::move(message)); }
-  const std::string& timeout_message() const { return timeout_message_; }
-  void set_deadline(Clock::time_point deadline) {
-    std::lock_guard lock(mutex_);
-    deadline_ = deadline;
-  }
-
- private:
-  enum class Status { pending, done, failed };
-
-  void settle(Status status, std::string message) {
-    {
-      std::lock_guard lock(mutex_);
-      if (status_ != Status::pending) return;
-      status_ = status;
-      error_ = std::move(message);
-    }
-    cv_.notify_all();
-  }
-  void give_up_if_overdue() {
-    if (status_ != Status::pending || Clock::now() < deadline_ + kGrace) return;
-    status_ = Status::failed;
-    error_ = timeout_message_;
-    engine_failed_->store(true);
-  }
-  void throw_if_failed() const {
-    if (status_ == Status::failed) throw CommError(error_);
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  Status status_ = Status::pending;
-  std::string error_;
-  const std::string timeout_message_;
-  Clock::time_point deadline_;
-  std::shared_ptr<std::atomic<bool>> engine_failed_;
-};
 
 // How long members have to answer when an overdue operation asks them what they are doing:
 // fixed, whatever the operation's timeout, since a busy but healthy member may take a while.
@@ -126,25 +56,18 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-// MPI_Testall, with the failing request's own error code instead of MPI_ERR_IN_STATUS.
-int test_all(std::vector<MPI_Request>& requests, int& done) {
-  if (requests.size() == 1) return MPI_Test(requests.data(), &done, MPI_STATUS_IGNORE);  // the common case
-  std::vector<MPI_Status> statuses(requests.size());
-  const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
-  if (rc == MPI_ERR_IN_STATUS)
-    for (const MPI_Status& s : statuses)
-      if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING) return s.MPI_ERROR;
-  return rc;
-}
-
-void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  bf16::sum_into(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), *len);
-}
-void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  f16::sum_into(static_cast<const _Float16*>(in), static_cast<_Float16*>(inout), *len);
-}
-
 }  // namespace
+
+std::int64_t Group::issue(const Channel& channel) {
+  std::lock_guard lock(mutex_);
+  return issued_[channel]++;
+}
+
+std::int64_t Group::issued(const Channel& channel) const {
+  std::lock_guard lock(mutex_);
+  const auto it = issued_.find(channel);
+  return it == issued_.end() ? 0 : it->second;
+}
 
 std::string Group::failure() const {
   std::lock_guard lock(mutex_);
@@ -182,46 +105,69 @@ struct Engine::Shared {
 
   // Touched by the progress thread only.
   std::unique_ptr<PeerCheck> peers;
+  LocalView view;  // what this rank tells peers that ask
+  std::list<InFlight> in_flight;
   Clock::time_point idle_since = Clock::now();
+  // Once an operation failed, the first failure: from then on this thread makes no MPI call.
+  // A collective cannot be cancelled and a matched receive may not cancel: MPI would go on
+  // moving their data into buffers the callers free as they unwind.
+  std::string silenced;
 
   void run();
   void start(InFlight& f);
-  bool poll(std::list<InFlight>& in_flight);
+  bool poll();
   void check_overdue(InFlight& f, Clock::time_point now, bool& settled);
   void fail(InFlight& f, const std::string& message);
-  LocalView local_view(const std::list<InFlight>& in_flight);
+  void silence(const std::string& first_failure);
+  void refuse(InFlight& f) const;
+  void flush_notices();
+  LocalView local_view();
   // The departure that ends operations issued or pending `kDepartureGrace` after it arrived.
   const Departure* departure(Clock::time_point now) const;
 };
 
-namespace {
-// Cancels the requests of a send or receive that will not be waited for again, so that MPI
-// never writes into (or reads from) its buffer once the caller has given it up. Cancelling a
-// receive that has not matched is local and completes at once; one already matched, or a
-// send, gets a short while to finish, and is then freed. Collectives cannot be cancelled.
-void cancel_point_to_point(InFlight& f) {
-  if (f.op.peer < 0) return;
-  for (MPI_Request& r : f.requests) {
-    if (r == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&r);
-    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(100);
-    int done = 0;
-    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && Clock::now() < until)
-      std::this_thread::yield();
-    if (!done && r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+// The first failure ends this rank's part in the job. Its requests are cancelled where they
+// can be and the others are told (a failure caused by another rank's departure is not news to
+// anyone), while every caller still holds its buffers; then the thread falls silent and only
+// then are the callers told.
+void Engine::Shared::fail(InFlight& f, const std::string& message) {
+  // A caller that gave up on a stuck thread may already have freed its buffers: no MPI call.
+  const bool callers_waiting = !failed->load();
+  if (callers_waiting && f.op.channel.point_to_point()) cancel_requests(f.requests);
+  f.op.group->set_failure(message);
+  if (callers_waiting && peers && peers->departures().empty()) {
+    peers->announce_departure(message);
+    flush_notices();
+  }
+  f.state->fail(message);
+  silence(message);
+}
+
+void Engine::Shared::flush_notices() {
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(200);
+  while (peers->sending() && Clock::now() < until) {
+    peers->poll(view);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
-}  // namespace
 
-void Engine::Shared::fail(InFlight& f, const std::string& message) {
-  cancel_point_to_point(f);
-  f.op.group->set_failure(message);
+void Engine::Shared::silence(const std::string& first_failure) {
   failed->store(true);
-  f.state->fail(message);
-  // The first failure ends this rank's part in the job: tell the others, so that they stop
-  // waiting for it. A failure caused by another rank's departure is not news to anyone.
-  if (peers && peers->departures().empty())
-    peers->announce_departure(message);
+  if (!silenced.empty()) return;
+  silenced = first_failure;
+  for (InFlight& f : in_flight) {
+    if (!f.state->pending()) continue;
+    f.op.group->set_failure(first_failure);
+    f.state->fail(fmt::format("{} on {} did not complete on rank {}: this rank stopped communicating after an "
+                              "earlier failure: {}",
+                              f.op.what, f.op.group->name(), f.op.group->global_rank(), first_failure));
+  }
+}
+
+void Engine::Shared::refuse(InFlight& f) const {
+  f.state->fail(fmt::format("{} on {} was not started on rank {}: this rank stopped communicating after an earlier "
+                            "failure: {}",
+                            f.op.what, f.op.group->name(), f.op.group->global_rank(), silenced));
 }
 
 const Departure* Engine::Shared::departure(Clock::time_point now) const {
@@ -231,11 +177,6 @@ const Departure* Engine::Shared::departure(Clock::time_point now) const {
 }
 
 void Engine::Shared::start(InFlight& f) {
-  if (const std::string earlier = f.op.group->failure(); !earlier.empty()) {
-    f.state->fail(fmt::format("{} on {} was not started: the group failed earlier: {}", f.op.what,
-                              f.op.group->name(), earlier));
-    return;
-  }
   if (const Departure* d = departure(Clock::now())) {
     fail(f, fmt::format("{} on {} was not started on rank {}: rank {} left the job ({})", f.op.what,
                         f.op.group->name(), f.op.group->global_rank(), d->rank, d->reason));
@@ -247,15 +188,15 @@ void Engine::Shared::start(InFlight& f) {
                         mpi_error_text(rc)));
 }
 
-LocalView Engine::Shared::local_view(const std::list<InFlight>& in_flight) {
+LocalView Engine::Shared::local_view() {
   LocalView view;
-  view.started = [this](std::uint64_t key, std::int64_t index) -> std::optional<bool> {
+  view.started = [this](std::uint64_t key, const Channel& channel, std::int64_t index) -> std::optional<bool> {
     std::lock_guard lock(groups_mutex);
     for (const std::weak_ptr<Group>& weak : groups)
-      if (const std::shared_ptr<Group> g = weak.lock(); g && g->key() == key) return g->issued() > index;
+      if (const std::shared_ptr<Group> g = weak.lock(); g && g->key() == key) return g->issued(channel) > index;
     return std::nullopt;
   };
-  view.activity = [this, &in_flight] {
+  view.activity = [this] {
     const Clock::time_point now = Clock::now();
     if (in_flight.empty()) return fmt::format("it is alive and has not communicated for {:.0f} s",
                                               seconds_between(idle_since, now));
@@ -272,24 +213,20 @@ void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& set
   const std::chrono::milliseconds window = kAnswerWindow;
   if (!f.inquiry) {
     std::vector<int> members;
-    if (f.op.peer >= 0) {
-      members.push_back(f.op.peer);
+    if (f.op.channel.point_to_point()) {
+      members.push_back(f.op.channel.peer);
     } else {
       for (int r : f.op.group->ranks())
         if (r != f.op.group->global_rank()) members.push_back(r);
     }
-    f.inquiry = peers->ask(f.op.group->key(), f.op.index, members, now + window);
+    const Channel theirs = f.op.channel.counterpart(f.op.group->global_rank());
+    f.inquiry = peers->ask(f.op.group->key(), theirs, f.op.index, members, now + window);
     f.state->set_deadline(now + window);  // wait()'s own fallback, should this thread hang
     return;
   }
   std::optional<std::vector<PeerAnswer>> answers = peers->answers(*f.inquiry, now);
   if (!answers) return;
   f.inquiry.reset();
-  // A peer's count of operations on the group says nothing about one send or receive: a
-  // pipeline stage issues its sends and receives in its own order. A peer that answers is
-  // alive and has not yet posted the counterpart (a slow stage is not a dead one).
-  if (f.op.peer >= 0)
-    for (PeerAnswer& a : *answers) a.started = false;
   const PeerVerdict verdict = judge(*answers, describe_duration(window));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - f.clock_start);
   if (verdict.keep_waiting && waited < std::max(f.op.patience, f.op.timeout)) {
@@ -303,17 +240,11 @@ void Engine::Shared::check_overdue(InFlight& f, Clock::time_point now, bool& set
 }
 
 // Tests every operation in flight once; returns whether any completed.
-bool Engine::Shared::poll(std::list<InFlight>& in_flight) {
+// After a failure it stops at once: the thread is silent from then on.
+bool Engine::Shared::poll() {
   bool progressed = false;
   const Clock::time_point now = Clock::now();
-  for (auto it = in_flight.begin(); it != in_flight.end();) {
-    if (const std::string earlier = it->op.group->failure(); !earlier.empty()) {
-      cancel_point_to_point(*it);
-      it->state->fail(fmt::format("{} on {} did not complete: the group failed: {}", it->op.what,
-                                  it->op.group->name(), earlier));
-      it = in_flight.erase(it);
-      continue;
-    }
+  for (auto it = in_flight.begin(); it != in_flight.end() && silenced.empty();) {
     int done = 0;
     const int rc = it->requests.empty() ? MPI_SUCCESS : test_all(it->requests, done);
     if (rc != MPI_SUCCESS) {
@@ -344,8 +275,7 @@ bool Engine::Shared::poll(std::list<InFlight>& in_flight) {
 }
 
 void Engine::Shared::run() {
-  std::list<InFlight> in_flight;
-  const LocalView view = local_view(in_flight);
+  view = local_view();
   int idle_polls = 0;
   for (;;) {
     std::deque<InFlight> arrived;
@@ -356,14 +286,25 @@ void Engine::Shared::run() {
       if (abandon || (stop && queue.empty() && in_flight.empty())) break;
       arrived.swap(queue);
     }
-    peers->poll(view);
+    // A caller gave up on this thread while it was stuck inside MPI, and may have freed its buffers.
+    if (failed->load() && silenced.empty())
+      silence("an operation timed out while this rank's communication thread was stuck inside MPI");
+    if (silenced.empty()) peers->poll(view);
     for (InFlight& f : arrived) {
+      if (!silenced.empty()) {
+        refuse(f);
+        continue;
+      }
       start(f);
       // A failed start has already settled its state; keep only what is in flight.
       if (!f.state->pending()) continue;
       in_flight.push_back(std::move(f));
     }
-    if (poll(in_flight)) {
+    if (!silenced.empty()) {
+      in_flight.clear();  // every one failed; MPI keeps what it holds, untouched from now on
+      continue;
+    }
+    if (poll()) {
       idle_polls = 0;
     } else if (++idle_polls < 64) {
       std::this_thread::yield();
@@ -378,14 +319,12 @@ void Engine::Shared::run() {
     std::lock_guard lock(mutex);
     farewell = leaving;
   }
-  if (!farewell.empty() && !peers->announced()) {
+  if (!silenced.empty()) {
+    // Silent since a failure: the others were told then.
+  } else if (!farewell.empty() && !peers->announced()) {
     // Leaving during an error: tell the others, and give the notices a moment to go out.
     peers->announce_departure(farewell);
-    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(200);
-    while (peers->sending() && Clock::now() < until) {
-      peers->poll(view);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    flush_notices();
   } else if (!abandon) {
     peers->close();
   }
@@ -396,8 +335,7 @@ Engine::Engine() : shared_(std::make_shared<Shared>()) {
   shared_->peers = std::make_unique<PeerCheck>();
   MPI_Comm_dup(MPI_COMM_WORLD, &world_);
   MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
-  MPI_Op_create(&bf16_sum_op, /*commute=*/1, &half_sums_.bf16);
-  MPI_Op_create(&f16_sum_op, /*commute=*/1, &half_sums_.f16);
+  half_sums_ = create_half_sum_ops();
   std::thread([shared = shared_] { shared->run(); }).detach();
 }
 
@@ -422,8 +360,7 @@ bool Engine::shut_down(bool drain) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (shared_->failed->load() || !drain) return false;
-  MPI_Op_free(&half_sums_.bf16);
-  MPI_Op_free(&half_sums_.f16);
+  free_half_sum_ops(half_sums_);
   MPI_Comm_free(&world_);
   return true;
 }
@@ -444,7 +381,7 @@ void Engine::add_group(const std::shared_ptr<Group>& group) {
 }
 
 Work Engine::submit(Operation op) {
-  op.index = op.group->issue();
+  op.index = op.group->issue(op.channel);
   const std::string message =
       timeout_message(op.what, op.group->name(), op.group->global_rank(), op.timeout);
   auto state = std::make_shared<OperationState>(message, Clock::now() + op.timeout, shared_->failed);

@@ -9,6 +9,9 @@
 // answer (or, past its patience, those that have not reached it), and its group is marked
 // unusable. A rank that fails, or leaves the job during an error, tells the others, so that
 // the whole job stops within seconds instead of each rank waiting out its own deadline.
+// After its first failure the thread makes no further MPI call, and only then tells the
+// callers: a collective cannot be cancelled (nor always a receive), and MPI would otherwise go
+// on moving its data into buffers the callers free as they unwind.
 //
 // Thread level: MPI is called from two threads (the main thread initialises and finalises,
 // the progress thread does everything between) but never from two at once, which is what
@@ -24,11 +27,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "parallel/mpi_channel.h"
 #include "parallel/mpi_types.h"
 
 #include "parallel/communicator.h"
@@ -37,8 +42,7 @@ namespace ustrain::mpi_detail {
 
 // What the operations on one MPI communicator share: its name for messages, its members,
 // the key under which peers ask about it (mpi_peer_check.h), how many operations this rank
-// has issued on it and, once an operation failed, the reason (every later operation then
-// fails at once).
+// has issued on each channel of it and, once an operation failed, the reason.
 class Group {
  public:
   Group(std::string name, int global_rank, std::vector<int> ranks)
@@ -48,9 +52,9 @@ class Group {
   const std::vector<int>& ranks() const { return ranks_; }
   std::uint64_t key() const { return key_; }
   void set_key(std::uint64_t key) { key_ = key; }  // by Engine::add_group, before any operation
-  // The index of the next operation issued (0, 1, ...), and how many have been issued.
-  std::int64_t issue() { return issued_.fetch_add(1); }
-  std::int64_t issued() const { return issued_.load(); }
+  // The index of the next operation issued on `channel` (0, 1, ...), and how many have been.
+  std::int64_t issue(const Channel& channel);
+  std::int64_t issued(const Channel& channel) const;
   std::string failure() const;
   void set_failure(const std::string& reason);  // keeps the first reason
 
@@ -59,8 +63,8 @@ class Group {
   const int global_rank_;
   const std::vector<int> ranks_;
   std::uint64_t key_ = 0;
-  std::atomic<std::int64_t> issued_{0};
   mutable std::mutex mutex_;
+  std::map<Channel, std::int64_t> issued_;
   std::string failure_;
 };
 
@@ -72,11 +76,10 @@ struct Operation {
   // How long it may wait for members that answer that they are alive (CommOptions::patience).
   std::chrono::milliseconds patience{};
   std::string timeout_setting;  // CommOptions::timeout_setting, for messages
-  std::int64_t index = 0;       // its place among the group's operations (set by submit)
-  // Point to point: the peer's global rank (-1 for a collective). Its counterpart is a send or
-  // receive on that peer alone, in that peer's own order: an overdue one asks only the peer
-  // whether it is alive, and its requests are cancelled when it fails.
-  int peer = -1;
+  // A collective, or a send or receive: an overdue one of those asks only its peer, and its
+  // requests are cancelled when it fails.
+  Channel channel;
+  std::int64_t index = 0;  // its place among the group's operations on its channel (set by submit)
   // Runs on the progress thread: posts nonblocking requests into `requests` (or does
   // something short and blocking, such as creating a communicator). Returns an MPI code.
   std::function<int(std::vector<MPI_Request>& requests)> start;

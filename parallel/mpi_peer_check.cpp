@@ -15,6 +15,8 @@ constexpr int kTag = 7;
 struct PeerCheck::Message {
   std::int32_t kind = 0;
   std::int32_t started = 0;  // answer: 1 started, 0 not, -1 no such group
+  std::int32_t channel_kind = 0;  // question: the channel asked about (its peer is the asker)
+  std::int32_t channel_tag = 0;
   std::uint64_t group_key = 0;
   std::int64_t op_index = 0;
   std::int64_t inquiry = 0;  // the question's id, echoed by the answer
@@ -85,7 +87,9 @@ void PeerCheck::handle(const Message& m, int from, const LocalView& view) {
     answer.group_key = m.group_key;
     answer.op_index = m.op_index;
     answer.inquiry = m.inquiry;
-    const std::optional<bool> started = view.started(m.group_key, m.op_index);
+    const auto kind = static_cast<Channel::Kind>(m.channel_kind);
+    const Channel channel{kind, kind == Channel::collective ? -1 : from, m.channel_tag};
+    const std::optional<bool> started = view.started(m.group_key, channel, m.op_index);
     answer.started = !started ? -1 : *started ? 1 : 0;
     answer.set_text(view.activity());
     send(answer, from);
@@ -103,13 +107,15 @@ void PeerCheck::handle(const Message& m, int from, const LocalView& view) {
   }
 }
 
-std::int64_t PeerCheck::ask(std::uint64_t key, std::int64_t index, const std::vector<int>& members,
-                            Clock::time_point until) {
+std::int64_t PeerCheck::ask(std::uint64_t key, const Channel& channel, std::int64_t index,
+                            const std::vector<int>& members, Clock::time_point until) {
   const std::int64_t id = next_inquiry_++;
   inquiries_[id] = Inquiry{members, {}, until};
   Message question;
   question.kind = kQuestion;
   question.group_key = key;
+  question.channel_kind = channel.kind;
+  question.channel_tag = channel.tag;
   question.op_index = index;
   question.inquiry = id;
   for (int member : members) send(question, member);

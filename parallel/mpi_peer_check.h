@@ -26,15 +26,16 @@
 #include <string>
 #include <vector>
 
+#include "parallel/mpi_channel.h"
 #include "parallel/peer_verdict.h"
 
 namespace ustrain::mpi_detail {
 
 // What this rank tells a peer that asks.
 struct LocalView {
-  // Whether this rank has issued operation `index` of the group `key`; nullopt when it has no
-  // such group (not created yet, or freed).
-  std::function<std::optional<bool>(std::uint64_t key, std::int64_t index)> started;
+  // Whether this rank has issued operation `index` of `channel` (as this rank counts it) of the
+  // group `key`; nullopt when it has no such group (not created yet, or freed).
+  std::function<std::optional<bool>(std::uint64_t key, const Channel& channel, std::int64_t index)> started;
   // What its communication is doing now (PeerAnswer::activity).
   std::function<std::string()> activity;
 };
@@ -60,9 +61,11 @@ class PeerCheck {
 
   // Answers questions and records answers and departures that arrived.
   void poll(const LocalView& view);
-  // Asks each of `members` (global ranks, not this one) about operation `index` of group
-  // `key`; they have until `until` to answer. Returns the inquiry's id.
-  std::int64_t ask(std::uint64_t key, std::int64_t index, const std::vector<int>& members, Clock::time_point until);
+  // Asks each of `members` (global ranks, not this one) about operation `index` of `channel`
+  // of group `key`, the channel as they count it (its peer, if any, is the asking rank); they
+  // have until `until` to answer. Returns the inquiry's id.
+  std::int64_t ask(std::uint64_t key, const Channel& channel, std::int64_t index, const std::vector<int>& members,
+                   Clock::time_point until);
   // The answers, once every member answered or the time is up; nullopt before.
   std::optional<std::vector<PeerAnswer>> answers(std::int64_t inquiry, Clock::time_point now);
   // Tells every other rank that this one leaves the job, and why; best effort.

@@ -7,6 +7,28 @@
 #include "parallel/bf16.h"
 
 namespace ustrain::mpi_detail {
+namespace {
+
+void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  bf16::sum_into(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), *len);
+}
+void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  f16::sum_into(static_cast<const _Float16*>(in), static_cast<_Float16*>(inout), *len);
+}
+
+}  // namespace
+
+HalfSumOps create_half_sum_ops() {
+  HalfSumOps ops;
+  MPI_Op_create(&bf16_sum_op, /*commute=*/1, &ops.bf16);
+  MPI_Op_create(&f16_sum_op, /*commute=*/1, &ops.f16);
+  return ops;
+}
+
+void free_half_sum_ops(HalfSumOps& ops) {
+  MPI_Op_free(&ops.bf16);
+  MPI_Op_free(&ops.f16);
+}
 
 MPI_Datatype transfer_type(DType t) {
   switch (dtype_size(t)) {

@@ -18,6 +18,10 @@ MPI_Datatype reduce_type(DType t);
 struct HalfSumOps {
   MPI_Op bf16 = MPI_OP_NULL, f16 = MPI_OP_NULL;
 };
+// The sums of bf16 and fp16 bits (widened, added, rounded once): after MPI_Init, and freed
+// before MPI_Finalize.
+HalfSumOps create_half_sum_ops();
+void free_half_sum_ops(HalfSumOps& ops);
 MPI_Op reduce_operation(DType t, const HalfSumOps& half);
 // MPI counts are ints; asserts that n fits.
 int mpi_count(std::int64_t n, const char* op);

@@ -19,7 +19,7 @@ constexpr std::string_view kShapeKeys[] = {"model.vocab_size", "model.d_model", 
                                            "model.first_dense_layers"};
 constexpr std::string_view kHarmlessKeys[] = {
     "train.steps", "train.eval_interval", "train.eval_batches", "train.max_bad_steps", "train.replica_check_interval",
-    "train.recompute", "run.name",
+    "train.replica_check_grads", "train.recompute", "run.name",
     "train.loss_scale_init",  // a resumed run continues at its checkpoint's loss scale
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",
     "parallel.comm_timeout_s", "parallel.startup_timeout_s", "device.memory_check"};

@@ -20,8 +20,8 @@ constexpr int kFlippedBit = 22;
 
 [[noreturn]] void malformed(std::string_view fault, std::string_view why) {
   throw UserError(
-      fmt::format("{}: '{}' {}; the accepted faults are bitflip:rank=R:step=S and slow:rank=R:ms=M "
-                  "(several separated by commas)",
+      fmt::format("{}: '{}' {}; the accepted faults are bitflip:rank=R:step=S, gradflip:rank=R:step=S and "
+                  "slow:rank=R:ms=M (several separated by commas)",
                   kVariable, fault, why));
 }
 
@@ -56,9 +56,10 @@ InjectedFaults InjectedFaults::parse(std::string_view spec) {
     const std::size_t colon = fault.find(':');
     const std::string_view kind = fault.substr(0, colon);
     std::string_view rest = colon == std::string_view::npos ? std::string_view{} : fault.substr(colon + 1);
-    if (kind == "bitflip") {
+    if (kind == "bitflip" || kind == "gradflip") {
       const auto rank = static_cast<int>(field(fault, rest, "rank"));
-      faults.flips_.push_back({rank, field(fault, rest, "step")});
+      const std::int64_t step = field(fault, rest, "step");
+      faults.flips_.push_back({rank, step, kind == "bitflip" ? ParamState::value : ParamState::grad});
     } else if (kind == "slow") {
       const auto rank = static_cast<int>(field(fault, rest, "rank"));
       faults.slow_.push_back({rank, field(fault, rest, "ms")});
@@ -71,9 +72,18 @@ InjectedFaults InjectedFaults::parse(std::string_view spec) {
 }
 
 void InjectedFaults::after_update(std::int64_t step, int rank, const ModelParams& params, Backend& backend) const {
+  flip(step, rank, ParamState::value, params, backend);
+}
+
+void InjectedFaults::after_reduction(std::int64_t step, int rank, const ModelParams& params, Backend& backend) const {
+  flip(step, rank, ParamState::grad, params, backend);
+}
+
+void InjectedFaults::flip(std::int64_t step, int rank, ParamState state, const ModelParams& params,
+                          Backend& backend) const {
   for (const BitFlip& f : flips_) {
-    if (f.rank != rank || f.step != step) continue;
-    const std::vector<ParamPiece> held = params.held(ParamState::value);
+    if (f.rank != rank || f.step != step || f.state != state) continue;
+    const std::vector<ParamPiece> held = params.held(state);
     if (held.empty()) continue;
     const ParamPiece& piece = held.front();
     float value = 0;
@@ -88,8 +98,9 @@ void InjectedFaults::after_update(std::int64_t step, int rank, const ModelParams
     std::memcpy(&value, &bits, sizeof bits);
     backend.copy(element, host);
     backend.synchronize();
-    spdlog::warn("{}: rank {} flipped bit {} of {}[{}] after step {} ({} -> {})", kVariable, rank, kFlippedBit,
-                 params.spec(piece.param).name, piece.begin, step, before, value);
+    spdlog::warn("{}: rank {} flipped bit {} of {}{}[{}] {} step {} ({} -> {})", kVariable, rank, kFlippedBit,
+                 state == ParamState::grad ? "the gradient of " : "", params.spec(piece.param).name, piece.begin,
+                 state == ParamState::grad ? "in" : "after", step, before, value);
   }
 }
 

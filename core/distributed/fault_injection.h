@@ -3,6 +3,8 @@
 //
 //   bitflip:rank=R:step=S   after step S's update, rank R flips one bit of one parameter (the
 //                           top mantissa bit of the first value it stores: finite, visible)
+//   gradflip:rank=R:step=S  the same in the first gradient rank R holds, once step S's gradients
+//                           are reduced, before the update (train.replica_check_grads)
 //   slow:rank=R:ms=M        rank R sleeps M ms at the start of every step (a slow node)
 //
 // so that the replica check (core/distributed/replica_check.h) and the straggler report can be
@@ -27,6 +29,8 @@ class InjectedFaults {
 
   // After step `step`'s update on global rank `rank`.
   void after_update(std::int64_t step, int rank, const ModelParams& params, Backend& backend) const;
+  // After step `step`'s gradients were reduced, before the update, on global rank `rank`.
+  void after_reduction(std::int64_t step, int rank, const ModelParams& params, Backend& backend) const;
   // At the start of every step on global rank `rank`.
   void delay(int rank) const;
   bool empty() const { return flips_.empty() && slow_.empty(); }
@@ -35,7 +39,9 @@ class InjectedFaults {
   struct BitFlip {
     int rank = 0;
     std::int64_t step = 0;
+    ParamState state = ParamState::value;  // in the parameters or the gradients
   };
+  void flip(std::int64_t step, int rank, ParamState state, const ModelParams& params, Backend& backend) const;
   struct Slowdown {
     int rank = 0;
     std::int64_t ms = 0;

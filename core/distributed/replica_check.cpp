@@ -56,7 +56,9 @@ std::vector<int> odd_members(std::span<const std::uint32_t> checksums) {
   return odd;
 }
 
-void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend& backend, ProcessGroups& groups) const {
+void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend& backend, ProcessGroups& groups,
+                          ReplicaSubject subject) const {
+  const bool gradients = subject == ReplicaSubject::gradients;
   ProcessGroup& world = groups.world();
   // verdict[r]: rank r differs from its group's majority (in how many stores);
   // verdict[world + r]: rank r is in a group of replicas without a majority.
@@ -65,10 +67,13 @@ void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend&
   // Every rank holds the same stores in the same order, so the gathers match.
   for (const auto& store : params.stores()) {
     ProcessGroup& group = replicas_of(*store, groups);
-    const Tensor replicated = store->replicated_values();
-    if (group.size() == 1 || replicated.empty()) continue;
+    // Reduced gradients are compared at ZeRO-0 only (above it each rank updates from its own
+    // shard); values below ZeRO-3 (the 16-bit copy where the fp32 masters are sharded).
+    const Tensor compared = gradients ? (store->sharding().shards_optimizer() ? Tensor{} : store->all_grads())
+                                      : store->replicated_values();
+    if (group.size() == 1 || compared.empty()) continue;
     backend.synchronize();
-    std::uint32_t mine = tensor_crc32(replicated, backend);
+    std::uint32_t mine = tensor_crc32(compared, backend);
     std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
     group.host()
         .all_gather(Tensor(all.data(), Shape{group.size()}, DType::u32), Tensor(&mine, Shape{1}, DType::u32))
@@ -85,10 +90,12 @@ void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend&
   // The message's form: 1 for a rank that differs from the majority, 2 for one without a majority.
   std::vector<std::int32_t> kinds(n, 0);
   for (std::size_t r = 0; r < n; ++r) kinds[r] = verdict[r] > 0 ? 1 : verdict[n + r] > 0 ? 2 : 0;
-  throw UserError(replica_mismatch_message(step, kinds));
+  throw UserError(replica_mismatch_message(step, kinds, subject));
 }
 
-std::string replica_mismatch_message(std::int64_t step, std::span<const std::int32_t> verdict) {
+std::string replica_mismatch_message(std::int64_t step, std::span<const std::int32_t> verdict,
+                                     ReplicaSubject subject) {
+  const char* what = subject == ReplicaSubject::gradients ? "reduced gradients" : "parameters";
   std::vector<int> odd, undecided;
   for (std::size_t r = 0; r < verdict.size(); ++r) {
     if (verdict[r] == 1) odd.push_back(static_cast<int>(r));
@@ -96,18 +103,19 @@ std::string replica_mismatch_message(std::int64_t step, std::span<const std::int
   }
   std::string who;
   if (!odd.empty())
-    who = fmt::format("the parameters of rank{} {} differ from {} data-parallel replicas", odd.size() > 1 ? "s" : "",
+    who = fmt::format("the {} of rank{} {} differ from {} data-parallel replicas", what, odd.size() > 1 ? "s" : "",
                       rank_list(odd), odd.size() > 1 ? "their" : "its");
   if (!undecided.empty())
     who += fmt::format(
-        "{}rank{} {} hold replicas of the same parameters that differ, with no majority to tell "
+        "{}rank{} {} hold replicas of the same {} that differ, with no majority to tell "
         "which is corrupt",
-        who.empty() ? "" : "; ", undecided.size() > 1 ? "s" : "", rank_list(undecided));
+        who.empty() ? "" : "; ", undecided.size() > 1 ? "s" : "", rank_list(undecided), what);
+  const char* plural = odd.size() + undecided.size() > 1 ? "s" : "";
   return fmt::format(
-      "replica check after step {}: {}. This is silent data corruption (a faulty GPU or memory) or a "
+      "replica check {} step {}: {}. This is silent data corruption (a faulty GPU or memory) or a "
       "bug; training stops without saving, so the newest checkpoint (if any) predates it: resume with "
       "--resume auto, leaving out the node{} of rank{} {}",
-      step, who, odd.size() + undecided.size() > 1 ? "s" : "", odd.size() + undecided.size() > 1 ? "s" : "",
+      subject == ReplicaSubject::gradients ? "of" : "after", step, who, plural, plural,
       rank_list(odd.empty() ? undecided : odd));
 }
 

@@ -88,6 +88,7 @@ struct TrainSection {
   std::int64_t eval_batches = 8;
   std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training
   std::int64_t replica_check_interval = 100;        // steps between comparisons of parameter replicas; 0 = off
+  bool replica_check_grads = false;                 // the same steps also compare the reduced gradients (ZeRO 0)
   double loss_scale_init = 65536.0;                 // fp16: the first loss scale, at most kMaxLossScale
   std::int64_t loss_scale_growth_interval = 2000;   // fp16: clean steps before it doubles
 

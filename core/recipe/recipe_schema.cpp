@@ -207,6 +207,9 @@ std::vector<KeySpec> train_keys() {
           "Steps between checks that the data-parallel replicas of the parameters are still equal (a CRC-32 per "
           "rank, compared over each replica group; also before every checkpoint); a rank that differs stops "
           "training, named, before anything is saved; 0 disables the checks"),
+      key(USTRAIN_RECIPE_FIELD(train.replica_check_grads), any_value(),
+          "Whether the replica checks also compare the gradients once reduced, before the update, at ZeRO stage 0 "
+          "(at stages 1-3 each rank reduces only its shard of them)"),
       key(USTRAIN_RECIPE_FIELD(train.loss_scale_init), between(one_in, Bound{kMaxLossScale, true}),
           "fp16 only: the loss scale training starts with (a resumed run continues with its checkpoint's); a step "
           "whose gradients overflow is skipped and halves it, and it never grows past 2^32"),

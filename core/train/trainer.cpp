@@ -101,7 +101,8 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const LrScheduleConfig schedule = schedule_of(recipe);
   if (const std::optional<std::string> note = shortened_warmup_note(recipe)) spdlog::warn("{}", *note);
 
-  const InjectedFaults faults = InjectedFaults::from_environment();
+  const InjectedFaults& faults = run.faults;
+  run.checks_gradient_replicas = t.replica_check_grads;
   const int world_rank = run.groups.world().rank();
   // Replicas are compared every replica_check_interval steps and before every checkpoint, so
   // that no checkpoint is written after a corruption the check can see.

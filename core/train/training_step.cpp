@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/distributed/gradient_sync.h"
+#include "core/distributed/replica_check.h"
 #include "core/train/fp8_layers.h"
 #include "core/train/optimizer_choice.h"
 #include "core/train/router_balance.h"
@@ -53,6 +54,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       train_executor(model, groups.pp(), pipeline.train),
       eval_executor(model, groups.pp(), pipeline.eval),
       bad_steps(r.train.max_bad_steps),
+      faults(InjectedFaults::from_environment()),
       train_tokens(backend, static_cast<std::size_t>(r.grad_accum_steps()), r.train.micro_batch * geometry.seq,
                    "the training micro-batches' token ids"),
       eval_tokens(backend, static_cast<std::size_t>(pipeline.eval.shape.micro_batches),
@@ -63,6 +65,21 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
 Communicator& TrainingRank::sync_comm(SyncGroup g) {
   return (g == SyncGroup::dense ? groups.gradients() : groups.expert_gradients()).for_tensors(backend.device());
 }
+
+namespace {
+
+// train.replica_check_grads: on the replica check's steps, the reduced gradients compared over
+// their replicas before the update uses them (after the test hook's flip, if any).
+void check_reduced_gradients(TrainingRank& run, std::int64_t step, Tracer* trace) {
+  const TrainSection& t = run.recipe.train;
+  run.faults.after_reduction(step, run.groups.world().rank(), run.model.params(), run.backend);
+  const ReplicaCheck check(t.replica_check_interval);
+  if (!run.checks_gradient_replicas || !check.due(step)) return;
+  const TraceScope span(trace, 0, "replica check", "replica check of the gradients");
+  check.verify(step, run.model.params(), run.backend, run.groups, ReplicaSubject::gradients);
+}
+
+}  // namespace
 
 StepResult train_step(TrainingRank& run, std::span<const TokenBatch> micro, const LrScheduleConfig& schedule,
                       std::int64_t step, PhaseTimer& timer, Tracer* trace) {
@@ -82,6 +99,7 @@ StepResult train_step(TrainingRank& run, std::span<const TokenBatch> micro, cons
   engine.finish_backward();
   sum_partial_grads(run.model.params(), run.groups.tp());
   if (recipe.model.tied_embeddings) sum_tied_grads(run.model.params(), run.groups.embedding());
+  check_reduced_gradients(run, step, trace);
   // The last pipeline stage holds the losses (each of its tensor-parallel ranks all of them).
   // (The test hook poisons this rank's share.)
   const double loss_sum = run.groups.loss().sum(run.bad_steps.loss(step, local.sum));

@@ -10,6 +10,7 @@
 
 #include "core/distributed/pipeline_executor.h"
 #include "core/distributed/pipeline_plan.h"
+#include "core/distributed/fault_injection.h"
 #include "core/distributed/param_engines.h"
 #include "core/memory/memory_fit.h"
 #include "core/model/geometry.h"
@@ -61,6 +62,10 @@ struct TrainingRank {
   LossScaler scaler;
   PipelineExecutor train_executor, eval_executor;
   NonfiniteSteps bad_steps;
+  InjectedFaults faults;  // USTRAIN_INJECT_FAULT's, for tests (core/distributed/fault_injection.h)
+  // train.replica_check_grads, as the trainer sets it: a step recorded to price it (whose memory
+  // is never there to read) compares nothing.
+  bool checks_gradient_replicas = false;
   // The token ids of a training step's and of the validation pass's micro-batches, on their
   // way to the device (page-locked on CUDA).
   TokenStaging train_tokens, eval_tokens;

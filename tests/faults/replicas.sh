@@ -3,7 +3,8 @@
 # checkpoint, whichever comes first; every rank stops with status 2 naming the rank(s) and the
 # step; no checkpoint is written after the flip, and --resume auto continues from the last clean
 # one to the same losses as a run never corrupted. Layouts: dp4 (the odd rank is named), dp2 x
-# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1.
+# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1. With train.replica_check_grads, a bit
+# flipped in one rank's reduced gradients (gradflip) is caught before the update uses it.
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
@@ -15,7 +16,7 @@ each_rank=(--mca orte_abort_on_non_zero_status 0 --mca orte_allowed_exit_without
 wrap=(bash -c '"$@"; echo "rank ${OMPI_COMM_WORLD_RANK} exited with status $?"' rank)
 
 # corrupted CASE RUN NP RANK STEP PATTERN LAST_CHECKPOINT ARGS...: trains the layout ARGS on NP
-# ranks clean, then again with a bit flipped on RANK after STEP; expects every rank to stop with
+# ranks clean, then again with a bit flipped on RANK after STEP (in the gradients with flip=gradflip); expects every rank to stop with
 # status 2 and a message matching PATTERN, the newest checkpoint to be LAST_CHECKPOINT ("none":
 # no checkpoint yet), and --resume auto to end at the clean run's loss, bit for bit.
 corrupted() {
@@ -23,7 +24,7 @@ corrupted() {
   shift 7
   launch "$np" "$USTRAIN" train tiny.toml "${common[@]}" --set run.name="$run-clean" "$@" >"clean-$run.log" 2>&1 \
     || { fail "$name: the clean run"; tail -5 "clean-$run.log"; }
-  env USTRAIN_INJECT_FAULT="bitflip:rank=$rank:step=$step" timeout 300 mpiexec --oversubscribe --allow-run-as-root \
+  env USTRAIN_INJECT_FAULT="${flip:-bitflip}:rank=$rank:step=$step" timeout 300 mpiexec --oversubscribe --allow-run-as-root \
     "${each_rank[@]}" -n "$np" "${wrap[@]}" "$USTRAIN" train tiny.toml "${common[@]}" --set run.name="$run" "$@" \
     >"$run.log" 2>&1
   local latest
@@ -57,6 +58,12 @@ corrupted "ep2: a bit flipped on rank 0 after step 2" ep2 2 0 2 \
   "^error: replica check after step 2: ranks 0 and 1 hold replicas" none \
   --set parallel.dp=2 --set parallel.ep=2 --set model.n_experts=4 \
   --set train.replica_check_interval=2 --set checkpoint.interval=5
+# dp4 with the gradients checked too: a bit flipped in rank 2's reduced gradients of step 6 is
+# caught by the check of step 6, before the update.
+flip=gradflip corrupted "dp4: a bit flipped in rank 2's reduced gradients of step 6" dp4-grads 4 2 6 \
+  "^error: replica check of step 6: the reduced gradients of rank 2 differ from its data-parallel replicas" \
+  step-00000004 --set parallel.dp=4 --set train.micro_batch=2 --set train.replica_check_interval=3 \
+  --set train.replica_check_grads=true
 
 # A malformed fault is refused before anything runs.
 fault "USTRAIN_INJECT_FAULT malformed" 2 "^error: USTRAIN_INJECT_FAULT: 'bitflip:rank=x' " -- \

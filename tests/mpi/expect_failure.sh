@@ -65,6 +65,17 @@ case $mode in
     expect_line "rank 1 exited with status 2"
     expect_line "rank 0 exited with status 0"
     ;;
+  slow-sender)
+    for r in $(seq 0 "$last"); do expect_line "rank $r: done"; expect_line "rank $r exited with status 0"; done
+    ;;
+  late-peer)
+    for r in $(seq 0 $((last - 1))); do
+      expect_line "on world group (ranks $ranks) did not complete within"
+      grep -E "^error: .* on rank $r" <<<"$output" | grep -qF "rank $last has not reached this operation" ||
+        fail "rank $r: its error does not name rank $last"
+    done
+    for r in $(seq 0 "$last"); do expect_line "rank $r exited with status 2"; done
+    ;;
   *) fail "unknown mode $mode" ;;
 esac
 ((elapsed <= 20)) || fail "took ${elapsed} s (the deadline is 2 s, the patience 4 s)"

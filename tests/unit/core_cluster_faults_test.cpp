@@ -56,6 +56,10 @@ TEST(ReplicaCheck, TheMessageNamesTheRanksAndTheStep) {
   const std::vector<std::int32_t> pair{0, 2, 0, 2};
   const std::string p = replica_mismatch_message(8, pair);
   EXPECT_NE(p.find("ranks 1 and 3 hold replicas of the same parameters that differ"), std::string::npos) << p;
+  const std::string g = replica_mismatch_message(6, one, ReplicaSubject::gradients);
+  EXPECT_NE(g.find("replica check of step 6: the reduced gradients of rank 2 differ from its data-parallel replicas"),
+            std::string::npos)
+      << g;
 }
 
 TEST(StragglerWatch, TheSlowestRankBeyondTheMargin) {
@@ -74,7 +78,8 @@ TEST(InjectedFaults, ParsesTheDocumentedForms) {
   EXPECT_TRUE(InjectedFaults::parse("").empty());
   EXPECT_FALSE(InjectedFaults::parse("bitflip:rank=1:step=20").empty());
   EXPECT_FALSE(InjectedFaults::parse("slow:rank=3:ms=250,bitflip:rank=0:step=2").empty());
-  for (const char* bad : {"bitflip", "bitflip:rank=1", "bitflip:step=2:rank=1", "bitflip:rank=-1:step=2",
+  EXPECT_FALSE(InjectedFaults::parse("gradflip:rank=1:step=3").empty());
+  for (const char* bad : {"bitflip", "bitflip:rank=1", "gradflip:rank=1", "gradflip:step=1:rank=1", "bitflip:step=2:rank=1", "bitflip:rank=-1:step=2",
                           "slow:rank=1:ms=fast", "slow:rank=1:ms=5:extra", "melt:rank=1", "slow:rank=1:ms=5,,"}) {
     try {
       (void)InjectedFaults::parse(bad);
