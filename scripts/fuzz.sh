@@ -9,7 +9,7 @@
 #   --install    install clang and libFuzzer from Debian first (needs root or sudo)
 #   TARGET       recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors
 #                checkpoint_manifest tokenizer_json tiktoken hf_config jsonl compressed_stream
-#                (default: all)
+#                deep_json calibration (default: all)
 # A finding ends that target's run and is saved as build-fuzz/findings/TARGET/crash-* (or leak-,
 # timeout-, oom-; the log is build-fuzz/fuzz-TARGET.log): fix the cause, then copy the input into
 # fuzz/regressions/TARGET/ so that every later run replays it.
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config jsonl
-             compressed_stream)
+             compressed_stream deep_json calibration)
 seconds=60
 install=0
 targets=()
