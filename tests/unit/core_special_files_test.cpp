@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/checkpoint/fs.h"
+#include "core/checkpoint/tokenizer.h"
 #include "core/interop/safetensors_file.h"
 #include "core/plan/calibration.h"
 #include "core/recipe/recipe.h"
@@ -37,6 +38,14 @@ TEST(SpecialFiles, AFifoAsTheRecipeIsRefusedAtOnceNamingIt) {
   test::make_fifo(dir / "recipe.toml");
   expect_mentions(test::error_reading_fifo(dir / "recipe.toml", [&] { load_recipe(dir / "recipe.toml"); }),
                   {dir / "recipe.toml is a FIFO (named pipe), not a regular file", "a .toml recipe"});
+}
+
+// ckpt import --tokenizer FILE: a FIFO was reported as not found, though the path exists.
+TEST(SpecialFiles, AFifoAsTheImportedTokenizerIsNamedAsOne) {
+  test::ScratchDir dir;
+  test::make_fifo(dir / "tokenizer.json");
+  expect_mentions(test::error_reading_fifo(dir / "tokenizer.json", [&] { model_file_snapshot(dir / "tokenizer.json"); }),
+                  {dir / "tokenizer.json is a FIFO (named pipe), not a regular file"});
 }
 
 TEST(SpecialFiles, ADirectoryIsRefusedNamingIt) {
