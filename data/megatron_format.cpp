@@ -134,9 +134,9 @@ void read_megatron(const std::vector<std::string>& prefixes, std::int64_t vocab_
       for (auto s = index.documents[d]; s < index.documents[d + 1]; ++s) {
         const std::int64_t offset = index.offsets[s], bytes = std::int64_t{index.lengths[s]} * width;
         if (offset < 0 || offset > bin_bytes || bytes > bin_bytes - offset)
-          throw UserError(fmt::format("{}: sequence {} lies at bytes {}..{}, beyond the {} bytes of {}: the files "
-                                      "do not belong together or {} is truncated",
-                                      prefix + ".idx", s, offset, offset + bytes, bin_bytes, bin, bin));
+          throw UserError(fmt::format("{}: sequence {} of {} bytes lies at offset {}, beyond the {} bytes of {}: "
+                                      "the files do not belong together or {} is truncated",
+                                      prefix + ".idx", s, bytes, offset, bin_bytes, bin, bin));
         raw.resize(static_cast<std::size_t>(bytes));
         if (::fseeko(file.get(), offset, SEEK_SET) != 0 ||
             std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())

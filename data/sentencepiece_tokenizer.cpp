@@ -2,20 +2,26 @@
 
 #include <sentencepiece_processor.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <system_error>
 
 #include <fmt/format.h>
 
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path)
     : model_path_(model_path), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  if (!std::filesystem::is_regular_file(model_path))
+  std::error_code missing;
+  if (!std::filesystem::exists(model_path, missing))
     throw UserError(fmt::format("sentencepiece model {} not found: check the path, or train one with "
                                 "`ustrain data tokenizer train`",
                                 model_path));
+  ::close(open_regular_file(model_path).fd);  // a FIFO, directory or device: refused, naming what it is
   const auto status = processor_->Load(model_path);
   load_status(model_path, status.ok(), status.ToString());
 }

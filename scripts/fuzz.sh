@@ -4,12 +4,13 @@
 # fuzz/regressions/, then fuzzes each target for the given time, one after the other, and
 # prints per target the executions, the new findings and the seconds it ran.
 #
-# Usage: scripts/fuzz.sh [--seconds N] [--install] [TARGET...]
+# Usage: scripts/fuzz.sh [--seconds N | --runs N] [--install] [TARGET...]
 #   --seconds N  how long each target runs (default 60); 0 only builds and replays
+#   --runs N     run each target for N executions (with --seconds too: whichever comes first)
 #   --install    install clang and libFuzzer from Debian first (needs root or sudo)
 #   TARGET       recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors
 #                checkpoint_manifest tokenizer_json tiktoken hf_config jsonl compressed_stream
-#                (default: all)
+#                deep_json calibration (default: all)
 # A finding ends that target's run and is saved as build-fuzz/findings/TARGET/crash-* (or leak-,
 # timeout-, oom-; the log is build-fuzz/fuzz-TARGET.log): fix the cause, then copy the input into
 # fuzz/regressions/TARGET/ so that every later run replays it.
@@ -18,19 +19,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_targets=(recipe dataset_manifest shard_attributes megatron_idx llmc npy safetensors checkpoint_manifest tokenizer_json tiktoken hf_config jsonl
-             compressed_stream)
-seconds=60
+             compressed_stream deep_json calibration)
+seconds=
+runs=0
 install=0
 targets=()
 while (($#)); do
   case $1 in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
+    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
     --install) install=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 ((${#targets[@]})) || targets=("${all_targets[@]}")
+[[ -n $seconds ]] || { ((runs > 0)) && seconds=0 || seconds=60; }
 
 if ((install)); then
   sudo_cmd=()
@@ -61,7 +65,10 @@ for t in "${targets[@]}"; do
 done
 
 rows=()
-if ((seconds > 0)); then
+limit=()
+((seconds > 0)) && limit+=(-max_total_time="$seconds")
+((runs > 0)) && limit+=(-runs="$runs")
+if ((seconds > 0 || runs > 0)); then
   for t in "${targets[@]}"; do
     corpus=build-fuzz/corpus/$t findings=build-fuzz/findings/$t
     mkdir -p "$corpus" "$findings"
@@ -77,7 +84,7 @@ if ((seconds > 0)); then
     start=$SECONDS
     # Inputs of up to 64 KiB; one input may take 60 s (a shared machine stalls now and then;
     # an endless loop is still caught). A finding ends the target's run.
-    build-fuzz/fuzz/fuzz_"$t" "$corpus" "${seeds[@]}" -max_total_time="$seconds" -max_len=65536 -timeout=60 \
+    build-fuzz/fuzz/fuzz_"$t" "$corpus" "${seeds[@]}" "${limit[@]}" -max_len=65536 -timeout=60 \
       -report_slow_units=60 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$findings/" \
       >build-fuzz/fuzz-"$t".log 2>&1 || true
     ran=$((SECONDS - start))

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <system_error>
 
 #include "core/checkpoint/fs.h"
 #include "core/train/training_data.h"
@@ -76,9 +77,10 @@ TokenizerSnapshot byte_tokenizer_snapshot() {
 }
 
 TokenizerSnapshot model_file_snapshot(const std::string& path, std::optional<std::int64_t> fallback_eos) {
-  if (!fs::is_regular_file(path)) throw UserError(fmt::format("tokenizer file {} not found: check the path", path));
+  std::error_code missing;
+  if (!fs::exists(path, missing)) throw UserError(fmt::format("tokenizer file {} not found: check the path", path));
   TokenizerSnapshot snapshot;
-  snapshot.model = read_text_file(path);
+  snapshot.model = read_text_file(path);  // what is no regular file is refused, naming what it is
   std::unique_ptr<Tokenizer> tokenizer;
   if (path.ends_with(".json")) {
     auto hf = HfTokenizer::from_file(path);

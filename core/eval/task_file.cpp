@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "data/json_input.h"
 #include "data/regular_file.h"
 #include "kernels/error.h"
 
@@ -94,8 +95,12 @@ ScoringTask load_task(const std::string& path, const Tokenizer& tokenizer, std::
     ++line_no;
     if (blank(line)) continue;
     const auto fail = [&](const std::string& what) { bad_line(path, line_no, what); };
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) fail("not valid JSON");
+    Json j;
+    try {
+      j = parse_json(line, fmt::format("task file {} line {}", path, line_no));
+    } catch (const Json::exception&) {
+      fail("not valid JSON");
+    }
     TaskItem item = parse_item(j, tokenizer, seq_len, fail);
     for (const auto& choice : item.choices)
       if (static_cast<std::int64_t>(item.context.size() + choice.size()) > seq_len + 1) {

@@ -5,11 +5,11 @@
 #include "core/recipe/recipe.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string_view>
@@ -19,6 +19,7 @@
 
 #include "core/recipe/recipe_checks.h"
 #include "core/recipe/recipe_schema.h"
+#include "data/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -263,16 +264,19 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides, RecipeUse use) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    fail("{}: is a directory, not a recipe file; pass the path of a .toml recipe", path);
-  }
+  // Only a regular file is read: opening a FIFO waits for a writer, forever when none comes,
+  // and a device such as /dev/zero never ends.
+  struct stat st {};
+  const bool found = ::stat(path.c_str(), &st) == 0;
+  if (found && S_ISDIR(st.st_mode)) fail("{}: is a directory, not a recipe file; pass the path of a .toml recipe", path);
+  if (found && !S_ISREG(st.st_mode))
+    fail("{} is {}, not a regular file; pass the path of a .toml recipe", path, file_kind(st.st_mode));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     fail("{}: cannot open the recipe file ({}); check the path",
          path, std::generic_category().message(errno));
   }
-  // Reads at most one chunk past the cap: `ustrain train /dev/zero` must not read forever.
+  // Reads at most one chunk past the cap, even of a file that grows while it is read.
   std::string text;
   char chunk[65536];
   while (text.size() <= kMaxRecipeBytes && in.read(chunk, sizeof chunk).gcount() > 0)

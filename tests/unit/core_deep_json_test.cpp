@@ -1,6 +1,6 @@
 // JSON nested far deeper than any real file (200,000 levels) in what the core floor reads: a
 // config.json, a safetensors header and index, a checkpoint manifest and rank-file record, a
-// calibration file. Each is refused naming the file and the nesting limit; several used to
+// calibration file, an evaluation task file. Each is refused naming the file and the nesting limit; several used to
 // overflow the stack of the code that copies or prints the parsed document. The files ustrain
 // keeps for itself (the kept peak, metrics lines, trace parts) treat such a document as
 // unreadable, as they treat one that does not parse.
@@ -10,11 +10,13 @@
 
 #include "core/checkpoint/format.h"
 #include "core/checkpoint/resume.h"
+#include "core/eval/task_file.h"
 #include "core/interop/hf_llama.h"
 #include "core/interop/safetensors.h"
 #include "core/plan/calibration.h"
 #include "core/trace/chrome_trace.h"
 #include "core/train/kept_peak.h"
+#include "data/byte_tokenizer.h"
 #include "data_test_support.h"
 #include "user_error_support.h"
 
@@ -48,6 +50,14 @@ TEST(DeepJson, ACalibrationFileIsRefusedNamingIt) {
   test::ScratchDir dir;
   test::write_file(dir / "calibration.json", R"({"gemm": )" + kDeep + "}");
   expect_error_mentions([&] { read_calibration(dir / "calibration.json"); }, {dir / "calibration.json", kLimit});
+}
+
+TEST(DeepJson, AnEvaluationTaskLineIsRefusedNamingTheFileAndLine) {
+  test::ScratchDir dir;
+  test::write_file(dir / "task.jsonl", "{\"context\": \"a\", \"choices\": [\"b\"], \"answer\": 0}\n"
+                                       "{\"context\": " + kDeep + "}\n");
+  const ByteTokenizer tokenizer;
+  expect_error_mentions([&] { load_task(dir / "task.jsonl", tokenizer, 16); }, {dir / "task.jsonl line 2", kLimit});
 }
 
 TEST(DeepJson, FilesUstrainKeepsForItselfTreatADeepDocumentAsUnreadable) {

@@ -2,7 +2,8 @@
 // (fuzz/regressions/TARGET/), read as ustrain reads them: each either reads or is a UserError
 // that names its file, never another exception. A JSON number beyond a double (1e999999) in a
 // dataset manifest used to escape the JSON parser as an internal error; a Megatron index of
-// zero sequences handed memcpy a null pointer (seen by UBSan in the fuzz build); a
+// zero sequences handed memcpy a null pointer (seen by UBSan in the fuzz build), and one whose
+// sequence offset lies near 2^63 overflowed the end printed in its error message; a
 // tokenizer.json's token id near 2^31 sized the id tables at tens of gigabytes, and an added
 // token's id beyond int32 wrapped to a negative index.
 #include <gtest/gtest.h>
@@ -73,6 +74,13 @@ TEST(FuzzRegressions, MegatronIndexes) {
     if (input.filename() == "zero-sequences.idx") {
       EXPECT_NO_THROW(read_megatron({(dir / "data").string()}, 50304, sink));
       EXPECT_EQ(sink.documents, 0);
+    }
+    // Beside the fuzz target's .bin of 4 KiB, one of its sequences lies near 2^63, where the
+    // message gave the sequence's end as offset + bytes, past int64.
+    if (input.filename() == "offset-near-int64-max.idx") {
+      test::write_file(dir / "data.bin", std::string(4096, '\1'));
+      test::expect_user_error([&] { read_megatron({(dir / "data").string()}, 50304, sink); },
+                              {"at offset 9223372036854775802, beyond the 4096 bytes of"});
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "data/hf_tokenizer.h"
 #include "data/manifest.h"
 #include "data/regular_file.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_support.h"
 #include "fifo_support.h"
 #include "user_error_support.h"
@@ -53,6 +54,16 @@ TEST(RegularFile, DataReadersRefuseAFifo) {
   test::make_fifo(dir / "manifest.json");
   expect_mentions(test::error_reading_fifo(dir / "manifest.json", [&] { read_manifest(dir / "manifest.json"); }),
                         {dir / "manifest.json is a FIFO"});
+}
+
+// A FIFO as a sentencepiece model was reported as "not found", sending the user to check a path
+// that exists.
+TEST(RegularFile, ASentencePieceModelThatIsAFifoIsNamedAsOne) {
+  test::ScratchDir dir;
+  test::make_fifo(dir / "tokenizer.model");
+  expect_mentions(
+      test::error_reading_fifo(dir / "tokenizer.model", [&] { SentencePieceTokenizer tokenizer(dir / "tokenizer.model"); }),
+      {dir / "tokenizer.model is a FIFO (named pipe), not a regular file"});
 }
 
 }  // namespace
