@@ -6,7 +6,7 @@
 #pragma once
 
 #include <map>
-#include <optional>
+#include <functional>
 
 #include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
@@ -62,8 +62,11 @@ class StepTimeModel {
   // Records the step of the pipeline rank standing for `pp_rank` once, then keeps only its prices.
   const RecordedRank& recorded(const Recipe& recipe, int pp_rank);
   PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
-  // The ops' seconds on the calibrated device; with `only`, of that op class alone.
-  double price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only = std::nullopt) const;
+  // One op's seconds on the calibrated device, without the cost per op.
+  double op_seconds(const RecordedOp& op) const;
+  // The ops' seconds (each with the cost per op), their attention's alone, and the most
+  // scratch `scratch_of` (if any) gives one of them.
+  OpsDigest digest(const std::vector<RecordedOp>& ops, const std::function<std::size_t(const RecordedOp&)>& scratch_of) const;
 
   Hardware hw_;
   Calibration cal_;
