@@ -179,7 +179,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
     if (!p.pruned) p.memory = memory.of(c.recipe, [&](int pp_rank) { return model.op_scratch(c.recipe, pp_rank); });
     // Only what fits is timed.
     if (p.memory.fits) {
-      p.time = model.predict(c.recipe);
+      p.time = model.predict(c.recipe, memory.programs(c.recipe).programs.train);
       p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
       p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
       check_step_time(p);

@@ -147,10 +147,13 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
 }
 
 StepTime StepTimeModel::predict(const Recipe& recipe) {
+  return predict(recipe, make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
+                                               pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps()))));
+}
+
+StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& program) {
   const int P = static_cast<int>(recipe.parallel.pp);
   const int V = static_cast<int>(recipe.parallel.virtual_stages);
-  const PipelineProgram program = make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
-                                                        pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps())));
   const Spans spans = spans_of(recipe, per_node_);
   const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
   const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);

@@ -12,6 +12,7 @@
 #include "core/plan/hardware.h"
 #include "core/plan/once_map.h"
 #include "core/plan/step_profile.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace ustrain {
 
@@ -39,6 +40,8 @@ class StepTimeModel {
 
   // Safe to call from several threads at once: each step is recorded once.
   StepTime predict(const Recipe& recipe);
+  // With the recipe's training program already made (plan_pipeline_programs).
+  StepTime predict(const Recipe& recipe, const PipelineProgram& program);
   // The op scratch of pipeline rank `pp_rank` (deviceless_op_scratch), from the same recording
   // the timing uses: a layout's memory and its time record each rank's step once between them.
   std::size_t op_scratch(const Recipe& recipe, int pp_rank);
