@@ -70,13 +70,14 @@ void expect_shared_equals_alone(const Recipe& given, int devices, int stride) {
     const bool first_of_kind = seen.insert({c.layout.pp, c.layout.zero}).second;
     if (fitting++ % stride != 0 && !first_of_kind) continue;
     SCOPED_TRACE(key_of(c.layout));
+    const Recipe recipe = c.recipe();
     for (int r = 0; r < static_cast<int>(c.layout.pp); ++r) {
       const RankMemory alone =
-          plan_rank_memory(c.recipe, r, plan_pipeline(c.recipe, r), deviceless_op_scratch(c.recipe, r));
+          plan_rank_memory(recipe, r, plan_pipeline(recipe, r), deviceless_op_scratch(recipe, r));
       EXPECT_EQ(p.memory.rank_bytes.at(static_cast<std::size_t>(r)), alone.plan.total_bytes()) << "pp rank " << r;
     }
     StepTimeModel fresh(plan.hardware, plan.calibration, std::min(devices, 8), Device::cuda, std::min(devices, 8));
-    EXPECT_EQ(p.time.step_s, fresh.predict(c.recipe).step_s);
+    EXPECT_EQ(p.time.step_s, fresh.predict(recipe).step_s);
     ++compared;
   }
   EXPECT_GE(compared, 20);
