@@ -48,7 +48,9 @@ for cell in $CELLS; do
   best=$(awk '/^ +# +dp +tp/ { getline; print; exit }' "$work/out.txt" | tr -s ' ' | cut -c2-)
   case $rc in
     0) ;;
-    124) wall=">$limit_s" best="(stopped at $limit_s s)" ;;
+    124) # How far it got: the last progress line on stderr ("plan: 37/412 layouts, 12 s").
+         got=$(tr '\r' '\n' <"$work/err.txt" | sed -n 's/^plan: \([0-9]*\/[0-9]*\) layouts.*/\1/p' | tail -1)
+         wall=">$limit_s" best="(stopped at $limit_s s${got:+: $got layouts planned})" ;;
     *) if [[ -n $killed ]]; then best="(stopped past $limit_gib GiB resident)"
        else best="(exit $rc: $(tail -c 120 "$work/err.txt" | tr '\n' ' '))"; fi ;;
   esac

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <vector>
 
 #include "core/model/rng.h"
@@ -38,22 +39,23 @@ void ParamStore::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
   sharding_ = sharding;
   compute_ = compute;
   const std::vector<ParamSpec>& specs = registry_.specs();
-  std::vector<UnitId> ids;
-  for (const ParamSpec& s : specs)
-    if (s.sync == group_) ids.push_back(s.unit);
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  units_.assign(ids.size(), ParamUnit{});
+  // The group's parameters by unit, in declaration order: one pass over them all, not one per
+  // unit (a model of many experts has as many units as layers and thousands of parameters each).
+  std::map<UnitId, std::vector<std::size_t>> by_unit;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].sync == group_) by_unit[specs[i].unit].push_back(i);
+  units_.assign(by_unit.size(), ParamUnit{});
   offset_.assign(specs.size(), -1);
   std::int64_t cursor = 0, shard_cursor = 0;
-  for (std::size_t u = 0; u < ids.size(); ++u) {
-    ParamUnit& unit = units_[u];
-    unit.id = ids[u];
+  std::size_t u = 0;
+  for (const auto& [id, members] : by_unit) {
+    ParamUnit& unit = units_[u++];
+    unit.id = id;
     unit.begin = cursor;
     for (bool decay : {true, false}) {
-      for (std::size_t i = 0; i < specs.size(); ++i) {
+      for (const std::size_t i : members) {
         const ParamSpec& s = specs[i];
-        if (s.sync != group_ || s.unit != unit.id || s.decay != decay) continue;
+        if (s.decay != decay) continue;
         if (!s.packed) cursor = round_up(cursor, kAlignFloats);
         offset_[i] = cursor;
         unit.params.push_back(static_cast<int>(i));
@@ -90,9 +92,10 @@ void ParamStore::plan(MemoryPlan& plan, ParamSharding sharding, DType compute) {
 }
 
 int ParamStore::unit_index(UnitId id) const {
-  for (std::size_t u = 0; u < units_.size(); ++u)
-    if (units_[u].id == id) return static_cast<int>(u);
-  return -1;
+  // The units are laid out in UnitId order.
+  const auto it = std::lower_bound(units_.begin(), units_.end(), id,
+                                   [](const ParamUnit& u, const UnitId& wanted) { return u.id < wanted; });
+  return it != units_.end() && it->id == id ? static_cast<int>(it - units_.begin()) : -1;
 }
 
 std::int64_t ParamStore::largest_unit() const {

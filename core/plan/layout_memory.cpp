@@ -23,27 +23,43 @@ LayoutMemory LayoutMemoryPlanner::bound(const Recipe& recipe) {
   return planned(recipe, nullptr);
 }
 
+const LayoutPrograms& LayoutMemoryPlanner::programs(const Recipe& recipe) {
+  const ParallelSection& p = recipe.parallel;
+  const auto key = std::tuple{p.pp_schedule, p.pp, p.virtual_stages, recipe.grad_accum_steps(), recipe.train.eval_batches};
+  return programs_.get(key, [&] {
+    LayoutPrograms made{plan_pipeline_programs(recipe), {}};
+    for (int r = 0; r < static_cast<int>(p.pp); ++r) made.slots.push_back(pipeline_plan_of(recipe, made.programs, r).slots);
+    return made;
+  });
+}
+
 LayoutMemory LayoutMemoryPlanner::planned(const Recipe& recipe,
                                           const std::function<std::size_t(int pp_rank)>* op_scratch) {
   LayoutMemory m;
   const ParallelSection& p = recipe.parallel;
-  const PipelinePrograms programs = plan_pipeline_programs(recipe);
+  const LayoutPrograms& programs = this->programs(recipe);
   for (int r = 0; r < static_cast<int>(p.pp); ++r) {
-    PipelinePlan pipeline = pipeline_plan_of(recipe, programs, r);
     // Ranks between the first and the last hold alike layers; the slots tell them apart.
     const int kind = r == 0 ? 0 : r == p.pp - 1 ? 2 : 1;
-    const SlotPlan& s = pipeline.slots;
+    const SlotPlan& s = programs.slots[static_cast<std::size_t>(r)];
     const std::string key = fmt::format(
-        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}{}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
+        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
         p.virtual_stages, recipe.train.micro_batch, recipe.train.recompute, kind, recipe.grad_accum_steps(),
         fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
-        recipe.train.precision, recipe.device.type, op_scratch ? "" : " bound");
-    const auto [arenas, host] = plans_.get(key, [&] {
-      const RankMemory rank = plan_rank_memory(recipe, r, std::move(pipeline), op_scratch ? (*op_scratch)(r) : 0);
-      return std::pair{rank.plan.total_bytes(), rank.plan.host_bytes()};
+        recipe.train.precision, recipe.device.type);
+    const RankPlan& plan = plans_.get(key, [&] {
+      const RankMemory rank = plan_rank_memory(recipe, r, pipeline_plan_of(recipe, programs.programs, r), 0);
+      return RankPlan{rank.plan.total_bytes(), rank.plan.host_bytes(), rank.plan.bytes(MemCategory::op_scratch)};
     });
+    // The op scratch line holds the larger of the recorded scratch and what the plan holds anyway.
+    std::size_t arenas = plan.arenas;
+    if (op_scratch) {
+      MemoryPlan line;
+      plan_op_scratch((*op_scratch)(r), line);
+      arenas += std::max(plan.scratch_line, line.bytes(MemCategory::op_scratch)) - plan.scratch_line;
+    }
     m.rank_bytes.push_back(arenas);
-    m.bytes = std::max(m.bytes, arenas + (hw_.cpu ? host : hw_.library_bytes));
+    m.bytes = std::max(m.bytes, arenas + (hw_.cpu ? plan.host : hw_.library_bytes));
   }
   m.available = hw_.cpu ? hw_.memory_bytes / static_cast<std::size_t>(std::max(1, ranks_per_node_)) : hw_.memory_bytes;
   m.fits = m.bytes <= m.available;

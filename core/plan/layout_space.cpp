@@ -54,6 +54,8 @@ std::vector<std::pair<std::string, std::int64_t>> schedules(std::int64_t pp, std
 
 }  // namespace
 
+Recipe Candidate::recipe() const { return with_layout(*base, layout, global_batch); }
+
 std::vector<std::string> Layout::overrides() const {
   // Every dimension, 1s included: the lines are pasted after the user's own --set options,
   // whose values for a dimension the layout does not use must not survive.
@@ -125,8 +127,25 @@ std::vector<std::int64_t> micro_batches(std::int64_t per_rank, std::int64_t seq)
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void refuse_search(const SearchSpace& space) {
+  throw UserError(fmt::format("{} devices with a global batch of {} sequences make more than {} layouts to try; fix "
+                              "some of the parallel keys to narrow the search (e.g. --set parallel.tp=8 --set "
+                              "parallel.pp=4 --set parallel.zero=1), or plan for fewer --gpus or a smaller "
+                              "--global-batch-tokens",
+                              space.devices, space.global_batch, kMaxLayoutsTried));
+}
+
+}  // namespace
+
 LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
+  if (space.devices > kMaxPlanDevices)
+    throw UserError(fmt::format("--gpus {}: the planner plans at most 2^20 = {} devices, beyond the largest clusters; "
+                                "give fewer devices", space.devices, kMaxPlanDevices));
   LayoutSearch found;
+  const auto shared = std::make_shared<const Recipe>(base);
+  std::int64_t tried = 0;
   std::vector<Candidate>& out = found.candidates;
   const std::int64_t n = space.devices;
   const std::int64_t node = space.devices_per_node;
@@ -148,9 +167,10 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
                   for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
                     Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v};
                     if (!keeps(l, space)) continue;
-                    Candidate c{l, with_layout(base, l, space.global_batch)};
+                    if (++tried > kMaxLayoutsTried) refuse_search(space);
+                    Candidate c{l, shared, space.global_batch};
                     try {
-                      check_recipe(c.recipe);
+                      check_recipe(c.recipe());
                     } catch (const UserError&) {
                       continue;  // the trainer would refuse it
                     }

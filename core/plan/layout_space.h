@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -51,9 +52,13 @@ std::string given_value(const std::string& key, const ParallelSection& p);
 // Whether `l` has the values `space` fixes.
 bool keeps(const Layout& l, const SearchSpace& space);
 
+// A layout the recipe checks accepted. Its recipe is made again when asked for: tens of
+// thousands of candidates each holding a copy of the recipe would take gigabytes.
 struct Candidate {
   Layout layout;
-  Recipe recipe;  // the base recipe with the layout's keys, checked
+  std::shared_ptr<const Recipe> base;  // shared by every candidate of a search
+  std::int64_t global_batch = 0;       // sequences
+  Recipe recipe() const;               // the base recipe with the layout's keys, checked
 };
 
 // The divisors of n >= 1, ascending.
@@ -65,6 +70,13 @@ std::vector<std::int64_t> divisors(std::int64_t n);
 // of millions of actions (the largest batches trained so far need a few thousand at most).
 constexpr std::int64_t kMaxMicroBatchTokens = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxMicroBatchesPerStep = std::int64_t{1} << 14;
+
+// The most layouts a search tries (each is checked as `ustrain train` checks a recipe): a
+// million, several times what the largest questions (hundreds of GPUs, a 1M-token batch)
+// try. More, and the search is refused with a message saying which keys narrow it.
+constexpr std::int64_t kMaxLayoutsTried = std::int64_t{1} << 20;
+// The most devices a plan is for: 2^20, beyond the largest clusters built so far.
+constexpr std::int64_t kMaxPlanDevices = std::int64_t{1} << 20;
 
 struct LayoutSearch {
   std::vector<Candidate> candidates;

@@ -107,6 +107,27 @@ void check_step_time(const PlannedLayout& p) {
                               "sequences; try another --global-batch-tokens", space.devices, space.global_batch));
 }
 
+// The plan's curves: the --calibration file, this CPU measured now, or the GPU's documented
+// defaults; on the CPU, MFU is counted against its best GEMM rate.
+void set_calibration(Plan& plan, const Recipe& base, const PlanOptions& o, bool cpu, int at_once) {
+  const DType compute = compute_dtype(base);
+  if (!o.calibration.empty()) {
+    plan.calibration = read_calibration(o.calibration);
+  } else if (cpu) {
+    plan.calibration = measure_shared_cpu_calibration(
+        at_once, plan.threads_per_rank, compute,
+        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank),
+        model_shapes(base.model));
+  } else {
+    plan.calibration = default_gpu_calibration(plan.hardware, compute);
+  }
+  if (cpu && !o.hardware.peak_tflops) {
+    double best = 0;
+    for (const auto& [flops, rate] : plan.calibration.gemm.points) best = std::max(best, rate);
+    plan.hardware.peak_fp32_flops = plan.hardware.peak_bf16_flops = best;  // MFU against the best GEMM rate
+  }
+}
+
 }  // namespace
 
 Recipe recipe_for_device(Recipe r, const PlanOptions& o, int threads_per_rank) {
@@ -144,22 +165,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   }
   const Recipe base = recipe_for_device(given, o, plan.threads_per_rank);
   const DType compute = compute_dtype(base);
-  if (!o.calibration.empty()) {
-    plan.calibration = read_calibration(o.calibration);
-  } else if (device == Device::cpu) {
-    plan.calibration = measure_shared_cpu_calibration(
-        at_once, plan.threads_per_rank, compute,
-        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank),
-        model_shapes(base.model));
-  } else {
-    plan.calibration = default_gpu_calibration(plan.hardware, compute);
-  }
-  if (device == Device::cpu && !o.hardware.peak_tflops) {
-    double best = 0;
-    for (const auto& [flops, rate] : plan.calibration.gemm.points) best = std::max(best, rate);
-    plan.hardware.peak_fp32_flops = plan.hardware.peak_bf16_flops = best;  // MFU against the best GEMM rate
-  }
-
+  set_calibration(plan, base, o, device == Device::cpu, at_once);
   SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
   space.fixed = o.fixed_keys;
   space.given = given.parallel;
@@ -173,13 +179,14 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   const auto plan_one = [&](const Candidate& c) {
     PlannedLayout p;
     p.layout = c.layout;
+    const Recipe recipe = c.recipe();
     // Most layouts of many devices do not fit: the bound discards them before any recording.
-    p.memory = memory.bound(c.recipe);
+    p.memory = memory.bound(recipe);
     p.pruned = !p.memory.fits;
-    if (!p.pruned) p.memory = memory.of(c.recipe, [&](int pp_rank) { return model.op_scratch(c.recipe, pp_rank); });
+    if (!p.pruned) p.memory = memory.of(recipe, [&](int pp_rank) { return model.op_scratch(recipe, pp_rank); });
     // Only what fits is timed.
     if (p.memory.fits) {
-      p.time = model.predict(c.recipe);
+      p.time = model.predict(recipe, memory.programs(recipe).programs.train);
       p.tokens_per_s = static_cast<double>(tokens) / p.time.step_s;
       p.mfu = flops_per_token * p.tokens_per_s / (o.devices * plan.hardware.peak_flops(compute));
       check_step_time(p);

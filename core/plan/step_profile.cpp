@@ -53,7 +53,7 @@ GroupVolumes& GroupVolumes::operator-=(const GroupVolumes& o) {
   return *this;
 }
 
-RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device) {
+RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest) {
   const ParallelSection& p = recipe.parallel;
   const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
                         .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
@@ -63,42 +63,42 @@ RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device) {
   RecordingBackend& recorder = *backend;
   TrainingRank run(recipe, *groups, std::move(backend), kGradientBucketBytes, MemoryShare{},
                    /*saves_checkpoints=*/false);
+  RankProfile profile;
+  profile.micro_batches = static_cast<int>(recipe.grad_accum_steps());
+  for (const PipelineAction& a : run.pipeline.train.ranks[static_cast<std::size_t>(pp_rank)])
+    if (is_compute(a.kind)) profile.actions.push_back({a, {}, {}, {}});
   // Every compute action ends with a synchronize while the executor traces.
   Tracer tracer;
   run.train_executor.set_tracer(&tracer);
   tracer.start(Tracer::Clock::now());
   recorder.clear();
-  const GroupVolumes before = read_volumes(*groups, device);
-  struct Mark {
-    std::size_t ops;
-    GroupVolumes comm;
-  };
-  std::vector<Mark> marks;
-  recorder.set_synchronize_hook([&] { marks.push_back({recorder.ops().size(), read_volumes(*groups, device)}); });
-
-  const auto micro_batches = static_cast<std::size_t>(recipe.grad_accum_steps());
+  GroupVolumes last = read_volumes(*groups, device);
+  std::size_t marks = 0, op_start = 0;
+  // At the end of compute action `marks`: its ops and the bytes its groups carried. Later
+  // marks (the tail's) leave their ops to the tail.
+  recorder.set_synchronize_hook([&] {
+    if (marks == profile.actions.size()) return;
+    ActionProfile& action = profile.actions[marks++];
+    const GroupVolumes now = read_volumes(*groups, device);
+    action.comm = now;
+    action.comm -= last;
+    last = now;
+    if (digest) {
+      action.digest = (*digest)(recorder.ops());
+      recorder.clear();
+    } else {
+      action.ops = slice(recorder.ops(), op_start, recorder.ops().size());
+      op_start = recorder.ops().size();
+    }
+  });
   const std::vector<std::int32_t> tokens(static_cast<std::size_t>(recipe.train.micro_batch * recipe.train.seq_len), 0);
-  const std::vector<TokenBatch> micro(micro_batches, TokenBatch{tokens, tokens});
+  const std::vector<TokenBatch> micro(static_cast<std::size_t>(profile.micro_batches), TokenBatch{tokens, tokens});
   PhaseTimer timer;
   train_step(run, micro, schedule_of(recipe), 1, timer, nullptr);
   recorder.set_synchronize_hook({});
-
-  RankProfile profile;
-  profile.micro_batches = static_cast<int>(micro_batches);
-  std::vector<PipelineAction> computes;
-  for (const PipelineAction& a : run.pipeline.train.ranks[static_cast<std::size_t>(pp_rank)])
-    if (is_compute(a.kind)) computes.push_back(a);
-  USTRAIN_ASSERT(marks.size() >= computes.size(), "a recorded step without a mark per compute action");
-  std::size_t op_start = 0;
-  GroupVolumes last = before;
-  for (std::size_t i = 0; i < computes.size(); ++i) {
-    GroupVolumes comm = marks[i].comm;
-    comm -= last;
-    profile.actions.push_back({computes[i], slice(recorder.ops(), op_start, marks[i].ops), comm});
-    op_start = marks[i].ops;
-    last = marks[i].comm;
-  }
-  profile.tail_ops = slice(recorder.ops(), op_start, recorder.ops().size());
+  USTRAIN_ASSERT(marks == profile.actions.size(), "a recorded step without a mark per compute action");
+  if (digest) profile.tail_digest = (*digest)(recorder.ops());
+  else profile.tail_ops = slice(recorder.ops(), op_start, recorder.ops().size());
   profile.tail_comm = read_volumes(*groups, device);
   profile.tail_comm -= last;
   return profile;

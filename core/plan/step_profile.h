@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,9 +33,18 @@ struct GroupVolumes {
   GroupVolumes& operator-=(const GroupVolumes& o);
 };
 
+// What a planner keeps of a run of ops once they are priced: their seconds, the seconds of
+// their attention ops alone, and the most scratch any of them takes.
+struct OpsDigest {
+  double seconds = 0, attention_seconds = 0;
+  std::size_t scratch = 0;
+};
+using OpsDigester = std::function<OpsDigest(const std::vector<RecordedOp>&)>;
+
 struct ActionProfile {
   PipelineAction action;  // its kind, micro-batch and chunk
-  std::vector<RecordedOp> ops;
+  std::vector<RecordedOp> ops;  // empty when the step was recorded with a digester
+  OpsDigest digest;             // with a digester: the ops' digest
   GroupVolumes comm;
 };
 
@@ -42,12 +52,15 @@ struct RankProfile {
   int micro_batches = 0;              // of the recorded step (the last one differs: it syncs gradients)
   std::vector<ActionProfile> actions;  // this rank's compute actions, in program order
   std::vector<RecordedOp> tail_ops;    // after the schedule: gradient sync, clipping, optimizer
+  OpsDigest tail_digest;               // with a digester, instead of tail_ops
   GroupVolumes tail_comm;
 };
 
 // The step of pipeline rank `pp_rank` (tensor-, data- and context-parallel rank 0) of the
 // checked, resolved `recipe`, recorded as if on `device`, with the recipe's micro-batch count.
-RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device);
+// With `digest`, each action's ops (and the tail's) are digested as soon as the action ends
+// and dropped: the profile holds no op lists, and the recording no more than one action's.
+RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest = nullptr);
 
 // What decides a recorded step: layouts with equal keys record the same one.
 using StepKey = std::tuple<std::vector<std::int64_t>, std::string, std::string>;

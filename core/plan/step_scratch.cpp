@@ -36,18 +36,20 @@ bool cpu_without_scratch(const Recipe& recipe) {
 
 }  // namespace
 
+std::function<std::size_t(const RecordedOp&)> deviceless_scratch_of(const Recipe& recipe) {
+  if (cpu_without_scratch(recipe)) return {};
+  if (recipe.device.type != "cuda") return [](const RecordedOp& op) { return cpu_widening_bytes(op); };
+  return [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); };
+}
+
 std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank) {
-  if (cpu_without_scratch(recipe)) return 0;
-  if (recipe.device.type != "cuda")
-    return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cpu_widening_bytes(op); }).bytes;
-  return step_op_scratch(recipe, pp_rank, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
+  const auto bytes_of = deviceless_scratch_of(recipe);
+  return bytes_of ? step_op_scratch(recipe, pp_rank, bytes_of).bytes : 0;
 }
 
 std::size_t deviceless_op_scratch(const Recipe& recipe, const RankProfile& step) {
-  if (cpu_without_scratch(recipe)) return 0;
-  if (recipe.device.type != "cuda")
-    return most_scratch(step, [](const RecordedOp& op) { return cpu_widening_bytes(op); }).bytes;
-  return most_scratch(step, [](const RecordedOp& op) { return cuda_op_scratch_bytes(op); }).bytes;
+  const auto bytes_of = deviceless_scratch_of(recipe);
+  return bytes_of ? most_scratch(step, bytes_of).bytes : 0;
 }
 
 StepScratch backend_op_scratch(const Recipe& recipe, int pp_rank, Backend& backend) {

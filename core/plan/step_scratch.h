@@ -33,6 +33,8 @@ std::size_t deviceless_op_scratch(const Recipe& recipe, int pp_rank);
 // The same from the rank's step already recorded (step_recording(recipe, pp_rank), on the
 // recipe's device).
 std::size_t deviceless_op_scratch(const Recipe& recipe, const RankProfile& step);
+// The scratch one op takes, as deviceless_op_scratch counts it; empty where no op takes any.
+std::function<std::size_t(const RecordedOp&)> deviceless_scratch_of(const Recipe& recipe);
 
 // For a run on `backend`, which is asked for every op (on CUDA that plans cuDNN's attention
 // for the step's shapes, its workspace included). 0 on the CPU in fp32, recording nothing.

@@ -62,24 +62,38 @@ int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
 StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
     : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), device_(device) {}
 
-double StepTimeModel::price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only) const {
-  double s = 0;
+double StepTimeModel::op_seconds(const RecordedOp& op) const {
+  const auto flops = static_cast<double>(op.flops);
+  if (op.op_class == OpClass::gemm && op.flops > 0) return flops / cal_.gemm.rate(flops);
+  if (op.op_class == OpClass::attention && op.flops > 0) return flops / cal_.attention.rate(flops);
+  return static_cast<double>(op.bytes) / cal_.memory_bytes_per_s;
+}
+
+OpsDigest StepTimeModel::digest(const std::vector<RecordedOp>& ops,
+                                const std::function<std::size_t(const RecordedOp&)>& scratch_of) const {
+  OpsDigest d;
   for (const RecordedOp& op : ops) {
-    if (only && op.op_class != *only) continue;
-    const auto flops = static_cast<double>(op.flops);
-    if (op.op_class == OpClass::gemm && op.flops > 0) s += flops / cal_.gemm.rate(flops);
-    else if (op.op_class == OpClass::attention && op.flops > 0) s += flops / cal_.attention.rate(flops);
-    else s += static_cast<double>(op.bytes) / cal_.memory_bytes_per_s;
-    s += cal_.op_overhead_s;
+    const double s = op_seconds(op);
+    d.seconds += s;
+    d.seconds += cal_.op_overhead_s;
+    if (op.op_class == OpClass::attention) {
+      d.attention_seconds += s;
+      d.attention_seconds += cal_.op_overhead_s;
+    }
+    if (scratch_of) d.scratch = std::max(d.scratch, scratch_of(op));
   }
-  return s;
+  return d;
 }
 
 const StepTimeModel::RecordedRank& StepTimeModel::recorded(const Recipe& recipe, int pp_rank) {
   StepRecording step = step_recording(recipe, pp_rank);
   return recorded_.get(step.key, [&] {
-    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_);
-    return RecordedRank{price_rank(recipe, profile), deviceless_op_scratch(recipe, profile)};
+    const auto scratch_of = deviceless_scratch_of(recipe);
+    const OpsDigester digester = [&](const std::vector<RecordedOp>& ops) { return digest(ops, scratch_of); };
+    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_, &digester);
+    std::size_t scratch = profile.tail_digest.scratch;
+    for (const ActionProfile& a : profile.actions) scratch = std::max(scratch, a.digest.scratch);
+    return RecordedRank{price_rank(recipe, profile), scratch};
   });
 }
 
@@ -103,10 +117,10 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
     const auto key = std::tuple{static_cast<int>(a.action.kind), a.action.chunk, last};
     if (p.actions.count(key)) continue;
     PricedAction c;
-    c.compute_s = price(a.ops);
+    c.compute_s = a.digest.seconds;
     c.tp_s = comm_seconds(a.comm.tp, spans.tp, hw_);
     c.cp_s = exposed_ring_seconds(a.action.kind, comm_seconds(a.comm.cp, spans.cp, hw_),
-                                  price(a.ops, OpClass::attention));
+                                  a.digest.attention_seconds);
     c.ep_s = comm_seconds(a.comm.ep, spans.ep, hw_);
     // Dense and expert gradients travel on their own groups; one queue holds both (an upper bound).
     const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_) +
@@ -124,7 +138,7 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
     sent += a.comm.pp.send.payload_bytes;
   }
   p.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
-  p.tail_compute_s = price(profile.tail_ops);
+  p.tail_compute_s = profile.tail_digest.seconds;
   p.tail_comm_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
                   comm_seconds(profile.tail_comm.expert_gradients, spans.expert_gradients, hw_) +
                   comm_seconds(profile.tail_comm.tp, spans.tp, hw_) +
@@ -133,10 +147,13 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
 }
 
 StepTime StepTimeModel::predict(const Recipe& recipe) {
+  return predict(recipe, make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
+                                               pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps()))));
+}
+
+StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& program) {
   const int P = static_cast<int>(recipe.parallel.pp);
   const int V = static_cast<int>(recipe.parallel.virtual_stages);
-  const PipelineProgram program = make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
-                                                        pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps())));
   const Spans spans = spans_of(recipe, per_node_);
   const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
   const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);

@@ -6,12 +6,13 @@
 #pragma once
 
 #include <map>
-#include <optional>
+#include <functional>
 
 #include "core/plan/calibration.h"
 #include "core/plan/hardware.h"
 #include "core/plan/once_map.h"
 #include "core/plan/step_profile.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace ustrain {
 
@@ -39,6 +40,8 @@ class StepTimeModel {
 
   // Safe to call from several threads at once: each step is recorded once.
   StepTime predict(const Recipe& recipe);
+  // With the recipe's training program already made (plan_pipeline_programs).
+  StepTime predict(const Recipe& recipe, const PipelineProgram& program);
   // The op scratch of pipeline rank `pp_rank` (deviceless_op_scratch), from the same recording
   // the timing uses: a layout's memory and its time record each rank's step once between them.
   std::size_t op_scratch(const Recipe& recipe, int pp_rank);
@@ -62,8 +65,11 @@ class StepTimeModel {
   // Records the step of the pipeline rank standing for `pp_rank` once, then keeps only its prices.
   const RecordedRank& recorded(const Recipe& recipe, int pp_rank);
   PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
-  // The ops' seconds on the calibrated device; with `only`, of that op class alone.
-  double price(const std::vector<RecordedOp>& ops, std::optional<OpClass> only = std::nullopt) const;
+  // One op's seconds on the calibrated device, without the cost per op.
+  double op_seconds(const RecordedOp& op) const;
+  // The ops' seconds (each with the cost per op), their attention's alone, and the most
+  // scratch `scratch_of` (if any) gives one of them.
+  OpsDigest digest(const std::vector<RecordedOp>& ops, const std::function<std::size_t(const RecordedOp&)>& scratch_of) const;
 
   Hardware hw_;
   Calibration cal_;

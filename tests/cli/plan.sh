@@ -86,6 +86,15 @@ expect_exit 2 "2^40 tokens on one device" -- timeout 120 "$USTRAIN" plan tiny.to
   --global-batch-tokens 1099511627776
 expect_output "leaves no layout with micro-batches of at most 2\^24 = 16777216 tokens and at most 16384 of them per step" \
   "says which bounds no layout meets"
+# Bounded on any input: more devices than any cluster, and a search of more than a million
+# layouts (4096 devices, 64 layers, 2^30 tokens), are refused with one message saying what
+# narrows them; that search once held every accepted layout's recipe (gigabytes) and ran for hours.
+expect_exit 2 "--gpus 2^21" -- timeout 60 "$USTRAIN" plan tiny.toml --gpus 2097152
+expect_output "^error: --gpus 2097152: the planner plans at most 2\^20 = 1048576 devices" "names the device bound"
+expect_exit 2 "a search of over a million layouts" -- timeout 300 "$USTRAIN" plan tiny.toml --gpus 4096 \
+  --set model.n_layers=64 --global-batch-tokens 1073741824
+expect_output "^error: 4096 devices with a global batch of 33554432 sequences make more than 1048576 layouts to try; fix some of the parallel keys" \
+  "says which keys narrow the search"
 expect_exit 2 "no layout passes the checks" -- "$USTRAIN" plan tiny.toml --gpus 3 --set train.global_batch=8
 expect_output "no layout of 3 devices passes the recipe checks" "says no layout passes the checks"
 # The parallel keys set by hand fix their dimension; the others are searched. Once --set

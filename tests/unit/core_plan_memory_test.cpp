@@ -104,7 +104,7 @@ void check_random_layouts(const Case& c, int count, std::mt19937& rng) {
     const Candidate& pick = all[rng() % all.size()];
     SCOPED_TRACE(fmt::format("{} on {} devices: {}", c.recipe, devices, fmt::join(pick.layout.overrides(), " ")));
     LayoutMemoryPlanner planner(gpu, 8);
-    const LayoutMemory planned = planner.of(pick.recipe);
+    const LayoutMemory planned = planner.of(pick.recipe());
     ASSERT_EQ(planned.rank_bytes.size(), static_cast<std::size_t>(pick.layout.pp));
     std::string command = fmt::format("{} train {} --dry-run", USTRAIN_BINARY, path);
     for (const std::string& s : c.sets) command += " --set " + s;
@@ -115,7 +115,7 @@ void check_random_layouts(const Case& c, int count, std::mt19937& rng) {
                              fmt::join(pick.layout.overrides(), " "), fmt::join(planned.rank_bytes, ", "));
     for (int r = 0; r < static_cast<int>(pick.layout.pp); ++r) {
       const std::size_t bytes = planned.rank_bytes[static_cast<std::size_t>(r)];
-      EXPECT_EQ(bytes, trainer_plan_bytes(pick.recipe, r)) << "pipeline rank " << r;
+      EXPECT_EQ(bytes, trainer_plan_bytes(pick.recipe(), r)) << "pipeline rank " << r;
       EXPECT_EQ(format_bytes(bytes), printed[static_cast<std::size_t>(r)]) << "pipeline rank " << r;
     }
   }
@@ -149,12 +149,12 @@ TEST(PlanMemory, BoundIsThePlanWithoutTheOpScratch) {
   int below = 0;
   for (const Candidate& c : enumerate_layouts(base, SearchSpace{4, 8, base.train.global_batch, false}).candidates) {
     SCOPED_TRACE(c.layout.str());
-    const LayoutMemory planned = planner.of(c.recipe);
-    const LayoutMemory bound = planner.bound(c.recipe);
+    const LayoutMemory planned = planner.of(c.recipe());
+    const LayoutMemory bound = planner.bound(c.recipe());
     ASSERT_EQ(bound.rank_bytes.size(), planned.rank_bytes.size());
     for (std::size_t r = 0; r < planned.rank_bytes.size(); ++r) {
       EXPECT_LE(bound.rank_bytes[r], planned.rank_bytes[r]) << "pipeline rank " << r;
-      const bool scratch = deviceless_op_scratch(c.recipe, static_cast<int>(r)) > 0;
+      const bool scratch = deviceless_op_scratch(c.recipe(), static_cast<int>(r)) > 0;
       EXPECT_EQ(bound.rank_bytes[r] < planned.rank_bytes[r], scratch) << "pipeline rank " << r;
       below += bound.rank_bytes[r] < planned.rank_bytes[r] ? 1 : 0;
     }
