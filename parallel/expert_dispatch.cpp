@@ -292,16 +292,6 @@ void count_sent(const std::vector<std::int64_t>& elements, int me, std::int64_t 
     if (static_cast<int>(d) != me) stats.rows_sent += elements[d] / width;
 }
 
-// A group of one: `run(expert, begin, end)` over each expert's rows of the caller's tensors.
-template <class Run>
-void each_expert(std::span<const std::int64_t> counts, Run run) {
-  std::int64_t at = 0;
-  for (std::size_t e = 0; e < counts.size(); ++e) {
-    if (counts[e] > 0) run(static_cast<int>(e), at, at + counts[e]);
-    at += counts[e];
-  }
-}
-
 DispatchStats finished(DispatchStats stats, int rounds, const std::function<void()>& alongside) {
   if (rounds == 0 && alongside) alongside();  // no member routed a row
   stats.rounds = rounds;
@@ -321,16 +311,18 @@ void check_rows(std::span<const std::int64_t> counts, int n_experts, const Tenso
 
 }  // namespace
 
+void ExpertDispatcher::backward_weight(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts) const {
+  if (local()) experts.backward_weight_all(be, counts);
+}
+
 DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
                                         Tensor in, Tensor out, const DispatchBuffers& buf,
                                         const std::function<void()>& alongside) {
-  check_rows(counts, placement_.n_experts, in, {out});
+  check_rows(counts, local() ? static_cast<int>(counts.size()) : placement_.n_experts, in, {out});
   DispatchStats stats;
   if (local()) {
     if (alongside) alongside();
-    each_expert(counts, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.forward(be, e, out.slice(b, end), in.slice(b, end));
-    });
+    experts.forward_all(be, counts, out, in);
     return stats;
   }
   const Plan p = plan(counts, in, buf);
@@ -361,13 +353,11 @@ DispatchStats ExpertDispatcher::forward(Backend& be, ExpertCompute& experts, std
 DispatchStats ExpertDispatcher::backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts,
                                          Tensor in, Tensor d_out, Tensor d_in, const DispatchBuffers& buf,
                                          const std::function<void()>& alongside) {
-  check_rows(counts, placement_.n_experts, in, {d_out, d_in});
+  check_rows(counts, local() ? static_cast<int>(counts.size()) : placement_.n_experts, in, {d_out, d_in});
   DispatchStats stats;
   if (local()) {
     if (alongside) alongside();
-    each_expert(counts, [&](int e, std::int64_t b, std::int64_t end) {
-      experts.backward(be, e, d_in.slice(b, end), d_out.slice(b, end), in.slice(b, end));
-    });
+    experts.backward_all(be, counts, d_in, d_out, in);
     return stats;
   }
   const Plan p = plan(counts, in, buf);

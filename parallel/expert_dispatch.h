@@ -49,8 +49,9 @@
 // received rows once each. Backward sends sub-piece u of the rows and of their output
 // gradients, gathers both, and returns the full input gradients of sub-piece u's rows.
 //
-// In a group of one (ep = 1) every expert is local: the ExpertCompute runs on the caller's
-// rows in place, no buffer is touched, nothing moves and the capacity plays no part.
+// In a group of one (ep = 1) every expert is local: the ExpertCompute runs on all of the
+// caller's rows at once, in place (ExpertCompute::forward_all), no buffer is touched, nothing
+// moves and the capacity plays no part, as the ring at cp = 1 issues one self block.
 //
 // What overlaps: within a layer and micro-batch, each round's exchanges with compute that needs
 // none of the incoming rows. Forward: while the rows travel, the caller's `alongside` work (the
@@ -93,6 +94,15 @@ class ExpertCompute {
   // d_in (c, D), overwritten, from the output gradients d_out (c, D) of rows `in` (c, D); adds
   // the expert's weight gradients from them.
   virtual void backward(Backend& be, int expert, Tensor d_in, Tensor d_out, Tensor in) = 0;
+
+  // A group of one: every expert on all of the caller's rows (n, D) at once, counts[e] rows of
+  // expert e in expert order. By default expert after expert through forward() and backward();
+  // a layer that keeps its experts' activations for its backward (or defers their weight
+  // gradients to backward_weight_all()) runs them here on its own tensors.
+  virtual void forward_all(Backend& be, std::span<const std::int64_t> counts, Tensor out, Tensor in);
+  virtual void backward_all(Backend& be, std::span<const std::int64_t> counts, Tensor d_in, Tensor d_out, Tensor in);
+  // The weight gradients a split backward left in a group of one (backward_all deferred them).
+  virtual void backward_weight_all(Backend&, std::span<const std::int64_t>) {}
 };
 
 // The planned buffers of a dispatch of D-wide rows (a group of one needs none). The capacity C
@@ -121,7 +131,7 @@ struct DispatchStats {
 
 class ExpertDispatcher {
  public:
-  ExpertDispatcher() = default;  // one member: every expert local
+  ExpertDispatcher() = default;  // one member: every expert local, however many
   // `counts` carries the host integers every member plans with, `rows` the row tensors (the
   // same group; on a GPU its device communicator); E experts, a multiple of the members.
   ExpertDispatcher(Communicator& counts, Communicator& rows, int n_experts);
@@ -150,6 +160,9 @@ class ExpertDispatcher {
   DispatchStats backward(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts, Tensor in,
                          Tensor d_out, Tensor d_in, const DispatchBuffers& buffers,
                          const std::function<void()>& alongside = {});
+  // A split backward's weight pass: in a group of one the weight gradients backward() left
+  // (ExpertCompute::backward_weight_all); dispatched rows' owners computed theirs in backward().
+  void backward_weight(Backend& be, ExpertCompute& experts, std::span<const std::int64_t> counts) const;
 
  private:
   struct Plan;

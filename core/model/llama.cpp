@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "core/model/rope_frequencies.h"
@@ -13,25 +14,24 @@ LlamaModel::LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int
     : LlamaModel(cfg, ModelGeometry::of(cfg, {}, max_seq), max_batch, policy, compute) {}
 
 LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch,
-                       Recompute policy, DType compute, TensorParallel* tp, RingAttention* cp,
-                       ExpertDispatcher* ep)
+                       Recompute policy, DType compute, std::optional<LayerParallel> parallel)
     : cfg_(cfg),
       geo_(geometry),
-      tp_(tp ? tp : &no_tp_),
-      cp_(cp ? cp : &no_cp_),
-      ep_(ep ? ep : &no_ep_),
+      par_(parallel ? *parallel : LayerParallel{no_tp_, no_cp_, no_ep_}),
       max_batch_(max_batch),
       policy_(policy),
       compute_(compute) {
-  // A model planned for a tensor-parallel rank but given no group can be planned (--dry-run),
-  // not run: forward checks.
-  USTRAIN_ASSERT(tp == nullptr || (tp_->size() == geo_.tp && tp_->rank() == geo_.tp_rank &&
-                                   tp_->sequence_parallel() == geo_.sequence_parallel()),
+  // A model planned for a parallel rank but given no groups can be planned (--dry-run), not
+  // run: forward checks.
+  const TensorParallel& tp = par_.tp;
+  const ExpertDispatcher& ep = par_.ep;
+  USTRAIN_ASSERT(!parallel || (tp.size() == geo_.tp && tp.rank() == geo_.tp_rank &&
+                               tp.sequence_parallel() == geo_.sequence_parallel()),
                  "the tensor-parallel group does not match the model's geometry");
-  USTRAIN_ASSERT(cp == nullptr || (cp_->size() == geo_.context.size && cp_->rank() == geo_.context.rank),
+  USTRAIN_ASSERT(!parallel || (par_.cp.size() == geo_.context.size && par_.cp.rank() == geo_.context.rank),
                  "the context-parallel group does not match the model's geometry");
-  USTRAIN_ASSERT(ep == nullptr || (ep_->members() == geo_.ep && ep_->placement().member == geo_.ep_rank &&
-                                   (geo_.ep == 1 || ep_->placement().n_experts == geo_.n_experts)),
+  USTRAIN_ASSERT(!parallel || (ep.members() == geo_.ep && ep.placement().member == geo_.ep_rank &&
+                               (geo_.ep == 1 || ep.placement().n_experts == geo_.n_experts)),
                  "the expert-parallel group does not match the model's geometry");
   const std::int64_t v = geo_.vocab, d = geo_.d_model;
   bool holds_first = false, holds_last = false;
@@ -65,9 +65,16 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
   }
   // A rank that holds part of the model (a pipeline stage, an ep block of experts) lists all of it.
   if (!holds_first || !holds_last || geo_.ep > 1) params_.registry().set_whole_model(declaration(cfg));
-  for (std::size_t c = 0; c < geo_.chunks.size(); ++c)
-    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], p, params_.registry(),
-                                                   LayerParallel{*tp_, *cp_, *ep_}, policy_, compute_, hooks_));
+  moe_loads_.reserve(blocks_.size());  // the chunks point into it
+  std::map<const TransformerBlock*, MoeLoad*> load_of;
+  for (const TransformerBlock& b : blocks_)
+    if (std::optional<MoeLoad> empty = b.mlp().empty_load()) load_of[&b] = &moe_loads_.emplace_back(std::move(*empty));
+  for (std::size_t c = 0; c < geo_.chunks.size(); ++c) {
+    std::vector<MoeLoad*> loads;
+    for (const TransformerBlock* b : chunk_blocks[c]) loads.push_back(load_of.contains(b) ? load_of.at(b) : nullptr);
+    chunks_.push_back(std::make_unique<ModelChunk>(cfg_, geo_, geo_.chunks[c], chunk_blocks[c], std::move(loads), p,
+                                                   params_.registry(), par_, policy_, compute_, hooks_));
+  }
 }
 
 std::vector<ParamDecl> LlamaModel::declaration(const ModelSection& cfg) {
@@ -152,7 +159,7 @@ double LlamaModel::forward(Backend& be, const TokenBatch& tokens, std::int64_t B
   USTRAIN_ASSERT(chunks_.size() == 1 && chunks_[0]->span().embedding && chunks_[0]->span().head,
                  "forward of the whole model on a rank that holds only part of it");
   USTRAIN_ASSERT(B >= 1 && S >= 1 && B <= max_batch_ && S <= geo_.seq, "batch larger than planned");
-  USTRAIN_ASSERT(tp_->size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
+  USTRAIN_ASSERT(par_.tp.size() == geo_.tp, "a tensor-parallel model runs only with its tensor-parallel group");
   const std::int64_t n = B * S;
   const Tensor losses(kept_losses_view_.data, Shape{n}, DType::f32, kept_losses_view_.device);  // (N)
   chunks_[0]->forward(be, 0, B, S, tokens, Tensor(), losses);
@@ -179,8 +186,7 @@ Tensor LlamaModel::logits() const { return chunks_.back()->logits(); }
 
 std::vector<const MoeLoad*> LlamaModel::moe_loads() const {
   std::vector<const MoeLoad*> loads;
-  for (const TransformerBlock& b : blocks_)
-    if (const MoeLoad* load = b.mlp().load()) loads.push_back(load);
+  for (const MoeLoad& load : moe_loads_) loads.push_back(&load);
   return loads;
 }
 
@@ -198,8 +204,8 @@ std::vector<const RouterBias*> LlamaModel::router_biases() const {
   return biases;
 }
 
-void LlamaModel::reset_moe_loads() const {
-  for (const TransformerBlock& b : blocks_) b.mlp().reset_load();
+void LlamaModel::reset_moe_loads() {
+  for (MoeLoad& load : moe_loads_) load = MoeLoad{load.layer, std::vector<std::int64_t>(load.tokens.size(), 0)};
 }
 
 double LlamaModel::flops_per_token(std::int64_t S, bool full_window) const {

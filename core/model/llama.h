@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,11 @@ class LlamaModel {
   // This rank's part of the model, `geometry` (copied, with its sequence length), for
   // micro-batches of at most `max_batch` sequences. `compute`: the dtype of activations and of
   // the weights' compute copy (f32, bf16, f16); statistics, gradients, master weights and
-  // optimizer state stay fp32. `tp` (not owned) carries tensor and sequence parallelism, `cp`
-  // (not owned) context parallelism, `ep` (not owned) expert parallelism; null for one rank.
+  // optimizer state stay fp32. `parallel` (its groups not owned) carries tensor and sequence,
+  // context and expert parallelism; none: one rank's (a model planned for more ranks can then
+  // be planned, not run).
   LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, std::int64_t max_batch, Recompute policy,
-             DType compute = DType::f32, TensorParallel* tp = nullptr, RingAttention* cp = nullptr,
-             ExpertDispatcher* ep = nullptr);
+             DType compute = DType::f32, std::optional<LayerParallel> parallel = std::nullopt);
   // The whole model on one rank, for micro-batches of at most (max_batch, max_seq) tokens.
   LlamaModel(const ModelSection& cfg, std::int64_t max_batch, std::int64_t max_seq, Recompute policy,
              DType compute = DType::f32);
@@ -95,7 +96,7 @@ class LlamaModel {
   // The routing statistics of this rank's mixture-of-experts layers since the last reset, in
   // layer order (none for a dense model).
   std::vector<const MoeLoad*> moe_loads() const;
-  void reset_moe_loads() const;
+  void reset_moe_loads();
   // The routing biases of this rank's MoE layers where auxiliary-loss-free balancing is on, in
   // layer order (model state outside the parameters: core/train/router_balance.h).
   std::vector<RouterBias*> router_biases();
@@ -126,14 +127,13 @@ class LlamaModel {
   TensorParallel no_tp_;  // the one-rank defaults
   RingAttention no_cp_;
   ExpertDispatcher no_ep_;
-  TensorParallel* tp_;
-  RingAttention* cp_;
-  ExpertDispatcher* ep_;
+  LayerParallel par_;
   std::int64_t max_batch_;
   Recompute policy_;
   DType compute_;
   ModelParams params_;
   std::vector<TransformerBlock> blocks_;  // the layers of every chunk, in order
+  std::vector<MoeLoad> moe_loads_;        // what its MoE layers record, in layer order
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   ParamUseHooks* hooks_ = nullptr;
   int rope_cos_ = -1, rope_sin_ = -1, branch_ = -1;

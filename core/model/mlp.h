@@ -39,6 +39,16 @@ struct MoeLoad {
   double seq_aux_sum = 0;
 };
 
+// What a mixture-of-experts layer routed in one micro-batch, on the host: its caller keeps one
+// per layer and micro-batch slot (SubLayerMemory::routed). The forward writes it (one copy of
+// the chosen experts from the device), the backward and the weight pass read it instead of
+// copying again, and the backward adds its statistics to `load`, which the model owns.
+struct RoutedTokens {
+  std::vector<std::int64_t> counts;  // (E) rows of each expert, in expert order
+  std::vector<std::int32_t> chosen;  // (N, k) each token's experts
+  MoeLoad* load = nullptr;           // null: nothing recorded (decoding)
+};
+
 // Auxiliary-loss-free balancing's per-expert bias of a mixture-of-experts router (DeepSeek-V3):
 // added to the scores only to choose the experts. Model state that training moves by the
 // expert load (core/train/router_balance.h), not a trained parameter.
@@ -74,12 +84,12 @@ class Mlp {
   virtual void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
                                const BlockScratch& s) const = 0;
 
-  // The unit of a mixture of experts' routed experts, which the model acquires and releases
-  // with the block's (none for other kinds).
-  virtual std::optional<UnitId> expert_unit() const { return std::nullopt; }
-  // A mixture of experts' routing statistics (null for other kinds), and starting them again.
-  virtual const MoeLoad* load() const { return nullptr; }
-  virtual void reset_load() const {}
+  // Units of parameters of its own besides the block's (a mixture of experts' routed experts),
+  // which the model acquires and releases with the block's.
+  virtual std::vector<UnitId> own_units() const { return {}; }
+  // A mixture of experts' routing statistics, empty (none for other kinds): where the model
+  // gathers what the layer's backward passes record (RoutedTokens::load).
+  virtual std::optional<MoeLoad> empty_load() const { return std::nullopt; }
   // A mixture of experts' routing bias when auxiliary-loss-free balancing is on, else null.
   virtual RouterBias* router_bias() { return nullptr; }
   virtual const RouterBias* router_bias() const { return nullptr; }

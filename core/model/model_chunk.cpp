@@ -6,19 +6,23 @@
 namespace ustrain {
 
 ModelChunk::ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
-                       std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
-                       LayerParallel par, Recompute policy, DType compute, ParamUseHooks* const& hooks)
+                       std::vector<const TransformerBlock*> blocks, std::vector<MoeLoad*> loads, ChunkParams params,
+                       const ParamRegistry& param_set, LayerParallel par, Recompute policy, DType compute,
+                       ParamUseHooks* const& hooks)
     : cfg_(cfg),
       geo_(geometry),
       span_(span),
       blocks_(std::move(blocks)),
+      loads_(std::move(loads)),
       p_(params),
       params_(param_set),
       par_(par),
       tp_(par.tp),
       policy_(policy),
       compute_(compute),
-      hooks_(hooks) {}
+      hooks_(hooks) {
+  USTRAIN_ASSERT(loads_.size() == blocks_.size(), "a chunk needs one load entry per block");
+}
 
 void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int receive_buffers,
                       bool split_backward) {
@@ -49,6 +53,7 @@ void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int r
       if (first) at->second = plan.add(chunk + "scratch." + a.name, act, a.shape, a.dtype);
       return at->second;
     };
+    for (MoeLoad* load : loads_) s.routed.push_back(RoutedTokens{{}, {}, load});
     for (int l = span_.first_layer; l <= span_.end_layer; ++l)
       s.resid.push_back(plan.add(name(k, "residual." + std::to_string(l)), act, Shape{r, d}, c));
     for (int l = span_.first_layer; l < span_.end_layer; ++l) {
@@ -101,15 +106,25 @@ std::vector<Tensor> ModelChunk::tensors(const std::vector<int>& handles) const {
   return t;
 }
 
-BlockMemory ModelChunk::layer_memory(const Slot& s, int layer, bool deferred) const {
-  const LayerHandles& h = s.layers[static_cast<std::size_t>(layer - span_.first_layer)];
+BlockMemory ModelChunk::layer_memory(Slot& s, int layer, bool deferred) const {
+  const auto index = static_cast<std::size_t>(layer - span_.first_layer);
+  const LayerHandles& h = s.layers[index];
   BlockMemory m;
   m.attention = {s.batch, s.seq, tensors(h.attention), deferred ? tensors(h.attention_deferred) : std::vector<Tensor>{},
                  scratch_.attention};
   m.mlp = {s.batch, s.seq, tensors(h.mlp), deferred ? tensors(h.mlp_deferred) : std::vector<Tensor>{},
-           scratch_.mlp.at(blocks_[static_cast<std::size_t>(layer - span_.first_layer)]->mlp().kind())};
+           scratch_.mlp.at(blocks_[index]->mlp().kind()), &s.routed[index]};
   m.x_mid = rows(h.x_mid, geo_.rows(s.batch * s.seq));
   return m;
+}
+
+void ModelChunk::acquire_block(std::size_t l, bool backward) const {
+  for (UnitId unit : blocks_[l]->units()) acquire(unit, backward);
+}
+
+void ModelChunk::release_block(std::size_t l) const {
+  const std::vector<UnitId> units = blocks_[l]->units();
+  for (auto u = units.rbegin(); u != units.rend(); ++u) release(*u);
 }
 
 BlockScratch ModelChunk::scratch_rows(std::int64_t B, std::int64_t S) const {
@@ -153,13 +168,10 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
     be.copy(rows(s.resid[0], r), input);
   }
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
-    const std::optional<UnitId> experts = blocks_[l]->expert_unit();
-    acquire(blocks_[l]->unit(), false);
-    if (experts) acquire(*experts, false);
+    acquire_block(l, false);
     blocks_[l]->forward(be, par_, rows(s.resid[l], r), rows(s.resid[l + 1], r),
                         layer_memory(s, span_.first_layer + static_cast<int>(l), false), g, rope_);
-    if (experts) release(*experts);
-    release(blocks_[l]->unit());
+    release_block(l);
   }
   if (!span_.head) return;
 
@@ -239,16 +251,11 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
 
   for (std::size_t l = blocks_.size(); l-- > 0;) {
     const int layer = span_.first_layer + static_cast<int>(l);
-    const std::optional<UnitId> experts = blocks_[l]->expert_unit();
-    acquire(blocks_[l]->unit(), true);
-    if (experts) acquire(*experts, true);
+    acquire_block(l, true);
     blocks_[l]->backward(be, par_, rows(s.resid[l], r), layer_memory(s, layer, !weights), g, rope_, policy_);
-    if (experts) release(*experts);
-    release(blocks_[l]->unit());
-    if (weights) {
-      grads_done(blocks_[l]->unit());
-      if (experts) grads_done(*experts);
-    }
+    release_block(l);
+    if (weights)
+      for (UnitId unit : blocks_[l]->units()) grads_done(unit);
   }
 
   if (span_.embedding) {
@@ -263,13 +270,12 @@ void ModelChunk::backward(Backend& be, int slot, Tensor grad, float dloss, bool 
 
 void ModelChunk::backward_weight(Backend& be, int slot) {
   USTRAIN_ASSERT(split_, "backward_weight needs a chunk planned with a split backward");
-  const Slot& s = slots_.at(static_cast<std::size_t>(slot));
+  Slot& s = slots_.at(static_cast<std::size_t>(slot));
   const BlockScratch g = scratch_rows(s.batch, s.seq);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
     const int layer = span_.first_layer + static_cast<int>(l);
     blocks_[l]->backward_weight(be, par_, layer_memory(s, layer, true), g);
-    grads_done(blocks_[l]->unit());
-    if (const std::optional<UnitId> experts = blocks_[l]->expert_unit()) grads_done(*experts);
+    for (UnitId unit : blocks_[l]->units()) grads_done(unit);
   }
 }
 

@@ -48,10 +48,13 @@ struct SharedScratch {
 
 class ModelChunk {
  public:
-  // `hooks` is the model's hooks pointer, read at each call (it may be set later).
+  // `hooks` is the model's hooks pointer, read at each call (it may be set later). `loads`:
+  // per block, where its mixture of experts records its routing statistics (the model's;
+  // null for other MLP kinds).
   ModelChunk(const ModelSection& cfg, const ModelGeometry& geometry, const ChunkSpan& span,
-             std::vector<const TransformerBlock*> blocks, ChunkParams params, const ParamRegistry& param_set,
-             LayerParallel par, Recompute policy, DType compute, ParamUseHooks* const& hooks);
+             std::vector<const TransformerBlock*> blocks, std::vector<MoeLoad*> loads, ChunkParams params,
+             const ParamRegistry& param_set, LayerParallel par, Recompute policy, DType compute,
+             ParamUseHooks* const& hooks);
 
   const ChunkSpan& span() const { return span_; }
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -104,12 +107,16 @@ class ModelChunk {
     int final_rstd = -1, final_out = -1, ce_lse = -1;  // last stage
     int input_grad = -1;                    // (R, D), not on the first stage
     std::int64_t batch = 0, seq = 0;        // of the micro-batch it holds
+    std::vector<RoutedTokens> routed;         // per layer: what its MLP routed (SubLayerMemory::routed)
   };
 
   Tensor rows(int handle, std::int64_t n) const;
   std::vector<Tensor> tensors(const std::vector<int>& handles) const;
   // Layer `layer`'s memory in slot `s`; with `deferred`, the tensors of its weight pass too.
-  BlockMemory layer_memory(const Slot& s, int layer, bool deferred) const;
+  BlockMemory layer_memory(Slot& s, int layer, bool deferred) const;
+  // Every unit of block l's parameters: acquired before it runs, released after, in reverse.
+  void acquire_block(std::size_t l, bool backward) const;
+  void release_block(std::size_t l) const;
   BlockScratch scratch_rows(std::int64_t batch, std::int64_t seq) const;
   void head_backward(Backend& be, int slot, float dloss, const BlockScratch& g);
   void acquire(UnitId unit, bool backward) const { if (hooks_) hooks_->acquire(unit, backward); }
@@ -120,6 +127,7 @@ class ModelChunk {
   const ModelGeometry& geo_;
   ChunkSpan span_;
   std::vector<const TransformerBlock*> blocks_;
+  std::vector<MoeLoad*> loads_;  // per block
   ChunkParams p_;
   const ParamRegistry& params_;
   LayerParallel par_;   // what the layers see of the parallelisation

@@ -41,11 +41,18 @@
 // on) each tp rank gets back full results for its share of the rows sent away and zeros for
 // the others' share (rows its own experts take stay partial): the combine's inputs are still
 // partial sums over tp, so d_gates' tp sum, the input gradients' tp reduce and the router's
-// share added on tp rank 0 hold unchanged. At ep = 1 the experts run in place on the planned
-// activations as above.
+// share added on tp rank 0 hold unchanged. The layer always calls the dispatcher, as attention
+// calls the ring: at ep = 1 it is the local case, which runs every expert at once in place on
+// the planned activations as above (ExpertCompute::forward_all), keeping them for backward and
+// deferring their weight gradients to a split backward's weight pass.
+//
+// The planned tensors are found by their specs' names. What the layer routed in a micro-batch
+// (the expert counts and choices, copied from the device once, in forward) and its statistics
+// live in values its caller owns (RoutedTokens, MoeLoad: core/model/mlp.h), not in the layer.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/model/geometry.h"
@@ -72,9 +79,10 @@ class MoeMlp final : public Mlp {
   void backward_weight(Backend& be, const LayerParallel& par, const SubLayerMemory& m,
                        const BlockScratch& s) const override;
 
-  const MoeLoad* load() const override { return &load_; }
-  void reset_load() const override { load_ = MoeLoad{layer_, std::vector<std::int64_t>(geo_.n_experts, 0)}; }
-  std::optional<UnitId> expert_unit() const override { return UnitId::experts(layer_); }
+  std::vector<UnitId> own_units() const override { return {UnitId::experts(layer_)}; }
+  std::optional<MoeLoad> empty_load() const override {
+    return MoeLoad{layer_, std::vector<std::int64_t>(static_cast<std::size_t>(geo_.n_experts), 0)};
+  }
   RouterBias* router_bias() override { return bias_on_ ? &bias_ : nullptr; }
   const RouterBias* router_bias() const override { return bias_on_ ? &bias_ : nullptr; }
 
@@ -83,28 +91,23 @@ class MoeMlp final : public Mlp {
   struct ExpertParams {
     int gate, up, down;
   };
-  class Dispatched;
+  class Experts;
   // This rank's experts' packed gate/up weights (2F, D) and down weights (D, F), in expert
   // order: their values, or (grads) their fp32 gradients.
   std::vector<Tensor> experts_gate_up(bool grads) const;
   std::vector<Tensor> experts_down(bool grads) const;
   Views views(const SubLayerMemory& m) const;
-  // Each expert's SwiGLU on its rows of x_perm into `out` (N k, D), in expert order.
-  void experts_forward(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor out) const;
-  // The input gradients of the experts' GEMMs from their output gradients d_out (N k, D),
-  // in expert order: a.d_act, then a.d_gate_up through the SwiGLU, then a.d_x_perm.
-  void experts_backward_input(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets,
-                              Tensor d_out) const;
-  // The experts' weight gradients from their output gradients (expert order) and inputs.
-  void experts_weight_grads(Backend& be, const Views& a, const std::vector<std::int64_t>& offsets, Tensor d_out,
-                            Tensor d_gate_up) const;
+  // The router's choices into `r` (the one copy of the micro-batch from the device) and the
+  // tokens in expert order into a.x_perm.
+  void route(Backend& be, const Views& a, Tensor ln2, RoutedTokens& r) const;
   // The sequence-level balance loss of a micro-batch of `batch` sequences routed to `chosen`
   // (N k, host): its gradient of the normalised scores into a.seq_grad (B, E), returned, and
-  // its value added to the load.
-  // A dispatch's rounds and exposed wait into the load.
-  void record(const DispatchStats& stats) const;
+  // its value added to `seq_aux_sum`.
   Tensor balance_sequences(Backend& be, const LayerParallel& par, const Views& a, std::int64_t batch,
-                          const std::vector<std::int32_t>& chosen, float loss_grad) const;
+                           const std::vector<std::int32_t>& chosen, float loss_grad, double& seq_aux_sum) const;
+  // The router's backward and dL/d(ln2) into s.d_branch.
+  void router_and_input_backward(Backend& be, const LayerParallel& par, Tensor x, const Views& a, Tensor ln2,
+                                 const BlockScratch& s, Tensor seq_grad) const;
 
   const ModelGeometry& geo_;
   int layer_;
@@ -119,8 +122,8 @@ class MoeMlp final : public Mlp {
   std::vector<ExpertParams> experts_;  // this rank's: experts [geo_.experts_first, + experts_local)
   ExpertParams shared_{-1, -1, -1};
   const ParamRegistry& params_;
-  // What backward saw of the routing since the last reset: the layer's expert load.
-  mutable MoeLoad load_;
+  // The names of the specs activations(), deferred() and workspace() list, in their order.
+  std::vector<std::string> activation_names_, deferred_names_, workspace_names_;
 };
 
 }  // namespace ustrain

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model/recompute.h"
@@ -38,6 +39,8 @@ struct ActivationSpec {
   }
 };
 
+struct RoutedTokens;  // core/model/mlp.h
+
 // A sub-layer's planned tensors for one micro-batch of (batch, seq) tokens, each list in the
 // sub-layer's order and at its planned size (the sub-layer takes the rows it needs).
 struct SubLayerMemory {
@@ -45,7 +48,15 @@ struct SubLayerMemory {
   std::vector<Tensor> activations;
   std::vector<Tensor> deferred;  // empty unless the weight gradients wait for the weight pass
   std::vector<Tensor> workspace;
+  // The host record of what a mixture of experts routed in the micro-batch (its caller's, one
+  // per layer and slot; other kinds leave it alone); null when decoding.
+  RoutedTokens* routed = nullptr;
 };
+
+// A planned tensor of a sub-layer's list by its spec's name: `names` lists the specs' names
+// in the list's order. Empty when the list has no such entry (an optional tensor).
+Tensor planned(const std::vector<std::string>& names, const std::vector<Tensor>& tensors, std::string_view name);
+std::vector<std::string> names_of(const std::vector<ActivationSpec>& specs);
 
 // Scratch of the residual stream shared by both sub-layers, sized for the micro-batch.
 struct BlockScratch {

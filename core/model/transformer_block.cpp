@@ -17,6 +17,12 @@ TransformerBlock::TransformerBlock(int layer, UnitId unit, const ModelSection& c
   mlp_ = std::move(mlp);
 }
 
+std::vector<UnitId> TransformerBlock::units() const {
+  std::vector<UnitId> units{unit_};
+  for (UnitId u : mlp_->own_units()) units.push_back(u);
+  return units;
+}
+
 ActivationSpec TransformerBlock::x_mid(std::int64_t max_batch, DType compute) const {
   return {"x_mid", Shape{geo_.rows(geo_.tokens(max_batch)), geo_.d_model}, compute};
 }

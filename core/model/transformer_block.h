@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/model/attention.h"
 #include "core/model/geometry.h"
@@ -65,8 +66,9 @@ class TransformerBlock {
               const BlockScratch& s) const;
 
   UnitId unit() const { return unit_; }
-  // The MLP's routed experts' unit, where it has one (core/model/moe_mlp.h).
-  std::optional<UnitId> expert_unit() const { return mlp_->expert_unit(); }
+  // Every unit of the block's parameters: its own, then its MLP's own (a mixture of experts'
+  // routed experts, core/model/moe_mlp.h).
+  std::vector<UnitId> units() const;
 
  private:
   UnitId unit_;

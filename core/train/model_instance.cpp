@@ -66,7 +66,7 @@ ModelInstance::ModelInstance(const Recipe& recipe, const ModelGeometry& geometry
                              Recompute policy, ModelPlacement placement, std::unique_ptr<Backend> be)
     : backend(be ? std::move(be) : make_recipe_backend(recipe)),
       model(fitting_model(recipe, placement, *backend), geometry, max_batch, policy, compute_dtype(recipe),
-            placement.tp, placement.cp, placement.ep) {
+            placement.parallel) {
   plan_model(model, plan, placement.sharding, placement.slots);
   plan_optimizer(recipe, model.params(), plan);
   plan_library_workspace(backend->device(), plan);

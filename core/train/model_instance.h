@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/memory/memory_fit.h"
 #include "core/memory/memory_plan.h"
@@ -23,13 +24,12 @@ fp8::Config fp8_config_of(const Recipe& recipe);
 // = "fp8"); on CUDA, GPU `device_index`.
 std::unique_ptr<Backend> make_recipe_backend(const Recipe& recipe, int device_index = 0);
 
-// How one rank holds the part of the model its geometry names: the tensor- and
-// context-parallel groups (none by default), its share of the training state under ZeRO per sync group (sharding), and the
-// micro-batches its pipeline schedule keeps in flight (slots).
+// How one rank holds the part of the model its geometry names: its layers' tensor-, context-
+// and expert-parallel groups (one rank's by default), its share of the training state under
+// ZeRO per sync group (sharding), and the micro-batches its pipeline schedule keeps in flight
+// (slots).
 struct ModelPlacement {
-  TensorParallel* tp = nullptr;  // not owned; must outlive the instance
-  RingAttention* cp = nullptr;   // the context-parallel group (none by default); the same
-  ExpertDispatcher* ep = nullptr;  // the expert-parallel group's dispatcher (none by default)
+  std::optional<LayerParallel> parallel{};  // its groups not owned; they must outlive the instance
   ParamShardings sharding{};
   SlotPlan slots{};
   MemoryShare memory{};  // the memory the model must fit in (core/memory/memory_fit.h)

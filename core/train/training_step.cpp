@@ -41,7 +41,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
          static_cast<int>(std::max<std::int64_t>(1, r.model.n_experts))),
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
-               ModelPlacement{&tp, &cp, &ep,
+               ModelPlacement{LayerParallel{tp, cp, ep},
                               sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
                               pipeline.slots, memory, saves_checkpoints, op_scratch_bytes},
                std::move(be)),

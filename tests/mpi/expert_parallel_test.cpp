@@ -89,7 +89,10 @@ TEST(ExpertParallelModel, EveryGradientEqualsOneRank) {
       const ModelGeometry geometry =
           ModelGeometry::of(cfg, ModelSplit{1, 0, false, 1, 0, 1, 1, 0, ep, r % ep, capacity}, kSeq);
       const ParamShardings sharding{ParamSharding{p, r, 0}, ParamSharding{p / ep, expert_grads.rank(), 0}};
-      TinyModel split(cfg, geometry, kBatch, Recompute::none, {.ep = &dispatcher, .sharding = sharding}, kSeed);
+      TensorParallel no_tp;
+      RingAttention no_cp;
+      TinyModel split(cfg, geometry, kBatch, Recompute::none,
+                      {.parallel = LayerParallel{no_tp, no_cp, dispatcher}, .sharding = sharding}, kSeed);
       const std::size_t mine = static_cast<std::size_t>(r * kBatch * kSeq);
       const double got = split.model.forward(*split.backend,
           mpi_test::slice_of(ids, targets, static_cast<std::int64_t>(mine), kBatch * kSeq), kBatch, kSeq);
@@ -178,8 +181,9 @@ TEST(ExpertParallelModel, WithTensorParallelEveryGradientEqualsOneRank) {
         ModelGeometry::of(cfg, ModelSplit{kTp, t, true, 1, 0, 1, 1, 0, kEp, d, capacity}, kSeq);
     TensorParallel tp(tp_group.host(), true, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
     const ParamShardings sharding{ParamSharding{kDp, d, 0}, ParamSharding{1, 0, 0}};
-    TinyModel split(cfg, geometry, kBatch, Recompute::none, {.tp = &tp, .ep = &dispatcher, .sharding = sharding},
-                    kSeed);
+    RingAttention no_cp;
+    TinyModel split(cfg, geometry, kBatch, Recompute::none,
+                    {.parallel = LayerParallel{tp, no_cp, dispatcher}, .sharding = sharding}, kSeed);
     const std::size_t mine = static_cast<std::size_t>(d * kBatch * kSeq);
     dp_group.host().reset_volume();
     const double got = split.model.forward(*split.backend,

@@ -154,7 +154,9 @@ TEST(TensorParallelModel, LossAndGradientsEqualOneRank) {
 
         const ModelGeometry geometry = ModelGeometry::of(cfg, ModelSplit{p, r, sp}, S);
         TensorParallel tp(tp_group.host(), sp, VocabShard{geometry.vocab_begin, geometry.vocab_valid});
-        TinyModel split(cfg, geometry, B, policy, {.tp = &tp}, kSeed);
+        RingAttention no_cp;
+        ExpertDispatcher no_ep;
+        TinyModel split(cfg, geometry, B, policy, {.parallel = LayerParallel{tp, no_cp, no_ep}}, kSeed);
         const double got = split.model.forward(*split.backend, {ids, targets}, B, S);
         split.model.backward(*split.backend, 1.0f / (B * S));
         sum_partial_grads(split.model.params(), tp_group);
