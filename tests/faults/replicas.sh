@@ -3,7 +3,8 @@
 # checkpoint, whichever comes first; every rank stops with status 2 naming the rank(s) and the
 # step; no checkpoint is written after the flip, and --resume auto continues from the last clean
 # one to the same losses as a run never corrupted. Layouts: dp4 (the odd rank is named), dp2 x
-# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1.
+# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1, and hybrid sharding at ZeRO-3 (the
+# blocks' shards compared).
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
@@ -57,6 +58,12 @@ corrupted "ep2: a bit flipped on rank 0 after step 2" ep2 2 0 2 \
   "^error: replica check after step 2: ranks 0 and 1 hold replicas" none \
   --set parallel.dp=2 --set parallel.ep=2 --set model.n_experts=4 \
   --set train.replica_check_interval=2 --set checkpoint.interval=5
+# Hybrid sharding, dp4 in blocks of 2 at ZeRO-3: no value is held twice inside a block, but rank
+# 2's shard is rank 0's in the other block, and their replicate group compares them.
+corrupted "dp4 dp_shard 2 ZeRO-3: a bit flipped on rank 2 after step 5" hsdp 4 2 5 \
+  "^error: replica check after step 6: ranks 0 and 2 hold replicas of the same parameters that differ" \
+  step-00000004 --set parallel.dp=4 --set parallel.dp_shard=2 --set parallel.zero=3 --set train.micro_batch=2 \
+  --set train.replica_check_interval=3
 
 # A malformed fault is refused before anything runs.
 fault "USTRAIN_INJECT_FAULT malformed" 2 "^error: USTRAIN_INJECT_FAULT: 'bitflip:rank=x' " -- \
