@@ -1,5 +1,7 @@
 #include "core/distributed/zero_engine.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 namespace ustrain {
@@ -21,7 +23,8 @@ ZeroEngine::ZeroEngine(ParamStore& params, Backend& backend, Communicator& group
       zero_(group.size() > 1 ? params.sharding().zero : 0),
       gathers_compute_copy_(params.shards_masters() && !params.sharding().shards_values()) {
   USTRAIN_ASSERT(params.sharding().parts == group.size() && params.sharding().rank == group.rank(),
-                 "parameters are sharded for another group");
+                 fmt::format("parameters are sharded as part {} of {} for the group's rank {} of {}", params.sharding().rank,
+                             params.sharding().parts, group.rank(), group.size()));
   // (A block of one rank, dp_shard = 1, shards nothing: its whole gradients are its chunks.)
   USTRAIN_ASSERT(replicate_ == nullptr || params.sharding().zero >= 1, "hybrid sharding needs a ZeRO stage");
   const std::size_t units = params.units().size();

@@ -29,6 +29,13 @@ ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank, int repli
           ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), expert_rank, zero}};
 }
 
+ParamShardings sharding_of(const Recipe& r, ProcessGroups& groups) {
+  ParamShardings s =
+      sharding_of(r, groups.dp_shard().rank(), groups.expert_gradients().rank(), groups.dp_replicate().rank());
+  s.dense.parts = groups.dp_shard().size();
+  return s;
+}
+
 TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
                            MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes)
     : recipe(r),
@@ -41,8 +48,7 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
                ModelPlacement{&tp, &cp, &ep,
-                              sharding_of(r, groups.dp_shard().rank(), groups.expert_gradients().rank(),
-                                          groups.dp_replicate().rank()),
+                              sharding_of(r, groups),
                               pipeline.slots, memory, saves_checkpoints, op_scratch_bytes},
                std::move(be)),
       model(instance.model),

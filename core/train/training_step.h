@@ -36,6 +36,9 @@ ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank
 // sharding over dp_shard x cp, the `replica`-th of the blocks), expert parameters over the
 // expert-gradient group, dp x cp / ep (`expert_rank` among them).
 ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank, int replica = 0);
+// The same over this rank's groups, sized as they are: a recording of the step (core/plan) may
+// build its groups without hybrid sharding, and the store must match the group it syncs over.
+ParamShardings sharding_of(const Recipe& r, ProcessGroups& groups);
 
 // The size of the data-parallel gradient buckets training uses: a few MiB, small enough that
 // most of the reduction overlaps backward on the models a CPU trains, large enough that
