@@ -24,7 +24,8 @@ int MeshShape::size(MeshDim d) const {
 }
 
 std::string MeshShape::str() const {
-  return fmt::format("pp={} dp={} cp={} ep={} tp={}", pp, dp, cp, ep, tp);
+  const std::string shard = hybrid() ? fmt::format(" dp_shard={}", dp_shard) : "";
+  return fmt::format("pp={} dp={} cp={} ep={} tp={}{}", pp, dp, cp, ep, tp, shard);
 }
 
 Mesh::Mesh(MeshShape shape, int rank, int world_size) : shape_(shape), rank_(rank) {
@@ -37,6 +38,10 @@ Mesh::Mesh(MeshShape shape, int rank, int world_size) : shape_(shape), rank_(ran
                                 "parallelism borrows its ranks from the data- and context-parallel ones, so choose "
                                 "an ep that divides dp * cp",
                                 shape_.ep, shape_.dp, shape_.cp, shape_.dp * shape_.cp));
+  if (shape_.dp_shard < 0 || shape_.dp % shape_.shard_dp() != 0)
+    throw UserError(fmt::format("parallel.dp_shard = {} does not divide parallel.dp = {}; ZeRO shards over blocks of "
+                                "dp_shard consecutive data-parallel ranks, so choose a divisor of dp (0 for all of dp)",
+                                shape_.dp_shard, shape_.dp));
   if (world_size != shape_.world_size())
     throw UserError(fmt::format(
         "the layout {} needs {} processes but {} were launched; launch {} ranks or change the parallel section",
@@ -114,6 +119,22 @@ std::vector<int> Mesh::expert_gradient_group() const {
   const int position = (coord(MeshDim::dp) * shape_.cp + coord(MeshDim::cp)) % ep;
   std::vector<int> ranks;
   for (int d = position; d < shape_.dp * shape_.cp; d += ep) ranks.push_back(rank_at_data_index(d));
+  return ranks;
+}
+
+std::vector<int> Mesh::dp_shard_group() const {
+  const int block = shape_.shard_dp() * shape_.cp;
+  const int first = coord(MeshDim::dp) / shape_.shard_dp() * block;
+  std::vector<int> ranks;
+  for (int d = first; d < first + block; ++d) ranks.push_back(rank_at_data_index(d));
+  return ranks;
+}
+
+std::vector<int> Mesh::dp_replicate_group() const {
+  const int n = shape_.shard_dp();
+  std::vector<int> ranks;
+  for (int dp_i = coord(MeshDim::dp) % n; dp_i < shape_.dp; dp_i += n)
+    ranks.push_back(rank_at_data_index(dp_i * shape_.cp + coord(MeshDim::cp)));
   return ranks;
 }
 

@@ -9,6 +9,12 @@
 // (pp, tp), number the dp x cp ranks by d = dp_i * cp + cp_i; the ep group of a rank is the
 // block of `ep` consecutive d holding its own, and its expert-gradient group (the ranks that
 // hold the same experts) takes the same position in every block: dp * cp / ep ranks.
+//
+// Hybrid sharding (HSDP) splits dp into blocks of `dp_shard` consecutive dp ranks: ZeRO shards
+// over the ranks of a block (times cp, whose ranks add gradients too) and the blocks replicate
+// each other. The replicate group of a rank holds the ranks at the same place in every block.
+// Consecutive dp ranks are the nearest (one node when tp * cp * dp_shard fits in it), so the
+// parameter gathers stay close and only the gradient shards cross the blocks.
 #pragma once
 
 #include <array>
@@ -25,9 +31,12 @@ const char* mesh_dim_name(MeshDim d);
 struct MeshShape {
   int pp = 1, dp = 1, cp = 1, tp = 1;
   int ep = 1;  // divides dp * cp; not a factor of world_size()
+  int dp_shard = 0;  // dp ranks a ZeRO shard group spans; divides dp; 0 means all of dp
+  int shard_dp() const { return dp_shard == 0 ? dp : dp_shard; }
+  bool hybrid() const { return shard_dp() < dp; }
   int size(MeshDim d) const;
   int world_size() const { return pp * dp * cp * tp; }
-  std::string str() const;  // "pp=1 dp=4 cp=1 ep=1 tp=2"
+  std::string str() const;  // "pp=1 dp=4 cp=1 ep=1 tp=2", and " dp_shard=2" when hybrid
 };
 
 class Mesh {
@@ -58,6 +67,12 @@ class Mesh {
   std::vector<int> expert_group() const;
   // the dp * cp / ep ranks at this (pp, tp) whose d has this rank's position d % ep in its block.
   std::vector<int> expert_gradient_group() const;
+
+  // Hybrid sharding (see above), both ordered by d = dp_i * cp + cp_i at this rank's (pp, tp):
+  // the dp_shard * cp ranks of this rank's block of dp, over which ZeRO shards;
+  std::vector<int> dp_shard_group() const;
+  // the dp / dp_shard ranks at this rank's cp whose dp_i has this rank's place in its block.
+  std::vector<int> dp_replicate_group() const;
 
  private:
   // The rank at this rank's (pp, tp) whose dp x cp index is d.

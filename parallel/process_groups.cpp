@@ -74,6 +74,17 @@ ProcessGroups::ProcessGroups(const Mesh& mesh, const GroupFactory& communicator)
   if (last > 0 && (stage == 0 || stage == last))  // only the members create it
     embedding_ = std::make_unique<ProcessGroup>("embedding",
                                                 communicator(mesh.group_at(MeshDim::pp, {0, last}), "embedding"));
+  if (mesh.shape().hybrid()) dp_shard_ = make_of("dp_shard", mesh.dp_shard_group());
+  dp_replicate_ = make_of("dp_replicate", mesh.dp_replicate_group());
+}
+
+std::vector<ProcessGroup*> ProcessGroups::all() const {
+  std::vector<ProcessGroup*> out;
+  for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
+                          expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get(), dp_shard_.get(),
+                          dp_replicate_.get()})
+    if (g != nullptr) out.push_back(g);
+  return out;
 }
 
 void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions options) {
@@ -94,21 +105,17 @@ void ProcessGroups::attach_devices(const DeviceCommSetup& setup, CommOptions opt
 
 void ProcessGroups::attach_devices(const DeviceGroupFactory& make) {
   for (ProcessGroup* g : {tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
-                          expert_gradients_.get(), embedding_.get()})
+                          expert_gradients_.get(), embedding_.get(), dp_shard_.get(), dp_replicate_.get()})
     if (g != nullptr && g->size() > 1) g->attach_device(make(*g));
 }
 
 void ProcessGroups::set_tracer(Tracer* tracer) {
-  for (ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
-                          expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
-    if (g != nullptr) g->set_tracer(tracer);
+  for (ProcessGroup* g : all()) g->set_tracer(tracer);
 }
 
 double ProcessGroups::blocked_seconds() const {
   double total = 0;
-  for (const ProcessGroup* g : {world_.get(), tp_.get(), pp_.get(), dp_.get(), cp_.get(), ep_.get(), gradients_.get(),
-                                expert_gradients_.get(), loss_.get(), replica_.get(), embedding_.get()})
-    if (g != nullptr) total += g->blocked_seconds();
+  for (const ProcessGroup* g : all()) total += g->blocked_seconds();
   return total;
 }
 

@@ -18,6 +18,12 @@
 //               complement of ep  hold the same experts (dp x cp, like gradients, while ep = 1)
 //   embedding   first and last    a tied embedding's two copies (pp > 1; on other stages none)
 //               pp stage
+//   dp_shard    dp_shard x cp     hybrid sharding (parallel.dp_shard < dp, parallel/mesh.h): the
+//                                 ranks ZeRO shards dense parameters over, gathers and
+//                                 reduce-scatters; without it, the gradients group itself
+//   dp_replicate dp / dp_shard    the ranks holding the same shard in the other blocks: the
+//                                 reduced gradient shards are summed over them (one rank alone
+//                                 without hybrid sharding)
 //
 // Each group has a host communicator (MPI, or the group of one) for host tensors and host
 // scalars, and, when the model computes on a GPU, a device communicator for device tensors:
@@ -94,7 +100,7 @@ class ProcessGroups {
   ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   // Adds NCCL communicators to every group of several ranks that carries device tensors
-  // (tp, pp, dp, cp, ep, gradients, expert_gradients, embedding). Collective. UserError when this build has no NCCL.
+  // (tp, pp, dp, cp, ep, gradients, expert_gradients, embedding, dp_shard, dp_replicate). Collective. UserError when this build has no NCCL.
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
   // The same with the device communicators `make` returns, for the same groups.
   void attach_devices(const DeviceGroupFactory& make);
@@ -116,10 +122,15 @@ class ProcessGroups {
   ProcessGroup& replica() { return *replica_; }
   // The first and last pipeline stages of this rank's pipeline; null on the others and at pp = 1.
   ProcessGroup* embedding() { return embedding_.get(); }
+  ProcessGroup& dp_shard() { return dp_shard_ ? *dp_shard_ : *gradients_; }
+  ProcessGroup& dp_replicate() { return *dp_replicate_; }
 
  private:
+  // Every group this rank is a member of (null entries left out).
+  std::vector<ProcessGroup*> all() const;
+
   std::unique_ptr<ProcessGroup> world_, tp_, pp_, dp_, cp_, ep_, gradients_, expert_gradients_, loss_, replica_,
-      embedding_;
+      embedding_, dp_shard_, dp_replicate_;
 };
 
 }  // namespace ustrain

@@ -27,7 +27,8 @@ constexpr std::string_view kHarmlessKeys[] = {
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log.", "eval."};
 constexpr std::string_view kReassociatingKeys[] = {
     "parallel.dp",           "parallel.tp",   "parallel.sp",      "parallel.pp", "parallel.cp", "parallel.pp_schedule",
-    "parallel.virtual_stages", "parallel.zero", "train.micro_batch", "parallel.ep", "parallel.ep_capacity_factor"};
+    "parallel.virtual_stages", "parallel.zero", "train.micro_batch", "parallel.ep", "parallel.ep_capacity_factor",
+    "parallel.dp_shard"};
 
 std::string literal_of(const toml::node& value) {
   if (const auto* s = value.as_string()) return fmt::format("\"{}\"", s->get());

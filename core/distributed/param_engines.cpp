@@ -2,12 +2,17 @@
 
 namespace ustrain {
 
-ParamEngines::ParamEngines(ModelParams& params, Backend& backend,
-                           const std::function<Communicator&(SyncGroup)>& group_of, std::size_t bucket_bytes,
+ParamEngines::ParamEngines(ModelParams& params, Backend& backend, const GroupOf& group_of, std::size_t bucket_bytes,
                            bool overlap)
+    : ParamEngines(params, backend, group_of, [](SyncGroup) -> Communicator* { return nullptr; }, bucket_bytes,
+                   overlap) {}
+
+ParamEngines::ParamEngines(ModelParams& params, Backend& backend, const GroupOf& group_of,
+                           const ReplicateOf& replicate_of, std::size_t bucket_bytes, bool overlap)
     : params_(params) {
   for (const auto& store : params.stores())
-    engines_.push_back(std::make_unique<ZeroEngine>(*store, backend, group_of(store->group()), bucket_bytes, overlap));
+    engines_.push_back(std::make_unique<ZeroEngine>(*store, backend, group_of(store->group()), bucket_bytes, overlap,
+                                                    replicate_of(store->group())));
 }
 
 std::pair<ZeroEngine*, int> ParamEngines::engine_of(UnitId unit) {

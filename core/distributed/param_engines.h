@@ -17,8 +17,13 @@ namespace ustrain {
 class ParamEngines : public ParamUseHooks {
  public:
   // `group_of(g)` is the communicator of sync group g's ranks, over which its store is
-  // sharded (parts = its size).
-  ParamEngines(ModelParams& params, Backend& backend, const std::function<Communicator&(SyncGroup)>& group_of,
+  // sharded (parts = its size); `replicate_of(g)`, under hybrid sharding, the ranks holding
+  // the same shards (ZeroEngine), or null.
+  using GroupOf = std::function<Communicator&(SyncGroup)>;
+  using ReplicateOf = std::function<Communicator*(SyncGroup)>;
+  ParamEngines(ModelParams& params, Backend& backend, const GroupOf& group_of, std::size_t bucket_bytes,
+               bool overlap = true);
+  ParamEngines(ModelParams& params, Backend& backend, const GroupOf& group_of, const ReplicateOf& replicate_of,
                std::size_t bucket_bytes, bool overlap = true);
 
   // ZeroEngine's step calls, on every store's engine.

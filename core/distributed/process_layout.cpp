@@ -13,7 +13,7 @@ namespace {
 MeshShape mesh_shape(const Recipe& r) {
   const auto& p = r.parallel;
   return MeshShape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
-                   .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+                   .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep), .dp_shard = static_cast<int>(p.dp_shard)};
 }
 
 ProcessInfo checked_process(const Recipe& recipe) {

@@ -14,7 +14,7 @@ namespace {
 // Bytes a device tensor is copied to the host in, per piece: bounded whatever the model.
 constexpr std::int64_t kHostPieceBytes = std::int64_t{16} << 20;
 
-// The sync group whose members hold the same copy of `store`.
+// The sync group whose members hold the same copy of `store` (whole, at ZeRO 0-2).
 ProcessGroup& replicas_of(const ParamStore& store, ProcessGroups& groups) {
   return store.group() == SyncGroup::dense ? groups.gradients() : groups.expert_gradients();
 }
@@ -56,6 +56,24 @@ std::vector<int> odd_members(std::span<const std::uint32_t> checksums) {
   return odd;
 }
 
+// Compares the members' checksums of `held` over `group` (a collective over it): its first member
+// counts the odd ones in `verdict` (see verify).
+static void compare_replicas(ProcessGroup& group, const Tensor& held, Backend& backend,
+                             std::vector<std::int32_t>& verdict) {
+  if (group.size() == 1 || held.empty()) return;
+  backend.synchronize();
+  std::uint32_t mine = tensor_crc32(held, backend);
+  std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
+  group.host()
+      .all_gather(Tensor(all.data(), Shape{group.size()}, DType::u32), Tensor(&mine, Shape{1}, DType::u32))
+      .wait();
+  if (group.rank() != 0) return;  // one member records the group's verdict: no double counting
+  const std::vector<int> odd = odd_members(all);
+  const std::size_t offset = !odd.empty() && odd.size() == all.size() ? verdict.size() / 2 : 0;
+  const std::vector<int>& global = group.host().ranks();
+  for (const int member : odd) ++verdict[offset + static_cast<std::size_t>(global[static_cast<std::size_t>(member)])];
+}
+
 void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend& backend, ProcessGroups& groups,
                           ReplicaSubject subject) const {
   const bool gradients = subject == ReplicaSubject::gradients;
@@ -66,23 +84,14 @@ void ReplicaCheck::verify(std::int64_t step, const ModelParams& params, Backend&
   std::vector<std::int32_t> verdict(2 * n, 0);
   // Every rank holds the same stores in the same order, so the gathers match.
   for (const auto& store : params.stores()) {
-    ProcessGroup& group = replicas_of(*store, groups);
     // Reduced gradients are compared at ZeRO-0 only (above it each rank updates from its own
     // shard); values below ZeRO-3 (the 16-bit copy where the fp32 masters are sharded).
-    const Tensor compared = gradients ? (store->sharding().shards_optimizer() ? Tensor{} : store->all_grads())
-                                      : store->replicated_values();
-    if (group.size() == 1 || compared.empty()) continue;
-    backend.synchronize();
-    std::uint32_t mine = tensor_crc32(compared, backend);
-    std::vector<std::uint32_t> all(static_cast<std::size_t>(group.size()));
-    group.host()
-        .all_gather(Tensor(all.data(), Shape{group.size()}, DType::u32), Tensor(&mine, Shape{1}, DType::u32))
-        .wait();
-    if (group.rank() != 0) continue;  // one member records the group's verdict: no double counting
-    const std::vector<int> odd = odd_members(all);
-    const std::size_t offset = !odd.empty() && odd.size() == all.size() ? n : 0;
-    const std::vector<int>& global = group.host().ranks();
-    for (const int member : odd) ++verdict[offset + static_cast<std::size_t>(global[static_cast<std::size_t>(member)])];
+    const Tensor held = gradients ? (store->sharding().shards_optimizer() ? Tensor{} : store->all_grads())
+                                  : store->replicated_values();
+    compare_replicas(replicas_of(*store, groups), held, backend, verdict);
+    // Under hybrid sharding the blocks hold the same shards of the stored values too.
+    if (!gradients && store->group() == SyncGroup::dense && store->shards_masters())
+      compare_replicas(groups.dp_replicate(), store->all_values(), backend, verdict);
   }
   if (world.size() > 1)
     world.host().all_reduce(Tensor(verdict.data(), Shape{2 * world.size()}, DType::i32), ReduceOp::sum).wait();

@@ -8,7 +8,10 @@
 // checksums (4 bytes a rank, no parameter traffic) are gathered over the group. A member whose
 // checksum differs from the majority's is named; where there is no majority (two replicas that
 // differ) every member is named, since either may be the corrupt one. At ZeRO-3 the values are
-// sharded and nothing is held twice, so there is nothing to compare.
+// sharded and nothing is held twice, so there is nothing to compare, except under hybrid
+// sharding (parallel.dp_shard): there the blocks of dp hold the same shards, and the members
+// of each replicate group compare their shards of the stored values (at every stage that
+// shards them: 3, and 1 and 2 in mixed precision) the same way.
 //
 // With train.replica_check_grads the same steps also compare the gradients once reduced, before
 // the update: at ZeRO stage 0 every member holds all of them, summed by an all-reduce whose

@@ -1,5 +1,7 @@
 #include "core/distributed/zero_engine.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 namespace ustrain {
@@ -11,16 +13,20 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 ZeroEngine::ZeroEngine(ParamStore& params, Backend& backend, Communicator& group, std::size_t bucket_bytes,
-                       bool overlap)
+                       bool overlap, Communicator* replicate)
     : params_(params),
       backend_(backend),
       group_(group),
+      replicate_(replicate != nullptr && replicate->size() > 1 ? replicate : nullptr),
       reduces_(group.size() > 1),
       overlap_(overlap),
       zero_(group.size() > 1 ? params.sharding().zero : 0),
       gathers_compute_copy_(params.shards_masters() && !params.sharding().shards_values()) {
   USTRAIN_ASSERT(params.sharding().parts == group.size() && params.sharding().rank == group.rank(),
-                 "parameters are sharded for another group");
+                 fmt::format("parameters are sharded as part {} of {} for the group's rank {} of {}", params.sharding().rank,
+                             params.sharding().parts, group.rank(), group.size()));
+  // (A block of one rank, dp_shard = 1, shards nothing: its whole gradients are its chunks.)
+  USTRAIN_ASSERT(replicate_ == nullptr || params.sharding().zero >= 1, "hybrid sharding needs a ZeRO stage");
   const std::size_t units = params.units().size();
   if (reduces_ && zero_ == 0) reducer_ = std::make_unique<GradientReducer>(params, group, bucket_bytes);
   if (params.sharding().shards_values()) value_slots_.resize(ParamStore::kValueSlots);
@@ -206,7 +212,18 @@ void ZeroEngine::finish_backward() {
     if (!oldest) break;
     complete(*oldest);  // adds its own wait
   }
+  if (replicate_) sum_over_replicas();
   if (!reduces_) exposed_reduce_seconds_ = 0;
+}
+
+void ZeroEngine::sum_over_replicas() {
+  const auto t0 = Clock::now();
+  backend_.synchronize();  // the chunks are complete before they leave
+  std::vector<Work> sums;
+  for (std::size_t u = 0; u < params_.units().size(); ++u)
+    if (params_.units()[u].length > 0) sums.push_back(replicate_->all_reduce(params_.grad_chunk(static_cast<int>(u))));
+  wait_all(sums);
+  exposed_reduce_seconds_ += seconds_since(t0);
 }
 
 void ZeroEngine::optimizer_step(Optimizer& optimizer, const OptimizerStep& s) {

@@ -19,6 +19,12 @@
 //            learns the order in which the model acquires units (the next one after each pair
 //            of consecutive ones) and gathers the next one while the current one computes.
 //
+// Hybrid sharding (parallel.dp_shard): the group is one block of the data-parallel ranks and
+// the other blocks hold the same shards (the replicate group). Once the block has reduced its
+// gradients into each rank's chunks (the stages above), finish_backward all-reduces the chunks
+// over the replicate group, so they hold the sum over every rank; the value gathers never leave
+// the block.
+//
 // The model drives it through ParamUseHooks, which ParamEngines (core/distributed/
 // param_engines.h) hands to the engine of the store that holds the unit; the trainer through
 // the step calls below. Every rank makes the same calls in the same order, so collectives
@@ -43,8 +49,10 @@ class ZeroEngine {
  public:
   // `params` are planned and bound with the sharding of `group` (parts = group.size()).
   // Without `overlap`, every collective waits until its result is needed (or, for stages 2
-  // and 3, completes at once): the baseline that shows what overlap hides.
-  ZeroEngine(ParamStore& params, Backend& backend, Communicator& group, std::size_t bucket_bytes, bool overlap = true);
+  // and 3, completes at once): the baseline that shows what overlap hides. `replicate`: under
+  // hybrid sharding, the ranks holding the same shards in the other blocks (stages 1-3).
+  ZeroEngine(ParamStore& params, Backend& backend, Communicator& group, std::size_t bucket_bytes, bool overlap = true,
+             Communicator* replicate = nullptr);
   ~ZeroEngine();
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -96,10 +104,13 @@ class ZeroEngine {
   int take_grad_slot();
   void complete(GradSlot& slot);
   Tensor slot_part(const Tensor& slot, int unit) const;  // the first unit.length floats
+  // Hybrid sharding: the block's reduced chunks summed over the replicate group.
+  void sum_over_replicas();
 
   ParamStore& params_;
   Backend& backend_;
   Communicator& group_;
+  Communicator* replicate_;  // null without hybrid sharding
   const bool reduces_;  // more than one rank
   const bool overlap_;
   const int zero_;

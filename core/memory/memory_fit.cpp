@@ -69,7 +69,8 @@ void check_state_fits(const Recipe& recipe, std::size_t available, int sharers, 
       describe_state_bytes(size), describe_bytes(size.state_bytes_per_rank), recipe.parallel.tp,
       recipe.parallel.pp > 1 ? fmt::format(", the layers over parallel.pp = {}", recipe.parallel.pp) : std::string(),
       recipe.parallel.zero > 0
-          ? fmt::format(" and ZeRO stage {} over dp = {}", recipe.parallel.zero, recipe.parallel.dp)
+          ? fmt::format(" and ZeRO stage {} over {} data-parallel ranks", recipe.parallel.zero,
+                        recipe.parallel.shard_dp())
           : std::string(),
       shared_by(sharers, size.state_bytes_per_rank, memory_name), memory_name, format_bytes(available)));
 }
@@ -143,7 +144,7 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
   MemoryPlan plan;
   const auto zero = static_cast<int>(p.zero);
   plan_model(model, plan,
-             ParamShardings{ParamSharding{static_cast<int>(p.dp * p.cp), 0, zero},
+             ParamShardings{ParamSharding{static_cast<int>(p.shard_dp() * p.cp), 0, zero},
                             ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), 0, zero}},
              plan_pipeline(recipe, 0).slots);
   plan_optimizer(recipe, model.params(), plan);

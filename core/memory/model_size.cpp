@@ -36,7 +36,8 @@ ModelSize model_size(const Recipe& r) {
   s.parameters = g.total_params<F>();
 
   const F tp = static_cast<F>(r.parallel.tp);
-  const F parts = static_cast<F>(std::max<std::int64_t>(r.parallel.dp, 1) * r.parallel.cp);
+  // ZeRO's shard group: dp x cp, or dp_shard x cp under hybrid sharding.
+  const F parts = static_cast<F>(std::max<std::int64_t>(r.parallel.shard_dp(), 1) * r.parallel.cp);
   const std::int64_t zero = r.parallel.zero;
   // In mixed precision the fp32 masters are sharded with the moments, beside a 16-bit compute
   // copy sharded with the values (core/model/param_store.h).

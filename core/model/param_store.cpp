@@ -234,6 +234,7 @@ std::vector<ParamPiece> ParamStore::held(ParamState state) const {
   return pieces(state, /*chunk_only=*/false, /*owned_only=*/false);
 }
 std::vector<ParamPiece> ParamStore::owned(ParamState state) const {
+  if (sharding_.replica != 0) return {};
   return pieces(state, /*chunk_only=*/true, /*owned_only=*/true);
 }
 std::vector<ParamPiece> ParamStore::updated_grads() const {

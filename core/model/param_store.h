@@ -40,6 +40,9 @@ struct ParamSharding {
   int parts = 1;  // ranks of the group
   int rank = 0;   // this rank among them
   int zero = 0;   // ZeRO stage, 0..3
+  // Under hybrid sharding, this rank's place among the ranks that hold the same shard
+  // (parallel/mesh.h); only the first owns it (saves it, counts it in the gradient norm).
+  int replica = 0;
   bool shards_optimizer() const { return zero >= 1 && parts > 1; }
   bool shards_grads() const { return zero >= 2 && parts > 1; }
   bool shards_values() const { return zero >= 3 && parts > 1; }
@@ -153,7 +156,8 @@ class ParamStore {
   std::vector<ParamPiece> held(ParamState state) const;
   // This rank's chunk of every parameter it owns (whole ones in a group of one rank): what it
   // saves and counts in the gradient norm. The ranks' chunks together cover every parameter
-  // once. Pieces never cover padding.
+  // once (under hybrid sharding, the first replica's; the others own none). Pieces never
+  // cover padding.
   std::vector<ParamPiece> owned(ParamState state) const;
   // The gradients this rank's optimizer reads after the reduction: whole parameters (stage
   // 0) or its chunks.

@@ -128,6 +128,9 @@ struct ParallelSection {
   // (its micro-batch's tokens x experts_per_token); more take another round (parallel/expert_dispatch.h).
   double ep_capacity_factor = 2.0;
   std::int64_t zero = 0;
+  // Hybrid sharding: ZeRO shards over blocks of dp_shard consecutive dp ranks, replicated
+  // across the blocks (parallel/mesh.h); 0 means all of dp.
+  std::int64_t dp_shard = 0;
   bool sp = true;            // sequence parallelism (with tp > 1)
   bool overlap_comm = true;  // reduce gradients during backward, prefetch ZeRO-3 layers
   std::string pp_schedule = "1f1b";  // afab | 1f1b | interleaved | zero-bubble
@@ -135,6 +138,9 @@ struct ParallelSection {
   double comm_timeout_s = 30;     // deadline of a collective before the ranks it waits for are checked
   double startup_timeout_s = 20;  // the same for the start-up handshake
   std::string device_comm = "auto";  // auto | nccl | staged: how device tensors travel between ranks
+
+  // The dp ranks a ZeRO shard group spans (dp_shard, or all of dp when 0).
+  std::int64_t shard_dp() const { return dp_shard == 0 ? dp : dp_shard; }
 
   bool operator==(const ParallelSection&) const = default;
 };

@@ -89,6 +89,22 @@ void check_expert_parallel_rules(const Recipe& r, const Origins& at) {
          at.of({"parallel.ep", "model.n_experts"}), r.model.n_experts, p.ep);
 }
 
+// Hybrid sharding (parallel/mesh.h): blocks of dp_shard consecutive dp ranks, so dp_shard divides
+// dp; and ZeRO 0 shards nothing, so a block smaller than dp would mean nothing there (refused
+// rather than ignored). With dp unset (0) both wait for the launch: check_recipe asks again.
+void check_hybrid_sharding_rules(const Recipe& r, const Origins& at) {
+  const ParallelSection& p = r.parallel;
+  if (p.dp == 0 || p.dp_shard == 0 || p.dp_shard == p.dp) return;
+  if (p.dp % p.dp_shard != 0)
+    fail("{}: parallel.dp_shard = {} does not divide parallel.dp = {}; ZeRO shards over blocks of dp_shard "
+         "consecutive data-parallel ranks, so choose a divisor of dp (or 0 for all of dp)",
+         at.of({"parallel.dp_shard", "parallel.dp"}), p.dp_shard, p.dp);
+  if (p.zero == 0)
+    fail("{}: parallel.dp_shard = {} with parallel.zero = 0: ZeRO 0 shards nothing, so there is nothing to shard "
+         "over blocks of dp_shard ranks; set parallel.zero to 1, 2 or 3, or leave dp_shard at 0",
+         at.of({"parallel.dp_shard", "parallel.zero"}), p.dp_shard);
+}
+
 // What pipeline parallelism needs: stages of whole, equal layer ranges, and a schedule that
 // can run the layout (parallel/pipeline_schedule.h).
 void check_pipeline_rules(const Recipe& r, const Origins& at) {
@@ -293,8 +309,9 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use, 
   sound = check_group(errors, at, [&] { check_moe_rules(r, at); }) && sound;
   if (use == RecipeUse::model) return;  // the rest is about the data and the training run
   const bool batch_ok = check_group(errors, at, [&] { check_training_rules(r, at); });
-  for (void (*rules)(const Recipe&, const Origins&) : {check_context_parallel_rules, check_tensor_parallel_rules,
-                                                         check_expert_parallel_rules, check_trace_steps, check_data_rules})
+  for (void (*rules)(const Recipe&, const Origins&) :
+       {check_context_parallel_rules, check_tensor_parallel_rules, check_expert_parallel_rules,
+        check_hybrid_sharding_rules, check_trace_steps, check_data_rules})
     sound = check_group(errors, at, [&] { rules(r, at); }) && sound;
   if (batch_ok) sound = check_group(errors, at, [&] { check_pipeline_rules(r, at); }) && sound;
   if (sound && batch_ok) check_group(errors, at, [&] { check_model_size(r, at); });

@@ -272,6 +272,10 @@ std::vector<KeySpec> parallel_keys() {
           "rank more takes extra rounds (counted in the metrics), never drops a token"),
       key(USTRAIN_RECIPE_FIELD(parallel.zero), between(zero_in, Bound{3.0, true}),
           "ZeRO stage: 0 off, 1 shards optimizer state, 2 also gradients, 3 also parameters"),
+      key(USTRAIN_RECIPE_FIELD(parallel.dp_shard), at_least(0),
+          "Hybrid sharding (HSDP): ZeRO shards over blocks of this many consecutive data-parallel ranks and "
+          "replicates across the blocks, whose gradient shards are all-reduced; divides dp; below dp needs "
+          "parallel.zero >= 1; 0 shards over all of dp"),
       key(USTRAIN_RECIPE_FIELD(parallel.overlap_comm), any_value(),
           "Overlap data-parallel communication with compute (gradient reduction during backward, "
           "ZeRO-3 prefetch); false waits until it is needed, to measure what overlap hides"),

@@ -196,7 +196,12 @@ std::string describe_plan(const Recipe& given, const Recipe& recipe, const Datas
   if (recipe.model.n_experts > 0) s += describe_experts(geometry, model.params().count());
   if (recipe.parallel.ep > 1) s += describe_expert_parallelism(recipe, geometry, compute_dtype(recipe));
   if (recipe.parallel.cp > 1) s += describe_context_parallelism(recipe, geometry);
-  if (recipe.parallel.dp > 1)
+  if (recipe.parallel.dp > 1 && recipe.parallel.shard_dp() < recipe.parallel.dp)
+    s += fmt::format("ZeRO stage {} over blocks of {} of the {} data-parallel ranks (hybrid sharding: the {} blocks "
+                     "replicate each other)\n",
+                     recipe.parallel.zero, recipe.parallel.shard_dp(), recipe.parallel.dp,
+                     recipe.parallel.dp / recipe.parallel.shard_dp());
+  else if (recipe.parallel.dp > 1)
     s += fmt::format("ZeRO stage {} over {} data-parallel ranks\n", recipe.parallel.zero, recipe.parallel.dp);
   // One memory plan per pipeline rank (tensor- and data-parallel rank 0 of each).
   const auto pp = static_cast<int>(recipe.parallel.pp);

@@ -124,8 +124,7 @@ void StepReport::log_parallelism() const {
 
 void StepReport::begin_step() {
   TrainingRank& run = run_;
-  run.gradient_comm().reset_volume();
-  run.expert_gradient_comm().reset_volume();
+  run.reset_data_parallel_volume();
   run.tp_comm().reset_volume();
   run.pp_comm().reset_volume();
   run.cp_comm().reset_volume();
@@ -231,8 +230,8 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
 
   StepNumbers& n = last_;
   // The dense parameters' gradient traffic and the experts' (their own group, even at ep = 1).
-  n.dp_bytes = static_cast<double>(run.gradient_comm().volume().playbook_bytes() +
-                                   run.expert_gradient_comm().volume().playbook_bytes());
+  n.dp_bytes = static_cast<double>(run.data_parallel_volume().playbook_bytes());
+  n.dp_replicate_bytes = static_cast<double>(run.dp_replicate_comm().volume().playbook_bytes());
   n.tp_bytes = static_cast<double>(run.tp_comm().volume().playbook_bytes());
   n.pp_bytes = static_cast<double>(run.pp_comm().volume().playbook_bytes());
   n.cp_bytes = static_cast<double>(run.cp_comm().volume().playbook_bytes());
@@ -264,6 +263,7 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
       {"grad_reduce_wait_s", run.engine.exposed_reduce_seconds()},
       {"param_gather_wait_s", run.engine.exposed_gather_seconds()},
       {"dp_comm_bytes", n.dp_bytes}, {"dp_comm_psi", n.dp_bytes / psi_bytes_},
+      {"dp_replicate_comm_bytes", n.dp_replicate_bytes},
       {"tp_comm_bytes", n.tp_bytes}, {"tp_comm_s", run.tp.comm_seconds()},
       {"pp_comm_bytes", n.pp_bytes}, {"pp_wait_s", run.train_executor.wait_seconds()},
       {"cp_comm_bytes", n.cp_bytes}, {"cp_wait_s", run.cp.block_wait_seconds()},

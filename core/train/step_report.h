@@ -81,6 +81,7 @@ class StepReport {
   struct StepNumbers {
     double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, ep_bytes = 0;  // counted by the communicators
     double ep_a2a_wire = 0;  // the ep group's all-to-all bytes this rank sent to other ranks
+    double dp_replicate_bytes = 0;  // the part of dp_bytes sent across hybrid sharding's blocks
     double elapsed = 0, step_s = 0, tok_s = 0, mfu = 0, mfu_full_window = 0;
   };
   void record(const char* kind, const std::vector<std::pair<std::string, double>>& numbers);

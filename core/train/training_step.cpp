@@ -23,11 +23,18 @@ ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank
                            r.train.seq_len);
 }
 
-ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank) {
+ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank, int replica) {
   const auto& p = r.parallel;
   const auto zero = static_cast<int>(p.zero);
-  return {ParamSharding{static_cast<int>(p.dp * p.cp), rank, zero},
+  return {ParamSharding{static_cast<int>(p.shard_dp() * p.cp), rank, zero, replica},
           ParamSharding{static_cast<int>(p.dp * p.cp / p.ep), expert_rank, zero}};
+}
+
+ParamShardings sharding_of(const Recipe& r, ProcessGroups& groups) {
+  ParamShardings s =
+      sharding_of(r, groups.dp_shard().rank(), groups.expert_gradients().rank(), groups.dp_replicate().rank());
+  s.dense.parts = groups.dp_shard().size();
+  return s;
 }
 
 TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Backend> be, std::size_t bucket_bytes,
@@ -42,13 +49,13 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       pipeline(plan_pipeline(r, groups.pp().rank())),
       instance(r, geometry, r.train.micro_batch, parse_recompute(r.train.recompute),
                ModelPlacement{LayerParallel{tp, cp, ep},
-                              sharding_of(r, groups.gradients().rank(), groups.expert_gradients().rank()),
+                              sharding_of(r, groups),
                               pipeline.slots, memory, saves_checkpoints, op_scratch_bytes},
                std::move(be)),
       model(instance.model),
       backend(*instance.backend),
-      engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); }, bucket_bytes,
-             r.parallel.overlap_comm),
+      engine(model.params(), backend, [this](SyncGroup g) -> Communicator& { return sync_comm(g); },
+             [this](SyncGroup g) { return replicate_comm(g); }, bucket_bytes, r.parallel.overlap_comm),
       optimizer(make_optimizer(r, backend, model.params(), *instance.memory, groups.tp().for_tensors(backend.device()))),
       scaler(r.train.precision == "fp16", r.train.loss_scale_init, r.train.loss_scale_growth_interval),
       train_executor(model, groups.pp(), pipeline.train),
@@ -63,7 +70,31 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
 }
 
 Communicator& TrainingRank::sync_comm(SyncGroup g) {
-  return (g == SyncGroup::dense ? groups.gradients() : groups.expert_gradients()).for_tensors(backend.device());
+  return (g == SyncGroup::dense ? groups.dp_shard() : groups.expert_gradients()).for_tensors(backend.device());
+}
+
+// The distinct communicators data_parallel_volume() adds up: without hybrid sharding the block is
+// the gradients group and the replicate group one rank (nothing sent).
+static std::vector<Communicator*> data_parallel_comms(TrainingRank& run) {
+  std::vector<Communicator*> out{&run.gradient_comm(), &run.expert_gradient_comm()};
+  if (&run.dp_shard_comm() != &run.gradient_comm()) out.push_back(&run.dp_shard_comm());
+  out.push_back(&run.dp_replicate_comm());
+  return out;
+}
+
+CommVolume TrainingRank::data_parallel_volume() {
+  CommVolume v;
+  for (Communicator* c : data_parallel_comms(*this)) v += c->volume();
+  return v;
+}
+
+void TrainingRank::reset_data_parallel_volume() {
+  for (Communicator* c : data_parallel_comms(*this)) c->reset_volume();
+}
+
+Communicator* TrainingRank::replicate_comm(SyncGroup g) {
+  if (g != SyncGroup::dense || groups.dp_replicate().size() == 1) return nullptr;
+  return &groups.dp_replicate().for_tensors(backend.device());
 }
 
 namespace {

@@ -33,9 +33,13 @@ namespace ustrain {
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank = 0, int ep_rank = 0);
 
 // How a rank of the recipe's layout holds the training state: ZeRO shards each store over the
-// ranks whose gradients add up, dense parameters over dp x cp (`rank` among them), expert
-// parameters over the expert-gradient group, dp x cp / ep (`expert_rank` among them).
-ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank);
+// ranks whose gradients add up, dense parameters over dp x cp (`rank` among them; under hybrid
+// sharding over dp_shard x cp, the `replica`-th of the blocks), expert parameters over the
+// expert-gradient group, dp x cp / ep (`expert_rank` among them).
+ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank, int replica = 0);
+// The same over this rank's groups, sized as they are: a recording of the step (core/plan) may
+// build its groups without hybrid sharding, and the store must match the group it syncs over.
+ParamShardings sharding_of(const Recipe& r, ProcessGroups& groups);
 
 // The size of the data-parallel gradient buckets training uses: a few MiB, small enough that
 // most of the reduction overlaps backward on the models a CPU trains, large enough that
@@ -76,11 +80,20 @@ struct TrainingRank {
                MemoryShare memory, bool saves_checkpoints, std::size_t op_scratch_bytes = 0);
   TrainingRank(const TrainingRank&) = delete;
   TrainingRank& operator=(const TrainingRank&) = delete;
-  // The ranks over which a sync group's gradients add up and its store is sharded.
+  // The ranks over which a sync group's store is sharded (its gradients add up over them and,
+  // under hybrid sharding, over replicate_comm's; null without).
   Communicator& sync_comm(SyncGroup g);
+  Communicator* replicate_comm(SyncGroup g);
   // Communicators whose traffic the metrics report.
   Communicator& gradient_comm() { return groups.gradients().for_tensors(backend.device()); }
   Communicator& expert_gradient_comm() { return groups.expert_gradients().for_tensors(backend.device()); }
+  // Under hybrid sharding the block's and the replicate group's (the gradients group's without).
+  Communicator& dp_shard_comm() { return groups.dp_shard().for_tensors(backend.device()); }
+  Communicator& dp_replicate_comm() { return groups.dp_replicate().for_tensors(backend.device()); }
+  // The data-parallel traffic: the gradient groups', the dense and the experts', and under
+  // hybrid sharding the block's and the replicate group's (each communicator once).
+  CommVolume data_parallel_volume();
+  void reset_data_parallel_volume();
   Communicator& tp_comm() { return groups.tp().for_tensors(backend.device()); }
   Communicator& pp_comm() { return groups.pp().for_tensors(backend.device()); }
   Communicator& cp_comm() { return groups.cp().for_tensors(backend.device()); }

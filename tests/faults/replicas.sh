@@ -3,8 +3,9 @@
 # checkpoint, whichever comes first; every rank stops with status 2 naming the rank(s) and the
 # step; no checkpoint is written after the flip, and --resume auto continues from the last clean
 # one to the same losses as a run never corrupted. Layouts: dp4 (the odd rank is named), dp2 x
-# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1. With train.replica_check_grads, a bit
-# flipped in one rank's reduced gradients (gradflip) is caught before the update uses it.
+# tp2 and ep2 (two replicas: both named), dp2 with ZeRO-1, and hybrid sharding at ZeRO-3 (the
+# blocks' shards compared). With train.replica_check_grads, a bit flipped in one rank's reduced
+# gradients (gradflip) is caught before the update uses it.
 source "$(dirname "$0")/lib/faults.bash"
 
 setup_tiny_run
@@ -64,6 +65,13 @@ flip=gradflip corrupted "dp4: a bit flipped in rank 2's reduced gradients of ste
   "^error: replica check of step 6: the reduced gradients of rank 2 differ from its data-parallel replicas" \
   step-00000004 --set parallel.dp=4 --set train.micro_batch=2 --set train.replica_check_interval=3 \
   --set train.replica_check_grads=true
+
+# Hybrid sharding, dp4 in blocks of 2 at ZeRO-3: no value is held twice inside a block, but rank
+# 2's shard is rank 0's in the other block, and their replicate group compares them.
+corrupted "dp4 dp_shard 2 ZeRO-3: a bit flipped on rank 2 after step 5" hsdp 4 2 5 \
+  "^error: replica check after step 6: ranks 0 and 2 hold replicas of the same parameters that differ" \
+  step-00000004 --set parallel.dp=4 --set parallel.dp_shard=2 --set parallel.zero=3 --set train.micro_batch=2 \
+  --set train.replica_check_interval=3
 
 # A malformed fault is refused before anything runs.
 fault "USTRAIN_INJECT_FAULT malformed" 2 "^error: USTRAIN_INJECT_FAULT: 'bitflip:rank=x' " -- \

@@ -5,7 +5,8 @@ at every step and every validation loss, within 1e-5 relative (fp32 on the CPU: 
 differ only by floating-point reassociation; the bf16 and fp16 models within a quarter of their
 unit roundoff, see TOLERANCES). Rows with expert parallelism must also reproduce the gradient
 norm of every step: AdamW is nearly blind to a gradient scaled by a constant, so expert
-gradients summed ep times too often would leave the losses alone but not the norm. Prints a
+gradients summed ep times too often would leave the losses alone but not the norm; so must rows
+with hybrid sharding (parallel.dp_shard), whose blocks hold the same gradient shards. Prints a
 pass/fail grid with each row's worst error and exits non-zero when a row fails.
 
     scripts/layout-matrix.sh                 # every row
@@ -119,7 +120,7 @@ def read_rows(path):
             if len(cells) != len(header):
                 sys.exit(f"{path}: row {cells[0]!r} has {len(cells)} cells, the header {len(header)}")
             row = dict(zip(header, cells))
-            for key in ("dp", "tp", "pp", "cp", "ep", "zero", "vs", "accum", "ci"):
+            for key in ("dp", "tp", "pp", "cp", "ep", "zero", "vs", "accum", "ci", "dp_shard"):
                 row[key] = int(row[key])
             rows.append(row)
     return rows
@@ -185,6 +186,12 @@ def worst_error(got, want):
     return max(abs(got[s] - want[s]) / abs(want[s]) for s in want)
 
 
+def checks_norm(row):
+    # Expert and hybrid-sharded gradients are held by subsets of the ranks: the norm must count
+    # each element once.
+    return row["ep"] > 1 or row["dp_shard"] != 0
+
+
 def reference_name(model):
     return "reference" if model == "dense" else f"reference-{model}"
 
@@ -193,6 +200,7 @@ def layout_args(row):
     micro_batch = GLOBAL_BATCH // (row["dp"] * row["accum"])
     args = [f"parallel.dp={row['dp']}", f"parallel.tp={row['tp']}", f"parallel.pp={row['pp']}",
             f"parallel.cp={row['cp']}", f"parallel.ep={row['ep']}", f"parallel.zero={row['zero']}",
+            f"parallel.dp_shard={row['dp_shard']}",
             f"parallel.sp={'true' if row['sp'] == 'on' else 'false'}", f"train.micro_batch={micro_batch}",
             f"parallel.pp_schedule={row['schedule']}", f"parallel.virtual_stages={row['vs']}",
             f"parallel.device_comm={row['comm']}", f"train.recompute={row['recompute']}"]
@@ -279,18 +287,18 @@ def main():
             train, val = metrics(os.path.join("runs", name))
             train_err, val_err = worst_error(train, reference[0]), worst_error(val, reference[1])
             flip = load_difference(moe_loads(os.path.join("runs", name)), reference[2])
-            if row["ep"] > 1:
+            if checks_norm(row):
                 norm_err = worst_error(grad_norms(os.path.join("runs", name)), reference[3])
         tolerance = TOLERANCES.get(row["model"], TOLERANCE)
         ok = code == 0 and train_err is not None and val_err is not None and \
             train_err <= tolerance and val_err <= tolerance and flip is None and \
-            (row["ep"] == 1 or (norm_err is not None and norm_err <= tolerance))
+            (not checks_norm(row) or (norm_err is not None and norm_err <= tolerance))
         failures += not ok
         shown = lambda e: "missing" if e is None else f"{e:.2e}"
         result = "pass" if ok else (f"FAIL (exit {code}, see {work}/{name}.log)" if code else "FAIL")
         if code == 0 and flip is not None:
             result = f"FAIL (expert load {flip[1]} differs at step {flip[0]}: a routing flip)"
-        elif code == 0 and row["ep"] > 1 and (norm_err is None or norm_err > tolerance):
+        elif code == 0 and checks_norm(row) and (norm_err is None or norm_err > tolerance):
             result = f"FAIL (gradient norm error {shown(norm_err)})"
         print(f"{name:<38} {row['dp']:>2} {row['tp']:>2} {row['pp']:>2} {row['cp']:>2} {row['ep']:>2} {row['zero']:>4} "
               f"{row['sp']:>3} {row['schedule']:>11} {row['vs']:>2} {row['accum']:>5} {ranks:>5}  "

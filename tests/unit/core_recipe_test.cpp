@@ -527,6 +527,20 @@ TEST(Recipe, Fp8KeysParse) {
                   {"train.fp8_recipe", "one of: delayed, current, rowwise, blockwise"});
 }
 
+TEST(Recipe, HybridShardingOverADivisorOfDp) {
+  const std::string layout = "[data]\npath = \"d\"\n[train]\nmicro_batch = 2\n[parallel]\ndp = 4\n";
+  EXPECT_EQ(parse(layout + "zero = 1\ndp_shard = 2\n").parallel.shard_dp(), 2);
+  EXPECT_EQ(parse(layout + "zero = 0\ndp_shard = 4\n").parallel.shard_dp(), 4);  // all of dp: ZeRO as usual
+  EXPECT_EQ(parse(layout + "zero = 0\n").parallel.shard_dp(), 4);
+  expect_mentions(error_of(layout + "zero = 1\ndp_shard = 3\n"),
+                  {"parallel.dp_shard = 3 does not divide parallel.dp = 4", "divisor of dp"});
+  expect_mentions(error_of(layout + "zero = 0\ndp_shard = 2\n"),
+                  {"parallel.dp_shard = 2 with parallel.zero = 0", "set parallel.zero to 1, 2 or 3"});
+  expect_mentions(error_of(layout + "zero = 1\ndp_shard = -1\n"), {"parallel.dp_shard"});
+  // With dp left to the launch the rules wait for it.
+  EXPECT_EQ(parse("[data]\npath = \"d\"\n[parallel]\nzero = 0\ndp_shard = 3\n").parallel.dp_shard, 3);
+}
+
 TEST(Recipe, EveryZeroStageIsAccepted) {
   for (int stage = 0; stage <= 3; ++stage)
     EXPECT_EQ(parse("[data]\npath = \"d\"\n[parallel]\nzero = " + std::to_string(stage) + "\n").parallel.zero, stage);
@@ -857,8 +871,8 @@ TEST(RecipeToToml, EveryKeyIsWrittenWithItsMeaning) {
     EXPECT_NE(l.find("  # "), std::string::npos) << l;
   }
   // Keys in core/recipe/recipe.h: run 3, model 28, data 5, train 18, optim 9, schedule 4,
-  // parallel 14, checkpoint 5, log 5, eval 2, device 3.
-  EXPECT_EQ(key_lines, 96u);
+  // parallel 15, checkpoint 5, log 5, eval 2, device 3.
+  EXPECT_EQ(key_lines, 97u);
 }
 
 TEST(RecipeReference, OneMarkdownTablePerSection) {

@@ -195,6 +195,52 @@ TEST(Mesh, EpOneLeavesEveryGroupAsItWas) {
   }
 }
 
+TEST(Mesh, HybridShardingBlocksOfConsecutiveDataParallelRanks) {
+  // dp 4 in blocks of 2: ZeRO over {0, 1} and {2, 3}, the blocks' same places replicate.
+  const MeshShape dp4{.dp = 4, .dp_shard = 2};
+  EXPECT_EQ(distinct(groups_of(dp4, [](const Mesh& m) { return m.dp_shard_group(); })), (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(distinct(groups_of(dp4, [](const Mesh& m) { return m.dp_replicate_group(); })), (Groups{{0, 2}, {1, 3}}));
+  EXPECT_EQ(dp4.str(), "pp=1 dp=4 cp=1 ep=1 tp=1 dp_shard=2");
+  // With pp, cp and tp: at (pp, tp) fixed, a block holds dp_shard x cp ranks (d = dp_i * cp + cp_i),
+  // and a replicate group the ranks at this cp in the same place of every block.
+  const MeshShape s{.pp = 2, .dp = 4, .cp = 2, .tp = 2, .dp_shard = 2};
+  const Groups shard = groups_of(s, [](const Mesh& m) { return m.dp_shard_group(); });
+  const Groups replicate = groups_of(s, [](const Mesh& m) { return m.dp_replicate_group(); });
+  expect_partition(s, shard);
+  expect_partition(s, replicate);
+  EXPECT_EQ(Mesh(s, 0, 32).dp_shard_group(), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(Mesh(s, 0, 32).dp_replicate_group(), (std::vector<int>{0, 8}));
+  EXPECT_EQ(Mesh(s, 27, 32).dp_shard_group(), (std::vector<int>{25, 27, 29, 31}));
+  EXPECT_EQ(Mesh(s, 27, 32).dp_replicate_group(), (std::vector<int>{19, 27}));
+  for (int r = 0; r < s.world_size(); ++r) {
+    const Mesh m(s, r, s.world_size());
+    // Together they make the gradients group: every dp x cp rank once.
+    std::set<int> both;
+    for (int a : m.dp_shard_group())
+      for (int b : Mesh(s, a, s.world_size()).dp_replicate_group()) both.insert(b);
+    const std::vector<int> gradients = m.group({MeshDim::dp, MeshDim::cp});
+    EXPECT_EQ(both, std::set<int>(gradients.begin(), gradients.end())) << "rank " << r;
+  }
+  // Without hybrid sharding the block is the gradients group and each rank its own replica.
+  const MeshShape plain{.dp = 4, .cp = 2};
+  for (int r = 0; r < plain.world_size(); ++r) {
+    const Mesh m(plain, r, plain.world_size());
+    EXPECT_EQ(m.dp_shard_group(), m.group({MeshDim::dp, MeshDim::cp}));
+    EXPECT_EQ(m.dp_replicate_group(), std::vector<int>{r});
+  }
+}
+
+TEST(Mesh, DpShardThatDoesNotDivideDpIsAUserError) {
+  try {
+    Mesh m(MeshShape{.dp = 4, .dp_shard = 3}, 0, 4);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.dp_shard = 3 does not divide parallel.dp = 4"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(Mesh(MeshShape{.dp = 4, .dp_shard = -2}, 0, 4), UserError);
+}
+
 TEST(Mesh, WrongWorldSizeIsAUserError) {
   try {
     Mesh m(MeshShape{.dp = 4}, 0, 2);
