@@ -252,6 +252,12 @@ void check_training_rules(const Recipe& r, const Origins& at) {
          "make global_batch a multiple of micro_batch * dp",
          at.of({"train.global_batch", "train.micro_batch", "parallel.dp"}), t.global_batch,
          t.micro_batch, dp);
+  } else if (t.global_batch / (t.micro_batch * dp) > std::numeric_limits<int>::max()) {
+    // Schedules count micro-batches in an int: a larger count would wrap.
+    fail("{}: train.global_batch = {} makes {} micro-batches per step on each rank (global_batch / (micro_batch "
+         "* dp)), more than the {} a step can hold; lower global_batch or raise micro_batch",
+         at.of({"train.global_batch", "train.micro_batch", "parallel.dp"}), t.global_batch,
+         t.global_batch / (t.micro_batch * dp), std::numeric_limits<int>::max());
   }
   if (t.eval_interval > 0 && t.eval_batches < 1) {
     fail("{}: train.eval_batches = {} with train.eval_interval = {}; a validation pass needs at "

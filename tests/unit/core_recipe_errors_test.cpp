@@ -54,5 +54,17 @@ TEST(RecipeErrors, RulesAboutARefusedKeyAreLeftOut) {
   EXPECT_NE(message.find("test.toml:5: model.n_heads: expected integer"), std::string::npos) << message;
 }
 
+// Schedules count micro-batches in an int; a count past it once wrapped into "a pipeline needs at
+// least one micro-batch".
+TEST(RecipeErrors, AGlobalBatchOfMoreMicroBatchesThanAStepHoldsIsNamed) {
+  const std::string message = error_of("[data]\npath = \"shards\"\n[train]\nmicro_batch = 8\n"
+                                       "global_batch = 9223372036854775800\n");
+  EXPECT_NE(message.find("test.toml:5: train.global_batch = 9223372036854775800 makes 1152921504606846975 "
+                         "micro-batches per step"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("lower global_batch or raise micro_batch"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace ustrain
