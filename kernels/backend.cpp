@@ -2,6 +2,7 @@
 #include "kernels/backend.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "kernels/cpu/cpu_mixed_backend.h"
 #include "kernels/error.h"
@@ -12,6 +13,12 @@
 #endif
 
 namespace ustrain {
+
+void check_seq_range(const SeqRange& r, std::int64_t seq, const char* what) {
+  USTRAIN_ASSERT(r.begin >= 0 && r.count >= 0 && r.begin + r.count <= seq,
+                 std::string(what) + " rows [" + std::to_string(r.begin) + ", " + std::to_string(r.begin + r.count) +
+                     ") outside a sequence of " + std::to_string(seq));
+}
 
 void Backend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, Tensor weight) {
   if (!dx.empty()) linear_backward_input(dx, dout, weight);

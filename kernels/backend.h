@@ -55,6 +55,8 @@ struct SeqRange {
   std::int64_t begin = 0;
   std::int64_t count = 0;
 };
+// Asserts that `r` lies inside a sequence of `seq` rows; `what` names the range in the message.
+void check_seq_range(const SeqRange& r, std::int64_t seq, const char* what);
 
 // How a mixture-of-experts router picks experts (core/model/moe_mlp.h).
 struct MoeRouting {

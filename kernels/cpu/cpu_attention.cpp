@@ -54,12 +54,6 @@ struct BlockShape {
   }
 };
 
-void check_range(const SeqRange& r, std::int64_t seq, const char* what) {
-  USTRAIN_ASSERT(r.begin >= 0 && r.count >= 0 && r.begin + r.count <= seq,
-                 std::string(what) + " rows [" + std::to_string(r.begin) + ", " + std::to_string(r.begin + r.count) +
-                     ") outside a sequence of " + std::to_string(seq));
-}
-
 BlockShape block_shape(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
                        int n_kv_heads) {
   const bool self = kv.empty();
@@ -80,8 +74,8 @@ BlockShape block_shape(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange
     USTRAIN_ASSERT(kv.shape[2] == kv_width, "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
     b.keys = {kv.shape[1], kv_width, 0, b.kv_heads * b.head_dim};
   }
-  check_range(q, b.q_seq, "query");
-  check_range(k, b.keys.seq, "key");
+  check_seq_range(q, b.q_seq, "query");
+  check_seq_range(k, b.keys.seq, "key");
   return b;
 }
 
@@ -177,7 +171,7 @@ void CpuBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tenso
   USTRAIN_ASSERT(acc.shape.rank() == 3 && lse.shape.rank() == 3, "merge needs acc (B, S, H Dh) and lse (B, H, S)");
   const std::int64_t B = acc.shape[0], S = acc.shape[1], OW = acc.shape[2], H = lse.shape[1], Dh = OW / H;
   const std::int64_t nq = q.count;
-  check_range(q, S, "merged");
+  check_seq_range(q, S, "merged");
   USTRAIN_ASSERT(lse.shape[0] == B && lse.shape[2] == S && block_out.numel() == B * nq * OW &&
                      block_lse.numel() == B * H * nq,
                  "merge of block " + block_out.shape.str() + ", " + block_lse.shape.str() + " into " + acc.shape.str());

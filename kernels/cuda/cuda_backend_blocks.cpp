@@ -16,12 +16,6 @@
 namespace ustrain::cuda {
 namespace {
 
-void check_range(const SeqRange& r, std::int64_t seq, const char* what) {
-  USTRAIN_ASSERT(r.begin >= 0 && r.count >= 0 && r.begin + r.count <= seq,
-                 std::string(what) + " rows [" + std::to_string(r.begin) + ", " + std::to_string(r.begin + r.count) +
-                     ") outside a sequence of " + std::to_string(seq));
-}
-
 // The block of query rows q of qkv (B, Sq, W) and key rows k of kv (B, Skv, 2 Hkv Dh), or of
 // qkv's own keys when kv is empty.
 AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
@@ -39,8 +33,8 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
   USTRAIN_ASSERT(self || kv.shape[2] == 2 * n_kv_heads * head_dim,
                  "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
   const std::int64_t kv_seq = self ? qkv.shape[1] : kv.shape[1];
-  check_range(q, qkv.shape[1], "query");
-  check_range(k, kv_seq, "key");
+  check_seq_range(q, qkv.shape[1], "query");
+  check_seq_range(k, kv_seq, "key");
   AttentionBlock a;
   a.batch = qkv.shape[0];
   a.q_seq = qkv.shape[1];
@@ -113,7 +107,7 @@ void CudaBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out, Tens
   USTRAIN_ASSERT(acc.shape.rank() == 3 && lse.shape.rank() == 3, "merge needs acc (B, S, H Dh) and lse (B, H, S)");
   const std::int64_t B = acc.shape[0], S = acc.shape[1], OW = acc.shape[2], H = lse.shape[1];
   USTRAIN_ASSERT(H > 0 && OW % H == 0, "merge: acc " + acc.shape.str() + " for lse " + lse.shape.str());
-  check_range(q, S, "merged");
+  check_seq_range(q, S, "merged");
   USTRAIN_ASSERT(lse.shape[0] == B && lse.shape[2] == S && block_out.numel() == B * q.count * OW &&
                      block_lse.numel() == B * H * q.count,
                  "merge of block " + block_out.shape.str() + ", " + block_lse.shape.str() + " into " + acc.shape.str());
