@@ -6,7 +6,7 @@
 
 #include "app/commands.h"
 #include "app/number_checks.h"
-#include "core/checkpoint/inspect.h"
+#include "core/interop/inspect.h"
 #include "core/interop/interop.h"
 #include "core/recipe/recipe.h"
 #include "kernels/byte_text.h"

@@ -9,7 +9,7 @@
 #include "app/cmd_data_commands.h"
 #include "app/commands.h"
 #include "app/number_checks.h"
-#include "data/convert.h"
+#include "data/convert/convert.h"
 #include "kernels/error.h"
 
 namespace ustrain::app {

@@ -5,7 +5,7 @@
 
 #include "app/cmd_data_commands.h"
 #include "app/number_checks.h"
-#include "data/data_bench.h"
+#include "data/convert/data_bench.h"
 
 namespace ustrain::app {
 

@@ -5,7 +5,7 @@
 
 #include "app/cmd_data_commands.h"
 #include "app/number_checks.h"
-#include "data/inspect.h"
+#include "data/inspect/inspect.h"
 
 namespace ustrain::app {
 

@@ -9,7 +9,7 @@
 
 #include "app/cmd_data_commands.h"
 #include "app/number_checks.h"
-#include "data/tokenizer_training.h"
+#include "data/convert/tokenizer_training.h"
 #include "kernels/error.h"
 
 namespace ustrain::app {

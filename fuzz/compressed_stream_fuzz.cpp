@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "data/compressed_input.h"
-#include "data/document_splitter.h"
+#include "data/inputs/compressed_input.h"
+#include "data/inputs/document_splitter.h"
 #include "kernels/error.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // A dataset's manifest.json, as `ustrain train` and `data inspect` read it.
 #include <cstdint>
 
-#include "data/manifest.h"
+#include "data/shards/manifest.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

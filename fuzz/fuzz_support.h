@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "data/document_sink.h"
+#include "data/inputs/document_sink.h"
 
 namespace ustrain::fuzz {
 

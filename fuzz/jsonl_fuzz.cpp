@@ -2,7 +2,7 @@
 // `data convert --format jsonl` reads it: the decompression and every line's JSON.
 #include <cstdint>
 
-#include "data/text_documents.h"
+#include "data/inputs/text_documents.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

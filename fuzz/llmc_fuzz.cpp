@@ -1,7 +1,7 @@
 // An llm.c token shard: its 1024-byte header, then its tokens as `data convert` reads them.
 #include <cstdint>
 
-#include "data/llmc_format.h"
+#include "data/inputs/llmc_format.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

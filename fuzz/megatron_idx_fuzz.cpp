@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/megatron_format.h"
+#include "data/inputs/megatron_format.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

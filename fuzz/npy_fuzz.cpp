@@ -1,7 +1,7 @@
 // A NumPy .npy token array: its header, then its tokens as `data convert` reads them.
 #include <cstdint>
 
-#include "data/npy_format.h"
+#include "data/inputs/npy_format.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

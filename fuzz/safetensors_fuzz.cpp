@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/interop/safetensors_dtype.h"
-#include "core/interop/safetensors_file.h"
+#include "core/checkpoint/safetensors_dtype.h"
+#include "core/checkpoint/safetensors_file.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

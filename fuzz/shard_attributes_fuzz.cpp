@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "data/shard_file.h"
-#include "data/shard_layout.h"
+#include "data/shards/shard_file.h"
+#include "data/shards/shard_layout.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "data/hf_tokenizer.h"
-#include "data/tiktoken_file.h"
+#include "data/tokenizers/hf_tokenizer.h"
+#include "data/tokenizers/tiktoken_file.h"
 #include "fuzz/fuzz_support.h"
 #include "kernels/error.h"
 

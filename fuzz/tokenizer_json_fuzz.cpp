@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/hf_tokenizer.h"
+#include "data/tokenizers/hf_tokenizer.h"
 #include "kernels/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

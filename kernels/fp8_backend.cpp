@@ -8,7 +8,7 @@
 
 #ifdef USTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_device.h"
-#include "kernels/cuda/cuda_fp8_backend.h"
+#include "kernels/cuda/fp8/cuda_fp8_backend.h"
 #endif
 
 namespace ustrain {

@@ -1,6 +1,6 @@
 // The backend of train.precision = "fp8" for a device: the CPU's emulation of FP8 GEMMs
 // (kernels/cpu/cpu_fp8_backend.h) or the GPU's cuBLASLt FP8 GEMMs
-// (kernels/cuda/cuda_fp8_backend.h). Throws UserError as make_backend does when the device is
+// (kernels/cuda/fp8/cuda_fp8_backend.h). Throws UserError as make_backend does when the device is
 // not available.
 #pragma once
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "parallel/counting_communicator.h"
+#include "parallel/comm/counting_communicator.h"
 
 namespace ustrain {
 

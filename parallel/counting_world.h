@@ -1,5 +1,5 @@
 // The named process groups (parallel/process_groups.h) of any rank of any layout, made on one
-// process over counting communicators (parallel/counting_communicator.h): no MPI, no peers.
+// process over counting communicators (parallel/comm/counting_communicator.h): no MPI, no peers.
 // A rank's real training step runs over them unchanged, every operation completing at once,
 // and each group's volume() then says what that rank would have sent over it.
 //

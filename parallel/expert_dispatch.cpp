@@ -133,7 +133,7 @@ ExpertDispatcher::Plan ExpertDispatcher::plan(std::span<const std::int64_t> coun
                    "dispatch buffers of the rows' width and dtype");
   USTRAIN_ASSERT(buffers.send.shape[0] >= in.shape[0], "a send buffer of the input's rows");
   // This rank's counts in every member's row: the gather overwrites the others' with theirs,
-  // while a counting group (a planner's recorded step, parallel/counting_communicator.h) leaves
+  // while a counting group (a planner's recorded step, parallel/comm/counting_communicator.h) leaves
   // them, so that step plans as if every member routed like this one.
   const auto e_count = static_cast<std::size_t>(pl.n_experts);
   for (std::size_t e = 0; e < e_count; ++e)

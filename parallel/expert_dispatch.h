@@ -69,7 +69,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #ifdef USTRAIN_HAVE_NCCL
-#include "parallel/nccl_communicator.h"
+#include "parallel/comm/nccl_communicator.h"
 #endif
 
 namespace ustrain {

@@ -28,7 +28,7 @@
 // Each group has a host communicator (MPI, or the group of one) for host tensors and host
 // scalars, and, when the model computes on a GPU, a device communicator for device tensors:
 // NCCL (bootstrapped through the host one) when every rank has a GPU of its own, or the
-// host-staged one (parallel/staged_communicator.h) when ranks share one. Host scalars (loss
+// host-staged one (parallel/comm/staged_communicator.h) when ranks share one. Host scalars (loss
 // sums, norms) are reduced in float64 on the host communicator, never through the device one.
 // A group of one has no device communicator: nothing is ever exchanged over it.
 #pragma once
@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/world.h"
 
@@ -68,7 +68,7 @@ class ProcessGroup {
 
   // Creates the device communicator (collective over the members).
   void attach_device(std::unique_ptr<Communicator> device) { device_ = std::move(device); }
-  // Traces the operations of both communicators (parallel/comm_trace.h); null stops.
+  // Traces the operations of both communicators (parallel/comm/comm_trace.h); null stops.
   void set_tracer(Tracer* tracer);
 
  private:
@@ -104,7 +104,7 @@ class ProcessGroups {
   void attach_devices(const DeviceCommSetup& setup, CommOptions options);
   // The same with the device communicators `make` returns, for the same groups.
   void attach_devices(const DeviceGroupFactory& make);
-  // Traces every group's operations into `tracer` (parallel/comm_trace.h); null stops.
+  // Traces every group's operations into `tracer` (parallel/comm/comm_trace.h); null stops.
   // Call it after attach_devices().
   void set_tracer(Tracer* tracer);
   // Seconds this rank has spent blocked waiting for its peers, over every group.

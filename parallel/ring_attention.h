@@ -28,7 +28,7 @@
 
 #include "kernels/backend.h"
 #include "parallel/context_split.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

@@ -23,7 +23,7 @@
 #pragma once
 
 #include "kernels/backend.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

@@ -8,9 +8,9 @@
 #include <numeric>
 
 #include "kernels/error.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/mpi_engine.h"
-#include "parallel/self_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
+#include "parallel/comm/mpi_engine.h"
+#include "parallel/comm/self_communicator.h"
 
 namespace ustrain {
 namespace {

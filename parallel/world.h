@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/launch.h"
 #include "parallel/mesh.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/checkpoint/format.h"
-#include "data/durable_output.h"
+#include "data/files/durable_output.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/rng.h"
-#include "data/crc32.h"
-#include "data/json_input.h"
+#include "data/files/crc32.h"
+#include "data/files/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "parallel/mesh.h"
 
 namespace ustrain {

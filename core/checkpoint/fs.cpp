@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "data/regular_file.h"
+#include "data/files/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -6,7 +6,7 @@
 
 #include "core/checkpoint/dir.h"
 #include "core/checkpoint/format.h"
-#include "data/path_status.h"
+#include "data/files/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {

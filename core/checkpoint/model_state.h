@@ -1,6 +1,6 @@
 // Model state a checkpoint keeps beside the parameters and their AdamW moments: whole fp32
 // tensors that are not trained (a mixture of experts' routing biases, core/model/mlp.h; FP8
-// scaling state, core/train/fp8_layers.h),
+// scaling state, core/step/fp8_layers.h),
 // stored as state "param" only, under their global names. Every rank that holds one holds all
 // of it, alike (replicated over dp, cp and tp; a pipeline stage holds its layers'): one of
 // them saves it, and each of them loads it, whatever layout wrote it.

@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "core/checkpoint/fs.h"
-#include "data/crc32.h"
-#include "data/path_status.h"
+#include "data/files/crc32.h"
+#include "data/files/path_status.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -198,7 +198,7 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
   }
   for (const CheckpointTensor& t : m.tensors)
     if (wanted.count(t.name) == 0) {
-      // core/train/fp8_layers.h's names
+      // core/step/fp8_layers.h's names
       const bool fp8_state = t.name.ends_with(".fp8_scaling") || t.name.ends_with(".fp8_wgrad_scaling");
       if (fp8_state && !with_optimizer) continue;  // the weights alone start a run or evaluate
       if (fp8_state)

@@ -19,7 +19,7 @@
 #include "core/checkpoint/model_state.h"
 #include "core/checkpoint/slices.h"
 #include "core/model/params.h"
-#include "core/interop/safetensors_file.h"
+#include "core/checkpoint/safetensors_file.h"
 
 namespace ustrain {
 

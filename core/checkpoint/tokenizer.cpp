@@ -6,12 +6,12 @@
 #include <system_error>
 
 #include "core/checkpoint/fs.h"
-#include "core/train/training_data.h"
-#include "data/byte_tokenizer.h"
-#include "data/crc32.h"
-#include "data/hf_tokenizer.h"
-#include "data/manifest.h"
-#include "data/sentencepiece_tokenizer.h"
+#include "core/recipe/recipe_defaults.h"
+#include "data/tokenizers/byte_tokenizer.h"
+#include "data/files/crc32.h"
+#include "data/tokenizers/hf_tokenizer.h"
+#include "data/shards/manifest.h"
+#include "data/tokenizers/sentencepiece_tokenizer.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -10,7 +10,7 @@
 
 #include "core/checkpoint/reader.h"
 #include "core/recipe/recipe.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 
 namespace ustrain {
 

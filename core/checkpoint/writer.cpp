@@ -12,8 +12,8 @@
 
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/slices.h"
-#include "core/interop/safetensors_file.h"
-#include "data/crc32.h"
+#include "core/checkpoint/safetensors_file.h"
+#include "data/files/crc32.h"
 #include "kernels/byte_text.h"
 
 namespace ustrain {

@@ -30,9 +30,9 @@
 #include "core/checkpoint/model_state.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/model/params.h"
-#include "core/interop/safetensors.h"
+#include "core/checkpoint/safetensors.h"
 #include "core/memory/memory_plan.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

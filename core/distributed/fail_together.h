@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/model/param_store.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

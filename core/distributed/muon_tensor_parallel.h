@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/distributed/muon_matrices.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

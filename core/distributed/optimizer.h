@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "core/model/param_store.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

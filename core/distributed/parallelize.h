@@ -14,7 +14,7 @@
 // embedding lives on the first stage and, as the output head, on the last: the first owns it.
 #pragma once
 
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/param_registry.h"
 
 namespace ustrain {

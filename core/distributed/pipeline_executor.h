@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "core/model/llama.h"
-#include "core/train/phase_timer.h"
+#include "core/monitor/phase_timer.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_groups.h"
-#include "parallel/trace.h"
+#include "parallel/comm/trace.h"
 
 namespace ustrain {
 

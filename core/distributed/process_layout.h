@@ -8,7 +8,7 @@
 
 #include "core/distributed/rank_agreement.h"
 #include "core/recipe/recipe.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
 #include "parallel/context_split.h"

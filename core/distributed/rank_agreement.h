@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/recipe/recipe.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

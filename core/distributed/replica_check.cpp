@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "data/crc32.h"
+#include "data/files/crc32.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -1,7 +1,7 @@
 // A rank that runs slower than the others (a throttled GPU, a busy host, a slow link) makes every
 // collective wait for it: the others' time blocked in communication grows while its own stays
 // small. So each rank's busy time per step (its step time less the time it spent blocked
-// waiting for its peers, parallel/communicator.h) is compared every log interval over the world.
+// waiting for its peers, parallel/comm/communicator.h) is compared every log interval over the world.
 //
 // The decision: the rank with the most busy time is a straggler for an interval when it exceeds
 // the median rank's by more than 10% of the mean step time and by at least 2 ms; it is named
@@ -14,7 +14,7 @@
 #include <span>
 
 #include "parallel/process_groups.h"
-#include "parallel/trace.h"
+#include "parallel/comm/trace.h"
 
 namespace ustrain {
 

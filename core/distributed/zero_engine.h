@@ -41,7 +41,7 @@
 #include "core/distributed/gradient_reducer.h"
 #include "core/distributed/optimizer.h"
 #include "core/model/param_store.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

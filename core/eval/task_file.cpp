@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "data/json_input.h"
-#include "data/regular_file.h"
+#include "data/files/json_input.h"
+#include "data/files/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 
 namespace ustrain {
 

@@ -10,13 +10,13 @@
 #include "core/checkpoint/fs.h"
 #include "core/checkpoint/locate.h"
 #include "core/checkpoint/reader.h"
-#include "core/interop/safetensors_dtype.h"
-#include "core/interop/safetensors_file.h"
+#include "core/checkpoint/safetensors_dtype.h"
+#include "core/checkpoint/safetensors_file.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/interop/hf_llama.h"
 #include "core/interop/hf_layout.h"
 #include "core/interop/hf_tokenizer.h"
-#include "data/durable_output.h"
+#include "data/files/durable_output.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -10,8 +10,8 @@
 #include "core/checkpoint/fs.h"
 #include "core/interop/hf_config_values.h"
 #include "core/interop/hf_qwen2_moe.h"
-#include "core/model/geometry.h"
-#include "data/json_input.h"
+#include "core/recipe/geometry.h"
+#include "data/files/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/fs.h"
-#include "data/byte_tokenizer.h"
-#include "data/hf_tokenizer.h"
-#include "data/sentencepiece_tokenizer.h"
+#include "data/tokenizers/byte_tokenizer.h"
+#include "data/tokenizers/hf_tokenizer.h"
+#include "data/tokenizers/sentencepiece_tokenizer.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -13,11 +13,11 @@
 #include "core/checkpoint/writer.h"
 #include "core/model/llama.h"
 #include "core/recipe/recipe_defaults.h"
-#include "core/interop/safetensors_file.h"
+#include "core/checkpoint/safetensors_file.h"
 #include "core/interop/hf_llama.h"
 #include "core/interop/hf_layout.h"
 #include "core/interop/hf_tokenizer.h"
-#include "data/durable_output.h"
+#include "data/files/durable_output.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -22,7 +22,7 @@ namespace {
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 // Byte counts that would wrap around are the recipe's doing (a model too large for 64 bits),
-// not a bug: the recipe check (core/memory/model_size.h) normally refuses such models first.
+// not a bug: the recipe check (core/recipe/model_size.h) normally refuses such models first.
 [[noreturn]] void overflow(const std::string& name, const Shape& shape, MemCategory category) {
   throw UserError(fmt::format("the memory plan's {} overflow 64-bit byte counts at {} {}; use a smaller model or "
                               "micro-batch",

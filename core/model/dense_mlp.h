@@ -4,11 +4,11 @@
 //   mlp(x) = down_proj(swiglu(gate_up_proj(rmsnorm(x))))
 //
 // Under tensor parallelism gate/up are column-parallel over this rank's hidden units and
-// down_proj row-parallel. F is this rank's hidden width (core/model/geometry.h), other sizes
+// down_proj row-parallel. F is this rank's hidden width (core/recipe/geometry.h), other sizes
 // as in core/model/sublayer.h.
 #pragma once
 
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/mlp.h"
 #include "core/recipe/recipe.h"
 

@@ -7,7 +7,7 @@
 // this rank's heads (whole GQA groups) and o_proj row-parallel. Under context parallelism
 // the rank holds part of every sequence and the attention is a ring (parallel/ring_attention.h).
 //
-// Sizes are this rank's (core/model/geometry.h): H and Hkv its heads and kv heads, Dh the head
+// Sizes are this rank's (core/recipe/geometry.h): H and Hkv its heads and kv heads, Dh the head
 // width, W = (H + 2 Hkv) Dh, and N, R, D as in core/model/sublayer.h.
 #pragma once
 
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/model/attention.h"
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/recipe/recipe.h"
 
 namespace ustrain {

@@ -6,7 +6,7 @@
 // under tensor parallelism. The model plans its parameters, activation slots and scratch for
 // micro-batches of at most max_batch sequences of the geometry's length, then runs on views of
 // the planned memory. It knows nothing of parallelism: its sizes come from the geometry
-// (core/model/geometry.h), where its parameters live is decided by a separate sharding step
+// (core/recipe/geometry.h), where its parameters live is decided by a separate sharding step
 // (core/distributed/parallelize.h) between construction and plan(), tensor parallelism reaches
 // it only as the LayerParallel context its layers call (core/model/layer_parallel.h), and a
 // pipeline executor drives its chunks.
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/kv_cache.h"
 #include "core/model/model_chunk.h"
 #include "core/model/param_hooks.h"
@@ -98,7 +98,7 @@ class LlamaModel {
   std::vector<const MoeLoad*> moe_loads() const;
   void reset_moe_loads();
   // The routing biases of this rank's MoE layers where auxiliary-loss-free balancing is on, in
-  // layer order (model state outside the parameters: core/train/router_balance.h).
+  // layer order (model state outside the parameters: core/step/router_balance.h).
   std::vector<RouterBias*> router_biases();
   std::vector<const RouterBias*> router_biases() const;
 

@@ -51,7 +51,7 @@ struct RoutedTokens {
 
 // Auxiliary-loss-free balancing's per-expert bias of a mixture-of-experts router (DeepSeek-V3):
 // added to the scores only to choose the experts. Model state that training moves by the
-// expert load (core/train/router_balance.h), not a trained parameter.
+// expert load (core/step/router_balance.h), not a trained parameter.
 struct RouterBias {
   int layer = 0;
   std::string name;           // its global name in checkpoints

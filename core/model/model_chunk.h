@@ -10,7 +10,7 @@
 // gradient workspace, sequence-parallel buffers, the logits) is shared by all slots and chunks
 // of the rank: the rank runs one action at a time.
 //
-// Sizes are this rank's (core/model/geometry.h): N = B * S token rows, R of them in the
+// Sizes are this rank's (core/recipe/geometry.h): N = B * S token rows, R of them in the
 // residual stream (N / tp under sequence parallelism), D = d_model.
 #pragma once
 
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/memory/memory_plan.h"
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/kv_cache.h"
 #include "core/model/layer_parallel.h"
 #include "core/model/param_hooks.h"

@@ -23,7 +23,7 @@
 //     summed over the cp ranks before f_i is formed.
 //   auxiliary-loss-free balancing (model.router_bias_update_rate; DeepSeek-V3): a per-expert
 //     bias (RouterBias) added to the scores only to choose the top-k; the gates use the
-//     unbiased scores. Training moves it after every step (core/train/router_balance.h).
+//     unbiased scores. Training moves it after every step (core/step/router_balance.h).
 //
 // Under tensor parallelism every expert (and the shared experts) splits its hidden units like
 // the dense MLP, column-parallel gate/up and row-parallel down, so the combine sums partial
@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/mlp.h"
 #include "core/recipe/recipe.h"
 

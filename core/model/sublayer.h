@@ -11,7 +11,7 @@
 // The model plans the lists in their order and hands the planned tensors back in it
 // (SubLayerMemory); only the sub-layer knows what each one holds.
 //
-// Sizes as in core/model/geometry.h: N = B * S token rows, R of them in the residual stream
+// Sizes as in core/recipe/geometry.h: N = B * S token rows, R of them in the residual stream
 // (N / tp under sequence parallelism), D = d_model.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/model/attention.h"
-#include "core/model/geometry.h"
+#include "core/recipe/geometry.h"
 #include "core/model/mlp.h"
 #include "core/model/param_registry.h"
 #include "core/model/recompute.h"

@@ -30,7 +30,7 @@
 //   host scalars (loss, gradient norm)    a few latencies: left out.
 //
 // A collective over n ranks moves the wire bytes CommVolume counts (ring algorithms,
-// parallel/communicator.h) over the slowest link it spans, at 80% of its bandwidth (NCCL's
+// parallel/comm/communicator.h) over the slowest link it spans, at 80% of its bandwidth (NCCL's
 // bus bandwidth on NVLink and InfiniBand), plus a latency per ring step: 2 (n - 1) for an
 // all-reduce, n - 1 for the others, 2 log2 n for an all-reduce across nodes (NCCL's trees).
 #pragma once
@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "core/plan/hardware.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ustrain {
 

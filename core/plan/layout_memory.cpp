@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/plan/step_scratch.h"
-#include "core/train/rank_memory.h"
+#include "core/plan/rank_memory.h"
 
 namespace ustrain {
 

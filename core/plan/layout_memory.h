@@ -1,5 +1,5 @@
 // A layout's memory per device: the trainer's own plan of each pipeline rank
-// (core/train/rank_memory.h, what `--dry-run` prints), its maximum over the ranks, plus the GPU
+// (core/plan/rank_memory.h, what `--dry-run` prints), its maximum over the ranks, plus the GPU
 // libraries' workspaces; on the CPU, where the ranks of a node share the host, also the host
 // buffers beside the arenas (the checkpoint snapshot), as `ustrain train` checks them.
 #pragma once

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/train/launch_lines.h"
+#include "core/run/launch_lines.h"
 
 namespace ustrain {
 namespace {

@@ -9,8 +9,8 @@
 #include "core/model/llama.h"
 #include "core/plan/calibration_measure.h"
 #include "core/plan/parallel_for.h"
-#include "core/train/model_instance.h"
-#include "core/train/training_step.h"
+#include "core/step/model_instance.h"
+#include "core/step/training_step.h"
 #include "kernels/error.h"
 
 namespace ustrain {

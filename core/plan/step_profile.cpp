@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "core/run/run_schedule.h"
-#include "core/train/training_step.h"
+#include "core/step/run_schedule.h"
+#include "core/step/training_step.h"
 #include "kernels/error.h"
 #include "parallel/counting_world.h"
 

@@ -1,5 +1,5 @@
 // What one pipeline rank of a layout does in a training step, learnt by running the real step
-// (core/train/training_step.h) on the recording backend (kernels/record/recording_backend.h)
+// (core/step/training_step.h) on the recording backend (kernels/record/recording_backend.h)
 // over counting groups (parallel/counting_world.h): the ops of every compute action of its
 // pipeline program, with their local shapes, the bytes each group carries during that action,
 // and what follows the schedule (the gradient sync and the optimizer).
@@ -16,7 +16,7 @@
 
 #include "core/recipe/recipe.h"
 #include "kernels/record/recording_backend.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace ustrain {

@@ -19,7 +19,7 @@
 
 #include "core/recipe/recipe_checks.h"
 #include "core/recipe/recipe_schema.h"
-#include "data/regular_file.h"
+#include "data/files/regular_file.h"
 #include "kernels/error.h"
 
 namespace ustrain {

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <tuple>
 
-#include "core/memory/model_size.h"
-#include "core/trace/step_range.h"
-#include "data/blend.h"
+#include "core/recipe/model_size.h"
+#include "core/recipe/step_range.h"
+#include "data/loading/blend.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace ustrain {
@@ -325,7 +325,7 @@ void check_cross_field_rules(const Recipe& r, const Origins& at, RecipeUse use, 
 
 namespace {
 
-// FP8 on CUDA runs cuBLASLt's FP8 GEMMs (kernels/cuda/lt_fp8_gemm.h), whose sizes are multiples
+// FP8 on CUDA runs cuBLASLt's FP8 GEMMs (kernels/cuda/fp8/lt_fp8_gemm.h), whose sizes are multiples
 // of 16; the routed experts' GEMMs take whatever number of tokens the router sends them.
 void check_cuda_fp8(const Recipe& r, const Origins& at) {
   const ModelSection& m = r.model;
@@ -358,7 +358,7 @@ void check_build_support(const Recipe& r, const Origins& at) {
   const ParallelSection& p = r.parallel;
   if (r.train.precision == "fp8" && r.device.type == "cuda") check_cuda_fp8(r, at);
   // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
-  // between buffers (core/train/fp8_layers.h).
+  // between buffers (core/step/fp8_layers.h).
   if (r.train.precision == "fp8" && p.zero >= 2 && p.dp * p.cp > 1) {
     fail("{}: train.precision = \"fp8\" with parallel.zero = {}: FP8 layers need whole gradients in this build "
          "(ZeRO 0 or 1); set parallel.zero = 1, or train.precision = \"bf16\"",

@@ -6,8 +6,7 @@
 #include <limits>
 #include <optional>
 
-#include "core/train/training_data.h"
-#include "data/dataset.h"
+#include "data/shards/dataset.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -63,6 +62,11 @@ std::int64_t data_parallel_size(const ParallelSection& p, const ProcessInfo& lau
 }
 
 }  // namespace
+
+std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
+  if (!data.blend.empty()) return parse_blend(data.blend);
+  return {BlendEntry{data.path, 1.0}};
+}
 
 void check_dataset_tokenizers(const Recipe& r, const std::vector<DatasetTokenizer>& datasets) {
   USTRAIN_ASSERT(!datasets.empty(), "a recipe names at least one dataset");

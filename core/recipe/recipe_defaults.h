@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "core/recipe/recipe.h"
-#include "data/tokenizer.h"
+#include "data/loading/blend.h"
+#include "data/tokenizers/tokenizer.h"
 #include "parallel/launch.h"
 
 namespace ustrain {
@@ -29,6 +30,9 @@ struct DatasetFacts {
   std::int64_t train_tokens = 0, validation_tokens = 0;
   int datasets = 0;
 };
+
+// The datasets a recipe trains on: data.blend parsed, or data.path with weight 1.
+std::vector<BlendEntry> recipe_datasets(const DataSection& data);
 
 // Opens the manifests of the recipe's datasets (never their tokens), fills in model.vocab_size
 // and data.tokenizer where the recipe leaves them unset, and checks the rest: one tokenizer for

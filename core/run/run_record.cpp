@@ -18,7 +18,7 @@
 #include "core/run/build_info.h"
 #include "core/checkpoint/fs.h"
 #include "core/run/run_file.h"
-#include "data/json_input.h"
+#include "data/files/json_input.h"
 #include "kernels/error.h"
 #include "kernels/host_name.h"
 

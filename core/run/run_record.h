@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/launch.h"
 
 namespace spdlog {

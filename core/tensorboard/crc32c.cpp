@@ -6,7 +6,7 @@ namespace ustrain {
 namespace {
 
 // One table, one byte per step: event records are small and written once per training step,
-// so the slice-by-8 speed-up of data/crc32.cpp would buy nothing here.
+// so the slice-by-8 speed-up of data/files/crc32.cpp would buy nothing here.
 constexpr std::array<std::uint32_t, 256> make_table() {
   constexpr std::uint32_t kReflectedPolynomial = 0x82F63B78u;
   std::array<std::uint32_t, 256> t{};

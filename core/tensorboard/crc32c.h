@@ -1,5 +1,5 @@
 // CRC-32C (the Castagnoli polynomial), the checksum TFRecord framing uses. None of ustrain's
-// dependencies offers this variant (data/crc32.h computes the IEEE polynomial of zlib).
+// dependencies offers this variant (data/files/crc32.h computes the IEEE polynomial of zlib).
 #pragma once
 
 #include <cstdint>

@@ -14,11 +14,11 @@
 
 #include "core/plan/calibration_measure.h"
 #include "core/run/build_info.h"
-#include "core/train/model_instance.h"
-#include "core/train/peak_flops.h"
+#include "core/step/model_instance.h"
+#include "core/monitor/peak_flops.h"
 #include "core/recipe/recipe_defaults.h"
 #include "core/train/trainer.h"
-#include "data/json_input.h"
+#include "data/files/json_input.h"
 
 namespace ustrain {
 namespace {

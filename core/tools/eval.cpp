@@ -10,8 +10,8 @@
 #include "core/checkpoint/locate.h"
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/tokenizer.h"
-#include "core/train/model_instance.h"
-#include "core/train/router_balance.h"
+#include "core/step/model_instance.h"
+#include "core/step/router_balance.h"
 #include "core/recipe/recipe_defaults.h"
 
 namespace ustrain {

@@ -9,12 +9,12 @@
 #include "core/checkpoint/locate.h"
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/tokenizer.h"
-#include "core/train/model_instance.h"
-#include "core/train/router_balance.h"
+#include "core/step/model_instance.h"
+#include "core/step/router_balance.h"
 #include "core/model/rng.h"
 #include "core/tools/decoder.h"
 #include "core/tools/sampler.h"
-#include "data/tokenizer.h"
+#include "data/tokenizers/tokenizer.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace ustrain {

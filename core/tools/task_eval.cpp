@@ -11,8 +11,8 @@
 #include "core/eval/choice_scores.h"
 #include "core/recipe/recipe_defaults.h"
 #include "core/tools/eval.h"
-#include "core/train/model_instance.h"
-#include "core/train/router_balance.h"
+#include "core/step/model_instance.h"
+#include "core/step/router_balance.h"
 
 namespace ustrain {
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/json_input.h"
+#include "data/files/json_input.h"
 #include "kernels/error.h"
 
 namespace ustrain {

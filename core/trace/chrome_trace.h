@@ -1,4 +1,4 @@
-// One rank's recorded spans (parallel/trace.h) as a Chrome trace, the JSON Trace Event
+// One rank's recorded spans (parallel/comm/trace.h) as a Chrome trace, the JSON Trace Event
 // Format that https://ui.perfetto.dev and chrome://tracing open, and the merge of every
 // rank's trace into one file.
 //
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/trace.h"
+#include "parallel/comm/trace.h"
 
 namespace ustrain {
 

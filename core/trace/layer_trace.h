@@ -13,7 +13,7 @@
 
 #include "core/model/param_hooks.h"
 #include "kernels/backend.h"
-#include "parallel/trace.h"
+#include "parallel/comm/trace.h"
 
 namespace ustrain {
 

@@ -25,10 +25,10 @@
 #include "core/model/llama.h"
 #include "core/recipe/recipe.h"
 #include "core/trace/layer_trace.h"
-#include "core/trace/step_range.h"
+#include "core/recipe/step_range.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
-#include "parallel/trace.h"
+#include "parallel/comm/trace.h"
 
 namespace ustrain {
 

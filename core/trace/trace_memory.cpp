@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/trace/step_range.h"
+#include "core/recipe/step_range.h"
 
 namespace ustrain {
 namespace {

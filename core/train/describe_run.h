@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/recipe/recipe.h"
-#include "core/train/launch_lines.h"
+#include "core/run/launch_lines.h"
 
 namespace ustrain {
 

@@ -1,5 +1,5 @@
 // Whether ranks of a job share a GPU: NCCL refuses two ranks on one device, so such ranks
-// exchange device tensors through the host-staged communicator (parallel/staged_communicator.h).
+// exchange device tensors through the host-staged communicator (parallel/comm/staged_communicator.h).
 #pragma once
 
 #include <string>

@@ -10,14 +10,14 @@
 #include "core/checkpoint/reader.h"
 #include "core/checkpoint/tokenizer.h"
 #include "core/distributed/fail_together.h"
-#include "core/memory/memory_fit.h"
+#include "core/step/memory_fit.h"
 #include "core/run/run_file.h"
 #include "core/run/run_start.h"
 #include "core/train/gpu_sharing.h"
-#include "core/train/model_instance.h"
-#include "core/train/router_balance.h"
+#include "core/step/model_instance.h"
+#include "core/step/router_balance.h"
 #include "kernels/tensor.h"
-#include "parallel/staged_communicator.h"
+#include "parallel/comm/staged_communicator.h"
 
 namespace ustrain {
 namespace {

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "core/checkpoint/dir.h"
-#include "core/checkpoint/resume.h"
+#include "core/train/resume.h"
 #include "core/checkpoint/writer.h"
 #include "core/plan/step_scratch.h"
 #include "core/distributed/process_layout.h"
 #include "core/run/run_lock.h"
 #include "core/run/run_record.h"
 #include "core/trace/step_trace.h"
-#include "core/train/train_step.h"
+#include "core/train/take_step.h"
 #include "core/train/trainer.h"
 #include "parallel/launch.h"
 

@@ -16,13 +16,13 @@
 #include "core/eval/task_rows.h"
 #include "core/distributed/process_layout.h"
 #include "core/distributed/straggler_watch.h"
-#include "core/train/applied_steps.h"
-#include "core/train/expert_starvation.h"
+#include "core/monitor/applied_steps.h"
+#include "core/monitor/expert_starvation.h"
 #include "core/train/metrics_log.h"
-#include "core/train/peak_flops.h"
-#include "core/train/phase_timer.h"
+#include "core/monitor/peak_flops.h"
+#include "core/monitor/phase_timer.h"
 #include "core/train/run_setup.h"
-#include "core/train/train_step.h"
+#include "core/train/take_step.h"
 #include "core/train/trainer.h"
 
 namespace ustrain {
@@ -32,7 +32,7 @@ class StepReport {
   // Opens the metrics log on the leading rank (a resumed run's continues after `start_step`)
   // and logs what the run trains on what: the model, its memory plan, the data, the peak MFU
   // is measured against, the validation split's unigram baseline.
-  // `peak_cache`: where a CPU's peak FLOP/s is kept (core/train/peak_flops.h).
+  // `peak_cache`: where a CPU's peak FLOP/s is kept (core/monitor/peak_flops.h).
   StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank& run, const TrainingData& data, const RunPaths& paths,
              std::int64_t start_step, const PeakCache& peak_cache);
 

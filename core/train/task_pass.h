@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/eval/task_rows.h"
-#include "core/train/training_step.h"
+#include "core/step/training_step.h"
 #include "parallel/context_split.h"
 
 namespace ustrain {

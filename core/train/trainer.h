@@ -19,7 +19,7 @@ struct TrainOptions {
   std::string ustrain_version = "unknown";  // recorded in checkpoints
   std::string command = "ustrain train";    // what the ranks run: all of them must run the same
   bool save_final = true;     // save the last step (a benchmark does not: its state is throwaway)
-  bool measure_peak = false;  // on a CPU, measure the peak FLOP/s for MFU again (core/train/peak_flops.h)
+  bool measure_peak = false;  // on a CPU, measure the peak FLOP/s for MFU again (core/monitor/peak_flops.h)
 };
 
 struct TrainSummary {

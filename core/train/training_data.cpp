@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "core/recipe/recipe_defaults.h"
-#include "data/dataset.h"
-#include "data/json_input.h"
-#include "data/mapped_shard.h"
-#include "data/token_stats.h"
+#include "data/shards/dataset.h"
+#include "data/files/json_input.h"
+#include "data/shards/mapped_shard.h"
+#include "data/inspect/token_stats.h"
 #include "kernels/error.h"
 
 namespace ustrain {
@@ -89,11 +89,6 @@ std::vector<TokenRun> context_runs(const ContextSplit& context, std::int64_t seq
 }
 
 }  // namespace
-
-std::vector<BlendEntry> recipe_datasets(const DataSection& data) {
-  if (!data.blend.empty()) return parse_blend(data.blend);
-  return {BlendEntry{data.path, 1.0}};
-}
 
 TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, ContextSplit context)
     : seq_len_(r.train.seq_len), seed_(r.run.seed), num_readers_(num_readers) {

@@ -1,6 +1,6 @@
 // The trainer's view of the data: this process's training stream and the fixed validation
 // batches, as host micro-batches of (micro_batch, seq_len) token ids, made ahead of time on a
-// background thread so that a step does not wait for them (data/prefetcher.h).
+// background thread so that a step does not wait for them (data/loading/prefetcher.h).
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/recipe/recipe.h"
-#include "data/blend.h"
-#include "data/prefetcher.h"
+#include "data/loading/blend.h"
+#include "data/loading/prefetcher.h"
 #include "parallel/context_split.h"
 
 namespace ustrain {
@@ -21,7 +21,7 @@ class TrainingData {
   // the recipe before anything is read: tokenizer kind and identity (all blended datasets
   // share one), vocabulary size, checksums (data.verify), enough tokens for one sequence, a
   // validation split when validation is on. This process is data-parallel reader `reader`
-  // of `num_readers` (data/loader.h) and holds the `context` part of every sequence (its two
+  // of `num_readers` (data/loading/loader.h) and holds the `context` part of every sequence (its two
   // runs under context parallelism; micro-batches are then (micro_batch, seq_len / cp)).
   explicit TrainingData(const Recipe& recipe, int reader = 0, int num_readers = 1, ContextSplit context = {});
 
@@ -57,8 +57,5 @@ class TrainingData {
   std::int64_t train_tokens_ = 0, validation_tokens_ = 0, validation_windows_ = 0;
   double unigram_val_loss_ = 0;
 };
-
-// The datasets a recipe trains on: data.blend parsed, or data.path with weight 1.
-std::vector<BlendEntry> recipe_datasets(const DataSection& data);
 
 }  // namespace ustrain

@@ -4,10 +4,10 @@
 // Dtypes: activations and the compute copies of weights are in one "act" dtype per call;
 // per-row statistics (rstd, lse, losses), parameter gradients, master weights and AdamW
 // moments are fp32; all arithmetic accumulates in fp32. GEMMs run through cuBLASLt (fp32
-// accumulate), attention (the block ops, kernels/cuda/cuda_backend_blocks.cpp) through cuDNN's
+// accumulate), attention (the block ops, kernels/cuda/attention/cuda_backend_blocks.cpp) through cuDNN's
 // fused flash attention where cuDNN supports the shape and through our own kernels elsewhere
-// (kernels/cuda/attention_blocks.h; which shapes, and USTRAIN_REQUIRE_CUDNN=1:
-// kernels/cuda/cudnn_attention.h). Starting, it logs
+// (kernels/cuda/attention/attention_blocks.h; which shapes, and USTRAIN_REQUIRE_CUDNN=1:
+// kernels/cuda/attention/cudnn_attention.h). Starting, it logs
 // the CUDA driver, runtime, cuBLASLt and cuDNN versions it found (kernels/cuda/cuda_versions.h).
 //
 // Memory: planned arenas come from allocate() (one cudaMalloc each, outside any step), the
@@ -79,7 +79,7 @@ class CudaBackend : public Backend {
   void linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) override;
 
   // Grouped linear layers as one cuBLAS grouped GEMM (defined in cuda_backend_grouped.cpp;
-  // kernels/cuda/grouped_gemm.h): the groups with rows, each its own GEMM. Weight gradients in
+  // kernels/cuda/gemm/grouped_gemm.h): the groups with rows, each its own GEMM. Weight gradients in
   // fp32 from 16-bit activations are a type combination cuBLAS's grouped GEMM does not take:
   // those run the per-group loop of cuBLASLt GEMMs, as does any call it cannot take.
   void grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,

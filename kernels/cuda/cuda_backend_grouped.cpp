@@ -1,12 +1,12 @@
 // The CUDA backend's grouped linear ops: every group with rows as one problem of a cuBLAS
-// grouped GEMM (kernels/cuda/grouped_gemm.h), mapped onto column-major calls as the single
-// linear ops are (kernels/cuda/gemm_plan.h); anything it does not take runs the per-group loop.
+// grouped GEMM (kernels/cuda/gemm/grouped_gemm.h), mapped onto column-major calls as the single
+// linear ops are (kernels/cuda/gemm/gemm_plan.h); anything it does not take runs the per-group loop.
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_checks.h"
-#include "kernels/cuda/gemm_plan.h"
-#include "kernels/cuda/grouped_gemm.h"
+#include "kernels/cuda/gemm/gemm_plan.h"
+#include "kernels/cuda/gemm/grouped_gemm.h"
 
 namespace ustrain::cuda {
 namespace {

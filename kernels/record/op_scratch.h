@@ -1,7 +1,7 @@
 // The device scratch the CUDA backend takes for each op of a recorded step, worked out without
 // a GPU from the op's recorded shapes, dtypes and integer arguments, through the same size
 // functions the CUDA code asks its scratch with (kernels/cuda/scratch_sizes.h,
-// kernels/cuda/attention_layout.h). The memory plan's op-scratch line is the largest over the
+// kernels/cuda/attention/attention_layout.h). The memory plan's op-scratch line is the largest over the
 // step's ops (core/plan/step_scratch.h): ops run one at a time on the compute stream, so one
 // arena serves them all.
 //
@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/attention/attention_layout.h"
 #include "kernels/record/recording_backend.h"
 
 namespace ustrain {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/launch.h"
 #include "parallel/world.h"
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "gpu_test_support.h"
-#include "kernels/cuda/attention_layout.h"
-#include "tests/unit/kernels_whole_attention.h"
+#include "kernels/cuda/attention/attention_layout.h"
+#include "tests/unit/kernels/whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gpu_test_support.h"
-#include "tests/unit/kernels_whole_attention.h"
+#include "tests/unit/kernels/whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {

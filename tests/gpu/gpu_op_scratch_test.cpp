@@ -12,7 +12,7 @@
 #include "gpu_test_support.h"
 #include "kernels/record/op_scratch.h"
 #include "kernels/record/recording_backend.h"
-#include "tests/unit/kernels_whole_attention.h"
+#include "tests/unit/kernels/whole_attention.h"
 
 namespace ustrain::gpu_test {
 namespace {

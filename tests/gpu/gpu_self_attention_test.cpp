@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gpu_test_support.h"
-#include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/attention/attention_layout.h"
 
 namespace ustrain::gpu_test {
 namespace {

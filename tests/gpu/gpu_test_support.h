@@ -38,7 +38,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_device.h"
-#include "parallel/bf16.h"
+#include "parallel/comm/bf16.h"
 
 namespace ustrain::gpu_test {
 

@@ -1,4 +1,4 @@
-// The vocabulary split as tensor parallelism splits it (core/model/geometry.cpp), for the
+// The vocabulary split as tensor parallelism splits it (core/recipe/geometry.cpp), for the
 // tests of the vocabulary-parallel ops: P shards of ceil(V / P) rows of a table (columns of
 // logits) each; shard s holds the ids [s * width, s * width + valid) in its first `valid`
 // rows and pads the rest, so the last shards may be short, or empty when P does not divide

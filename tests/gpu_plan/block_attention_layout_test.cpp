@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/attention_layout.h"
+#include "kernels/cuda/attention/attention_layout.h"
 
 namespace ustrain::cuda {
 namespace {

@@ -15,8 +15,8 @@
 
 #include <toml++/toml.h>
 
-#include "kernels/cuda/attention_layout.h"
-#include "kernels/cuda/cudnn_attention_graph.h"
+#include "kernels/cuda/attention/attention_layout.h"
+#include "kernels/cuda/attention/cudnn_attention_graph.h"
 
 namespace ustrain::cuda {
 namespace {

@@ -209,7 +209,7 @@ def layout_args(row):
 
 
 def launch(command, ranks, log):
-    # The kept CPU peak (core/train/kept_peak.h) goes into the work directory, not the user's cache.
+    # The kept CPU peak (core/monitor/kept_peak.h) goes into the work directory, not the user's cache.
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1",
                XDG_CACHE_HOME=os.path.abspath("cache"))

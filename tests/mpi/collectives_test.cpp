@@ -1,6 +1,6 @@
 // Every communicator operation on 2, 3 and 4 ranks against a serial reference; with
 // USTRAIN_TEST_STAGED=1, the same operations through the host-staged communicator over the
-// CPU backend (parallel/staged_communicator.h).
+// CPU backend (parallel/comm/staged_communicator.h).
 //
 // Inputs are drawn so that every partial sum is exact in the dtype (f32: multiples of 1/8
 // below 2^10; bf16: multiples of 1/4 below 16; fp16: multiples of 1/16 below 32), so the
@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "parallel/bf16.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/bf16.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
-#include "parallel/staged_communicator.h"
-#include "parallel/trace.h"
+#include "parallel/comm/staged_communicator.h"
+#include "parallel/comm/trace.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {

@@ -17,7 +17,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "parallel/expert_dispatch.h"
-#include "parallel/self_communicator.h"
+#include "parallel/comm/self_communicator.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {

@@ -5,8 +5,8 @@
 
 #include "parallel/ring_attention.h"
 #include "tests/mpi/mpi_test_world.h"
-#include "tests/unit/kernels_reference.h"
-#include "tests/unit/kernels_whole_attention.h"
+#include "tests/unit/kernels/reference.h"
+#include "tests/unit/kernels/whole_attention.h"
 
 namespace ustrain {
 namespace {

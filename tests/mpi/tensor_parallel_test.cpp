@@ -14,7 +14,7 @@
 #include "parallel/tensor_parallel.h"
 #include "tests/mpi/mpi_test_world.h"
 #include "tests/mpi/tiny_model.h"
-#include "tests/unit/kernels_reference.h"
+#include "tests/unit/kernels/reference.h"
 
 namespace ustrain {
 namespace {

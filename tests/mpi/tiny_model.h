@@ -1,6 +1,6 @@
 // The tiny Llama models of the multi-rank tests: a config small enough to run many times on
 // two cores, and one rank's instance of it, built the way training builds one
-// (core/train/model_instance.h) and initialised from a seed.
+// (core/step/model_instance.h) and initialised from a seed.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/recipe/recipe.h"
-#include "core/train/model_instance.h"
+#include "core/step/model_instance.h"
 #include "kernels/backend.h"
 #include "kernels/token_batch.h"
 

@@ -88,10 +88,10 @@ hf("llama2-metaspace-first", metaspace, llama2Config, manyFirst);
 
 // (Metaspace with split = true is not here: the JavaScript port keeps a run of U+2581 in one
 // piece, where the Rust library makes each its own piece, as its metaspace.rs tests show;
-// data_hf_tokenizer_test.cpp checks the library's behaviour.)
+// tests/unit/data/tokenizers/hf_tokenizer_test.cpp checks the library's behaviour.)
 
 // GPT-2 with added tokens that use lstrip and rstrip, and an ordinary one. (single_word is
-// not here: the JavaScript port ignores it; data_hf_tokenizer_test.cpp checks it.)
+// not here: the JavaScript port ignores it; tests/unit/data/tokenizers/hf_tokenizer_test.cpp checks it.)
 const added = JSON.parse(JSON.stringify(gpt2));
 added.added_tokens.push(
   { id: 50257, content: "<mask>", single_word: false, lstrip: true, rstrip: false, normalized: false, special: true },
