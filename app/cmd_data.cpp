@@ -33,6 +33,62 @@ void add_max_document_option(CLI::App& command, std::int64_t& max_document_bytes
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
 }
 
+// `data convert`'s tokenizer and its end-of-document token.
+void add_convert_tokenizer_options(CLI::App& convert, ConvertOptions& o) {
+  convert.add_option("--tokenizer,-t", o.tokenizer,
+                     "text/jsonl: byte (default), a sentencepiece .model, a Hugging Face tokenizer.json (its EOS from "
+                     "the tokenizer_config.json beside it; see --eos-token) or a tiktoken .tiktoken file; token "
+                     "formats: one of those, or the name of the tokenizer that made the ids (with --vocab-size); "
+                     "shards: another tokenizer re-tokenizes");
+  convert.add_option("--tiktoken-pattern", o.tiktoken_pattern,
+                     "A .tiktoken file's pre-tokenizer: gpt2, cl100k_base or o200k_base (their regex and special "
+                     "tokens, e.g. <|endoftext|>), or a regex; default: the file's name if it is one of those");
+  convert.add_option("--tiktoken-special", o.tiktoken_special_tokens,
+                     "A .tiktoken file's special token TOKEN=ID (repeatable); <|endoftext|> is the EOS");
+  convert.add_option("--vocab-size", o.vocab_size, "Token formats with a named tokenizer: its vocabulary size")
+      ->check(positive());
+  CLI::Option* eos_id =
+      convert.add_option("--eos-id", o.eos_id,
+                         "The end-of-document id: a Hugging Face tokenizer file ends documents with it; token "
+                         "formats split llm.c and 1-D NumPy streams into documents by it (llm.c default 50256)")
+          ->check(non_negative());
+  convert.add_option("--eos-token", o.eos_token,
+                     "The end-of-document token by name, looked up in the tokenizer file, e.g. '<|endoftext|>'; "
+                     "default: tokenizer_config.json's eos_token, but <|endoftext|> where that names a chat-turn "
+                     "end such as <|im_end|> (Qwen); the output says which")
+      ->excludes(eos_id);
+}
+
+// `data convert`: how text divides into documents, and which files are read.
+void add_convert_document_options(CLI::App& convert, ConvertOptions& o) {
+  convert.add_option("--split", o.split,
+                     "text: how files divide into documents: file | blank-line | line:MARKER (a line equal to "
+                     "MARKER separates documents, e.g. line:% for fortune files)")
+      ->capture_default_str();
+  convert.add_option("--text-field", o.text_field, "jsonl: the field that holds each document's text")
+      ->capture_default_str();
+  add_max_document_option(convert, o.max_document_bytes);
+  convert.add_option("--include", o.include,
+                     "File-name globs to take, e.g. --include '*.md' (repeatable; default: every file; files in "
+                     "directories that are not text are skipped when converting text)");
+  convert.add_option("--exclude", o.exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
+}
+
+// `data convert`: the split's seed, the shards' size and compression, the threads.
+void add_convert_output_options(CLI::App& convert, ConvertOptions& o) {
+  convert.add_option("--seed", o.seed, "Seed of the train/validation assignment")->capture_default_str();
+  convert.add_option("--shard-tokens", o.shard_tokens, "Maximum tokens per shard file")
+      ->capture_default_str()
+      ->check(positive());
+  convert.add_option("--compression", o.compression,
+                     "Deflate level of the shards, 0 (none) to 9; compressed shards load more slowly")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 9));
+  convert.add_option("--workers,-j", o.workers, "Tokenizing threads (the output does not depend on them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+}
+
 void add_data_convert_command(CLI::App& data) {
   auto o = std::make_shared<ConvertOptions>();
   o->workers = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
@@ -51,39 +107,8 @@ void add_data_convert_command(CLI::App& data) {
                       "Input format; default: detected from the input (extension, magic number, a directory's "
                       "manifest.json or files), as the first line on stderr says")
       ->check(CLI::IsMember({"text", "jsonl", "megatron", "llmc", "npy", "shards"}));
-  convert->add_option("--tokenizer,-t", o->tokenizer,
-                      "text/jsonl: byte (default), a sentencepiece .model, a Hugging Face tokenizer.json (its EOS from "
-                      "the tokenizer_config.json beside it; see --eos-token) or a tiktoken .tiktoken file; token "
-                      "formats: one of those, or the name of the tokenizer that made the ids (with --vocab-size); "
-                      "shards: another tokenizer re-tokenizes");
-  convert->add_option("--tiktoken-pattern", o->tiktoken_pattern,
-                      "A .tiktoken file's pre-tokenizer: gpt2, cl100k_base or o200k_base (their regex and special "
-                      "tokens, e.g. <|endoftext|>), or a regex; default: the file's name if it is one of those");
-  convert->add_option("--tiktoken-special", o->tiktoken_special_tokens,
-                      "A .tiktoken file's special token TOKEN=ID (repeatable); <|endoftext|> is the EOS");
-  convert->add_option("--vocab-size", o->vocab_size, "Token formats with a named tokenizer: its vocabulary size")
-      ->check(positive());
-  CLI::Option* eos_id =
-      convert->add_option("--eos-id", o->eos_id,
-                          "The end-of-document id: a Hugging Face tokenizer file ends documents with it; token "
-                          "formats split llm.c and 1-D NumPy streams into documents by it (llm.c default 50256)")
-          ->check(non_negative());
-  convert->add_option("--eos-token", o->eos_token,
-                      "The end-of-document token by name, looked up in the tokenizer file, e.g. '<|endoftext|>'; "
-                      "default: tokenizer_config.json's eos_token, but <|endoftext|> where that names a chat-turn "
-                      "end such as <|im_end|> (Qwen); the output says which")
-      ->excludes(eos_id);
-  convert->add_option("--split", o->split,
-                      "text: how files divide into documents: file | blank-line | line:MARKER (a line equal to "
-                      "MARKER separates documents, e.g. line:% for fortune files)")
-      ->capture_default_str();
-  convert->add_option("--text-field", o->text_field, "jsonl: the field that holds each document's text")
-      ->capture_default_str();
-  add_max_document_option(*convert, o->max_document_bytes);
-  convert->add_option("--include", o->include,
-                      "File-name globs to take, e.g. --include '*.md' (repeatable; default: every file; files in "
-                      "directories that are not text are skipped when converting text)");
-  convert->add_option("--exclude", o->exclude, "File-name globs to skip, e.g. --exclude '*.dat' (repeatable)");
+  add_convert_tokenizer_options(*convert, *o);
+  add_convert_document_options(*convert, *o);
   convert->add_option("--eos", *eos,
                       "End of each document: append the EOS id (unless already there), none, or auto (append for "
                       "text, keep token ids as they are; a Megatron conversion says when its documents lack EOS)")
@@ -94,17 +119,7 @@ void add_data_convert_command(CLI::App& data) {
       convert->add_option("--val-fraction", o->val_fraction, "Share of documents held out for validation")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 0.9));
-  convert->add_option("--seed", o->seed, "Seed of the train/validation assignment")->capture_default_str();
-  convert->add_option("--shard-tokens", o->shard_tokens, "Maximum tokens per shard file")
-      ->capture_default_str()
-      ->check(positive());
-  convert->add_option("--compression", o->compression,
-                      "Deflate level of the shards, 0 (none) to 9; compressed shards load more slowly")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 9));
-  convert->add_option("--workers,-j", o->workers, "Tokenizing threads (the output does not depend on them)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+  add_convert_output_options(*convert, *o);
   convert->callback([o, eos, no_eos, val_fraction] {
     ConvertOptions options = *o;
     if (options.format == "shards" && val_fraction->count() > 0)

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "kernels/error.h"
@@ -27,6 +26,118 @@ double cost_of(Kind k, const ActionCosts& c) {
   }
 }
 
+// One replay of a program: each rank runs its actions in order as far as its data allows;
+// a compute starts when its rank is free and its input has arrived.
+class Replayer {
+ public:
+  Replayer(const PipelineProgram& program, const StageCosts& stage_costs)
+      : program_(program), s_(program.shape), costs_(stage_costs), P_(static_cast<std::size_t>(s_.ranks)) {
+    PipelineSimulation& sim = out_.result;
+    sim.busy.assign(P_, 0);
+    sim.peak_slots.assign(P_, 0);
+    sim.peak_chunk_slots.assign(P_, std::vector<int>(static_cast<std::size_t>(s_.chunks), 0));
+    sim.peak_receive_buffers = sim.peak_chunk_slots;
+    waiting_ = sim.peak_chunk_slots;
+    chunk_alive_ = sim.peak_chunk_slots;
+    sim.spans.assign(P_, {});
+    pc_.assign(P_, 0);
+    free_.assign(P_, 0);
+    alive_.assign(P_, 0);
+    // Without backward passes (evaluation) a micro-batch's activations die with its forward.
+    forward_only_ = std::none_of(program.ranks.begin(), program.ranks.end(), [](const auto& actions) {
+      return std::any_of(actions.begin(), actions.end(),
+                         [](const PipelineAction& a) { return is_compute(a.kind) && a.kind != Kind::forward; });
+    });
+  }
+
+  PipelineReplay run() {
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      for (std::size_t r = 0; r < P_; ++r)
+        while (pc_[r] < program_.ranks[r].size() && advance(r)) progressed = true;
+    }
+    for (std::size_t r = 0; r < P_; ++r)
+      if (pc_[r] < program_.ranks[r].size()) {
+        const PipelineAction& a = program_.ranks[r][pc_[r]];
+        out_.stuck = fmt::format("pipeline rank {} waits forever at action {} ({} of micro-batch {}, chunk {}): the "
+                                 "data it needs is never sent",
+                                 r, pc_[r], action_name(a.kind), a.micro, a.chunk);
+        return out_;
+      }
+    PipelineSimulation& sim = out_.result;
+    double idle = 0, busy = 0;
+    for (std::size_t r = 0; r < P_; ++r) sim.makespan = std::max(sim.makespan, free_[r]);
+    for (std::size_t r = 0; r < P_; ++r) {
+      idle += sim.makespan - sim.busy[r];
+      busy += sim.busy[r];
+    }
+    sim.bubble = busy > 0 ? idle / busy : 0;
+    return out_;
+  }
+
+ private:
+  // Runs rank r's next action; false when it must wait for data not yet sent.
+  bool advance(std::size_t r) {
+    const PipelineAction& a = program_.ranks[r][pc_[r]];
+    const int stage = s_.stage_of(static_cast<int>(r), a.chunk);
+    const auto chunk = static_cast<std::size_t>(a.chunk);
+    if (a.kind == Kind::send_activation || a.kind == Kind::send_grad) {
+      const bool g = a.kind == Kind::send_grad;
+      arrival_[{g, g ? stage - 1 : stage + 1, a.micro}] = free_[r] + costs_[r][chunk].transfer;
+    } else if (a.kind == Kind::recv_activation || a.kind == Kind::recv_grad) {
+      auto& peak = out_.result.peak_receive_buffers[r][chunk];
+      peak = std::max(peak, ++waiting_[r][chunk]);
+    } else if (!compute(r, a, stage)) {
+      return false;
+    }
+    ++pc_[r];
+    return true;
+  }
+
+  bool compute(std::size_t r, const PipelineAction& a, int stage) {
+    const bool needs_activation = a.kind == Kind::forward && stage > 0;
+    const bool needs_grad = (a.kind == Kind::backward || a.kind == Kind::backward_input) && stage < s_.stages() - 1;
+    double start = free_[r];
+    if (needs_activation || needs_grad) {
+      const auto it = arrival_.find({needs_grad, stage, a.micro});
+      if (it == arrival_.end()) return false;
+      start = std::max(start, it->second);
+      --waiting_[r][static_cast<std::size_t>(a.chunk)];
+    }
+    if (a.kind == Kind::forward) live(r, a.chunk, +1);
+    const double end = start + cost_of(a.kind, costs_[r][static_cast<std::size_t>(a.chunk)]);
+    PipelineSimulation& sim = out_.result;
+    sim.spans[r].emplace_back(start, end);
+    sim.busy[r] += end - start;
+    free_[r] = end;
+    if (a.kind == Kind::backward || a.kind == Kind::backward_weight || forward_only_) live(r, a.chunk, -1);
+    return true;
+  }
+
+  // Activations a micro-batch keeps alive on rank r: counted, with their peaks.
+  void live(std::size_t r, int chunk, int delta) {
+    PipelineSimulation& sim = out_.result;
+    alive_[r] += delta;
+    int& in_chunk = chunk_alive_[r][static_cast<std::size_t>(chunk)];
+    in_chunk += delta;
+    sim.peak_slots[r] = std::max(sim.peak_slots[r], alive_[r]);
+    int& peak = sim.peak_chunk_slots[r][static_cast<std::size_t>(chunk)];
+    peak = std::max(peak, in_chunk);
+  }
+
+  const PipelineProgram& program_;
+  const PipelineShape& s_;
+  const StageCosts& costs_;
+  const std::size_t P_;
+  PipelineReplay out_;
+  std::vector<std::size_t> pc_;                // each rank's next action
+  std::vector<double> free_;                   // when each rank is next free
+  std::vector<int> alive_;                     // activations alive per rank
+  std::vector<std::vector<int>> chunk_alive_;  // ... and per chunk
+  std::vector<std::vector<int>> waiting_;      // receive buffers in use
+  std::map<TransferKey, double> arrival_;      // data sent: when it is usable
+  bool forward_only_ = false;
+};
 }  // namespace
 
 PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts& costs) {
@@ -36,93 +147,7 @@ PipelineReplay replay_pipeline(const PipelineProgram& program, const ActionCosts
 }
 
 PipelineReplay replay_pipeline(const PipelineProgram& program, const StageCosts& stage_costs) {
-  const PipelineShape& s = program.shape;
-  const auto P = static_cast<std::size_t>(s.ranks);
-  PipelineReplay out;
-  PipelineSimulation& sim = out.result;
-  sim.busy.assign(P, 0);
-  sim.peak_slots.assign(P, 0);
-  sim.peak_chunk_slots.assign(P, std::vector<int>(static_cast<std::size_t>(s.chunks), 0));
-  sim.peak_receive_buffers = sim.peak_chunk_slots;
-  std::vector<std::vector<int>> waiting = sim.peak_chunk_slots;  // receive buffers in use
-  sim.spans.assign(P, {});
-  std::vector<std::size_t> pc(P, 0);
-  std::vector<double> free(P, 0);
-  std::vector<int> alive(P, 0);
-  std::vector<std::vector<int>> chunk_alive(P, std::vector<int>(static_cast<std::size_t>(s.chunks), 0));
-  std::map<TransferKey, double> arrival;            // data sent: when it is usable
-  // Without backward passes (evaluation) a micro-batch's activations die with its forward.
-  const bool forward_only = std::none_of(program.ranks.begin(), program.ranks.end(), [](const auto& actions) {
-    return std::any_of(actions.begin(), actions.end(),
-                       [](const PipelineAction& a) { return is_compute(a.kind) && a.kind != Kind::forward; });
-  });
-  std::set<std::tuple<int, int, int>> done;         // (kind, stage, micro) computed
-  const auto live = [&](std::size_t r, int chunk, int delta) {
-    alive[r] += delta;
-    chunk_alive[r][static_cast<std::size_t>(chunk)] += delta;
-    sim.peak_slots[r] = std::max(sim.peak_slots[r], alive[r]);
-    auto& peak = sim.peak_chunk_slots[r][static_cast<std::size_t>(chunk)];
-    peak = std::max(peak, chunk_alive[r][static_cast<std::size_t>(chunk)]);
-  };
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (std::size_t r = 0; r < P; ++r) {
-      const auto& actions = program.ranks[r];
-      while (pc[r] < actions.size()) {
-        const PipelineAction& a = actions[pc[r]];
-        const int stage = s.stage_of(static_cast<int>(r), a.chunk);
-        const ActionCosts& costs = stage_costs[r][static_cast<std::size_t>(a.chunk)];
-        double start = free[r];
-        if (a.kind == Kind::send_activation || a.kind == Kind::send_grad) {
-          const bool g = a.kind == Kind::send_grad;
-          arrival[{g, g ? stage - 1 : stage + 1, a.micro}] = free[r] + costs.transfer;
-        } else if (a.kind == Kind::recv_activation || a.kind == Kind::recv_grad) {
-          int& n = waiting[r][static_cast<std::size_t>(a.chunk)];
-          auto& peak = sim.peak_receive_buffers[r][static_cast<std::size_t>(a.chunk)];
-          peak = std::max(peak, ++n);
-        } else {
-          // A compute: wait for its data.
-          const auto need = [&](bool g) -> bool {
-            const auto it = arrival.find({g, stage, a.micro});
-            if (it == arrival.end()) return false;
-            start = std::max(start, it->second);
-            return true;
-          };
-          if (a.kind == Kind::forward && stage > 0 && !need(false)) break;
-          if ((a.kind == Kind::backward || a.kind == Kind::backward_input) && stage < s.stages() - 1 && !need(true))
-            break;
-          const bool received = (a.kind == Kind::forward && stage > 0) ||
-                                ((a.kind == Kind::backward || a.kind == Kind::backward_input) && stage < s.stages() - 1);
-          if (received) --waiting[r][static_cast<std::size_t>(a.chunk)];
-          if (a.kind == Kind::forward) live(r, a.chunk, +1);
-          const double end = start + cost_of(a.kind, costs);
-          sim.spans[r].emplace_back(start, end);
-          sim.busy[r] += end - start;
-          free[r] = end;
-          done.insert({static_cast<int>(a.kind), stage, a.micro});
-          if (a.kind == Kind::backward || a.kind == Kind::backward_weight || forward_only) live(r, a.chunk, -1);
-        }
-        ++pc[r];
-        progressed = true;
-      }
-    }
-  }
-  for (std::size_t r = 0; r < P; ++r)
-    if (pc[r] < program.ranks[r].size()) {
-      const PipelineAction& a = program.ranks[r][pc[r]];
-      out.stuck = fmt::format("pipeline rank {} waits forever at action {} ({} of micro-batch {}, chunk {}): the data it "
-                              "needs is never sent",
-                              r, pc[r], action_name(a.kind), a.micro, a.chunk);
-      return out;
-    }
-  double idle = 0, busy = 0;
-  for (std::size_t r = 0; r < P; ++r) sim.makespan = std::max(sim.makespan, free[r]);
-  for (std::size_t r = 0; r < P; ++r) {
-    idle += sim.makespan - sim.busy[r];
-    busy += sim.busy[r];
-  }
-  sim.bubble = busy > 0 ? idle / busy : 0;
-  return out;
+  return Replayer(program, stage_costs).run();
 }
 
 PipelineSimulation simulate_pipeline(const PipelineProgram& program, const ActionCosts& costs) {

@@ -17,19 +17,15 @@ using Kind = ActionKind;
 // What a transfer carries: (is a gradient, the receiving stage, the micro-batch).
 using TransferKey = std::tuple<bool, int, int>;
 
-}  // namespace
-
-std::string validate_pipeline_program(const PipelineProgram& program) {
+// Every compute exactly once, on the rank that holds its stage ("" when so).
+std::string check_computes(const PipelineProgram& program) {
   const PipelineShape& s = program.shape;
-  if (static_cast<int>(program.ranks.size()) != s.ranks)
-    return fmt::format("the program has {} ranks, the shape {}", program.ranks.size(), s.ranks);
   const bool forward_only = [&] {
     for (const auto& actions : program.ranks)
       for (const PipelineAction& a : actions)
         if (is_compute(a.kind) && a.kind != Kind::forward) return false;
     return true;
   }();
-  // Every compute exactly once, on the rank that holds its stage.
   std::map<std::tuple<int, int, int>, int> count;  // (kind, stage, micro) -> times
   for (int r = 0; r < s.ranks; ++r)
     for (const PipelineAction& a : program.ranks[static_cast<std::size_t>(r)]) {
@@ -54,8 +50,13 @@ std::string validate_pipeline_program(const PipelineProgram& program) {
         if (n != 1)
           return fmt::format("{} of micro-batch {} on stage {} appears {} times, not once", action_name(k), m, stage, n);
       }
-  // Every send has its receive on the peer, and every receive its send; data is received
-  // before it is used, and computed before it is sent.
+  return "";
+}
+
+// Every send has its receive on the peer, and every receive its send; data is received
+// before it is used, and computed before it is sent ("" when so).
+std::string check_transfers(const PipelineProgram& program) {
+  const PipelineShape& s = program.shape;
   std::map<TransferKey, int> sends, recvs;
   for (int r = 0; r < s.ranks; ++r) {
     std::set<std::tuple<int, int, int>> computed, received;  // (kind, stage, micro)
@@ -111,6 +112,17 @@ std::string validate_pipeline_program(const PipelineProgram& program) {
     if (sends[key] != 1)
       return fmt::format("{} of micro-batch {} for stage {} is received but never sent",
                          std::get<0>(key) ? "the gradient" : "the activation", std::get<2>(key), std::get<1>(key));
+  return "";
+}
+
+}  // namespace
+
+std::string validate_pipeline_program(const PipelineProgram& program) {
+  const PipelineShape& s = program.shape;
+  if (static_cast<int>(program.ranks.size()) != s.ranks)
+    return fmt::format("the program has {} ranks, the shape {}", program.ranks.size(), s.ranks);
+  if (std::string problem = check_computes(program); !problem.empty()) return problem;
+  if (std::string problem = check_transfers(program); !problem.empty()) return problem;
   return replay_pipeline(program, ActionCosts{}).stuck;
 }
 

@@ -172,83 +172,92 @@ void CheckpointReader::read(std::string_view state, const std::string& name, con
   }
 }
 
-void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
-                      bool with_optimizer, const ModelState& state) {
-  const CheckpointManifest& m = checkpoint.manifest();
-  const std::string advice = fmt::format(
+namespace {
+
+std::string other_shape_advice(const CheckpointReader& checkpoint) {
+  return fmt::format(
       "the checkpoint was written for another model shape; use the recipe it was trained with (`ustrain ckpt "
       "inspect {}` prints it)",
       checkpoint.dir());
+}
+
+// A tensor of the checkpoint that the recipe's model does not hold: FP8 scaling state is
+// skipped when only the weights are wanted; anything else is refused, saying what it is.
+void check_unwanted_tensor(const CheckpointReader& checkpoint, const CheckpointTensor& t, bool with_optimizer) {
+  // core/step/fp8_layers.h's names
+  const bool fp8_state = t.name.ends_with(".fp8_scaling") || t.name.ends_with(".fp8_wgrad_scaling");
+  if (fp8_state && !with_optimizer) return;  // the weights alone start a run or evaluate
+  if (fp8_state)
+    throw UserError(fmt::format(
+        "checkpoint {} holds the FP8 scaling state {}, which this run does not keep: it was trained with "
+        "train.precision = \"fp8\" and train.fp8_recipe = \"delayed\"; resume it with those, or start a run "
+        "from its weights with checkpoint.init_from",
+        checkpoint.dir(), t.name));
+  if (t.states == std::vector<std::string>{std::string(kStateParam)} && !checkpoint.manifest().weights_only)
+    throw UserError(fmt::format(
+        "checkpoint {} holds the model state {}, which the recipe's model lacks: it is a mixture of experts' "
+        "routing bias; set model.router_bias_update_rate > 0 as in the run that wrote it",
+        checkpoint.dir(), t.name));
+  throw UserError(fmt::format("checkpoint {} holds the tensor {}, which the recipe's model lacks: {}",
+                              checkpoint.dir(), t.name, other_shape_advice(checkpoint)));
+}
+
+// Every parameter and model-state tensor the model holds is in the checkpoint with its shape
+// (model state may be absent), nothing else is, and a resume has optimizer state to resume.
+void check_checkpoint_matches(const CheckpointReader& checkpoint, const ModelParams& params, bool with_optimizer,
+                              const ModelState& state) {
+  const CheckpointManifest& m = checkpoint.manifest();
   std::set<std::string> wanted;
-  for (const ParamDecl& s : params.whole_model()) {
+  const auto check_shape = [&](const ParamDecl& s, bool required) {
     wanted.insert(s.name);
     const CheckpointTensor* t = m.find(s.name);
-    if (t == nullptr)
-      throw UserError(fmt::format("checkpoint {} has no tensor {}: {}", checkpoint.dir(), s.name, advice));
-    if (t->shape != dims_of(s.shape))
-      throw UserError(fmt::format("checkpoint {} holds {} with shape {}, the recipe's model needs {}: {}",
-                                  checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(), advice));
-  }
-  for (const ParamDecl& s : state.whole_model) {
-    wanted.insert(s.name);
-    const CheckpointTensor* t = m.find(s.name);
+    if (t == nullptr && required)
+      throw UserError(fmt::format("checkpoint {} has no tensor {}: {}", checkpoint.dir(), s.name,
+                                  other_shape_advice(checkpoint)));
     if (t != nullptr && t->shape != dims_of(s.shape))
       throw UserError(fmt::format("checkpoint {} holds {} with shape {}, the recipe's model needs {}: {}",
-                                  checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(), advice));
-  }
+                                  checkpoint.dir(), s.name, shape_text(t->shape), s.shape.str(),
+                                  other_shape_advice(checkpoint)));
+  };
+  for (const ParamDecl& s : params.whole_model()) check_shape(s, true);
+  for (const ParamDecl& s : state.whole_model) check_shape(s, false);
   for (const CheckpointTensor& t : m.tensors)
-    if (wanted.count(t.name) == 0) {
-      // core/step/fp8_layers.h's names
-      const bool fp8_state = t.name.ends_with(".fp8_scaling") || t.name.ends_with(".fp8_wgrad_scaling");
-      if (fp8_state && !with_optimizer) continue;  // the weights alone start a run or evaluate
-      if (fp8_state)
-        throw UserError(fmt::format(
-            "checkpoint {} holds the FP8 scaling state {}, which this run does not keep: it was trained with "
-            "train.precision = \"fp8\" and train.fp8_recipe = \"delayed\"; resume it with those, or start a run "
-            "from its weights with checkpoint.init_from",
-            checkpoint.dir(), t.name));
-      if (t.states == std::vector<std::string>{std::string(kStateParam)} && !m.weights_only)
-        throw UserError(fmt::format(
-            "checkpoint {} holds the model state {}, which the recipe's model lacks: it is a mixture of experts' "
-            "routing bias; set model.router_bias_update_rate > 0 as in the run that wrote it",
-            checkpoint.dir(), t.name));
-      throw UserError(fmt::format("checkpoint {} holds the tensor {}, which the recipe's model lacks: {}",
-                                  checkpoint.dir(), t.name, advice));
-    }
+    if (wanted.count(t.name) == 0) check_unwanted_tensor(checkpoint, t, with_optimizer);
   if (with_optimizer && m.weights_only)
     throw UserError(fmt::format("checkpoint {} holds weights only (an imported model) and cannot be resumed; start "
                                 "a run from it with checkpoint.init_from = \"{}\"",
                                 checkpoint.dir(), checkpoint.dir()));
+}
 
-  // Each rank reads what it keeps (whole tensors, or its chunks under ZeRO), whatever layout
-  // wrote the checkpoint: the reader assembles any box from the slices that hold it.
+// Each rank reads what it keeps of one state (whole tensors, or its chunks under ZeRO),
+// whatever layout wrote the checkpoint: the reader assembles any box from the slices that hold it.
+void load_param_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
+                      std::string_view state, ParamState which) {
   std::vector<float> host;
-  const auto load = [&](std::string_view state, ParamState which) {
-    for (const ParamPiece& piece : params.held(which)) {
-      const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
-      std::int64_t at = 0;
-      for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
-        const Tensor dst = piece.data.slice(at, at + box.numel());
-        at += box.numel();
-        if (dst.device == Device::cpu) {  // straight into the model's memory
-          checkpoint.read(state, s.name, box, dst.f32());
-          continue;
-        }
-        host.resize(static_cast<std::size_t>(box.numel()));
-        checkpoint.read(state, s.name, box, host.data());
-        backend.copy(dst, Tensor(host.data(), dst.shape));
+  for (const ParamPiece& piece : params.held(which)) {
+    const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
+    std::int64_t at = 0;
+    for (const Slice& box : flat_range_boxes(dims_of(s.local), piece.begin, piece.end, s.box_begin)) {
+      const Tensor dst = piece.data.slice(at, at + box.numel());
+      at += box.numel();
+      if (dst.device == Device::cpu) {  // straight into the model's memory
+        checkpoint.read(state, s.name, box, dst.f32());
+        continue;
       }
+      host.resize(static_cast<std::size_t>(box.numel()));
+      checkpoint.read(state, s.name, box, host.data());
+      backend.copy(dst, Tensor(host.data(), dst.shape));
     }
-  };
-  load(kStateParam, ParamState::value);
-  if (with_optimizer) {
-    load(kStateAdamM, ParamState::adam_m);
-    load(kStateAdamV, ParamState::adam_v);
   }
+}
+
+// The model state this rank holds (MoE routing biases); one absent from the checkpoint starts
+// at zero unless it is kept as it is.
+void load_held_model_state(const CheckpointReader& checkpoint, const ModelState& state) {
   int absent = 0;
   for (const ModelStateTensor& s : state.held) {
-    if (m.find(s.name) == nullptr && s.kept_when_absent) continue;
-    if (m.find(s.name) == nullptr) {
+    if (checkpoint.manifest().find(s.name) == nullptr && s.kept_when_absent) continue;
+    if (checkpoint.manifest().find(s.name) == nullptr) {
       std::fill(s.values->begin(), s.values->end(), 0.0f);
       ++absent;
       continue;
@@ -257,6 +266,19 @@ void load_model_state(const CheckpointReader& checkpoint, const ModelParams& par
   }
   if (absent > 0)
     spdlog::info("checkpoint {} has no routing bias for {} MoE layer(s): they start at zero", checkpoint.dir(), absent);
+}
+
+}  // namespace
+
+void load_model_state(const CheckpointReader& checkpoint, const ModelParams& params, Backend& backend,
+                      bool with_optimizer, const ModelState& state) {
+  check_checkpoint_matches(checkpoint, params, with_optimizer, state);
+  load_param_state(checkpoint, params, backend, kStateParam, ParamState::value);
+  if (with_optimizer) {
+    load_param_state(checkpoint, params, backend, kStateAdamM, ParamState::adam_m);
+    load_param_state(checkpoint, params, backend, kStateAdamV, ParamState::adam_v);
+  }
+  load_held_model_state(checkpoint, state);
   params.refresh_compute_copy(backend);
   backend.synchronize();
 }

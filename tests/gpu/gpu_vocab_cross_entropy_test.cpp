@@ -4,6 +4,7 @@
 // backward uses that lse; padding columns take no part. Tolerances: gpu_test_support.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +71,30 @@ std::vector<float> counted(const std::vector<float>& v, const std::vector<std::i
   return out;
 }
 
+// Shard s's statistics (lse, target logit) within all shards' (P, 2, N) against the CPU's.
+void expect_shard_stats_match(const std::vector<float>& all_parts, const std::vector<float>& cpu_parts, std::int64_t s,
+                              std::int64_t rows, const std::vector<std::int32_t>& targets, VocabShard shard,
+                              const std::string& what) {
+  const std::vector<float> got_stats(all_parts.begin() + s * 2 * rows, all_parts.begin() + (s + 1) * 2 * rows);
+  const std::vector<float> want_stats(cpu_parts.begin() + s * 2 * rows, cpu_parts.begin() + (s + 1) * 2 * rows);
+  const auto got_lse = row_of(got_stats, 0, rows), want_lse = row_of(want_stats, 0, rows);
+  const auto got_logit = row_of(got_stats, 1, rows), want_logit = row_of(want_stats, 1, rows);
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const auto i = static_cast<std::size_t>(n);
+    // The target's logit is a copy (or 0 where the target lies elsewhere or is ignored).
+    EXPECT_EQ(got_logit[i], want_logit[i]) << "shard stats target logit, row " << n << " " << what;
+    if (targets[i] < 0) {
+      EXPECT_EQ(got_lse[i], 0.0f) << "shard stats lse, ignored row " << n << " " << what;
+    } else if (shard.valid == 0) {
+      EXPECT_EQ(got_lse[i], -INFINITY) << "shard stats lse of an empty shard, row " << n << " " << what;
+    }
+  }
+  // lse sums exponentials of the same act inputs in fp32: no act rounding inside.
+  if (shard.valid > 0)
+    expect_close(counted(got_lse, targets), counted(want_lse, targets), fp32_tolerance(Measure::max_rel),
+                 "shard stats lse " + what);
+}
+
 TEST_P(GpuVocabCrossEntropyTest, ShardStatsCombineAndShardBackwardMatchCpu) {
   for (const auto& c : kCases) {
     const VocabSplit split = split_vocab(c.vocab, c.shards);
@@ -81,8 +106,7 @@ TEST_P(GpuVocabCrossEntropyTest, ShardStatsCombineAndShardBackwardMatchCpu) {
     auto logits = random_values(static_cast<std::size_t>(ws.numel()), 61, act(), -4.0f, 4.0f);  // (N, V)
     auto targets = sharded_targets(c, split);
     const auto gtargets = ids_on_device(gpu(), targets);
-    std::int64_t counted_rows = 0;
-    for (auto t : targets) counted_rows += t >= 0 ? 1 : 0;
+    const auto counted_rows = std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; });
     const float dloss = 1.0f / static_cast<float>(counted_rows);  // the mean over counted tokens
 
     // ---- each shard's statistics, gathered into parts (P, 2, N) ----
@@ -101,25 +125,7 @@ TEST_P(GpuVocabCrossEntropyTest, ShardStatsCombineAndShardBackwardMatchCpu) {
       const Tensor got = gpu_parts.tensor().slice(s, s + 1).view(stats_shape);
       gpu().cross_entropy_shard_stats(got, *gshard_logits.back(), *gtargets, shard);
 
-      const auto all_parts = gpu_parts.download();
-      const std::vector<float> got_stats(all_parts.begin() + s * 2 * rows, all_parts.begin() + (s + 1) * 2 * rows);
-      const std::vector<float> want_stats(cpu_parts.begin() + s * 2 * rows, cpu_parts.begin() + (s + 1) * 2 * rows);
-      const auto got_lse = row_of(got_stats, 0, rows), want_lse = row_of(want_stats, 0, rows);
-      const auto got_logit = row_of(got_stats, 1, rows), want_logit = row_of(want_stats, 1, rows);
-      for (std::int64_t n = 0; n < rows; ++n) {
-        const auto i = static_cast<std::size_t>(n);
-        // The target's logit is a copy (or 0 where the target lies elsewhere or is ignored).
-        EXPECT_EQ(got_logit[i], want_logit[i]) << "shard stats target logit, row " << n << " " << what;
-        if (targets[i] < 0) {
-          EXPECT_EQ(got_lse[i], 0.0f) << "shard stats lse, ignored row " << n << " " << what;
-        } else if (shard.valid == 0) {
-          EXPECT_EQ(got_lse[i], -INFINITY) << "shard stats lse of an empty shard, row " << n << " " << what;
-        }
-      }
-      // lse sums exponentials of the same act inputs in fp32: no act rounding inside.
-      if (shard.valid > 0)
-        expect_close(counted(got_lse, targets), counted(want_lse, targets), fp32_tolerance(Measure::max_rel),
-                     "shard stats lse " + what);
+      expect_shard_stats_match(gpu_parts.download(), cpu_parts, s, rows, targets, shard, what);
     }
 
     // ---- the combination: losses and the global lse ----

@@ -9,95 +9,26 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.h"
-#include "parallel/comm/bf16.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/mesh.h"
 #include "parallel/process_groups.h"
-#include "parallel/comm/staged_communicator.h"
-#include "parallel/comm/trace.h"
+#include "tests/mpi/collectives_support.h"
 #include "tests/mpi/mpi_test_world.h"
 
 namespace ustrain {
 namespace {
 
+using mpi_test::Buffer;
+using mpi_test::everyone;
+using mpi_test::input;
+using mpi_test::reference_avg;
+using mpi_test::reference_sum;
 using mpi_test::world;
-
-// The communicator of every rank under test: MPI's, or the staged one around it.
-std::unique_ptr<Communicator> everyone() {
-  const char* staged = std::getenv("USTRAIN_TEST_STAGED");
-  if (staged == nullptr || std::string(staged) != "1") return world().everyone();
-  static CpuBackend cpu(1);  // outlives every communicator of the process
-  return std::make_unique<StagedCommunicator>(world().everyone(), cpu, "everyone");
-}
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// The value member `rank` contributes at element i for test `seed`.
-double input(DType t, std::uint64_t seed, int rank, std::int64_t i) {
-  const std::uint64_t h = mix(seed * 1000003u + static_cast<std::uint64_t>(rank) * 7919u + static_cast<std::uint64_t>(i) * 0x100000001b3ull);
-  switch (t) {
-    case DType::f32: return static_cast<double>(static_cast<std::int64_t>(h % 2049) - 1024) / 8.0;
-    case DType::bf16: return static_cast<double>(static_cast<std::int64_t>(h % 33) - 16) / 4.0;
-    case DType::f16: return static_cast<double>(static_cast<std::int64_t>(h % 257) - 128) / 16.0;
-    default: return static_cast<double>(static_cast<std::int64_t>(h % 2000001) - 1000000);
-  }
-}
-
-// A host buffer of any tested dtype, read and written as doubles (exact for our values).
-class Buffer {
- public:
-  Buffer(DType t, std::int64_t n) : dtype_(t), bytes_(static_cast<std::size_t>(n) * dtype_size(t)), n_(n) {}
-  Tensor tensor() { return Tensor(bytes_.data(), Shape{n_}, dtype_); }
-  std::int64_t size() const { return n_; }
-  void set(std::int64_t i, double v) {
-    char* p = bytes_.data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
-    if (dtype_ == DType::f32) { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
-    else if (dtype_ == DType::bf16) { const std::uint16_t b = bf16::from_float(static_cast<float>(v)); std::memcpy(p, &b, 2); }
-    else if (dtype_ == DType::f16) { const auto h = static_cast<_Float16>(v); std::memcpy(p, &h, 2); }
-    else { const std::int32_t k = static_cast<std::int32_t>(v); std::memcpy(p, &k, 4); }
-  }
-  double get(std::int64_t i) const {
-    const char* p = bytes_.data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
-    if (dtype_ == DType::f32) { float f; std::memcpy(&f, p, 4); return f; }
-    if (dtype_ == DType::bf16) { std::uint16_t b; std::memcpy(&b, p, 2); return bf16::to_float(b); }
-    if (dtype_ == DType::f16) { _Float16 h; std::memcpy(&h, p, 2); return static_cast<double>(h); }
-    std::int32_t k; std::memcpy(&k, p, 4); return k;
-  }
-  void fill_input(std::uint64_t seed, int rank, std::int64_t offset = 0) {
-    for (std::int64_t i = 0; i < n_; ++i) set(i, input(dtype_, seed, rank, offset + i));
-  }
-
- private:
-  DType dtype_;
-  std::vector<char> bytes_;
-  std::int64_t n_;
-};
-
-double reference_sum(DType t, std::uint64_t seed, int members, std::int64_t i) {
-  double s = 0;
-  for (int r = 0; r < members; ++r) s += input(t, seed, r, i);
-  return s;
-}
-
-// avg as specified: the exact sum, divided by the size in f32 (bf16, fp16: then rounded).
-double reference_avg(DType t, double sum, int members) {
-  const float q = static_cast<float>(sum) / static_cast<float>(members);
-  if (t == DType::f16) return static_cast<double>(static_cast<_Float16>(q));
-  return t == DType::bf16 ? bf16::to_float(bf16::from_float(q)) : q;
-}
 
 struct Case {
   DType dtype;
@@ -376,137 +307,6 @@ TEST(Collectives, MeshGroupsReduceOverTheirMembersOnly) {
     for (int r : c->ranks()) expected += r + 1;
     EXPECT_EQ(v, expected) << c->name();
   }
-}
-
-// The counted volume equals the ring formulas for the actual group size, written out here
-// rather than taken from wire_bytes().
-// log.trace_steps: operations on a traced communicator appear as spans from posting to
-// completion, on lanes while they overlap, with the bytes they move and their peers.
-TEST(Collectives, TracedOperationsRecordTheirSpansAndBytes) {
-  auto comm = everyone();
-  const int p = comm->size(), me = comm->rank();
-  Tracer tracer;
-  comm->set_tracer(&tracer);
-  Buffer a(DType::f32, 1001), b(DType::f32, 33);
-  a.fill_input(900, me);
-  b.fill_input(901, me);
-  comm->all_reduce(a.tensor()).wait();  // not recording yet
-  EXPECT_TRUE(tracer.events().empty());
-
-  tracer.start(Tracer::Clock::now());
-  tracer.set_step(5);
-  std::vector<Work> works;
-  works.push_back(comm->all_reduce(a.tensor()));
-  works.push_back(comm->all_reduce(b.tensor()));  // in flight beside the first: a second lane
-  wait_all(works);
-  Buffer message(DType::f32, 7), got(DType::f32, 7);
-  message.fill_input(902, me);
-  const std::vector<PeerTransfer> transfers = {
-      {PeerTransfer::Kind::recv, got.tensor(), (me + p - 1) % p, 4},
-      {PeerTransfer::Kind::send, message.tensor(), (me + 1) % p, 4}};
-  std::vector<Work> exchanged = comm->exchange(transfers);
-  wait_all(exchanged);
-  tracer.stop();
-  comm->barrier().wait();  // not recorded
-  comm->set_tracer(nullptr);
-
-  const std::vector<TraceEvent> events = tracer.events();
-  ASSERT_EQ(events.size(), 4u);
-  const auto arg = [](const TraceEvent& e, const char* key) {
-    for (const TraceArg& x : e.args)
-      if (std::string(x.key) == key) return x.value;
-    ADD_FAILURE() << e.name << " has no argument " << key;
-    return std::int64_t{-1};
-  };
-  EXPECT_EQ(events[0].name, "all_reduce");
-  EXPECT_EQ(arg(events[0], "bytes"), 1001 * 4);
-  EXPECT_EQ(arg(events[0], "wire_bytes"), wire_bytes(CommOp::all_reduce, 1001 * 4, p));
-  EXPECT_EQ(arg(events[0], "members"), p);
-  EXPECT_EQ(events[1].name, "all_reduce");
-  EXPECT_EQ(arg(events[1], "bytes"), 33 * 4);
-  EXPECT_NE(events[0].track, events[1].track) << "overlapping operations take separate lanes";
-  EXPECT_EQ(events[2].name, "recv");
-  EXPECT_EQ(arg(events[2], "peer_rank"), comm->ranks()[static_cast<std::size_t>((me + p - 1) % p)]);
-  EXPECT_EQ(arg(events[2], "tag"), 4);
-  EXPECT_EQ(events[3].name, "send");
-  EXPECT_EQ(arg(events[3], "bytes"), 7 * 4);
-  for (const TraceEvent& e : events) {
-    EXPECT_EQ(e.step, 5);
-    EXPECT_STREQ(e.category, "comm");
-    EXPECT_GE(e.begin_ns, 0);
-    EXPECT_LE(e.begin_ns, e.end_ns);
-  }
-  const std::vector<std::string> tracks = tracer.track_names();
-  EXPECT_EQ(tracks[static_cast<std::size_t>(events[0].track)], comm->name());
-  EXPECT_EQ(tracks[static_cast<std::size_t>(events[1].track)], comm->name() + " #2");
-}
-
-TEST(Collectives, CountedVolumeMatchesTheFormulasForTheGroupSize) {
-  auto comm = everyone();
-  const int p = comm->size(), me = comm->rank();
-  const std::int64_t f32 = 4;
-  EXPECT_EQ(comm->volume(), CommVolume{});  // a new communicator starts at zero
-
-  Buffer data(DType::f32, 1001);
-  data.fill_input(800, me);
-  comm->all_reduce(data.tensor()).wait();
-  const std::int64_t b = 1001 * f32;
-  EXPECT_EQ(comm->volume().all_reduce, (OpVolume{1, b, 2 * (p - 1) * b / p}));
-
-  const ShardLayout layout(1001, p);
-  Buffer full(DType::f32, layout.padded), shard(DType::f32, layout.shard);
-  full.fill_input(801, me);
-  comm->reduce_scatter(shard.tensor(), full.tensor()).wait();
-  comm->all_gather(full.tensor(), shard.tensor()).wait();
-  const OpVolume sharded{1, layout.padded * f32, (p - 1) * layout.shard * f32};
-  EXPECT_EQ(comm->volume().reduce_scatter, sharded);
-  EXPECT_EQ(comm->volume().all_gather, sharded);
-
-  const std::int64_t chunk = 3;
-  Buffer in(DType::f32, chunk * p), out(DType::f32, chunk * p);
-  in.fill_input(802, me);
-  comm->all_to_all(out.tensor(), in.tensor()).wait();
-  EXPECT_EQ(comm->volume().all_to_all, (OpVolume{1, chunk * p * f32, chunk * (p - 1) * f32}));
-  // Uneven: rank s sends s + d + 1 elements to rank d; what stays on this rank is not sent.
-  std::vector<std::int64_t> in_counts, out_counts;
-  std::int64_t sent = 0;
-  for (int d = 0; d < p; ++d) {
-    in_counts.push_back(me + d + 1);
-    out_counts.push_back(d + me + 1);
-    sent += me + d + 1;
-  }
-  Buffer vin(DType::f32, sent), vout(DType::f32, sent);
-  vin.fill_input(803, me);
-  comm->all_to_all_v(vout.tensor(), out_counts, vin.tensor(), in_counts).wait();
-  EXPECT_EQ(comm->volume().all_to_all, (OpVolume{2, (chunk * p + sent) * f32,
-                                                 (chunk * (p - 1) + sent - (2 * me + 1)) * f32}));
-
-  const int root = p - 1;
-  comm->broadcast(data.tensor(), root).wait();
-  EXPECT_EQ(comm->volume().broadcast, (OpVolume{1, b, me == root ? b : 0}));
-
-  Buffer message(DType::f32, 7), got(DType::f32, 7);
-  message.fill_input(804, me);
-  std::vector<Work> works;
-  works.push_back(comm->recv(got.tensor(), (me + p - 1) % p));
-  works.push_back(comm->send(message.tensor(), (me + 1) % p));
-  wait_all(works);
-  EXPECT_EQ(comm->volume().send, (OpVolume{1, 7 * f32, 7 * f32}));
-  EXPECT_EQ(comm->volume().recv, (OpVolume{1, 7 * f32, 0}));
-  comm->barrier().wait();
-  EXPECT_EQ(comm->volume().barrier, (OpVolume{1, 0, 0}));
-  EXPECT_EQ(comm->volume().total().calls, 9);
-  // The Playbook's convention: the all-reduce twice, the rest of what this rank sent once.
-  EXPECT_EQ(comm->volume().playbook_bytes(),
-            2 * b + 2 * layout.padded * f32 + (chunk * p + sent) * f32 + b + 7 * f32);
-
-  // Summed over the group, a broadcast puts its buffer on the wire once.
-  auto broadcast_wire = static_cast<std::int32_t>(comm->volume().broadcast.wire_bytes);
-  comm->reset_volume();
-  comm->all_reduce(Tensor(&broadcast_wire, Shape{1}, DType::i32)).wait();
-  EXPECT_EQ(broadcast_wire, b);
-  EXPECT_EQ(comm->volume().all_reduce, (OpVolume{1, 4, 2 * (p - 1) * 4 / p}));
-  EXPECT_EQ(comm->volume().total().calls, 1);
 }
 
 }  // namespace

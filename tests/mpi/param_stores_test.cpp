@@ -133,6 +133,36 @@ void expect_compute_copy(ModelParams& params, ParamUseHooks& hooks, const ModelP
   EXPECT_GT(compared, 0);
 }
 
+// One process's AdamW step on the summed gradients: the reference every layout must match.
+void single_process_step(Params& single, int rank, const AdamWParams& adamw) {
+  for (std::size_t i = 0; i < single.params.specs().size(); ++i) {
+    const ParamSpec& s = single.params.spec(static_cast<int>(i));
+    const Tensor grad = single.params[static_cast<int>(i)].grad;
+    for (std::int64_t e = 0; e < grad.numel(); ++e) grad.f32()[e] = summed_grad(rank, s, e);
+  }
+  for (const auto& store : single.params.stores())
+    for (const OptimizerSegment& seg : store->optimizer_segments()) {
+      AdamWParams a = adamw;
+      if (!seg.decay) a.weight_decay = 0;
+      single.backend->adamw(seg.value, seg.grad, seg.m, seg.v, a);
+    }
+}
+
+// Saves every rank's stores as step 1 under `root`, synchronously.
+void save_step_one(Params& p, ProcessGroup& everyone, const std::string& root) {
+  CheckpointWriterConfig c;
+  c.root = root;
+  c.async = false;
+  c.recipe_toml = "[run]\nname = \"stores\"\n";
+  c.ustrain_version = "0.0.test";
+  c.backend = "cpu";
+  c.mesh.dp = kRanks;
+  c.group = &everyone.host();
+  CheckpointWriter writer(c, SaveFaults());
+  ASSERT_TRUE(writer.save(p.params, *p.backend, {1, 0, 0, 0, "", 1.0, {}}).has_value());
+  writer.wait();
+}
+
 void check_stage(int zero, DType compute = DType::f32) {
   SCOPED_TRACE("ZeRO stage " + std::to_string(zero) + " in " + dtype_name(compute));
   const bool mixed = compute != DType::f32;
@@ -183,17 +213,7 @@ void check_stage(int zero, DType compute = DType::f32) {
   AdamW optimizer(optim, *p.backend);
   engines.optimizer_step(optimizer, OptimizerStep{adamw.lr, adamw.step, adamw.grad_scale});
   Params single(rank, ParamShardings{});
-  for (std::size_t i = 0; i < single.params.specs().size(); ++i) {
-    const ParamSpec& s = single.params.spec(static_cast<int>(i));
-    const Tensor grad = single.params[static_cast<int>(i)].grad;
-    for (std::int64_t e = 0; e < grad.numel(); ++e) grad.f32()[e] = summed_grad(rank, s, e);
-  }
-  for (const auto& store : single.params.stores())
-    for (const OptimizerSegment& seg : store->optimizer_segments()) {
-      AdamWParams a = adamw;
-      if (!seg.decay) a.weight_decay = 0;
-      single.backend->adamw(seg.value, seg.grad, seg.m, seg.v, a);
-    }
+  single_process_step(single, rank, adamw);
   expect_matches(p.params, single.params, ParamState::value);
   expect_matches(p.params, single.params, ParamState::adam_m);
   if (mixed) expect_compute_copy(p.params, engines, single.params, *p.backend);
@@ -203,19 +223,7 @@ void check_stage(int zero, DType compute = DType::f32) {
   const std::string root = (std::filesystem::temp_directory_path() /
                             ("ustrain-param-stores-" + std::to_string(leader_pid) + "-" + std::to_string(zero)))
                                .string();
-  {
-    CheckpointWriterConfig c;
-    c.root = root;
-    c.async = false;
-    c.recipe_toml = "[run]\nname = \"stores\"\n";
-    c.ustrain_version = "0.0.test";
-    c.backend = "cpu";
-    c.mesh.dp = kRanks;
-    c.group = &everyone.host();
-    CheckpointWriter writer(c, SaveFaults());
-    ASSERT_TRUE(writer.save(p.params, *p.backend, {1, 0, 0, 0, "", 1.0, {}}).has_value());
-    writer.wait();
-  }
+  save_step_one(p, everyone, root);
   // The mixed-precision reload keeps the expert store sharded: its copy is gathered too.
   const ParamSharding reloaded_experts = mixed ? ParamSharding{2, rank / kExperts, 1} : ParamSharding{};
   Params reloaded(rank, ParamShardings{ParamSharding{kRanks, rank, 3 - zero}, reloaded_experts}, compute);
