@@ -6,8 +6,8 @@
 // Queries go in tiles of kQueryTile rows: a tile needs only the keys its rows see under the
 // mask (kernels/block_mask_rows.h), so the score block is (tile, the union of its rows' key
 // ranges): under the causal mask the upper triangle is mostly skipped, under a window all but
-// a band, under documents all but the tile's own documents. Each score block is two single-threaded GEMMs away from Q, K and V, which stay
-// strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
+// a band, under documents all but the tile's own documents. Each score block is two
+// single-threaded GEMMs away from Q, K and V, which stay strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
 // S=256, H=8, Hkv=4, Dh=32 on two cores this is about twice as fast as running the heads in
 // turn with a two-thread GEMM.
 #include <cblas.h>
@@ -328,8 +328,10 @@ void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Te
   float* scratch = attention_scratch_.as<float>(static_cast<std::size_t>(threads_ * thread_floats));
   const std::int64_t groups = a.batch * a.kv_heads;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (groups > 1)
-  for (std::int64_t bg = 0; bg < groups; ++bg)
-    block_backward_group(a, masked, t, bg / a.kv_heads, bg % a.kv_heads, scratch + omp_get_thread_num() * thread_floats);
+  for (std::int64_t bg = 0; bg < groups; ++bg) {
+    float* p = scratch + omp_get_thread_num() * thread_floats;
+    block_backward_group(a, masked, t, bg / a.kv_heads, bg % a.kv_heads, p);
+  }
 }
 
 }  // namespace ustrain

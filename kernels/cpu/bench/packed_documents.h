@@ -1,8 +1,9 @@
 // Document ids of packed training windows, for the attention benchmarks (not a test): a stream
 // of document lengths, either drawn from a geometric distribution of a given mean (a document
 // ends after each token with the same chance: the work of causal attention within documents of
-// mean L is then about 2 L / S of the whole window's) or read from a file (one length in tokens per line, e.g. a corpus's documents in order), cut into
-// windows of S tokens as the loader packs them (a document runs on into the next window).
+// mean L is then about 2 L / S of the whole window's) or read from a file (one length in
+// tokens per line, e.g. a corpus's documents in order), cut into windows of S tokens as the
+// loader packs them (a document runs on into the next window).
 #pragma once
 
 #include <cstdint>
