@@ -30,7 +30,7 @@ namespace {
 using namespace ustrain;
 
 struct Options {
-  std::int64_t heads = 8, kv_heads = 4, head_dim = 32, doc_seq = 2048, doc_batch = 4, doc_mean = 256;
+  std::int64_t heads = 8, kv_heads = 4, head_dim = 32, doc_seq = 2048, doc_batch = 8, doc_mean = 256;
   std::int64_t window_seq = 8192, window = 512;
   std::string doc_lengths;
   int threads = 0, repeat = 3;
