@@ -1,8 +1,9 @@
 // Attention of a block of query rows against a block of key rows on CUDA cores, forward and
 // backward, flash-attention style: tiles of kTile query rows meet tiles of kTile key rows in
 // shared memory (fp32), so nothing of size S^2 is ever stored. The keys are packed kv rows or
-// qkv's own (a self block: the whole sequence on one rank), the mask a value (none, or causal
-// aligned at the blocks' ends). Packed blocks give fp32 results and gradient sums that
+// qkv's own (a self block: the whole sequence on one rank), the mask a value (causal aligned
+// at the blocks' ends, a window, document ids: attention_block_mask.cuh), and tiles with no
+// pair the mask allows are skipped. Packed blocks give fp32 results and gradient sums that
 // accumulate; a self block may give its results in the activation dtype, and overwrites its
 // gradient. Thread layout and tile helpers: attention_tiles.cuh.
 //
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "kernels/cuda/act_types.cuh"
+#include "kernels/cuda/attention_block_mask.cuh"
 #include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -40,21 +42,8 @@ struct BlockGeometry {
   int heads, kv_heads, group, head_dim;
   int ld;  // row stride of a (kTile, Dh) tile in shared memory
   float scale;
-  bool causal;
   bool accumulate;  // the gradients add to what dq and dkv hold (packed blocks), else overwrite them
-
-  // Query row i of the block sees its keys [0, key_end(i)).
-  __device__ std::int64_t key_end(std::int64_t i) const {
-    if (!causal) return nk;
-    const std::int64_t end = i + 1 + nk - nq;
-    return end < 0 ? 0 : (end > nk ? nk : end);
-  }
-  // The first query row of the block that sees key j.
-  __device__ std::int64_t first_query(std::int64_t j) const {
-    if (!causal) return 0;
-    const std::int64_t i = j - (nk - nq);
-    return i < 0 ? 0 : i;
-  }
+  BlockMask mask;
   // The block's query rows of head h in batch row b of a (B, Sq, row_width) tensor.
   __device__ std::int64_t query_offset(std::int64_t b, int h, std::int64_t row_width) const {
     return (b * q_seq + q_begin) * row_width + std::int64_t{h} * head_dim;
@@ -72,8 +61,8 @@ struct BlockGeometry {
 struct QueryTileThread {
   std::int64_t i0, b, i;
   int h, kv, r, lane;
-  // Keys any row of the tile sees: those of its last row.
-  std::int64_t tile_keys;
+  // The keys any row of the tile may see: from its first row's first to its last row's last.
+  std::int64_t key_begin, tile_keys;
 };
 __device__ __forceinline__ QueryTileThread query_tile_thread(const BlockGeometry& g) {
   QueryTileThread t;
@@ -85,8 +74,19 @@ __device__ __forceinline__ QueryTileThread query_tile_thread(const BlockGeometry
   t.lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
   t.i = t.i0 + t.r;
   const std::int64_t last = t.i0 + kTile < g.nq ? t.i0 + kTile : g.nq;
-  t.tile_keys = g.key_end(last - 1);
+  t.key_begin = g.mask.key_begin(t.i0);
+  t.tile_keys = g.mask.key_end(last - 1);
   return t;
+}
+
+// Loads the document ids of the key tile from j0 when the mask has documents; false when no
+// query row of the tile (ids in q_docs) may see a key of it: the tile is skipped.
+__device__ __forceinline__ bool key_tile_may_be_seen(DocumentTile& k_docs, const DocumentTile& q_docs,
+                                                     const QueryTileThread& t, std::int64_t j0,
+                                                     const BlockGeometry& g) {
+  if (!g.mask.has_documents()) return true;
+  load_documents(k_docs, g.mask.k_documents, g.mask.k_documents_stride, t.b, j0, g.nk);
+  return may_share_a_document(q_docs, k_docs);
 }
 
 // k_tile, v_tile (kTile, ld) = the block's key rows [j0, j0 + kTile) from keys (nk, Dh) and
@@ -114,14 +114,18 @@ __global__ void __launch_bounds__(kThreads)
   float* v_tile = k_tile + kTile * g.ld;  // (kTile, ld)
   float* p_tile = v_tile + kTile * g.ld;  // (kTile, kScoreLd)
 
+  __shared__ DocumentTile q_docs, k_docs;
+
   const QueryTileThread t = query_tile_thread(g);
   const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
-  const std::int64_t key_end = g.key_end(t.i);
+  if (g.mask.has_documents())
+    load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, t.b, t.i0, g.nq);
 
   load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
   float acc[kAcc] = {};  // (Dh) of row i: sum_j exp(s_ij - max) v_j
   float running_max = -INFINITY, running_sum = 0.0f;
-  for (std::int64_t j0 = 0; j0 < t.tile_keys; j0 += kTile) {
+  for (std::int64_t j0 = t.key_begin; j0 < t.tile_keys; j0 += kTile) {
+    if (!key_tile_may_be_seen(k_docs, q_docs, t, j0, g)) continue;
     load_key_tiles(k_tile, v_tile, keys, j0, g);
 
     float s[kColsPerLane] = {};
@@ -133,8 +137,8 @@ __global__ void __launch_bounds__(kThreads)
     float tile_max = -INFINITY;
 #pragma unroll
     for (int c = 0; c < kColsPerLane; ++c) {
-      const std::int64_t j = j0 + t.lane + c * kLanesPerRow;
-      s[c] = j < key_end ? s[c] * g.scale : -INFINITY;
+      const int col = t.lane + c * kLanesPerRow;
+      s[c] = sees(g.mask, t.i, j0 + col, q_docs, t.r, k_docs, col) ? s[c] * g.scale : -INFINITY;
       tile_max = fmaxf(tile_max, s[c]);
     }
     const float new_max = fmaxf(running_max, row_max(tile_max));
@@ -213,10 +217,13 @@ __global__ void __launch_bounds__(kThreads)
   float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
   float* tile_delta = tile_lse + kTile;          // (kTile)
 
+  __shared__ DocumentTile q_docs, k_docs;
+
   const QueryTileThread t = query_tile_thread(g);
   const std::int64_t bh = t.b * g.heads + t.h;
   const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
-  const std::int64_t key_end = g.key_end(t.i);
+  if (g.mask.has_documents())
+    load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, t.b, t.i0, g.nq);
 
   load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
   load_tile(do_tile, dout + g.query_offset(t.b, t.h, g.out_width), g.out_width, t.i0, g.nq, g);
@@ -224,7 +231,8 @@ __global__ void __launch_bounds__(kThreads)
   load_row_values(tile_delta, delta + bh * g.nq, t.i0, g.nq);
 
   float acc[kAcc] = {};
-  for (std::int64_t j0 = 0; j0 < t.tile_keys; j0 += kTile) {
+  for (std::int64_t j0 = t.key_begin; j0 < t.tile_keys; j0 += kTile) {
+    if (!key_tile_may_be_seen(k_docs, q_docs, t, j0, g)) continue;
     load_key_tiles(k_tile, v_tile, keys, j0, g);  // the first time, also waits for the loads above
 
     float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
@@ -241,9 +249,10 @@ __global__ void __launch_bounds__(kThreads)
     const float row_lse = tile_lse[t.r], row_delta = tile_delta[t.r];
 #pragma unroll
     for (int c = 0; c < kColsPerLane; ++c) {
-      const std::int64_t j = j0 + t.lane + c * kLanesPerRow;
-      const float p = (j < key_end && t.i < g.nq) ? expf(s[c] * g.scale - row_lse) : 0.0f;
-      ds_tile[t.r * kScoreLd + t.lane + c * kLanesPerRow] = p * (dp[c] - row_delta);
+      const int col = t.lane + c * kLanesPerRow;
+      const bool seen = t.i < g.nq && sees(g.mask, t.i, j0 + col, q_docs, t.r, k_docs, col);
+      const float p = seen ? expf(s[c] * g.scale - row_lse) : 0.0f;
+      ds_tile[t.r * kScoreLd + col] = p * (dp[c] - row_delta);
     }
     __syncthreads();  // ds_tile complete
     add_weighted_rows(acc, ds_tile + t.r * kScoreLd, k_tile, t.lane, g);
@@ -275,6 +284,7 @@ __global__ void __launch_bounds__(kThreads)
   float* ds_tile = p_tile + kTile * kScoreLd;    // (kTile query rows, kScoreLd)
   float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
   float* tile_delta = tile_lse + kTile;          // (kTile)
+  __shared__ DocumentTile q_docs, k_docs;
 
   const std::int64_t j0 = std::int64_t{blockIdx.x} * kTile;
   const int kv_head = static_cast<int>(blockIdx.y);
@@ -286,13 +296,19 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile(k_tile, kv + key_offset, g.kv_stride, j0, g.nk, g);
   load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
-  // The first query tile with a row that sees a key of this tile.
-  const std::int64_t first_tile = g.first_query(j0) / kTile * kTile;
+  // The query tiles with a row that may see a key of this tile.
+  const std::int64_t first_tile = g.mask.first_query(j0) / kTile * kTile;
+  const std::int64_t query_end = g.mask.query_end((j0 + kTile < g.nk ? j0 + kTile : g.nk) - 1);
+  if (g.mask.has_documents()) load_documents(k_docs, g.mask.k_documents, g.mask.k_documents_stride, b, j0, g.nk);
 
   float dk[kAcc] = {}, dv[kAcc] = {};
   for (int h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
     const std::int64_t bh = b * g.heads + h;
-    for (std::int64_t i0 = first_tile; i0 < g.nq; i0 += kTile) {
+    for (std::int64_t i0 = first_tile; i0 < query_end; i0 += kTile) {
+      if (g.mask.has_documents()) {
+        load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, b, i0, g.nq);
+        if (!may_share_a_document(q_docs, k_docs)) continue;
+      }
       __syncthreads();  // the previous query tile is no longer read
       load_tile(q_tile, qkv + g.query_offset(b, h, g.width), g.width, i0, g.nq, g);
       load_tile(do_tile, dout + g.query_offset(b, h, g.out_width), g.out_width, i0, g.nq, g);
@@ -315,7 +331,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int a = 0; a < kColsPerLane; ++a) {
         const int r = lane + a * kLanesPerRow;
         const std::int64_t i = i0 + r;
-        const float p = (i < g.nq && j < g.key_end(i)) ? expf(s[a] * g.scale - tile_lse[r]) : 0.0f;
+        const bool seen = i < g.nq && sees(g.mask, i, j, q_docs, r, k_docs, c);
+        const float p = seen ? expf(s[a] * g.scale - tile_lse[r]) : 0.0f;
         p_tile[r * kScoreLd + c] = p;
         ds_tile[r * kScoreLd + c] = p * (dp[a] - tile_delta[r]);
       }
@@ -356,7 +373,9 @@ std::string describe(const char* op, DType act, const AttentionBlock& a) {
          std::to_string(a.k_begin) + ", " + std::to_string(a.k_begin + a.k_count) + ") of " +
          std::to_string(a.kv_seq) + (a.self ? " (its own)" : "") + ", B=" + std::to_string(a.batch) +
          ", H=" + std::to_string(a.heads) + ", Hkv=" + std::to_string(a.kv_heads) +
-         ", Dh=" + std::to_string(a.head_dim) + (a.causal ? ", causal" : ", no mask");
+         ", Dh=" + std::to_string(a.head_dim) + (a.causal ? ", causal" : ", no order") +
+         (a.window > 0 ? ", window " + std::to_string(a.window) + " at diagonal " + std::to_string(a.diagonal) : "") +
+         (a.has_documents() ? ", documents" : "");
 }
 
 BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
@@ -371,6 +390,9 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   USTRAIN_ASSERT(a.head_dim >= 1 && a.head_dim <= kMaxHeadDim,
                  what + ": head_dim must lie in [1, " + std::to_string(kMaxHeadDim) + "]");
   USTRAIN_ASSERT(a.batch <= 65535 && a.heads <= 65535, what + ": B and H must fit a grid dimension (65535)");
+  USTRAIN_ASSERT(a.window >= 0, what + ": negative window");
+  USTRAIN_ASSERT((a.q_documents == nullptr) == (a.k_documents == nullptr),
+                 what + ": document ids for both the query and the key rows, or for neither");
   USTRAIN_ASSERT(a.q_count / kTile < 0x7fffffff && a.k_count / kTile < 0x7fffffff, what + ": too many tiles");
   BlockGeometry g{};
   g.q_seq = a.q_seq;
@@ -389,7 +411,8 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   g.dq_stride = a.self ? g.width : g.out_width;
   g.ld = tile_ld(a.head_dim);
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
-  g.causal = a.causal;
+  g.mask = {a.q_count, a.k_count, a.causal, a.window, a.diagonal, a.q_documents, a.k_documents,
+            a.q_documents_stride, a.k_documents_stride};
   g.accumulate = !a.self;
   return g;
 }
