@@ -1,9 +1,9 @@
 // The mask of one block of attention on the device (attention_blocks.cu): which key rows each
 // query row of the block sees (AttentionBlock in attention_blocks.h, the conditions of
-// kernels/attention_mask.h), and the bounds that let a tile of query rows skip the tiles of key
-// rows it cannot see, and the other way round. A causal mask and a window bound a band of
-// diagonals; document ids are compared row against row, and a pair of tiles whose ranges of
-// ids do not meet is skipped whole. Include from .cu files only.
+// kernels/attention_mask.h). The causal order and the window leave a band of diagonals
+// (attention_block_band.h) that bounds the loops over tiles; document ids are compared row
+// against row, and a pair of tiles whose ranges of ids do not meet is skipped whole. Include
+// from .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,44 +11,20 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/cuda/attention_block_band.h"
 #include "kernels/cuda/attention_tiles.cuh"
 
 namespace ustrain::cuda::tiles {
 
 static_assert(kTile == 32, "a tile's document ids are loaded and reduced by one warp");
 
+// The block's band (attention_block_band.h) and its document ids.
 struct BlockMask {
-  std::int64_t nq, nk;       // the block's query and key rows
-  bool causal;               // end-aligned: row r sees keys [0, r + 1 + nk - nq)
-  std::int64_t window;       // 0: none; else r - c + diagonal < window
-  std::int64_t diagonal;     // the absolute position of query row r minus key row r's
+  AttentionBand band;
   const std::int32_t* q_documents;  // null: one document
   const std::int32_t* k_documents;
   std::int64_t q_documents_stride, k_documents_stride;
 
-  // Query row i sees keys in [key_begin(i), key_end(i)), document ids permitting.
-  __device__ std::int64_t key_begin(std::int64_t i) const {
-    if (window <= 0) return 0;
-    const std::int64_t begin = i + diagonal - window + 1;
-    return begin < 0 ? 0 : (begin > nk ? nk : begin);
-  }
-  __device__ std::int64_t key_end(std::int64_t i) const {
-    if (!causal) return nk;
-    const std::int64_t end = i + 1 + nk - nq;
-    return end < 0 ? 0 : (end > nk ? nk : end);
-  }
-  // Key j is seen by query rows in [first_query(j), query_end(j)), document ids permitting.
-  __device__ std::int64_t first_query(std::int64_t j) const {
-    if (!causal) return 0;
-    const std::int64_t i = j - (nk - nq);
-    return i < 0 ? 0 : i;
-  }
-  __device__ std::int64_t query_end(std::int64_t j) const {
-    if (window <= 0) return nq;
-    const std::int64_t end = j - diagonal + window;
-    return end < 0 ? 0 : (end > nq ? nq : end);
-  }
-  __device__ bool in_band(std::int64_t i, std::int64_t j) const { return j >= key_begin(i) && j < key_end(i); }
   __device__ bool has_documents() const { return q_documents != nullptr; }
 };
 
@@ -91,7 +67,7 @@ inline __device__ bool may_share_a_document(const DocumentTile& a, const Documen
 // Whether query row i (row r of its tile q) sees key row j (row c of its tile k).
 inline __device__ bool sees(const BlockMask& m, std::int64_t i, std::int64_t j, const DocumentTile& q, int r,
                             const DocumentTile& k, int c) {
-  return m.in_band(i, j) && (!m.has_documents() || q.ids[r] == k.ids[c]);
+  return m.band.contains(i, j) && (!m.has_documents() || q.ids[r] == k.ids[c]);
 }
 
 }  // namespace ustrain::cuda::tiles

@@ -74,8 +74,8 @@ __device__ __forceinline__ QueryTileThread query_tile_thread(const BlockGeometry
   t.lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
   t.i = t.i0 + t.r;
   const std::int64_t last = t.i0 + kTile < g.nq ? t.i0 + kTile : g.nq;
-  t.key_begin = g.mask.key_begin(t.i0);
-  t.tile_keys = g.mask.key_end(last - 1);
+  t.key_begin = g.mask.band.key_begin(t.i0);
+  t.tile_keys = g.mask.band.key_end(last - 1);
   return t;
 }
 
@@ -297,8 +297,8 @@ __global__ void __launch_bounds__(kThreads)
   load_tile(k_tile, kv + key_offset, g.kv_stride, j0, g.nk, g);
   load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
   // The query tiles with a row that may see a key of this tile.
-  const std::int64_t first_tile = g.mask.first_query(j0) / kTile * kTile;
-  const std::int64_t query_end = g.mask.query_end((j0 + kTile < g.nk ? j0 + kTile : g.nk) - 1);
+  const std::int64_t first_tile = g.mask.band.first_query(j0) / kTile * kTile;
+  const std::int64_t query_end = g.mask.band.query_end((j0 + kTile < g.nk ? j0 + kTile : g.nk) - 1);
   if (g.mask.has_documents()) load_documents(k_docs, g.mask.k_documents, g.mask.k_documents_stride, b, j0, g.nk);
 
   float dk[kAcc] = {}, dv[kAcc] = {};
@@ -411,7 +411,7 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   g.dq_stride = a.self ? g.width : g.out_width;
   g.ld = tile_ld(a.head_dim);
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
-  g.mask = {a.q_count, a.k_count, a.causal, a.window, a.diagonal, a.q_documents, a.k_documents,
+  g.mask = {{a.q_count, a.k_count, a.causal, a.window, a.diagonal}, a.q_documents, a.k_documents,
             a.q_documents_stride, a.k_documents_stride};
   g.accumulate = !a.self;
   return g;
