@@ -31,8 +31,9 @@ struct AttentionBlock {
   bool self = false;
   std::int64_t window = 0;    // 0: none
   std::int64_t diagonal = 0;  // q_first - k_first: a query's absolute position minus a key's at r = c
-  // The document of the block's first query and key row of batch row 0 (device i32), and the
-  // distance between batch rows; null: one document.
+  // The document ids of the block's first query and key row of batch row 0 (device i32, the
+  // column of its absolute position in the mask's ids), and the distance between batch rows;
+  // null: one document.
   const std::int32_t* q_documents = nullptr;
   const std::int32_t* k_documents = nullptr;
   std::int64_t q_documents_stride = 0, k_documents_stride = 0;

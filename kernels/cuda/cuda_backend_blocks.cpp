@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/block_mask_rows.h"
 #include "kernels/cuda/attention_blocks.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_checks.h"
@@ -18,30 +19,12 @@
 namespace ustrain::cuda {
 namespace {
 
-// The document ids of a range of rows as the kernels read them: `ids` (B, count), the range's
-// own, or (B, seq), the whole sequence's, from the range's first row.
-const std::int32_t* document_rows(const Tensor& ids, std::int64_t batch, SeqRange r, std::int64_t seq,
-                                  std::int64_t& stride, const char* what) {
+// The document ids of the block's rows as the kernels read them: from column `first` of the
+// (B, n) ids of every position (kernels/attention_mask.h), n apart.
+const std::int32_t* document_rows(const Tensor& ids, std::int64_t first, std::int64_t& stride, const char* what) {
   expect_i32(ids, what);
-  if (ids.numel() == batch * r.count) {
-    stride = r.count;
-    return ids.i32();
-  }
-  USTRAIN_ASSERT(ids.numel() == batch * seq, std::string(what) + " " + ids.shape.str() + " for " +
-                                                 std::to_string(batch) + " sequences of " + std::to_string(r.count) +
-                                                 " rows (of " + std::to_string(seq) + ")");
-  stride = seq;
-  return ids.i32() + r.begin;
-}
-
-// A self block reads its key rows' ids from the query rows' when only those are given.
-void set_documents(AttentionBlock& a, const AttentionMask& mask, SeqRange q, SeqRange k) {
-  const bool self_ids = a.self && mask.k_documents.empty();
-  USTRAIN_ASSERT(!mask.q_documents.empty() && (self_ids || !mask.k_documents.empty()),
-                 "block attention: document ids for the query rows and, unless the keys are qkv's own, the key rows");
-  a.q_documents = document_rows(mask.q_documents, a.batch, q, a.q_seq, a.q_documents_stride, "query document ids");
-  a.k_documents = document_rows(self_ids ? mask.q_documents : mask.k_documents, a.batch, k, a.kv_seq,
-                                a.k_documents_stride, "key document ids");
+  stride = ids.shape[1];
+  return ids.i32() + first;
 }
 
 // The block of query rows q of qkv (B, Sq, W) and key rows k of kv (B, Skv, 2 Hkv Dh), or of
@@ -75,10 +58,13 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
   a.head_dim = static_cast<int>(head_dim);
   a.causal = mask.kind == AttentionMask::Kind::causal;
   a.self = self;
-  USTRAIN_ASSERT(mask.window >= 0, "block attention: negative window " + std::to_string(mask.window));
+  check_block_mask(mask, a.batch, q.count, k.count);
   a.window = mask.window;
   a.diagonal = mask.q_first - mask.k_first;
-  if (mask.has_documents()) set_documents(a, mask, q, k);
+  if (mask.has_documents() && a.batch > 0 && q.count > 0 && k.count > 0) {  // check_block_mask checked them
+    a.q_documents = document_rows(mask.q_documents, mask.q_first, a.q_documents_stride, "query document ids");
+    a.k_documents = document_rows(mask.k_documents, mask.k_first, a.k_documents_stride, "key document ids");
+  }
   return a;
 }
 

@@ -25,16 +25,20 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 class GpuMaskedAttentionTest : public GpuActTest {};
 
-// Document ids of `rows` rows per batch row: consecutive documents of the given lengths (rotated
-// by the batch row, so that rows differ), numbered from `first`.
+// Document ids indexed by absolute position (kernels/attention_mask.h), (B, position + rows):
+// from `position` on, consecutive documents of the given lengths (rotated by the batch row, so
+// that rows differ) numbered from `first`; before it an id no block row has, so that reading
+// the wrong columns shows.
 std::vector<std::int32_t> document_ids(const std::vector<std::int64_t>& lengths, std::int64_t batch,
-                                       std::int32_t first) {
+                                       std::int64_t position, std::int32_t first) {
   std::vector<std::int32_t> ids;
   const auto n = static_cast<std::int64_t>(lengths.size());
-  for (std::int64_t b = 0; b < batch; ++b)
+  for (std::int64_t b = 0; b < batch; ++b) {
+    ids.insert(ids.end(), static_cast<std::size_t>(position), -7);
     for (std::int64_t d = 0; d < n; ++d)
       ids.insert(ids.end(), static_cast<std::size_t>(lengths[static_cast<std::size_t>((d + b) % n)]),
                  first + static_cast<std::int32_t>(d));
+  }
   return ids;
 }
 
@@ -91,9 +95,9 @@ std::unique_ptr<Masks> masks_of(Backend& gpu, const MaskedCase& c) {
   m->gpu.q_first = m->cpu.q_first = c.q_first;
   m->gpu.k_first = m->cpu.k_first = c.k_first;
   if (c.q_docs.empty()) return m;
-  m->q_ids = document_ids(c.q_docs, c.batch, 0);
-  m->k_ids = document_ids(c.k_docs, c.batch, c.k_first_doc);
-  const Shape qs{c.batch, c.q.count}, ks{c.batch, c.k.count};
+  m->q_ids = document_ids(c.q_docs, c.batch, c.q_first, 0);
+  m->k_ids = document_ids(c.k_docs, c.batch, c.k_first, c.k_first_doc);
+  const Shape qs{c.batch, c.q_first + c.q.count}, ks{c.batch, c.k_first + c.k.count};
   for (auto* ids : {&m->q_ids, &m->k_ids}) {
     m->owned.push_back(std::make_unique<DeviceTensor>(gpu, ids == &m->q_ids ? qs : ks, DType::i32));
     m->owned.back()->upload_ids(*ids);
