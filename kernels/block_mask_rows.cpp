@@ -22,20 +22,27 @@ void check_documents(const Tensor& docs, std::int64_t batch, std::int64_t first,
 
 }  // namespace
 
+void check_block_mask(const AttentionMask& mask, std::int64_t batch, std::int64_t nq, std::int64_t nk,
+                      bool check_documents_too) {
+  USTRAIN_ASSERT(mask.window >= 0, "attention mask: a negative window " + std::to_string(mask.window));
+  // A causal block's order is positional (its ranges end together); a window's is absolute:
+  // both must describe the same block.
+  USTRAIN_ASSERT(mask.kind != AttentionMask::Kind::causal || !mask.has_window() ||
+                     mask.q_first - mask.k_first == nk - nq,
+                 "attention mask: a causal block of " + std::to_string(nq) + " queries against " + std::to_string(nk) +
+                     " keys ends both ranges together, but its first positions " + std::to_string(mask.q_first) +
+                     " and " + std::to_string(mask.k_first) + " do not");
+  if (!mask.has_documents() || !check_documents_too || batch == 0 || nq == 0 || nk == 0) return;
+  check_documents(mask.q_documents, batch, mask.q_first, nq, "query");
+  check_documents(mask.k_documents, batch, mask.k_first, nk, "key");
+}
+
 BlockMaskRows::BlockMaskRows(const AttentionMask& mask, std::int64_t batch, std::int64_t nq, std::int64_t nk,
                              bool read_documents)
     : kind_(mask.kind), batch_(batch), nq_(nq), nk_(nk), window_(mask.window),
       window_shift_(mask.q_first - mask.k_first) {
-  USTRAIN_ASSERT(mask.window >= 0, "attention mask: a negative window " + std::to_string(mask.window));
-  // A causal block's order is positional (its ranges end together); a window's is absolute:
-  // both must describe the same block.
-  USTRAIN_ASSERT(kind_ != AttentionMask::Kind::causal || !mask.has_window() || window_shift_ == nk - nq,
-                 "attention mask: a causal block of " + std::to_string(nq) + " queries against " + std::to_string(nk) +
-                     " keys ends both ranges together, but its first positions " + std::to_string(mask.q_first) +
-                     " and " + std::to_string(mask.k_first) + " do not");
+  check_block_mask(mask, batch, nq, nk, read_documents);
   if (!mask.has_documents() || !read_documents || batch == 0 || nq == 0 || nk == 0) return;
-  check_documents(mask.q_documents, batch, mask.q_first, nq, "query");
-  check_documents(mask.k_documents, batch, mask.k_first, nk, "key");
   q_stride_ = mask.q_documents.shape[1];
   k_stride_ = mask.k_documents.shape[1];
   q_docs_ = mask.q_documents.i32() + mask.q_first;

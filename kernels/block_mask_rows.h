@@ -31,6 +31,12 @@ struct KeyRange {
   std::int64_t size() const { return empty() ? 0 : end - begin; }
 };
 
+// The checks every backend makes of a block's mask (internal errors): a window of at least 0,
+// a causal window whose first positions end both ranges together (q_first + nq == k_first +
+// nk), and, with `check_documents_too`, document ids of both ranges' positions, (B, n) i32.
+void check_block_mask(const AttentionMask& mask, std::int64_t batch, std::int64_t nq, std::int64_t nk,
+                      bool check_documents_too = true);
+
 class BlockMaskRows {
  public:
   // For a block of `nq` query rows against `nk` key rows of `batch` sequences. The document ids

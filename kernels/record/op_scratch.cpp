@@ -18,11 +18,12 @@ void expect_args(const RecordedOp& op, std::size_t shapes, std::size_t args) {
 
 // attention_block_forward (out, lse, qkv, kv) and attention_block_backward (dq, dkv, dout,
 // qkv, kv, out, lse): qkv (B, Sq, W), kv (B, Skv, 2 Hkv Dh) or empty (a self block), args {H,
-// Hkv, q.begin, q.count, k.begin, k.count, causal}. A causal self block of the whole sequence
-// is what cuDNN's whole-sequence graphs take, with its results in the activation dtype; a
-// packed block's backward needs the merged out in it.
+// Hkv, q.begin, q.count, k.begin, k.count, causal, window, documents}. A causal self block of
+// the whole sequence is what cuDNN's whole-sequence graphs take, with its results in the
+// activation dtype; a packed block's backward needs the merged out in it. Document ids run our
+// kernels; a window goes to cuDNN's windowed graphs (kernels/cuda/attention/cuda_backend_blocks.cpp).
 RecordedAttention block_attention(const RecordedOp& op, bool backward) {
-  expect_args(op, backward ? 7 : 4, 7);
+  expect_args(op, backward ? 7 : 4, 9);
   const std::size_t qkv_at = backward ? 3 : 2;
   const Shape& qkv = op.shapes[qkv_at];
   const Shape& kv = op.shapes[qkv_at + 1];
@@ -35,17 +36,21 @@ RecordedAttention block_attention(const RecordedOp& op, bool backward) {
   a.backward = backward;
   a.act = op.dtypes[qkv_at];
   const std::int64_t head_dim = qkv[2] / (heads + 2 * kv_heads);
-  const bool causal = op.args[6] != 0;
+  const bool causal = op.args[6] != 0, documents = op.args[8] != 0;
+  // cuDNN's graphs take a window only on the causal diagonal, and as 0 when it spans every row.
+  const std::int64_t window = causal && op.args[7] < op.args[3] ? op.args[7] : 0;
+  const bool cudnn_mask = !documents && (op.args[7] == 0 || causal);
   if (self) {
-    a.whole = {qkv[0], qkv[1], heads, kv_heads, head_dim};
+    a.whole = {qkv[0], qkv[1], heads, kv_heads, head_dim, window};
     const bool whole = causal && op.args[2] == 0 && op.args[3] == qkv[1] && op.args[4] == 0 && op.args[5] == qkv[1];
     // The forward's out, or the backward's dqkv and out, in the activation dtype.
     const bool act_results = backward ? op.dtypes[0] == a.act && op.dtypes[5] == a.act : op.dtypes[0] == a.act;
-    a.cudnn_offered = whole && act_results && cuda::cudnn_supports(a.whole, a.act);
+    a.cudnn_offered = whole && cudnn_mask && act_results && cuda::cudnn_supports(a.whole, a.act);
     return a;
   }
-  a.block_dims = {qkv[0], qkv[1], kv[1], op.args[3], op.args[5], heads, kv_heads, head_dim, causal};
-  a.cudnn_offered = cuda::cudnn_block_supports(a.block_dims, a.act) && (!backward || op.dtypes[5] == a.act);
+  a.block_dims = {qkv[0], qkv[1], kv[1], op.args[3], op.args[5], heads, kv_heads, head_dim, causal, window};
+  a.cudnn_offered =
+      cudnn_mask && cuda::cudnn_block_supports(a.block_dims, a.act) && (!backward || op.dtypes[5] == a.act);
   return a;
 }
 

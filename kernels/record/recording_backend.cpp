@@ -215,8 +215,10 @@ void RecordingBackend::rope_backward(Tensor dqkv, Tensor cos, Tensor sin, int ro
 // ---- attention ----
 namespace {
 
+// What the CUDA backend's choice of path and scratch follows (kernels/record/op_scratch.h).
 std::vector<std::int64_t> block_args(SeqRange q, SeqRange k, AttentionMask mask, int n_heads, int n_kv_heads) {
-  return {n_heads, n_kv_heads, q.begin, q.count, k.begin, k.count, mask.kind == AttentionMask::Kind::causal ? 1 : 0};
+  const std::int64_t causal = mask.kind == AttentionMask::Kind::causal ? 1 : 0;
+  return {n_heads, n_kv_heads, q.begin, q.count, k.begin, k.count, causal, mask.window, mask.has_documents() ? 1 : 0};
 }
 
 }  // namespace

@@ -57,6 +57,12 @@ Shape recipe_shape(const std::string& name, const std::string& recipe) {
   return s;
 }
 
+// The shape under a sliding window of 1/fraction of its sequence.
+Shape windowed(Shape s, std::int64_t fraction) {
+  s.dims.window = s.dims.seq / fraction;
+  return s;
+}
+
 std::vector<Shape> trained_shapes() {
   return {
       // tests/gpu/gpu_matmul_ops_test.cpp's attention cases that cuDNN should take (B, S, H, Hkv, Dh);
@@ -68,6 +74,12 @@ std::vector<Shape> trained_shapes() {
       {"gpu_test_mqa", {3, 9, 6, 1, 16}, ""},
       recipe_shape("quickstart", "recipes/quickstart.toml"),
       recipe_shape("bench_1b", "recipes/bench-1b.toml"),
+      // Sliding windows (the causal graph with its diagonal band): tests/gpu's windowed cases
+      // that cuDNN takes, a window of one key, and a recipe's sequence under a window of 1/4 of it.
+      {"gpu_test_gqa_window", {2, 128, 8, 2, 64, 32}, ""},
+      {"gpu_test_mha128_window", {2, 200, 4, 4, 128, 77}, ""},
+      {"window_of_one", {1, 64, 4, 2, 64, 1}, ""},
+      windowed(recipe_shape("bench_1b_window", "recipes/bench-1b.toml"), 4),
   };
 }
 
@@ -95,7 +107,8 @@ AttentionGraph build(const PlanTarget& target, const AttentionDims& a, DType act
 
 std::string dims_text(const AttentionDims& a) {
   return "B=" + std::to_string(a.batch) + " S=" + std::to_string(a.seq) + " H=" + std::to_string(a.heads) +
-         " Hkv=" + std::to_string(a.kv_heads) + " Dh=" + std::to_string(a.head_dim);
+         " Hkv=" + std::to_string(a.kv_heads) + " Dh=" + std::to_string(a.head_dim) +
+         (a.window > 0 ? " window=" + std::to_string(a.window) : "");
 }
 
 class CudnnAttentionPlan : public ::testing::TestWithParam<GraphCase> {
@@ -168,6 +181,9 @@ std::vector<BlockCase> block_cases() {
       recipe_block("quickstart_cp2_other", "recipes/quickstart.toml", false),
       recipe_block("bench_1b_cp2_own", "recipes/bench-1b.toml", true),
       recipe_block("bench_1b_cp2_other", "recipes/bench-1b.toml", false),
+      // A rank's own causal block under a sliding window (the band on the block's diagonal).
+      {"split_gqa_diagonal_window", {2, 96, 96, 56, 56, 8, 2, 64, true, 24}, ""},
+      {"split_mqa_diagonal_window", {3, 33, 33, 16, 16, 6, 1, 16, true, 5}, ""},
   };
 }
 
@@ -195,6 +211,7 @@ std::string block_text(const BlockAttentionDims& a) {
     t += std::to_string(value);
   }
   t += a.causal ? " causal" : " no mask";
+  if (a.window > 0) t += " window=" + std::to_string(a.window);
   return t;
 }
 
@@ -236,6 +253,14 @@ TEST(CudnnBlockAttentionSupport, CausalBlocksOfUnequalLengthRunOurKernel) {
   EXPECT_NE(cudnn_block_unsupported_reason({1, 100, 130, 64, 64, 4, 4, 40, false}, DType::f32), "");
 }
 
+TEST(CudnnBlockAttentionSupport, WindowsOnlyOnTheCausalDiagonal) {
+  EXPECT_EQ(cudnn_block_unsupported_reason({1, 100, 130, 64, 64, 4, 4, 40, true, 16}, DType::bf16), "");
+  // Without the causal mask the band would need a shifted diagonal: our kernel runs it.
+  EXPECT_NE(cudnn_block_unsupported_reason({1, 100, 130, 64, 64, 4, 4, 40, false, 16}, DType::bf16), "");
+  EXPECT_NE(cudnn_unsupported_reason({1, 100, 4, 4, 40, -1}, DType::bf16), "");
+  EXPECT_NE(cudnn_unsupported_reason({1, 100, 4, 4, 40, kMaxCudnnWindow + 1}, DType::bf16), "");
+}
+
 // Graphs cuDNN must refuse, built by the same code: the check above can fail.
 class CudnnAttentionRefusal : public CudnnAttentionPlan {};
 
@@ -254,6 +279,15 @@ TEST_F(CudnnAttentionRefusal, BlockWithHeadDimNotAMultipleOf8FindsNoPlan) {
   EXPECT_FALSE(cudnn_block_supports(a, DType::bf16));
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     const PlanSearch search = search_execution_plans(build_block(h100_, a, DType::bf16, pass), h100_);
+    EXPECT_FALSE(search.accepted()) << (pass == Pass::forward ? "forward" : "backward") << ": " << search.summary();
+  }
+}
+
+TEST_F(CudnnAttentionRefusal, WindowedGraphWithHeadDimNotAMultipleOf8FindsNoPlan) {
+  // The window's band is in the graph cuDNN checks: a shape it must refuse stays refused.
+  const AttentionDims a{2, 128, 8, 2, 60, 32};
+  for (const Pass pass : {Pass::forward, Pass::backward}) {
+    const PlanSearch search = search_execution_plans(build(h100_, a, DType::bf16, pass), h100_);
     EXPECT_FALSE(search.accepted()) << (pass == Pass::forward ? "forward" : "backward") << ": " << search.summary();
   }
 }

@@ -1,15 +1,11 @@
-// Attention of a block of query rows against a block of key rows on CUDA cores, forward and
-// backward, flash-attention style: tiles of kTile query rows meet tiles of kTile key rows in
-// shared memory (fp32), so nothing of size S^2 is ever stored. The keys are packed kv rows or
-// qkv's own (a self block: the whole sequence on one rank), the mask a value (none, or causal
-// aligned at the blocks' ends). Packed blocks give fp32 results and gradient sums that
-// accumulate; a self block may give its results in the activation dtype, and overwrites its
-// gradient. Thread layout and tile helpers: attention_tiles.cuh.
-//
-// Backward: delta_i = dout_i . out_i first (out the merged result); then dq += by one block
-// per (query tile, head), and dk, dv += by one block per (key tile, kv head) that loops over
-// the heads of its group and the query tiles that see its keys. Each gradient element is
-// summed by one thread in a fixed order: deterministic without atomics.
+// Attention of a block of query rows against a block of key rows on CUDA cores, flash-attention
+// style: tiles of kTile query rows meet tiles of kTile key rows in shared memory (fp32), so
+// nothing of size S^2 is ever stored. The keys are packed kv rows or qkv's own (a self block:
+// the whole sequence on one rank), the mask a value (causal aligned at the blocks' ends, a
+// window, document ids: attention_block_mask.cuh), and tiles with no pair the mask allows are
+// skipped. Packed blocks give fp32 results; a self block may give its results in the activation
+// dtype. The backward: attention_block_backward.cu; what both share:
+// attention_block_geometry.cuh; thread layout and tile helpers: attention_tiles.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,90 +14,11 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/act_types.cuh"
-#include "kernels/cuda/attention/attention_blocks.h"
-#include "kernels/cuda/attention/attention_tiles.cuh"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/scratch_sizes.h"
+#include "kernels/cuda/attention/attention_block_geometry.cuh"
 
 namespace ustrain::cuda {
+namespace block_kernels {
 namespace {
-
-using namespace tiles;
-
-struct BlockGeometry {
-  std::int64_t q_seq, kv_seq;      // rows of qkv (and out, dout, lse) and of the keys per batch row
-  std::int64_t q_begin, k_begin;   // the block's first query and key row
-  std::int64_t nq, nk;             // its query and key rows
-  std::int64_t width;              // qkv row: (H + 2 Hkv) * Dh
-  std::int64_t kv_stride;          // a key row: kv's 2 Hkv Dh, or qkv's W (a self block)
-  std::int64_t out_width;          // out row: H * Dh
-  std::int64_t dq_stride;          // a dq row: H Dh, or dqkv's W (a self block)
-  int heads, kv_heads, group, head_dim;
-  int ld;  // row stride of a (kTile, Dh) tile in shared memory
-  float scale;
-  bool causal;
-  bool accumulate;  // the gradients add to what dq and dkv hold (packed blocks), else overwrite them
-
-  // Query row i of the block sees its keys [0, key_end(i)).
-  __device__ std::int64_t key_end(std::int64_t i) const {
-    if (!causal) return nk;
-    const std::int64_t end = i + 1 + nk - nq;
-    return end < 0 ? 0 : (end > nk ? nk : end);
-  }
-  // The first query row of the block that sees key j.
-  __device__ std::int64_t first_query(std::int64_t j) const {
-    if (!causal) return 0;
-    const std::int64_t i = j - (nk - nq);
-    return i < 0 ? 0 : i;
-  }
-  // The block's query rows of head h in batch row b of a (B, Sq, row_width) tensor.
-  __device__ std::int64_t query_offset(std::int64_t b, int h, std::int64_t row_width) const {
-    return (b * q_seq + q_begin) * row_width + std::int64_t{h} * head_dim;
-  }
-  // The block's key rows of kv head kv in batch row b, from the keys' first column (kv's, or
-  // qkv's after the H query heads); values follow Hkv heads later, in both layouts.
-  __device__ std::int64_t key_offset(std::int64_t b, int kv) const {
-    return (b * kv_seq + k_begin) * kv_stride + std::int64_t{kv} * head_dim;
-  }
-  __device__ std::int64_t value_shift() const { return std::int64_t{kv_heads} * head_dim; }
-};
-
-// A thread of a block over one (query tile, head) of batch row b: grid (query tiles, H, B),
-// the tiles with the most keys first. The thread owns query row i = i0 + r and lane `lane`.
-struct QueryTileThread {
-  std::int64_t i0, b, i;
-  int h, kv, r, lane;
-  // Keys any row of the tile sees: those of its last row.
-  std::int64_t tile_keys;
-};
-__device__ __forceinline__ QueryTileThread query_tile_thread(const BlockGeometry& g) {
-  QueryTileThread t;
-  t.i0 = std::int64_t{gridDim.x - 1 - blockIdx.x} * kTile;
-  t.h = static_cast<int>(blockIdx.y);
-  t.b = blockIdx.z;
-  t.kv = t.h / g.group;
-  t.r = static_cast<int>(threadIdx.x) / kLanesPerRow;
-  t.lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
-  t.i = t.i0 + t.r;
-  const std::int64_t last = t.i0 + kTile < g.nq ? t.i0 + kTile : g.nq;
-  t.tile_keys = g.key_end(last - 1);
-  return t;
-}
-
-// k_tile, v_tile (kTile, ld) = the block's key rows [j0, j0 + kTile) from keys (nk, Dh) and
-// their values, row stride kv_stride. Waits until no thread reads the previous tiles, and
-// returns when the new ones are complete.
-template <class T>
-__device__ __forceinline__ void load_key_tiles(float* k_tile, float* v_tile, const T* keys, std::int64_t j0,
-                                               const BlockGeometry& g) {
-  __syncthreads();
-  load_tile(k_tile, keys, g.kv_stride, j0, g.nk, g);
-  load_tile(v_tile, keys + g.value_shift(), g.kv_stride, j0, g.nk, g);
-  __syncthreads();
-}
-
-// ---- forward ----
 
 // Grid (query tiles, H, B). kDh >= head_dim; out in TO (fp32, or T). kv: the keys' first column.
 template <class T, class TO, int kDh>
@@ -114,14 +31,18 @@ __global__ void __launch_bounds__(kThreads)
   float* v_tile = k_tile + kTile * g.ld;  // (kTile, ld)
   float* p_tile = v_tile + kTile * g.ld;  // (kTile, kScoreLd)
 
+  __shared__ DocumentTile q_docs, k_docs;
+
   const QueryTileThread t = query_tile_thread(g);
   const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
-  const std::int64_t key_end = g.key_end(t.i);
+  if (g.mask.has_documents())
+    load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, t.b, t.i0, g.nq);
 
   load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
   float acc[kAcc] = {};  // (Dh) of row i: sum_j exp(s_ij - max) v_j
   float running_max = -INFINITY, running_sum = 0.0f;
-  for (std::int64_t j0 = 0; j0 < t.tile_keys; j0 += kTile) {
+  for (std::int64_t j0 = t.key_begin; j0 < t.tile_keys; j0 += kTile) {
+    if (!key_tile_may_be_seen(k_docs, q_docs, t, j0, g)) continue;
     load_key_tiles(k_tile, v_tile, keys, j0, g);
 
     float s[kColsPerLane] = {};
@@ -133,8 +54,8 @@ __global__ void __launch_bounds__(kThreads)
     float tile_max = -INFINITY;
 #pragma unroll
     for (int c = 0; c < kColsPerLane; ++c) {
-      const std::int64_t j = j0 + t.lane + c * kLanesPerRow;
-      s[c] = j < key_end ? s[c] * g.scale : -INFINITY;
+      const int col = t.lane + c * kLanesPerRow;
+      s[c] = sees(g.mask, t.i, j0 + col, q_docs, t.r, k_docs, col) ? s[c] * g.scale : -INFINITY;
       tile_max = fmaxf(tile_max, s[c]);
     }
     const float new_max = fmaxf(running_max, row_max(tile_max));
@@ -165,190 +86,7 @@ __global__ void __launch_bounds__(kThreads)
     lse[(t.b * g.heads + t.h) * g.nq + t.i] = saw_keys ? running_max + logf(running_sum) : -INFINITY;
 }
 
-// ---- backward ----
-
-// A gradient element's new value: added to what it holds (packed blocks' fp32 sums), or the
-// block's alone (a self block overwrites).
-template <class TG>
-__device__ __forceinline__ float gradient(const TG* held, float block, const BlockGeometry& g) {
-  return g.accumulate ? to_float(*held) + block : block;
-}
-
-// delta (B, H, nq) = rowsum(dout * out) per head over the block's query rows, in double like
-// the CPU op. One warp per (b, h, i); grid covers B * H * nq warps.
-template <class TD, class TO>
-__global__ void __launch_bounds__(kThreads)
-    block_delta_kernel(float* delta, const TD* dout, const TO* out, const BlockGeometry g, std::int64_t rows) {
-  constexpr int kWarpsPerBlock = kThreads / 32;
-  const std::int64_t row = std::int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  if (row >= rows) return;  // the whole warp leaves together
-  const std::int64_t i = row % g.nq;
-  const std::int64_t bh = row / g.nq;
-  const auto h = static_cast<int>(bh % g.heads);
-  const std::int64_t b = bh / g.heads;
-  const std::int64_t offset = g.query_offset(b, h, g.out_width) + i * g.out_width;
-  double acc = 0.0;
-  for (int d = lane; d < g.head_dim; d += 32)
-    acc += static_cast<double>(to_float(dout[offset + d])) * to_float(out[offset + d]);
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
-  if (lane == 0) delta[row] = static_cast<float>(acc);
-}
-
-// dq rows of one (query tile, head) += (or =) scale * sum_{j visible} p_ij (dp_ij - delta_i) k_j,
-// with p_ij = exp(scale q_i . k_j - lse_i) (the merged lse) and dp_ij = dout_i . v_j.
-// Grid (query tiles, H, B); dq in TG (fp32, or T).
-template <class T, class TG, int kDh>
-__global__ void __launch_bounds__(kThreads)
-    block_dq_kernel(TG* dq, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
-                    const BlockGeometry g) {
-  constexpr int kAcc = kDh / kLanesPerRow;
-  extern __shared__ float smem[];
-  float* q_tile = smem;                          // (kTile, ld)
-  float* do_tile = q_tile + kTile * g.ld;        // (kTile, ld)
-  float* k_tile = do_tile + kTile * g.ld;        // (kTile, ld)
-  float* v_tile = k_tile + kTile * g.ld;         // (kTile, ld)
-  float* ds_tile = v_tile + kTile * g.ld;        // (kTile, kScoreLd)
-  float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
-  float* tile_delta = tile_lse + kTile;          // (kTile)
-
-  const QueryTileThread t = query_tile_thread(g);
-  const std::int64_t bh = t.b * g.heads + t.h;
-  const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
-  const std::int64_t key_end = g.key_end(t.i);
-
-  load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
-  load_tile(do_tile, dout + g.query_offset(t.b, t.h, g.out_width), g.out_width, t.i0, g.nq, g);
-  load_row_values(tile_lse, lse + bh * g.q_seq + g.q_begin, t.i0, g.nq);
-  load_row_values(tile_delta, delta + bh * g.nq, t.i0, g.nq);
-
-  float acc[kAcc] = {};
-  for (std::int64_t j0 = 0; j0 < t.tile_keys; j0 += kTile) {
-    load_key_tiles(k_tile, v_tile, keys, j0, g);  // the first time, also waits for the loads above
-
-    float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
-    for (int d = 0; d < g.head_dim; ++d) {
-      const float q = q_tile[t.r * g.ld + d];
-      const float o = do_tile[t.r * g.ld + d];
-#pragma unroll
-      for (int c = 0; c < kColsPerLane; ++c) {
-        const int col = (t.lane + c * kLanesPerRow) * g.ld + d;
-        s[c] += q * k_tile[col];
-        dp[c] += o * v_tile[col];
-      }
-    }
-    const float row_lse = tile_lse[t.r], row_delta = tile_delta[t.r];
-#pragma unroll
-    for (int c = 0; c < kColsPerLane; ++c) {
-      const std::int64_t j = j0 + t.lane + c * kLanesPerRow;
-      const float p = (j < key_end && t.i < g.nq) ? expf(s[c] * g.scale - row_lse) : 0.0f;
-      ds_tile[t.r * kScoreLd + t.lane + c * kLanesPerRow] = p * (dp[c] - row_delta);
-    }
-    __syncthreads();  // ds_tile complete
-    add_weighted_rows(acc, ds_tile + t.r * kScoreLd, k_tile, t.lane, g);
-  }
-  if (t.i >= g.nq) return;
-  TG* dq_row = dq + g.query_offset(t.b, t.h, g.dq_stride) + t.i * g.dq_stride;  // (Dh)
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {
-    const int d = t.lane + a * kLanesPerRow;
-    if (d < g.head_dim) dq_row[d] = from_float<TG>(gradient(dq_row + d, g.scale * acc[a], g));
-  }
-}
-
-// dk, dv rows of one (key tile, kv head) +=, summed over the group's heads h in order and the
-// query rows i that see key j:  dv_j = sum p_ij dout_i;  dk_j = scale * sum p_ij (dp_ij - delta_i) q_i.
-// Here a thread owns key row c of the tile; its score columns are query rows.
-// Grid (key tiles, Hkv, B); dkv in TG (fp32, or T), from the key gradients' first column.
-template <class T, class TG, int kDh>
-__global__ void __launch_bounds__(kThreads)
-    block_dkv_kernel(TG* dkv, const T* dout, const T* qkv, const T* kv, const float* lse, const float* delta,
-                     const BlockGeometry g) {
-  constexpr int kAcc = kDh / kLanesPerRow;
-  extern __shared__ float smem[];
-  float* k_tile = smem;                          // (kTile, ld)
-  float* v_tile = k_tile + kTile * g.ld;         // (kTile, ld)
-  float* q_tile = v_tile + kTile * g.ld;         // (kTile, ld)
-  float* do_tile = q_tile + kTile * g.ld;        // (kTile, ld)
-  float* p_tile = do_tile + kTile * g.ld;        // (kTile query rows, kScoreLd)
-  float* ds_tile = p_tile + kTile * kScoreLd;    // (kTile query rows, kScoreLd)
-  float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
-  float* tile_delta = tile_lse + kTile;          // (kTile)
-
-  const std::int64_t j0 = std::int64_t{blockIdx.x} * kTile;
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const std::int64_t b = blockIdx.z;
-  const int c = static_cast<int>(threadIdx.x) / kLanesPerRow;  // key row in the tile
-  const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
-  const std::int64_t j = j0 + c;
-  const std::int64_t key_offset = g.key_offset(b, kv_head);  // into the keys and their gradients
-
-  load_tile(k_tile, kv + key_offset, g.kv_stride, j0, g.nk, g);
-  load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
-  // The first query tile with a row that sees a key of this tile.
-  const std::int64_t first_tile = g.first_query(j0) / kTile * kTile;
-
-  float dk[kAcc] = {}, dv[kAcc] = {};
-  for (int h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-    const std::int64_t bh = b * g.heads + h;
-    for (std::int64_t i0 = first_tile; i0 < g.nq; i0 += kTile) {
-      __syncthreads();  // the previous query tile is no longer read
-      load_tile(q_tile, qkv + g.query_offset(b, h, g.width), g.width, i0, g.nq, g);
-      load_tile(do_tile, dout + g.query_offset(b, h, g.out_width), g.out_width, i0, g.nq, g);
-      load_row_values(tile_lse, lse + bh * g.q_seq + g.q_begin, i0, g.nq);
-      load_row_values(tile_delta, delta + bh * g.nq, i0, g.nq);
-      __syncthreads();
-
-      float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
-      for (int d = 0; d < g.head_dim; ++d) {
-        const float k = k_tile[c * g.ld + d];
-        const float v = v_tile[c * g.ld + d];
-#pragma unroll
-        for (int a = 0; a < kColsPerLane; ++a) {
-          const int row = (lane + a * kLanesPerRow) * g.ld + d;
-          s[a] += q_tile[row] * k;
-          dp[a] += do_tile[row] * v;
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < kColsPerLane; ++a) {
-        const int r = lane + a * kLanesPerRow;
-        const std::int64_t i = i0 + r;
-        const float p = (i < g.nq && j < g.key_end(i)) ? expf(s[a] * g.scale - tile_lse[r]) : 0.0f;
-        p_tile[r * kScoreLd + c] = p;
-        ds_tile[r * kScoreLd + c] = p * (dp[a] - tile_delta[r]);
-      }
-      __syncthreads();  // p_tile and ds_tile complete
-
-      for (int r = 0; r < kTile; ++r) {
-        const float p = p_tile[r * kScoreLd + c];
-        const float ds = ds_tile[r * kScoreLd + c];
-#pragma unroll
-        for (int a = 0; a < kAcc; ++a) {
-          const int d = lane + a * kLanesPerRow;
-          if (d < g.head_dim) {
-            dv[a] += p * do_tile[r * g.ld + d];
-            dk[a] += ds * q_tile[r * g.ld + d];
-          }
-        }
-      }
-    }
-  }
-  if (j >= g.nk) return;
-  TG* dk_row = dkv + key_offset + j * g.kv_stride;  // (Dh)
-  TG* dv_row = dk_row + g.value_shift();          // (Dh)
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {  // both rows in one loop (two store_row calls compile to more code)
-    const int d = lane + a * kLanesPerRow;
-    if (d < g.head_dim) {
-      dk_row[d] = from_float<TG>(gradient(dk_row + d, g.scale * dk[a], g));
-      dv_row[d] = from_float<TG>(gradient(dv_row + d, dv[a], g));
-    }
-  }
-}
-
-// ---- launchers ----
+}  // namespace
 
 std::string describe(const char* op, DType act, const AttentionBlock& a) {
   return std::string(op) + " (" + dtype_name(act) + "): query rows [" + std::to_string(a.q_begin) + ", " +
@@ -356,7 +94,9 @@ std::string describe(const char* op, DType act, const AttentionBlock& a) {
          std::to_string(a.k_begin) + ", " + std::to_string(a.k_begin + a.k_count) + ") of " +
          std::to_string(a.kv_seq) + (a.self ? " (its own)" : "") + ", B=" + std::to_string(a.batch) +
          ", H=" + std::to_string(a.heads) + ", Hkv=" + std::to_string(a.kv_heads) +
-         ", Dh=" + std::to_string(a.head_dim) + (a.causal ? ", causal" : ", no mask");
+         ", Dh=" + std::to_string(a.head_dim) + (a.causal ? ", causal" : ", no order") +
+         (a.window > 0 ? ", window " + std::to_string(a.window) + " at diagonal " + std::to_string(a.diagonal) : "") +
+         (a.has_documents() ? ", documents" : "");
 }
 
 BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
@@ -371,6 +111,9 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   USTRAIN_ASSERT(a.head_dim >= 1 && a.head_dim <= kMaxHeadDim,
                  what + ": head_dim must lie in [1, " + std::to_string(kMaxHeadDim) + "]");
   USTRAIN_ASSERT(a.batch <= 65535 && a.heads <= 65535, what + ": B and H must fit a grid dimension (65535)");
+  USTRAIN_ASSERT(a.window >= 0, what + ": negative window");
+  USTRAIN_ASSERT((a.q_documents == nullptr) == (a.k_documents == nullptr),
+                 what + ": document ids for both the query and the key rows, or for neither");
   USTRAIN_ASSERT(a.q_count / kTile < 0x7fffffff && a.k_count / kTile < 0x7fffffff, what + ": too many tiles");
   BlockGeometry g{};
   g.q_seq = a.q_seq;
@@ -389,40 +132,15 @@ BlockGeometry geometry(const char* op, DType act, const AttentionBlock& a) {
   g.dq_stride = a.self ? g.width : g.out_width;
   g.ld = tile_ld(a.head_dim);
   g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
-  g.causal = a.causal;
+  g.mask = {{a.q_count, a.k_count, a.causal, a.window, a.diagonal}, a.q_documents, a.k_documents,
+            a.q_documents_stride, a.k_documents_stride};
   g.accumulate = !a.self;
   return g;
 }
 
-// Calls f(R{}) for the element type R of a result in `type`: fp32, or the activations' T.
-template <class T, class F>
-void with_result_type(DType type, DType act, const std::string& what, F&& f) {
-  USTRAIN_ASSERT(type == DType::f32 || type == act,
-                 what + " must be f32 or " + dtype_name(act) + ", got " + dtype_name(type));
-  if (type == DType::f32) f(float{});
-  else f(T{});
-}
+}  // namespace block_kernels
 
-// delta for dout in T and out in T or fp32.
-template <class T>
-void launch_delta(float* delta, const T* dout, const void* out, DType out_type, const BlockGeometry& g,
-                  std::int64_t rows, cudaStream_t stream) {
-  constexpr int kRowsPerBlock = kThreads / 32;
-  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (out_type == DType::f32)
-    block_delta_kernel<T, float><<<blocks, kThreads, 0, stream>>>(delta, dout, static_cast<const float*>(out), g, rows);
-  else
-    block_delta_kernel<T, T><<<blocks, kThreads, 0, stream>>>(delta, dout, static_cast<const T*>(out), g, rows);
-  USTRAIN_CUDA_CHECK_LAUNCH();
-}
-
-// The keys' first column: kv's, or qkv's after the H query heads (a self block).
-template <class T>
-const T* keys_of(const void* qkv, const void* kv, const AttentionBlock& a) {
-  return a.self ? static_cast<const T*>(qkv) + std::int64_t{a.heads} * a.head_dim : static_cast<const T*>(kv);
-}
-
-}  // namespace
+using namespace block_kernels;
 
 void attention_block_forward(void* out, DType out_type, float* lse, const void* qkv, const void* kv,
                              const AttentionBlock& a, DType act, cudaStream_t stream) {
@@ -439,52 +157,6 @@ void attention_block_forward(void* out, DType out_type, float* lse, const void* 
       const dim3 grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
       block_forward_kernel<T, TO, kDh><<<grid, kThreads, smem, stream>>>(
           static_cast<TO*>(out), lse, static_cast<const T*>(qkv), keys_of<T>(qkv, kv, a), g);
-      USTRAIN_CUDA_CHECK_LAUNCH();
-    });
-  });
-}
-
-std::size_t attention_block_backward_workspace_bytes(const AttentionBlock& a) {
-  return attention_backward_rows_bytes(a.batch, a.heads, a.q_count);
-}
-
-void attention_block_backward(void* dq, void* dkv, DType grad_type, const void* dout, const void* qkv,
-                              const void* kv, const void* out, DType out_type, const float* lse,
-                              const AttentionBlock& a, DType act, void* workspace, cudaStream_t stream) {
-  const char* op = "attention_block_backward";
-  const BlockGeometry g = geometry(op, act, a);
-  USTRAIN_ASSERT(out_type == act || out_type == DType::f32,
-                 describe(op, act, a) + ": out must be " + dtype_name(act) + " or f32, got " + dtype_name(out_type));
-  USTRAIN_ASSERT(a.self || grad_type == DType::f32, describe(op, act, a) + ": packed blocks' gradient sums are f32");
-  if (a.batch == 0 || a.q_count == 0 || a.k_count == 0) return;
-  USTRAIN_ASSERT(workspace != nullptr, describe(op, act, a) + ": no workspace");
-  float* delta = static_cast<float*>(workspace);  // (B, H, nq)
-  const std::int64_t rows = a.batch * a.heads * a.q_count;
-  USTRAIN_ASSERT(rows / (kThreads / 32) < 0x7fffffff, describe(op, act, a) + ": too many rows for one grid");
-
-  tiles::with_kind(act, a.head_dim, op, [&](auto kind) {
-    using T = typename decltype(kind)::type;
-    constexpr int kDh = decltype(kind)::head_dim_bound;
-    const T* x = static_cast<const T*>(qkv);
-    const T* keys = keys_of<T>(qkv, kv, a);
-    const T* dy = static_cast<const T*>(dout);
-    launch_delta(delta, dy, out, out_type, g, rows, stream);
-    with_result_type<T>(grad_type, act, describe(op, act, a) + ": dq", [&](auto result) {
-      using TG = decltype(result);
-      TG* dq_rows = static_cast<TG*>(dq);
-      // A self block's key gradients are dqkv's k and v columns.
-      TG* dkv_rows = a.self ? dq_rows + std::int64_t{a.heads} * a.head_dim : static_cast<TG*>(dkv);
-
-      const std::size_t dq_bytes = dq_smem_bytes(g.ld);
-      allow_shared_memory(block_dq_kernel<T, TG, kDh>, dq_bytes, g.head_dim, op);
-      const dim3 dq_grid(tile_count(a.q_count), static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
-      block_dq_kernel<T, TG, kDh><<<dq_grid, kThreads, dq_bytes, stream>>>(dq_rows, dy, x, keys, lse, delta, g);
-      USTRAIN_CUDA_CHECK_LAUNCH();
-
-      const std::size_t dkv_bytes = dkv_smem_bytes(g.ld);
-      allow_shared_memory(block_dkv_kernel<T, TG, kDh>, dkv_bytes, g.head_dim, op);
-      const dim3 dkv_grid(tile_count(a.k_count), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(a.batch));
-      block_dkv_kernel<T, TG, kDh><<<dkv_grid, kThreads, dkv_bytes, stream>>>(dkv_rows, dy, x, keys, lse, delta, g);
       USTRAIN_CUDA_CHECK_LAUNCH();
     });
   });

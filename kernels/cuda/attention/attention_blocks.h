@@ -17,14 +17,28 @@ namespace ustrain::cuda {
 
 // One block: query rows [q_begin, q_begin + q_count) of qkv (B, Sq, (H + 2 Hkv) Dh) against
 // key rows [k_begin, k_begin + k_count) of kv (B, Skv, 2 Hkv Dh) = [k heads | v heads], or of
-// qkv's own k and v columns (self; Skv = Sq). causal: query row r of the block sees key rows
-// 0 .. r + k_count - q_count (end-aligned); otherwise every key.
+// qkv's own k and v columns (self; Skv = Sq). Query row r of the block sees key row c when
+// every condition set holds (kernels/attention_mask.h, with i - j = r - c + diagonal):
+//   causal     c <= r + k_count - q_count (end-aligned);
+//   window W   r - c + diagonal < W;
+//   documents  q_documents[b, r] == k_documents[b, c].
+// Tiles of query and key rows with no such pair are skipped: the work follows the mask.
 struct AttentionBlock {
   std::int64_t batch = 0, q_seq = 0, kv_seq = 0;
   std::int64_t q_begin = 0, q_count = 0, k_begin = 0, k_count = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = false;
   bool self = false;
+  std::int64_t window = 0;    // 0: none
+  std::int64_t diagonal = 0;  // q_first - k_first: a query's absolute position minus a key's at r = c
+  // The document ids of the block's first query and key row of batch row 0 (device i32, the
+  // column of its absolute position in the mask's ids), and the distance between batch rows;
+  // null: one document.
+  const std::int32_t* q_documents = nullptr;
+  const std::int32_t* k_documents = nullptr;
+  std::int64_t q_documents_stride = 0, k_documents_stride = 0;
+
+  bool has_documents() const { return q_documents != nullptr; }
 };
 
 // kv (rows, kv_width) = columns [width - kv_width, width) of qkv (rows, width), elements of

@@ -22,6 +22,7 @@ namespace ustrain::cuda {
 struct AttentionDims {
   std::int64_t batch = 0, seq = 0;
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t window = 0;  // a sliding window on the causal mask: query i sees keys i - j < window; 0 = none
 
   std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
   std::int64_t out_width() const { return heads * head_dim; }
@@ -115,6 +116,8 @@ inline StridedView row_dot_view(const AttentionDims& a) { return packed_view(a.b
 // Largest head dimension we hand to cuDNN. 9.19 serves up to 256 on Hopper for both passes,
 // but 128 is where the fused forward and backward are established on sm_80 through sm_100.
 constexpr std::int64_t kMaxCudnnHeadDim = 128;
+// The graphs pass the window as an fp32 scalar, exact up to 2^24.
+constexpr std::int64_t kMaxCudnnWindow = std::int64_t{1} << 24;
 
 // THE place that says which attention shapes cuDNN's fused flash attention should take: ""
 // when it should, else why not (for the log). Everything that decides between cuDNN and our
@@ -126,7 +129,10 @@ constexpr std::int64_t kMaxCudnnHeadDim = 128;
 //   - head_dim a multiple of 8, so every view into the fused buffers is 16-byte aligned (its
 //     tensor-core requirement; other head sizes get no engine), and at most kMaxCudnnHeadDim;
 //   - at least two tokens (its backward refuses one-token sequences), and query heads that
-//     are a whole multiple of the kv heads (grouped-query attention).
+//     are a whole multiple of the kv heads (grouped-query attention);
+//   - a window of at least one key (the frontend's left bound; the caller passes 0 for a
+//     window that spans the sequence, so such shapes share the unwindowed plan).
+// Document ids never reach cuDNN (kernels/README.md says why).
 inline std::string cudnn_unsupported_reason(const AttentionDims& a, DType act) {
   if (act != DType::bf16 && act != DType::f16) return "fused attention is bf16/f16 only";
   if (a.batch < 1 || a.seq < 2) return "needs at least one sequence of two or more tokens";
@@ -134,6 +140,8 @@ inline std::string cudnn_unsupported_reason(const AttentionDims& a, DType act) {
     return "query heads are not a whole multiple of the kv heads";
   if (a.head_dim < 8 || a.head_dim % 8 != 0) return "head_dim is not a multiple of 8";
   if (a.head_dim > kMaxCudnnHeadDim) return "head_dim is above " + std::to_string(kMaxCudnnHeadDim);
+  if (a.window < 0) return "a negative window";
+  if (a.window > kMaxCudnnWindow) return "a window past 2^24 keys (cuDNN reads it as fp32)";
   return "";
 }
 
@@ -155,6 +163,7 @@ struct BlockAttentionDims {
   std::int64_t q_rows = 0, kv_rows = 0;  // the block's query and key rows
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = false;  // query r sees keys 0 .. r + kv_rows - q_rows (end-aligned)
+  std::int64_t window = 0;  // on a causal block: query r sees keys r - c < window; 0 = none
 
   std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
   std::int64_t kv_width() const { return 2 * kv_heads * head_dim; }
@@ -244,12 +253,14 @@ inline StridedView block_row_dot_view(const BlockAttentionDims& a) { return pack
 //   - the causal mask only for blocks of equal length, where ours (end-aligned) and cuDNN's
 //     (top-left, the one our whole-sequence graphs use) agree; a causal block of unequal
 //     lengths runs our kernel (cuDNN 9.19 aligns the diagonal at the bottom right only through
-//     a pattern of index arithmetic we have not verified on a GPU).
+//     a pattern of index arithmetic we have not verified on a GPU);
+//   - a window only on a causal block (cuDNN's band needs the causal diagonal).
 // The backward also needs the merged out in the activation dtype (the caller checks that).
 inline std::string cudnn_block_unsupported_reason(const BlockAttentionDims& a, DType act) {
   if (a.batch < 1 || a.q_rows < 2 || a.kv_rows < 2) return "needs two or more query rows and key rows";
   if (a.causal && a.q_rows != a.kv_rows) return "a causal block of unequal query and key lengths";
-  const AttentionDims whole{a.batch, a.q_rows, a.heads, a.kv_heads, a.head_dim};
+  if (a.window != 0 && !a.causal) return "a window on a block without the causal mask";
+  const AttentionDims whole{a.batch, a.q_rows, a.heads, a.kv_heads, a.head_dim, a.window};
   return cudnn_unsupported_reason(whole, act);
 }
 

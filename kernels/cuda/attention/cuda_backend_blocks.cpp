@@ -2,12 +2,15 @@
 // then hands raw pointers to cuDNN (kernels/cuda/attention/cudnn_attention.h) for the blocks it takes,
 // and to our kernels (kernels/cuda/attention/attention_blocks.h) for the rest and the light ops. A causal
 // self block of the whole sequence with its results in the activation dtype is what cuDNN's
-// whole-sequence graphs take; packed blocks go to its block graphs. qkv, kv, dout and dqkv are
+// whole-sequence graphs take; packed blocks go to its block graphs. cuDNN takes a window on a
+// causal block whose positions agree with its top-left diagonal (q_first == k_first); document
+// ids always run our kernels (kernels/README.md says why). qkv, kv, dout and dqkv are
 // in the activation dtype; packed blocks' results, the running result, lse and the gradient
 // sums fp32; the merged out the backward reads in either (cuDNN only in the activation dtype).
 #include <cstdint>
 #include <string>
 
+#include "kernels/block_mask_rows.h"
 #include "kernels/cuda/attention/attention_blocks.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_checks.h"
@@ -16,11 +19,18 @@
 namespace ustrain::cuda {
 namespace {
 
+// The document ids of the block's rows as the kernels read them: from column `first` of the
+// (B, n) ids of every position (kernels/attention_mask.h), n apart.
+const std::int32_t* document_rows(const Tensor& ids, std::int64_t first, std::int64_t& stride, const char* what) {
+  expect_i32(ids, what);
+  stride = ids.shape[1];
+  return ids.i32() + first;
+}
+
 // The block of query rows q of qkv (B, Sq, W) and key rows k of kv (B, Skv, 2 Hkv Dh), or of
 // qkv's own keys when kv is empty.
-AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
-                        int n_kv_heads) {
-  require_implemented_mask(mask, "CUDA block attention");
+AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, const AttentionMask& mask,
+                        int n_heads, int n_kv_heads) {
   const bool self = kv.empty();
   USTRAIN_ASSERT(qkv.shape.rank() == 3 && (self || (kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0])),
                  "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh) or none, got " + qkv.shape.str() +
@@ -48,19 +58,40 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
   a.head_dim = static_cast<int>(head_dim);
   a.causal = mask.kind == AttentionMask::Kind::causal;
   a.self = self;
+  check_block_mask(mask, a.batch, q.count, k.count);
+  a.window = mask.window;
+  a.diagonal = mask.q_first - mask.k_first;
+  if (mask.has_documents() && a.batch > 0 && q.count > 0 && k.count > 0) {  // check_block_mask checked them
+    a.q_documents = document_rows(mask.q_documents, mask.q_first, a.q_documents_stride, "query document ids");
+    a.k_documents = document_rows(mask.k_documents, mask.k_first, a.k_documents_stride, "key document ids");
+  }
   return a;
+}
+
+// Whether cuDNN's graphs can express the block's mask: no document ids, and a window only on
+// the causal diagonal they align top-left (the first query and key rows at one position).
+bool cudnn_takes_mask(const AttentionBlock& a) {
+  return !a.has_documents() && (a.window == 0 || (a.causal && a.diagonal == 0));
 }
 
 // Whether the block is the whole causal sequence against its own keys: cuDNN's whole-sequence
 // graphs, which write the activation dtype.
 bool whole_causal_sequence(const AttentionBlock& a) {
-  return a.self && a.causal && a.q_begin == 0 && a.k_begin == 0 && a.q_count == a.q_seq && a.k_count == a.q_seq;
+  return a.self && a.causal && a.q_begin == 0 && a.k_begin == 0 && a.q_count == a.q_seq && a.k_count == a.q_seq &&
+         cudnn_takes_mask(a);
 }
 
-// The same block as cuDNN's graphs see it.
+// The window as cuDNN's graphs take it: 0 when it spans every query row (the causal band is
+// then the whole mask), so such shapes share the plan without one.
+std::int64_t cudnn_window(const AttentionBlock& a) { return a.window < a.q_count ? a.window : 0; }
+
+// The same block as cuDNN's graphs see it (a packed block whose mask they express).
 BlockAttentionDims cudnn_dims(const AttentionBlock& a) {
-  return {a.batch, a.q_seq, a.kv_seq, a.q_count, a.k_count, a.heads, a.kv_heads, a.head_dim, a.causal};
+  return {a.batch, a.q_seq, a.kv_seq, a.q_count, a.k_count, a.heads, a.kv_heads, a.head_dim, a.causal,
+          cudnn_window(a)};
 }
+
+bool cudnn_block(const AttentionBlock& a) { return !a.self && cudnn_takes_mask(a); }
 
 }  // namespace
 
@@ -90,10 +121,10 @@ void CudaBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, Se
                  "block out " + out.shape.str() + ", lse " + lse.shape.str() + " for " + std::to_string(q.count) +
                      " queries");
   if (whole_causal_sequence(a) && out.dtype == act &&
-      attention_->forward(out.data, lse.f32(), qkv.data, a.batch, a.q_seq, n_heads, n_kv_heads, a.head_dim, act,
-                          stream_.get()))
+      attention_->forward(out.data, lse.f32(), qkv.data, a.batch, a.q_seq, n_heads, n_kv_heads, a.head_dim,
+                          cudnn_window(a), act, stream_.get()))
     return;
-  if (!a.self && attention_->block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a.q_begin, a.k_begin,
+  if (cudnn_block(a) && attention_->block_forward(out.f32(), lse.f32(), qkv.data, kv.data, a.q_begin, a.k_begin,
                                            cudnn_dims(a), act, stream_.get()))
     return;
   cuda::attention_block_forward(out.data, out.dtype, lse.f32(), qkv.data, kv.data, a, act, stream_.get());
@@ -144,9 +175,9 @@ void CudaBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, T
   }
   if (whole_causal_sequence(a) && dq.dtype == act && out.dtype == act &&
       attention_->backward(dq.data, dout.data, qkv.data, out.data, lse.f32(), a.batch, a.q_seq, n_heads, n_kv_heads,
-                           a.head_dim, act, stream_.get()))
+                           a.head_dim, cudnn_window(a), act, stream_.get()))
     return;
-  if (!a.self && out.dtype == act &&
+  if (cudnn_block(a) && out.dtype == act &&
       attention_->block_backward(dq.f32(), dkv.f32(), dout.data, qkv.data, kv.data, out.data, lse.f32(), a.q_begin,
                                  a.k_begin, cudnn_dims(a), act, stream_.get()))
     return;

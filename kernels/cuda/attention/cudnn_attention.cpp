@@ -31,6 +31,10 @@ constexpr std::size_t kHalfBytes = 2;  // bf16 and f16: the only dtypes cudnn_su
 // memset per backward, rather than refuse the fused backward on those versions.
 constexpr std::size_t kCudnnZeroesDqAccum = 90600;
 
+// The frontend spells a sliding window (its diagonal band's left bound) since cuDNN 9.2; a
+// window runs our kernel before it.
+constexpr std::size_t kCudnnSlidingWindow = 90200;
+
 enum class Pass : std::uint8_t { forward, backward };
 
 // A shape: the whole causal sequence (q_rows = kv_rows = q_seq = kv_seq), or one block of it.
@@ -38,17 +42,19 @@ struct PlanKey {
   bool block;
   std::int64_t batch, q_seq, kv_seq, q_rows, kv_rows, heads, kv_heads, head_dim;
   bool causal;
+  std::int64_t window;
   DType act;
   Pass pass;
   auto operator<=>(const PlanKey&) const = default;
 };
 
 PlanKey whole_key(const AttentionDims& a, DType act, Pass pass) {
-  return {false, a.batch, a.seq, a.seq, a.seq, a.seq, a.heads, a.kv_heads, a.head_dim, true, act, pass};
+  return {false, a.batch, a.seq, a.seq, a.seq, a.seq, a.heads, a.kv_heads, a.head_dim, true, a.window, act, pass};
 }
 
 PlanKey block_key(const BlockAttentionDims& a, DType act, Pass pass) {
-  return {true, a.batch, a.q_seq, a.kv_seq, a.q_rows, a.kv_rows, a.heads, a.kv_heads, a.head_dim, a.causal, act, pass};
+  return {true,       a.batch,    a.q_seq,  a.kv_seq, a.q_rows, a.kv_rows, a.heads,
+          a.kv_heads, a.head_dim, a.causal, a.window, act,      pass};
 }
 
 std::string describe(const PlanKey& k) {
@@ -63,6 +69,7 @@ std::string describe(const PlanKey& k) {
     text += ", S=" + std::to_string(k.q_seq);
   }
   text += ", H=" + std::to_string(k.heads) + ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim);
+  if (k.window > 0) text += ", window " + std::to_string(k.window);
   text += ", ";
   text += dtype_name(k.act);
   return text + ")";
@@ -75,6 +82,7 @@ struct ShapeSpec {
   std::function<AttentionGraph(const PlanTarget&, cudnnDataType_t)> graph;
   std::size_t scratch_bytes = 0;
   std::int64_t head_dim = 0;
+  std::int64_t window = 0;
 };
 
 // A shape's plan, the graph it runs, and the host scalars it passes by value (cuDNN reads
@@ -87,6 +95,7 @@ struct CachedPlan {
   float scale = 1.0f;
   float neg_inf = -std::numeric_limits<float>::infinity();
   float one = 1.0f;
+  float window = 0.0f;
 
   std::size_t workspace_bytes() const {
     return scratch_bytes + align_scratch(static_cast<std::size_t>(plan.workspace_bytes));
@@ -101,24 +110,30 @@ struct ShapeEntry {
   bool misalignment_logged = false;
 };
 
+// Why the installed cuDNN should not take a shape of this reason and window ("" when it should).
+std::string version_gap(std::string reason, std::int64_t window) {
+  if (reason.empty() && window > 0 && cudnnGetVersion() < kCudnnSlidingWindow)
+    return "a sliding window needs cuDNN 9.2 or later, this is " + std::to_string(cudnnGetVersion());
+  return reason;
+}
+
 // What cuDNN runs a whole causal sequence's pass, or one block's pass, with.
 ShapeSpec whole_spec(const AttentionDims& a, DType act, Pass pass) {
+  const std::string gap = version_gap(cudnn_unsupported_reason(a, act), a.window);
   if (pass == Pass::forward)
-    return {cudnn_unsupported_reason(a, act),
-            [a](const PlanTarget& t, cudnnDataType_t io) { return attention_forward_graph(t, a, io); }, 0, a.head_dim};
-  return {cudnn_unsupported_reason(a, act),
-          [a](const PlanTarget& t, cudnnDataType_t io) { return attention_backward_graph(t, a, io); },
-          backward_scratch(a).bytes, a.head_dim};
+    return {gap, [a](const PlanTarget& t, cudnnDataType_t io) { return attention_forward_graph(t, a, io); }, 0,
+            a.head_dim, a.window};
+  return {gap, [a](const PlanTarget& t, cudnnDataType_t io) { return attention_backward_graph(t, a, io); },
+          backward_scratch(a).bytes, a.head_dim, a.window};
 }
 
 ShapeSpec block_spec(const BlockAttentionDims& a, DType act, Pass pass) {
+  const std::string gap = version_gap(cudnn_block_unsupported_reason(a, act), a.window);
   if (pass == Pass::forward)
-    return {cudnn_block_unsupported_reason(a, act),
-            [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_forward_graph(t, a, io); },
-            block_forward_scratch(a, kHalfBytes).bytes, a.head_dim};
-  return {cudnn_block_unsupported_reason(a, act),
-          [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_backward_graph(t, a, io); },
-          block_backward_scratch(a, kHalfBytes).bytes, a.head_dim};
+    return {gap, [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_forward_graph(t, a, io); },
+            block_forward_scratch(a, kHalfBytes).bytes, a.head_dim, a.window};
+  return {gap, [a](const PlanTarget& t, cudnnDataType_t io) { return attention_block_backward_graph(t, a, io); },
+          block_backward_scratch(a, kHalfBytes).bytes, a.head_dim, a.window};
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -220,6 +235,7 @@ struct CudnnAttention::Impl {
     p->plan = make_execution_plan(p->graph, gpu);
     p->scratch_bytes = spec.scratch_bytes;
     p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim)));  // as the CPU reference
+    p->window = static_cast<float>(spec.window);  // exact: kMaxCudnnWindow bounds it
     return p;
   }
 
@@ -232,6 +248,7 @@ struct CudnnAttention::Impl {
     by_uid[kUidScale] = &p.scale;
     by_uid[kUidNegInf] = &p.neg_inf;
     by_uid[kUidOne] = &p.one;
+    by_uid[kUidWindow] = &p.window;
     std::vector<void*> pointers;
     for (const std::int64_t uid : p.graph.uids) {
       void* ptr = by_uid.at(static_cast<std::size_t>(uid));
@@ -256,8 +273,8 @@ CudnnAttention::CudnnAttention(bool require_cudnn, TakeScratch take_scratch)
 CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv,
-                             int Dh, DType act, cudaStream_t stream) {
-  const AttentionDims a{B, S, H, Hkv, Dh};
+                             int Dh, std::int64_t window, DType act, cudaStream_t stream) {
+  const AttentionDims a{B, S, H, Hkv, Dh, window};
   const auto spec = [&] { return whole_spec(a, act, Pass::forward); };
   CachedPlan* plan = impl_->plan_for(whole_key(a, act, Pass::forward), spec, all_aligned16({out, lse, qkv}));
   if (plan == nullptr) return false;
@@ -273,8 +290,9 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_
 }
 
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                              std::int64_t B, std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream) {
-  const AttentionDims a{B, S, H, Hkv, Dh};
+                              std::int64_t B, std::int64_t S, int H, int Hkv, int Dh, std::int64_t window, DType act,
+                              cudaStream_t stream) {
+  const AttentionDims a{B, S, H, Hkv, Dh, window};
   const auto spec = [&] { return whole_spec(a, act, Pass::backward); };
   CachedPlan* plan =
       impl_->plan_for(whole_key(a, act, Pass::backward), spec, all_aligned16({dqkv, dout, qkv, out, lse}));

@@ -1,5 +1,6 @@
 // Grouped-query flash attention through cuDNN's fused kernels, for bf16 and f16: over the whole
-// causal sequence, and over one block of it (attention over blocks of the sequence).
+// causal sequence, and over one block of it (attention over blocks of the sequence), either
+// with a sliding window (cuDNN 9.2 on). Document ids are never offered (kernels/README.md).
 //
 // Computes exactly what kernels/cpu/cpu_attention.cpp computes (softmax scale 1/sqrt(Dh),
 // query head h reads kv head h / (H / Hkv), lse the natural-log statistic of the scaled
@@ -44,12 +45,13 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // qkv (B, S, (H + 2 Hkv) Dh) -> out (B, S, H Dh), lse (B, H, S) fp32.
+  // qkv (B, S, (H + 2 Hkv) Dh) -> out (B, S, H Dh), lse (B, H, S) fp32; causal, and with a
+  // window > 0 query i sees only keys i - j < window (0 for none, or one spanning S).
   bool forward(void* out, float* lse, const void* qkv, std::int64_t B, std::int64_t S, int H, int Hkv, int Dh,
-               DType act, cudaStream_t stream);
+               std::int64_t window, DType act, cudaStream_t stream);
   // dqkv (B, S, (H + 2 Hkv) Dh) overwritten from dout (B, S, H Dh), qkv, out and lse.
   bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, std::int64_t B,
-                std::int64_t S, int H, int Hkv, int Dh, DType act, cudaStream_t stream);
+                std::int64_t S, int H, int Hkv, int Dh, std::int64_t window, DType act, cudaStream_t stream);
 
   // One block of attention over blocks of the sequence (kernels/cuda/attention/attention_layout.h's
   // BlockAttentionDims; cudnn_block_supports() says which), query rows from q_begin of qkv and

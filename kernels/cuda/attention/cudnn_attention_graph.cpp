@@ -68,6 +68,25 @@ class GraphBuilder {
     return y;
   }
 
+  // Masks x (b, h, s_q, s_kv) to a sliding window of `window` keys (a by-value fp32 scalar):
+  // column + window > row, else -inf; after the causal mask, the pattern cuDNN's frontend
+  // spells a top-left diagonal band in for cuDNN before 9.21.
+  TensorDesc window_mask(const std::string& name, TensorDesc x, TensorDesc neg_inf, TensorDesc window,
+                         const StridedView& scores) {
+    const TensorDesc row = virtual_tensor(name + " row index", CUDNN_DATA_INT32, scores);
+    const TensorDesc col = virtual_tensor(name + " column index", CUDNN_DATA_INT32, scores);
+    const TensorDesc reach = virtual_tensor(name + " column + window", CUDNN_DATA_FLOAT, scores);
+    const TensorDesc keep_it = virtual_tensor(name + " column + window > row", CUDNN_DATA_BOOLEAN, scores);
+    const TensorDesc y = virtual_tensor(name + " masked", CUDNN_DATA_FLOAT, scores);
+    pointwise(name + " row index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, row, 2);
+    pointwise(name + " column index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, nullptr, nullptr, col, 3);
+    pointwise(name + " column + window", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col, window, nullptr, reach);
+    pointwise(name + " column + window > row", CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, reach, row, nullptr,
+              keep_it);
+    pointwise(name + " select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x, neg_inf, keep_it, y);
+    return y;
+  }
+
   void reduction(const std::string& name, cudnnReduceTensorOp_t reduce, TensorDesc x, TensorDesc y) {
     CudnnDescriptor desc(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction " + name);
     desc.set_data_type(USTRAIN_CUDNN_ATTR(CUDNN_ATTR_REDUCTION_COMP_TYPE), CUDNN_DATA_FLOAT)
@@ -150,11 +169,12 @@ class GraphBuilder {
 
 // What one graph computes, and where its operands lie: views into the buffers an execution
 // passes (their offsets are applied to the pointers, not in the graph). Causal is top-left:
-// query i sees keys j <= i.
+// query i sees keys j <= i; a window (on a causal graph) keeps i - j < window.
 enum class SdpaPass { forward, backward };
 struct SdpaShape {
   std::int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0, q_rows = 0, kv_rows = 0;
   bool causal = false;
+  std::int64_t window = 0;
   StridedView q, k, v, o, stats;                  // o: the forward's output, the backward's input
   StridedView d_o, dq, dk, dv, dq_accum, row_dot;  // backward
 };
@@ -181,6 +201,7 @@ SdpaShape whole_sequence_shape(const AttentionDims& a) {
   s.head_dim = a.head_dim;
   s.q_rows = s.kv_rows = a.seq;
   s.causal = true;
+  s.window = a.window;
   s.q = s.dq = query_view(a);
   s.k = s.dk = key_view(a);
   s.v = s.dv = value_view(a);
@@ -200,6 +221,7 @@ SdpaShape block_shape(const BlockAttentionDims& a, SdpaPass pass) {
   s.q_rows = a.q_rows;
   s.kv_rows = a.kv_rows;
   s.causal = a.causal;
+  s.window = a.window;
   s.q = block_query_view(a);
   s.k = block_key_view(a);
   s.v = block_value_view(a);
@@ -211,6 +233,17 @@ SdpaShape block_shape(const BlockAttentionDims& a, SdpaPass pass) {
   s.dq_accum = block_dq_accum_view(a);
   s.row_dot = block_row_dot_view(a);
   return s;
+}
+
+// The scores under the graph's masks: causal, then the window. -inf (and the window) are
+// operands only under a mask: cuDNN refuses a variant pack naming a tensor the graph does not
+// use (CUDNN_STATUS_BAD_PARAM_NULL_POINTER at execution).
+TensorDesc masked_scores(GraphBuilder& g, const SdpaShape& s, TensorDesc scores, const StridedView& view) {
+  if (!s.causal && s.window == 0) return scores;
+  const TensorDesc neg_inf = g.scalar("-inf", kUidNegInf);
+  const TensorDesc causal = s.causal ? g.causal_mask("causal", scores, neg_inf, view) : scores;
+  if (s.window == 0) return causal;
+  return g.window_mask("window", causal, neg_inf, g.scalar("window", kUidWindow), view);
 }
 
 AttentionGraph sdpa_forward_graph(const PlanTarget& target, const SdpaShape& s, cudnnDataType_t io) {
@@ -232,9 +265,7 @@ AttentionGraph sdpa_forward_graph(const PlanTarget& target, const SdpaShape& s, 
   g.matmul("Q K^T", q, kt, qk);
   const TensorDesc scaled = g.virtual_tensor("scale * Q K^T", f32, scores);
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  // -inf is an operand only under the mask: cuDNN refuses a variant pack naming a tensor the
-  // graph does not use (CUDNN_STATUS_BAD_PARAM_NULL_POINTER at execution).
-  const TensorDesc masked = s.causal ? g.causal_mask("causal", scaled, g.scalar("-inf", kUidNegInf), scores) : scaled;
+  const TensorDesc masked = masked_scores(g, s, scaled, scores);
 
   // Softmax, saving lse = max + log(sum(exp(scores - max))): natural log of the scaled scores,
   // the statistic the backward pass and our CPU reference use.
@@ -292,8 +323,7 @@ AttentionGraph sdpa_backward_graph(const PlanTarget& target, const SdpaShape& s,
   g.binary("scale * Q K^T", CUDNN_POINTWISE_MUL, qk, scale, scaled);
   const TensorDesc centered = g.virtual_tensor("scores - lse", f32, scores);
   g.binary("scores - lse", CUDNN_POINTWISE_SUB, scaled, lse, centered);
-  const TensorDesc masked =
-      s.causal ? g.causal_mask("causal", centered, g.scalar("-inf", kUidNegInf), scores) : centered;  // as above
+  const TensorDesc masked = masked_scores(g, s, centered, scores);
   const TensorDesc p = g.virtual_tensor("P", f32, scores);
   g.unary("P = exp(scores - lse)", CUDNN_POINTWISE_EXP, masked, p);
 

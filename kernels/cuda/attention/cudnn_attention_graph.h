@@ -35,6 +35,7 @@ enum AttentionUid : std::int64_t {
   kUidScale,    // fp32 scalars passed by value from host memory
   kUidNegInf,
   kUidOne,
+  kUidWindow,   // the sliding window in keys, an fp32 scalar by value
   kUidCount,
   kFirstVirtualUid = 100,
 };
@@ -67,7 +68,8 @@ AttentionGraph attention_backward_graph(const PlanTarget& target, const Attentio
 
 // One block of attention over blocks of the sequence (attention_layout.h's block views), the
 // same graphs with q_rows queries against kv_rows keys, causal (top-left, so only for blocks of
-// equal length: cudnn_block_supports) or not. Forward: Q from qkv's rows, K and V from kv's,
+// equal length: cudnn_block_supports) or not. A window (AttentionDims::window,
+// BlockAttentionDims::window) adds the band i - j < window to the causal mask. Forward: Q from qkv's rows, K and V from kv's,
 // O (in `io`) and lse the block's own. Backward: O, dO and lse the merged result's rows; dQ,
 // dK, dV (in `io`) the block's alone, with the fp32 scratch of block_backward_scratch().
 AttentionGraph attention_block_forward_graph(const PlanTarget& target, const BlockAttentionDims& a,

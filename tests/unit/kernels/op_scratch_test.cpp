@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/attention/attention_layout.h"
 #include "kernels/cuda/scratch_sizes.h"
@@ -94,6 +95,41 @@ TEST(OpScratch, BlockAttentionStagesThroughScratchOnlyWhereCudnnMayRunIt) {
     EXPECT_FALSE(recorded_attention(be.ops()[i])->cudnn_offered) << i;
     EXPECT_EQ(cuda_op_scratch_bytes(be.ops()[i]), ours) << i;
   }
+}
+
+// The masks the CUDA backend hands cuDNN (a window on the causal diagonal) plan cuDNN's
+// windowed graphs; document ids, and a window off the diagonal, run our kernels only.
+TEST(OpScratch, AttentionFollowsTheMasksCudnnTakes) {
+  const std::int64_t B = 2, S = 128, H = 4, Hkv = 2, Dh = 64, W = (H + 2 * Hkv) * Dh;
+  RecordingBackend be(Device::cuda);
+  const Tensor qkv = on(be, {B, S, W}, DType::bf16), out = on(be, {B, S, H * Dh}, DType::bf16);
+  const Tensor lse = on(be, {B, H, S}, DType::f32);
+  const SeqRange all{0, S};
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B * S), 0);
+  AttentionMask windowed = AttentionMask::causal(), spanning = AttentionMask::causal(), documents = AttentionMask::causal();
+  windowed.window = 32;
+  spanning.window = S;
+  documents.q_documents = documents.k_documents = Tensor(ids.data(), Shape{B, S}, DType::i32);
+  for (const AttentionMask& mask : {windowed, spanning, documents})
+    be.attention_block_backward(qkv, Tensor(), out, qkv, all, Tensor(), all, out, lse, mask, H, Hkv);
+  const auto window = recorded_attention(be.ops()[0]), span = recorded_attention(be.ops()[1]);
+  ASSERT_TRUE(window && span);
+  EXPECT_TRUE(window->cudnn_offered);
+  EXPECT_EQ(window->whole.window, 32);
+  EXPECT_TRUE(span->cudnn_offered);
+  EXPECT_EQ(span->whole.window, 0) << "a window spanning the sequence shares the plan without one";
+  EXPECT_FALSE(recorded_attention(be.ops()[2])->cudnn_offered) << "documents run our kernel";
+  EXPECT_EQ(cuda_op_scratch_bytes(be.ops()[2]), cuda::attention_backward_rows_bytes(B, H, S));
+
+  // A packed block off the diagonal (positions differ) under a window: our kernel.
+  const Tensor kv = on(be, {B, S, 2 * Hkv * Dh}, DType::bf16), dq = on(be, {B, S, H * Dh}, DType::f32);
+  AttentionMask off = AttentionMask::none();
+  off.window = 40;
+  off.q_first = 64;
+  be.attention_block_forward(on(be, {B, 32, H * Dh}, DType::f32), on(be, {B, H, 32}, DType::f32), qkv, {64, 32}, kv,
+                             {0, 64}, off, H, Hkv);
+  EXPECT_FALSE(recorded_attention(be.ops()[3])->cudnn_offered);
+  EXPECT_EQ(cuda_op_scratch_bytes(be.ops()[3]), 0u);
 }
 
 }  // namespace
