@@ -51,6 +51,7 @@ struct ModelGeometry {
   // The whole model.
   std::int64_t vocab = 0, d_model = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
   bool tied_embeddings = false;  // the output head is the embedding matrix
+  std::int64_t sliding_window = 0;  // keys each query attends to, itself included (0: every earlier one)
 
   // Tensor (and sequence) parallelism.
   int tp = 1, tp_rank = 0;
@@ -64,6 +65,9 @@ struct ModelGeometry {
   std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
   std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
   std::int64_t seq = 0;                  // tokens of each sequence, at most (0: sizes only)
+  // Document masking (train.document_mask, which whoever builds a geometry from a recipe
+  // copies here): micro-batches carry their tokens' document ids, which attention honours.
+  bool documents = false;
 
   // Context parallelism: this rank's share of every sequence (global positions).
   ContextSplit context{};
