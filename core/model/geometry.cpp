@@ -33,6 +33,7 @@ ModelGeometry ModelGeometry::of(const ModelSection& m, const ModelSplit& split, 
   g.head_dim = m.d_model / m.n_heads;
   g.ffn = m.ffn_hidden;
   g.tied_embeddings = m.tied_embeddings;
+  g.sliding_window = m.sliding_window;
   g.tp = tp;
   g.tp_rank = tp_rank;
   g.sp = sp;

@@ -51,6 +51,7 @@ struct ModelGeometry {
   // The whole model.
   std::int64_t vocab = 0, d_model = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0;
   bool tied_embeddings = false;  // the output head is the embedding matrix
+  std::int64_t sliding_window = 0;  // keys each query attends to, itself included (0: every earlier one)
 
   // Tensor (and sequence) parallelism.
   int tp = 1, tp_rank = 0;

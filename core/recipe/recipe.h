@@ -43,6 +43,7 @@ struct ModelSection {
   double norm_eps = 1e-5;
   bool tied_embeddings = false;
   std::int64_t max_seq_len = 256;
+  std::int64_t sliding_window = 0;  // keys each query attends to, itself included; 0: all before it
   double init_std = 0.02;
   // Mixture of experts (core/model/moe_mlp.h); 0 experts: every MLP is dense.
   std::int64_t n_experts = 0;
@@ -84,6 +85,7 @@ struct TrainSection {
   std::int64_t fp8_amax_history = 1024;   // delayed: steps of amax history
   std::int64_t fp8_margin = 0;            // scales divided by 2^margin
   std::string recompute = "none";  // none | selective | full
+  bool document_mask = false;      // a token attends only to its own document of the packed window
   std::int64_t eval_interval = 50; // 0 disables periodic validation
   std::int64_t eval_batches = 8;
   std::int64_t max_bad_steps = 5;  // non-finite steps in a row that stop training

@@ -75,6 +75,11 @@ void check_dataset_tokenizers(const Recipe& r, const std::vector<DatasetTokenize
                                   first.path, d.path, first.tokenizer.describe(), d.tokenizer.describe()));
   }
   const TokenizerIdentity& t = first.tokenizer;
+  if (r.train.document_mask && t.eos_id < 0)
+    throw UserError(fmt::format("train.document_mask = true needs the end-of-document token that ends each document, "
+                                "but dataset {} knows none ({}); convert it again naming one (`ustrain data convert "
+                                "--eos-id ID` or `--eos-token TOKEN`), or set train.document_mask = false",
+                                first.path, t.describe()));
   if (r.data.tokenizer != "auto" && t.kind != r.data.tokenizer)
     throw UserError(fmt::format("dataset {} was tokenized with {}, but the recipe says data.tokenizer = \"{}\"; "
                                 "set data.tokenizer = \"{}\" (or leave it out: it defaults to the dataset's) or "

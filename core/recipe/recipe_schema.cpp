@@ -102,6 +102,9 @@ std::vector<KeySpec> model_keys() {
           "Share the embedding matrix with the output head"),
       key(USTRAIN_RECIPE_FIELD(model.max_seq_len), at_least(1),
           "Longest sequence the model handles: length of the RoPE table"),
+      key(USTRAIN_RECIPE_FIELD(model.sliding_window), at_least(0),
+          "Sliding-window attention (Mistral's): token i attends to token j only when 0 <= i - j < this; 0 "
+          "attends to every earlier token of the window"),
       key(USTRAIN_RECIPE_FIELD(model.init_std), above(0),
           "Standard deviation of the normal weight initialisation"),
       // Bounded as n_layers is: far above any published model (a few hundred experts), while each
@@ -195,6 +198,10 @@ std::vector<KeySpec> train_keys() {
           "fp8: scales are divided by 2^margin, leaving that many binades of headroom above each amax"),
       key(USTRAIN_RECIPE_FIELD(train.recompute), one_of({"none", "selective", "full"}),
           "Activation recomputation in the backward pass, trading compute for memory"),
+      key(USTRAIN_RECIPE_FIELD(train.document_mask), any_value(),
+          "Document masking: a token attends only to earlier tokens of its own document, where a document ends "
+          "with the dataset's end-of-document token (inclusive); false attends across the documents packed into "
+          "a window. Every target counts in the loss either way; RoPE positions run on through the window"),
       key(USTRAIN_RECIPE_FIELD(train.eval_interval), at_least(0),
           "Steps between validation passes; 0 disables them"),
       key(USTRAIN_RECIPE_FIELD(train.eval_batches), at_least(0),

@@ -77,7 +77,8 @@ TEST(RecipeChanges, Classification) {
   for (const char* k : {"run.seed", "data.path", "train.global_batch", "train.seq_len",
                         "schedule.decay", "optim.weight_decay", "device.threads", "train.grad_clip",
                         "model.rope_scaling", "model.rope_scaling_factor", "model.rope_low_freq_factor",
-                        "model.rope_high_freq_factor", "model.rope_original_max_seq_len"})
+                        "model.rope_high_freq_factor", "model.rope_original_max_seq_len",
+                        "train.document_mask", "model.sliding_window"})  // masks change what attention sees
     EXPECT_EQ(classify_recipe_key(k), RecipeChangeKind::breaks_exactness) << k;
   for (const char* k : {"model.vocab_size", "model.n_layers", "model.n_heads", "model.n_kv_heads",
                         "model.ffn_hidden", "model.tied_embeddings"})
@@ -100,6 +101,24 @@ TEST(ResumeRules, ForceLetsExactnessChangesThroughButNotShapeChanges) {
   EXPECT_NO_THROW(check_resume_changes(seed, true, "ck"));
   const auto shape = recipe_changes(resolved(), resolved({"model.n_layers=3"}));
   EXPECT_THROW(check_resume_changes(shape, true, "ck"), UserError);
+}
+
+// A checkpoint written before the mask keys existed resumes under them at their defaults; turning
+// one on is named and refused without --force-resume.
+TEST(ResumeRules, TurningAMaskOnIsRefusedNamingTheKey) {
+  for (const std::string key : {"train.document_mask=true", "model.sliding_window=64"}) {
+    const auto changes = recipe_changes(resolved(), resolved({key}));
+    ASSERT_EQ(changes.size(), 1u) << key;
+    try {
+      check_resume_changes(changes, false, "runs/x/checkpoints/step-00000010");
+      ADD_FAILURE() << key << " was accepted without --force-resume";
+    } catch (const UserError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(key.substr(0, key.find('=')) + " "), std::string::npos) << m;
+      EXPECT_NE(m.find("breaks exact resume"), std::string::npos) << m;
+      EXPECT_NE(m.find("--force-resume"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST(ResumeRules, AnotherOptimizerIsRefusedEvenWhenForced) {

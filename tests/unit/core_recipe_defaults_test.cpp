@@ -87,6 +87,16 @@ TEST_F(DatasetDefaults, SetKeysMustAgree) {
                   {"vocabulary of 257 tokens but model.vocab_size = 200", "at least 257"});
 }
 
+TEST(DocumentMask, NeedsTheDatasetsEndOfDocumentToken) {
+  TokenizerIdentity ids{"external", "gpt2", 50257, -1, "", ""};
+  const Recipe masked = parse({"train.document_mask=true"});
+  expect_mentions(user_error_of([&] { check_dataset_tokenizers(masked, {{"ids", ids}}); }),
+                  {"train.document_mask = true", "dataset ids", "--eos-id", "train.document_mask = false"});
+  EXPECT_NO_THROW(check_dataset_tokenizers(parse({}), {{"ids", ids}}));  // unmasked: no EOS needed
+  ids.eos_id = 50256;
+  EXPECT_NO_THROW(check_dataset_tokenizers(masked, {{"ids", ids}}));
+}
+
 TEST_F(DatasetDefaults, MissingOrShortDataIsReportedWithoutTraining) {
   expect_mentions(user_error_of([&] { with_dataset_defaults(parse({"data.path=" + data_dir() + "-missing"})); }),
                   {data_dir() + "-missing"});
