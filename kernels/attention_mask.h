@@ -20,8 +20,9 @@ struct AttentionMask {
   Kind kind = Kind::none;
   // The sliding window W in tokens; 0 = none.
   std::int64_t window = 0;
-  // The document of each query row and key row the mask is for, (B, nq) and (B, nk) i32 on
-  // the backend's device; empty = every token in one document.
+  // The document of each query and key position, (B, n) i32 on the backend's device, indexed
+  // by absolute position: column q_first + r is query row r's (n >= q_first + nq), so one
+  // tensor of a whole window serves every block of it. Empty = every token in one document.
   Tensor q_documents, k_documents;
   // The absolute positions of the first query row and the first key row.
   std::int64_t q_first = 0, k_first = 0;
@@ -39,8 +40,8 @@ struct AttentionMask {
 
 const char* mask_kind_name(AttentionMask::Kind kind);
 
-// Refuses, as an internal error naming `op` and the field, a mask asking for more than the
-// attention kernels implement today: a kind of none or causal, no window, no document ids.
+// Refuses, as an internal error naming `op` and the field, a mask asking for more than a
+// backend that implements the kind only does: a kind of none or causal, no window, no document ids.
 void require_implemented_mask(const AttentionMask& mask, const char* op);
 
 }  // namespace ustrain

@@ -209,9 +209,11 @@ class Backend {
   // out (B, q.count, H Dh) and lse (B, H, q.count) fp32: the attention of query rows q against
   // key rows k under `mask`, whose kind is the block's: causal, query row r of nq queries
   // against nk keys sees key rows 0 .. r + nk - nq (the ranges end at the same position);
-  // none, every key. out is fp32, or for a self block in qkv's dtype too. A mask with a window
-  // or document ids is refused with an error naming the field (require_implemented_mask): no
-  // backend computes those masks. A query row that sees no key gets out 0, lse -inf.
+  // none, every key; a window and document ids on absolute positions (kernels/attention_mask.h;
+  // a causal block with a window must have q_first + nq == k_first + nk). out is fp32, or for a
+  // self block in qkv's dtype too. A backend that does not compute windows or documents refuses
+  // them with an error naming the field (require_implemented_mask). A query row that sees no
+  // key gets out 0, lse -inf, and no gradient.
   virtual void attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                        AttentionMask mask, int n_heads, int n_kv_heads) = 0;
   // Merges a block's result into rows q of the running result acc (B, S, H Dh) fp32 with its

@@ -3,9 +3,10 @@
 // blocks, decoding's cache) or qkv's own (a self block: the whole sequence on one rank), the
 // merge of partial results by log-sum-exp, and the block backward from the merged result.
 //
-// Queries go in tiles of kQueryTile rows: a tile needs only the keys its last row sees, so
-// under the causal mask the score block is (tile, keys) and the upper triangle is mostly
-// skipped. Each score block is two single-threaded GEMMs away from Q, K and V, which stay
+// Queries go in tiles of kQueryTile rows: a tile needs only the keys its rows see under the
+// mask (kernels/block_mask_rows.h), so the score block is (tile, the union of its rows' key
+// ranges): under the causal mask the upper triangle is mostly skipped, under a window all but
+// a band, under documents all but the tile's own documents. Each score block is two single-threaded GEMMs away from Q, K and V, which stay
 // strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
 // S=256, H=8, Hkv=4, Dh=32 on two cores this is about twice as fast as running the heads in
 // turn with a two-thread GEMM.
@@ -17,13 +18,14 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/block_mask_rows.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_math.h"
 
 namespace ustrain {
 namespace {
 
-constexpr std::int64_t kQueryTile = 64;
+constexpr std::int64_t kQueryTile = kAttentionQueryTile;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Where a block's keys and values lie, and their gradients: rows of packed kv (B, Skv, 2 Hkv Dh)
@@ -47,12 +49,44 @@ struct BlockShape {
   AttentionMask mask;
   std::int64_t group() const { return heads / kv_heads; }
   std::int64_t out_width() const { return heads * head_dim; }
-  // Keys of the block query row r (of the range) sees.
-  std::int64_t visible(std::int64_t r) const {
-    if (mask.kind == AttentionMask::Kind::none) return k.count;
-    return std::clamp<std::int64_t>(r + 1 + k.count - q.count, 0, k.count);
-  }
 };
+
+// Softmax in place of query row r's scores pr, laid over the tile's keys `span`: the row's own
+// keys get their probabilities, every other entry 0. Returns the row's log-sum-exp, -inf (and
+// a row of zeros) when the mask leaves it no key.
+float masked_softmax_row(const BlockMaskRows& rows, std::int64_t b, std::int64_t r, KeyRange span, float* pr) {
+  const KeyRange k = rows.keys(b, r);
+  const std::int64_t first = k.empty() ? 0 : k.begin - span.begin, end = k.empty() ? 0 : k.end - span.begin;
+  if (!rows.exact(b))
+    for (std::int64_t j = first; j < end; ++j)
+      if (!rows.same_document(b, r, span.begin + j)) pr[j] = kNegInf;
+  std::fill(pr, pr + first, 0.0f);
+  std::fill(pr + end, pr + span.size(), 0.0f);
+  const float m = end > first ? cpu::max_of(pr + first, end - first) : kNegInf;
+  if (m == kNegInf) {
+    std::fill(pr + first, pr + end, 0.0f);
+    return kNegInf;
+  }
+  const double sum = cpu::exp_in_place(pr + first, end - first, m);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (std::int64_t j = first; j < end; ++j) pr[j] *= inv;
+  return static_cast<float>(m + std::log(sum));
+}
+
+// The probabilities of query row r from its scores pr (over the tile's keys `span`) and its
+// merged log-sum-exp l: exp(score - l) on the row's keys, 0 elsewhere.
+void masked_probabilities_row(const BlockMaskRows& rows, std::int64_t b, std::int64_t r, KeyRange span, float l,
+                              float* pr) {
+  const KeyRange k = rows.keys(b, r);
+  const bool none = k.empty() || l == kNegInf;  // -inf: no block gave the row a key
+  const std::int64_t first = none ? 0 : k.begin - span.begin, end = none ? 0 : k.end - span.begin;
+  for (std::int64_t j = first; j < end; ++j) pr[j] = cpu::fast_exp(pr[j] - l);
+  if (!rows.exact(b))
+    for (std::int64_t j = first; j < end; ++j)
+      if (!rows.same_document(b, r, span.begin + j)) pr[j] = 0.0f;
+  std::fill(pr, pr + first, 0.0f);
+  std::fill(pr + end, pr + span.size(), 0.0f);
+}
 
 BlockShape block_shape(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
                        int n_kv_heads) {
@@ -109,13 +143,13 @@ void CpuBackend::attention_grad_pack(Tensor dqkv, Tensor dq, Tensor dkv) {
 
 void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                          AttentionMask mask, int n_heads, int n_kv_heads) {
-  require_implemented_mask(mask, "attention_block_forward");
   const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
   const std::int64_t W = a.width, KW = a.keys.stride, Dh = a.head_dim, OW = a.out_width(), nq = q.count;
   USTRAIN_ASSERT(out.numel() == a.batch * nq * OW && out.shape.last() == OW && lse.numel() == a.batch * a.heads * nq,
                  "block out " + out.shape.str() + ", lse " + lse.shape.str() + " for " + std::to_string(nq) +
                      " queries");
   if (a.batch == 0 || nq == 0) return;
+  const BlockMaskRows masked(mask, a.batch, nq, k.count);
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   const std::int64_t tile_floats = kQueryTile * std::max<std::int64_t>(k.count, 1);
@@ -124,46 +158,36 @@ void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, Seq
   const std::int64_t items = a.batch * a.heads * tiles;
   const float* key_base = a.self ? qkv.f32() : kv.f32();
 
-  // Every (batch, head, query tile) is independent; later tiles may see more keys, so the
+  // Every (batch, head, query tile) is independent; tiles may see more or fewer keys, so the
   // schedule is dynamic (the results do not depend on it).
 #pragma omp parallel for schedule(dynamic) num_threads(threads_) if (items > 1)
   for (std::int64_t item = 0; item < items; ++item) {
     const std::int64_t bh = item / tiles, b = bh / a.heads, h = bh % a.heads, g = h / a.group();
-    const std::int64_t i0 = (item % tiles) * kQueryTile;
-    const float* qp = qkv.f32() + (b * a.q_seq + q.begin) * W + h * Dh;  // (nq, Dh), row stride W
-    const float* kp = key_base + a.keys.key(b, k.begin, g, Dh);         // (nk, Dh), row stride KW
-    const float* vp = kp + a.keys.value_shift;                          // (nk, Dh), row stride KW
-    float* o = out.f32() + b * nq * OW + h * Dh;                        // (nq, Dh), row stride OW
-    float* row_lse = lse.f32() + bh * nq;                               // (nq)
+    const std::int64_t i0 = (item % tiles) * kQueryTile, rows = std::min(kQueryTile, nq - i0);
+    const KeyRange span = masked.tile_keys(b, i0, rows);
+    const std::int64_t keys = span.size();
+    const float* qp = qkv.f32() + (b * a.q_seq + q.begin + i0) * W + h * Dh;         // (rows, Dh), stride W
+    const float* kp = key_base + a.keys.key(b, k.begin + span.begin, g, Dh);         // (keys, Dh), stride KW
+    const float* vp = kp + a.keys.value_shift;                                       // (keys, Dh), stride KW
+    float* o = out.f32() + (b * nq + i0) * OW + h * Dh;                              // (rows, Dh), stride OW
+    float* row_lse = lse.f32() + bh * nq + i0;                                       // (rows)
     float* p = scratch + omp_get_thread_num() * tile_floats;
-
-    const std::int64_t rows = std::min(kQueryTile, nq - i0);
-    const std::int64_t keys = a.visible(i0 + rows - 1);
-    if (keys > 0)  // scores (rows, keys) = scale * Q K^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(keys),
-                  static_cast<int>(Dh), scale, qp + i0 * W, static_cast<int>(W), kp, static_cast<int>(KW), 0.0f, p,
-                  static_cast<int>(keys));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* pr = p + r * keys;
-      const std::int64_t visible = a.visible(i0 + r);
-      if (visible == 0) {
-        row_lse[i0 + r] = kNegInf;
-        std::fill(pr, pr + keys, 0.0f);
-        continue;
+    if (keys == 0) {  // no row of the tile sees a key
+      for (std::int64_t r = 0; r < rows; ++r) {
+        row_lse[r] = kNegInf;
+        std::fill_n(o + r * OW, Dh, 0.0f);
       }
-      const float m = cpu::max_of(pr, visible);
-      const double sum = cpu::exp_in_place(pr, visible, m);
-      row_lse[i0 + r] = static_cast<float>(m + std::log(sum));
-      const float inv = static_cast<float>(1.0 / sum);
-      for (std::int64_t j = 0; j < visible; ++j) pr[j] *= inv;
-      std::fill(pr + visible, pr + keys, 0.0f);
+      continue;
     }
-    if (keys > 0)  // out (rows, Dh) = P V
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(Dh),
-                  static_cast<int>(keys), 1.0f, p, static_cast<int>(keys), vp, static_cast<int>(KW), 0.0f, o + i0 * OW,
-                  static_cast<int>(OW));
-    else
-      for (std::int64_t r = 0; r < rows; ++r) std::fill_n(o + (i0 + r) * OW, Dh, 0.0f);
+    // scores (rows, keys) = scale * Q K^T, then each row's softmax over its own keys
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(keys),
+                static_cast<int>(Dh), scale, qp, static_cast<int>(W), kp, static_cast<int>(KW), 0.0f, p,
+                static_cast<int>(keys));
+    for (std::int64_t r = 0; r < rows; ++r) row_lse[r] = masked_softmax_row(masked, b, i0 + r, span, p + r * keys);
+    // out (rows, Dh) = P V
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(Dh),
+                static_cast<int>(keys), 1.0f, p, static_cast<int>(keys), vp, static_cast<int>(KW), 0.0f, o,
+                static_cast<int>(OW));
   }
 }
 
@@ -207,8 +231,10 @@ struct BackwardBuffers {
 };
 
 // The backward of one (batch row b, kv head g): it alone writes that kv head's dK, dV and its
-// q heads' dQ, summing over q heads and tiles in a fixed order. `p` holds 2 kQueryTile nk + kQueryTile floats.
-void block_backward_group(const BlockShape& a, const BackwardBuffers& t, std::int64_t b, std::int64_t g, float* p) {
+// q heads' dQ, summing over q heads and tiles in a fixed order. A tile works on the keys its
+// rows see (tile_keys), as the forward did. `p` holds 2 kQueryTile nk + kQueryTile floats.
+void block_backward_group(const BlockShape& a, const BlockMaskRows& masked, const BackwardBuffers& t, std::int64_t b,
+                          std::int64_t g, float* p) {
   const std::int64_t Sq = a.q_seq, W = a.width, KW = a.keys.stride, Dh = a.head_dim, OW = a.out_width();
   const SeqRange q = a.q, k = a.k;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
@@ -237,33 +263,38 @@ void block_backward_group(const BlockShape& a, const BackwardBuffers& t, std::in
 
     for (std::int64_t i0 = 0; i0 < q.count; i0 += kQueryTile) {
       const std::int64_t rows = std::min(kQueryTile, q.count - i0);
-      const std::int64_t keys = a.visible(i0 + rows - 1);
-      if (keys == 0) continue;
+      const KeyRange span = masked.tile_keys(b, i0, rows);
+      const std::int64_t keys = span.size();
+      if (keys == 0) {  // no row sees a key here: an overwritten dQ is 0
+        if (t.dq_beta == 0.0f)
+          for (std::int64_t r = 0; r < rows; ++r) std::fill_n(dqp + (i0 + r) * t.dq_stride, Dh, 0.0f);
+        continue;
+      }
       const int ir = static_cast<int>(rows), ik = static_cast<int>(keys);
+      const std::int64_t at = span.begin * KW;  // the tile's first key row
       // P (rows, keys) = exp(scale * Q K^T - lse), with the merged lse: this block's share.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, scale, qp + i0 * W, iW, kp, iKW, 0.0f, p, ik);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, scale, qp + i0 * W, iW, kp + at, iKW, 0.0f, p,
+                  ik);
       for (std::int64_t r = 0; r < rows; ++r) {
-        float* pr = p + r * keys;
-        const std::int64_t visible = a.visible(i0 + r);
-        const float l = row_lse[i0 + r];
-        for (std::int64_t j = 0; j < visible; ++j) pr[j] = cpu::fast_exp(pr[j] - l);
-        std::fill(pr + visible, pr + keys, 0.0f);
+        masked_probabilities_row(masked, b, i0 + r, span, row_lse[i0 + r], p + r * keys);
         delta[r] = static_cast<float>(cpu::dot(d_o + (i0 + r) * OW, o + (i0 + r) * OW, Dh));
       }
       // dV (keys, Dh) += P^T dO
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, 1.0f, p, ik, d_o + i0 * OW, iOW, 1.0f, dv, iKW);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, 1.0f, p, ik, d_o + i0 * OW, iOW, 1.0f, dv + at,
+                  iKW);
       // dP (rows, keys) = dO V^T, then dS = P * (dP - delta) in place
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, 1.0f, d_o + i0 * OW, iOW, vp, iKW, 0.0f, dp,
-                  ik);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ik, iDh, 1.0f, d_o + i0 * OW, iOW, vp + at, iKW, 0.0f,
+                  dp, ik);
       for (std::int64_t r = 0; r < rows; ++r) {
         const float* pr = p + r * keys;
         float* ds = dp + r * keys;
         for (std::int64_t j = 0; j < keys; ++j) ds[j] = pr[j] * (ds[j] - delta[r]);
       }
       // dQ (rows, Dh) = (or +=) scale * dS K;  dK (keys, Dh) += scale * dS^T Q
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, iDh, ik, scale, dp, ik, kp, iKW, t.dq_beta,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, iDh, ik, scale, dp, ik, kp + at, iKW, t.dq_beta,
                   dqp + i0 * t.dq_stride, iDW);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, scale, dp, ik, qp + i0 * W, iW, 1.0f, dk, iKW);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ik, iDh, ir, scale, dp, ik, qp + i0 * W, iW, 1.0f, dk + at,
+                  iKW);
     }
   }
 }
@@ -273,7 +304,6 @@ void block_backward_group(const BlockShape& a, const BackwardBuffers& t, std::in
 void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
                                           SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                           int n_kv_heads) {
-  require_implemented_mask(mask, "attention_block_backward");
   const BlockShape a = block_shape(qkv, q, kv, k, mask, n_heads, n_kv_heads);
   const std::int64_t Sq = a.q_seq, OW = a.out_width();
   USTRAIN_ASSERT(out.numel() == a.batch * Sq * OW && dout.numel() == out.numel() &&
@@ -289,6 +319,7 @@ void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Te
     USTRAIN_ASSERT(dq.numel() == out.numel() && dkv.shape == kv.shape,
                    "block backward: dq " + dq.shape.str() + ", dkv " + dkv.shape.str() + " for kv " + kv.shape.str());
   if (a.batch == 0 || q.count == 0 || k.count == 0) return;
+  const BlockMaskRows masked(mask, a.batch, q.count, k.count);
 
   // Packed keys: fp32 sums that accumulate. A self block: the whole of dqkv, overwritten.
   const BackwardBuffers t{qkv.f32(), a.self ? qkv.f32() : kv.f32(), out.f32(), dout.f32(), lse.f32(),
@@ -298,7 +329,7 @@ void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Te
   const std::int64_t groups = a.batch * a.kv_heads;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (groups > 1)
   for (std::int64_t bg = 0; bg < groups; ++bg)
-    block_backward_group(a, t, bg / a.kv_heads, bg % a.kv_heads, scratch + omp_get_thread_num() * thread_floats);
+    block_backward_group(a, masked, t, bg / a.kv_heads, bg % a.kv_heads, scratch + omp_get_thread_num() * thread_floats);
 }
 
 }  // namespace ustrain

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kernels/block_mask_rows.h"
+
 namespace ustrain {
 
 const char* op_class_name(OpClass c) {
@@ -53,10 +55,16 @@ std::int64_t bytes_of(std::initializer_list<const Tensor*> ts) {
 std::int64_t gemm_flops(std::int64_t m, std::int64_t n, std::int64_t k) { return 2 * m * n * k; }
 
 // A block of nq queries against nk keys: B H nq nk Dh multiply-adds for one product, counted
-// as 2 FLOPs each and halved by a causal mask (the whole causal sequence: B H S^2 Dh).
-std::int64_t block_product_flops(const Tensor& qkv, SeqRange q, SeqRange k, AttentionMask mask, int n_heads,
-                                 int n_kv_heads) {
+// as 2 FLOPs each and halved by a causal mask (the whole causal sequence: B H S^2 Dh). Under a
+// window or documents, the score entries the CPU kernel's tiles compute instead; documents
+// count only where their ids are readable (`documents_readable`), else as one document.
+std::int64_t block_product_flops(const Tensor& qkv, SeqRange q, SeqRange k, const AttentionMask& mask, int n_heads,
+                                 int n_kv_heads, bool documents_readable) {
   const std::int64_t head_dim = qkv.shape.last() / (n_heads + 2 * n_kv_heads);
+  if (mask.has_window() || mask.has_documents()) {
+    const BlockMaskRows rows(mask, qkv.shape[0], q.count, k.count, documents_readable);
+    return 2 * n_heads * head_dim * rows.tiled_entries(kAttentionQueryTile);
+  }
   const std::int64_t product = qkv.shape[0] * n_heads * q.count * k.count * head_dim;
   return mask.kind == AttentionMask::Kind::causal ? product : 2 * product;
 }
@@ -214,15 +222,20 @@ std::vector<std::int64_t> block_args(SeqRange q, SeqRange k, AttentionMask mask,
 }  // namespace
 
 // ---- attention over blocks: every block reads its query and key rows, writes its result ----
+bool RecordingBackend::documents_readable(const AttentionMask& mask) const {
+  for (const Tensor* docs : {&mask.q_documents, &mask.k_documents})
+    if (docs->empty() || docs->device != Device::cpu || reserved(docs->data)) return false;
+  return true;
+}
+
 void RecordingBackend::attention_kv_pack(Tensor kv, Tensor qkv, int, int) {
   record("attention_kv_pack", OpClass::copy, {&kv, &qkv}, 0, 2 * bytes_of(kv));
 }
 
 void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
                                                AttentionMask mask, int n_heads, int n_kv_heads) {
-  require_implemented_mask(mask, "attention_block_forward");
   record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
-         2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
+         2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads, documents_readable(mask)),
          bytes_of({&out, &lse}) + range_bytes(qkv, q) + (kv.empty() ? 0 : range_bytes(kv, k)),
          block_args(q, k, mask, n_heads, n_kv_heads));
 }
@@ -235,12 +248,11 @@ void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out,
 void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
                                                 SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
                                                 int n_kv_heads) {
-  require_implemented_mask(mask, "attention_block_backward");
   // Packed keys: the gradient sums are read and written. A self block writes dqkv once, and
   // reads its keys with its queries.
   const std::int64_t grads = kv.empty() ? bytes_of(dq) : 2 * (range_bytes(dq, q) + range_bytes(dkv, k));
   record("attention_block_backward", OpClass::attention, {&dq, &dkv, &dout, &qkv, &kv, &out, &lse},
-         4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads),
+         4 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads, documents_readable(mask)),
          grads + range_bytes(dout, q) + range_bytes(qkv, q) + (kv.empty() ? 0 : range_bytes(kv, k)) +
              range_bytes(out, q) + bytes_of(lse) / lse.shape.last() * q.count,
          block_args(q, k, mask, n_heads, n_kv_heads));

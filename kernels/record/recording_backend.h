@@ -10,7 +10,10 @@
 //                        GEMMs (and the CUDA grouped GEMM takes no op scratch)
 //   attention_block_forward   Q K^T and P V for nq queries against nk keys, each B H nq nk Dh
 //                        multiply-adds (2 FLOPs each): 4 B H nq nk Dh, halved by a causal
-//                        mask (S^2 / 2, not S (S + 1) / 2): 2 B H S^2 Dh for a whole sequence
+//                        mask (S^2 / 2, not S (S + 1) / 2): 2 B H S^2 Dh for a whole sequence;
+//                        under a window or document ids, 4 H Dh times the score entries the
+//                        CPU kernel computes (kernels/block_mask_rows.h), documents counted
+//                        where their ids lie in the caller's host memory, else as one document
 //   attention_block_backward   twice the forward
 // with H this rank's query heads. Every other op (norms, RoPE, SwiGLU, adds, embeddings,
 // cross-entropy, the optimizer, copies) counts 0 FLOPs and is priced by its bytes.
@@ -166,6 +169,8 @@ class RecordingBackend final : public Backend {
   std::map<void*, std::size_t> reservations_;  // base -> bytes
   // Whether `p` lies in address space this backend reserved (else it is the caller's host memory).
   bool reserved(const void* p) const;
+  // Whether the mask's document ids lie in the caller's host memory (never in a recorded copy).
+  bool documents_readable(const AttentionMask& mask) const;
   std::size_t reserved_ = 0, peak_reserved_ = 0;
   std::map<const void*, std::int64_t> routed_;  // a routing's chosen experts (N, k) -> E
   std::function<void()> synchronize_hook_;

@@ -42,6 +42,31 @@ TEST(RecordingBackend, CountsCausalAttentionAsTheModelsFormulaDoes) {
   EXPECT_EQ(be.summary()[OpClass::attention].calls, 2);
 }
 
+TEST(RecordingBackend, CountsAMaskedBlockByTheScoreEntriesTheCpuKernelComputes) {
+  // A self block of 256 tokens in query tiles of 64: under a window of 64 a tile's keys are its
+  // own 64 and the 63 before them (the first tile only its own); under documents of 64 tokens
+  // (ids in the caller's host memory) its own 64.
+  RecordingBackend be;
+  const std::int64_t B = 2, S = 256, H = 4, Hkv = 2, Dh = 16;
+  const Tensor qkv(be.allocate(B * S * (H + 2 * Hkv) * Dh * 4), Shape{B, S, (H + 2 * Hkv) * Dh});
+  const Tensor out(be.allocate(B * S * H * Dh * 4), Shape{B, S, H * Dh});
+  const Tensor lse(be.allocate(B * H * S * 4), Shape{B, H, S});
+  AttentionMask windowed = AttentionMask::causal();
+  windowed.window = 64;
+  std::vector<std::int32_t> docs(static_cast<std::size_t>(B * S));
+  for (std::size_t i = 0; i < docs.size(); ++i) docs[i] = static_cast<std::int32_t>(i % S / 64);
+  AttentionMask documents = AttentionMask::causal();
+  documents.q_documents = documents.k_documents = Tensor(docs.data(), Shape{B, S}, DType::i32);
+  const SeqRange all{0, S};
+  be.attention_block_forward(out, lse, qkv, all, Tensor(), all, windowed, H, Hkv);
+  be.attention_block_backward(qkv, Tensor(), out, qkv, all, Tensor(), all, out, lse, windowed, H, Hkv);
+  be.attention_block_forward(out, lse, qkv, all, Tensor(), all, documents, H, Hkv);
+  const std::int64_t window_entries = B * (64 * 64 + 3 * 64 * 127), document_entries = B * 4 * 64 * 64;
+  EXPECT_EQ(be.ops()[0].flops, 4 * H * Dh * window_entries);
+  EXPECT_EQ(be.ops()[1].flops, 8 * H * Dh * window_entries);
+  EXPECT_EQ(be.ops()[2].flops, 4 * H * Dh * document_entries);
+}
+
 TEST(RecordingBackend, ReservesWithoutCommittingAndHostResultsAreNothing) {
   RecordingBackend be;
   const std::size_t huge = std::size_t{1} << 40;  // 1 TiB of address space
