@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "data/document_ids.h"
 #include "data/portable_random.h"
 #include "kernels/error.h"
 
@@ -57,17 +58,27 @@ std::int64_t LoaderOptions::sample_tokens() const {
   return n;
 }
 
-void Loader::read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets) const {
+void Loader::read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets,
+                         std::int32_t* documents) const {
+  USTRAIN_ASSERT(documents != nullptr || !options_.documents(), "a loader of document ids needs room for them");
   const Origin at = origin(sample);
   const std::int64_t seq = options_.seq_len;
   const TokenSource& tokens = *sources_[at.source].tokens;
   const auto start = static_cast<std::int64_t>(at.window) * seq;
+  const std::span<std::int32_t> window_documents(documents, options_.documents() ? static_cast<std::size_t>(seq) : 0);
   if (options_.runs.empty()) {
     // Targets are the inputs moved by one: read S tokens, then only the one after them.
     tokens.read(start, seq, inputs);
     std::copy(inputs + 1, inputs + seq, targets);
     tokens.read(start + seq, 1, targets + seq - 1);
+    if (options_.documents())
+      number_documents({inputs, window_documents.size()}, options_.document_end, window_documents);
     return;
+  }
+  if (options_.documents()) {  // the whole window's inputs, which the runs hold only parts of
+    std::vector<std::int32_t> window(window_documents.size());
+    tokens.read(start, seq, window.data());
+    number_documents(window, options_.document_end, window_documents);
   }
   for (const TokenRun& run : options_.runs) {
     tokens.read(start + run.begin, run.count, inputs);

@@ -48,8 +48,12 @@ struct LoaderOptions {
   // gives each rank two runs of every sequence, parallel/ring_attention.h); empty: all of it.
   // Readers, samples and positions are those of whole windows either way.
   std::vector<TokenRun> runs;
+  // Document masking: the end-of-document id by which read_sample numbers the documents of
+  // each window (data/document_ids.h); -1: no document ids.
+  std::int32_t document_end = -1;
   // Tokens of one sample as this process holds it: the runs' total, or seq_len.
   std::int64_t sample_tokens() const;
+  bool documents() const { return document_end >= 0; }
 };
 
 class Loader {
@@ -65,8 +69,12 @@ class Loader {
   // Where this reader's sample j comes from.
   Origin origin(std::uint64_t sample) const;
   // Fills one sample: inputs[0, S) and targets[0, S) (S = options().sample_tokens(): this
-  // process's runs of the window). Safe to call from several threads.
-  void read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets) const;
+  // process's runs of the window) and, when options().documents(), documents[0, seq_len): the
+  // document of every input of the whole window, by position (attention under context
+  // parallelism meets the keys of every run), which reads the window's inputs outside the runs
+  // but nothing outside the window. Safe to call from several threads.
+  void read_sample(std::uint64_t sample, std::int32_t* inputs, std::int32_t* targets,
+                   std::int32_t* documents = nullptr) const;
 
   std::size_t sources() const { return sources_.size(); }
   const LoaderSource& source(std::size_t d) const { return sources_[d]; }

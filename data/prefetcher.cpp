@@ -16,6 +16,8 @@ BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const Loader> loader, std::int6
     auto buffer = std::make_unique<Buffers>();
     buffer->ids.resize(size);
     buffer->targets.resize(size);
+    if (loader_->options().documents())  // whole windows' (data/loader.h)
+      buffer->documents.resize(static_cast<std::size_t>(batch_ * loader_->options().seq_len));
     free_.push_back(std::move(buffer));
   }
   produce_at_ = start;
@@ -27,9 +29,17 @@ BatchPrefetcher::~BatchPrefetcher() { stop_thread(); }
 void BatchPrefetcher::fill(Buffers& batch, std::uint64_t first) {
   batch.first_sample = first;
   const std::int64_t seq = loader_->options().sample_tokens();
+  const bool documents = !batch.documents.empty();
+  const std::int64_t window = loader_->options().seq_len;
   for (std::int64_t b = 0; b < batch_; ++b)
     loader_->read_sample(first + static_cast<std::uint64_t>(b), batch.ids.data() + b * seq,
-                         batch.targets.data() + b * seq);
+                         batch.targets.data() + b * seq, documents ? batch.documents.data() + b * window : nullptr);
+}
+
+TokenBatch BatchPrefetcher::view(const Buffers& batch) {
+  TokenBatch tokens(batch.ids, batch.targets);
+  tokens.documents = batch.documents;
+  return tokens;
 }
 
 void BatchPrefetcher::start_thread() {
@@ -86,7 +96,7 @@ TokenBatch BatchPrefetcher::next() {
     }
     fill(*current_, position_);
     position_ += static_cast<std::uint64_t>(batch_);
-    return {current_->ids, current_->targets};
+    return view(*current_);
   }
   const auto started = std::chrono::steady_clock::now();
   {
@@ -102,7 +112,7 @@ TokenBatch BatchPrefetcher::next() {
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   USTRAIN_ASSERT(current_->first_sample == position_, "prefetched batch out of order");
   position_ += static_cast<std::uint64_t>(batch_);
-  return {current_->ids, current_->targets};
+  return view(*current_);
 }
 
 void BatchPrefetcher::seek(std::uint64_t sample) {

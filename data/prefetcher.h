@@ -42,6 +42,7 @@ class BatchPrefetcher {
   // The memory of one batch.
   struct Buffers {
     std::vector<std::int32_t> ids, targets;
+    std::vector<std::int32_t> documents;  // empty unless the loader numbers documents
     std::uint64_t first_sample = 0;  // this reader's index of the batch's first sample
   };
 
@@ -49,6 +50,7 @@ class BatchPrefetcher {
   void stop_thread();
   void produce();
   void fill(Buffers& batch, std::uint64_t first);
+  static TokenBatch view(const Buffers& batch);
 
   std::shared_ptr<const Loader> loader_;
   std::int64_t batch_;

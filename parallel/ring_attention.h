@@ -10,11 +10,22 @@
 //   j >  i   the back chunk of the queries against all of the kv, no mask (the front chunk of
 //            the queries comes before all of it);
 // so every rank computes c (2c + 1) + (C - 1) 2c^2 score entries for chunks of c tokens.
+//
 // Each block's mask is derived from the one mask the attention sub-layer chooses
 // (kernels/attention_mask.h): the kinds above for a causal mask, whole blocks of the
-// sub-layer's kind otherwise; its window as it is, its first absolute positions from the split.
+// sub-layer's kind otherwise, its first absolute positions from the split. A window or
+// document ids depend on absolute positions, which are contiguous within a chunk only; so
+// under them a block is one chunk of the queries against one chunk of the kv (up to four per
+// step), and a block with no allowed pair is skipped:
+//   causal   the kv chunk after the query chunk;
+//   window   the kv chunk's last key W or more positions before the query chunk's first query;
+//   documents no document shared (their ids' ranges disjoint in every sequence).
+// Document ids are indexed by absolute position (kernels/attention_mask.h): every rank holds
+// the ids of the whole window, which the loader derives from the window's tokens anyway (a
+// document's id depends on every end-of-document token before it), so the ids of the keys of
+// any rank are a slice of them and never travel; each block reads its own slice.
 //
-// Forward: step t computes the block of rank (i - t) while the next block arrives from the
+// Forward: step t computes the blocks of rank (i - t) while the next kv arrives from the
 // previous rank (one batched send/receive), and merges the partial results by log-sum-exp.
 // Backward: the kv blocks go around again, each with the fp32 partial sum of its dk/dv, which
 // every rank adds its share to before passing it on; after C steps each sum is back home.
@@ -32,19 +43,32 @@
 
 namespace ustrain {
 
-// One step of the ring: the kv of rank `source`, which of this rank's query rows meet which of
+// One block of the ring: the kv of rank `source`, which of this rank's query rows meet which of
 // that rank's kv rows (local rows of each), under which mask.
 struct RingBlock {
   int source = 0;
   SeqRange q, k;
   AttentionMask mask;
 };
-// Rank `rank`'s blocks in ring order (step t meets the kv of rank - t) for local sequences of
-// `local_seq` tokens (two chunks) under the sub-layer's `mask`, whose first positions are
-// those of the sequence's start. Document ids at size > 1 are refused with an error: the
-// keys' ids would have to travel around the ring with their blocks, which the ring does not do.
-std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq, const AttentionMask& mask);
-// Score entries (query, key) pairs one rank computes over a schedule, per sequence and head.
+
+// The mask's document ids of whole windows on the host, (batch, n) by absolute position: what
+// the schedule reads to skip blocks that share no document. Empty: every block may share one.
+struct HostDocuments {
+  std::vector<std::int32_t> q, k;
+  std::int64_t batch = 0;
+  // Copies the ids of `mask` from the backend's device (nothing without document ids).
+  static HostDocuments of(Backend& be, const AttentionMask& mask);
+  // Whether some sequence has a document at both some position of `q` and some of `k`.
+  bool share_a_document(SeqRange q_positions, SeqRange k_positions) const;
+};
+
+// Rank `rank`'s blocks in ring order (step t meets the kv of rank - t, in one or more blocks,
+// or none where the mask allows no pair) for local sequences of `local_seq` tokens (two
+// chunks) under the sub-layer's `mask`, whose first positions are those of the sequence's start.
+std::vector<RingBlock> ring_schedule(int rank, int size, std::int64_t local_seq, const AttentionMask& mask,
+                                     const HostDocuments& documents = {});
+// Score entries (query, key) pairs one rank computes over a schedule, per sequence and head,
+// before a window or documents thin them out.
 std::int64_t score_entries(const std::vector<RingBlock>& schedule);
 
 // The ring's buffers, from the memory plan; each at least the shape given, for micro-batches
@@ -67,6 +91,8 @@ class RingAttention {
   int size() const { return cp_ ? cp_->size() : 1; }
   int rank() const { return cp_ ? cp_->rank() : 0; }
   ContextSplit split() const { return {size(), rank()}; }
+  // The rank whose kv step t of the ring meets.
+  int source_at(int t) const { return (rank() - t + size()) % size(); }
 
   // The attention under `mask` of this rank's queries in qkv (B, S, W) against the whole
   // sequence: out (B, S, H Dh), lse (B, H, S) fp32.

@@ -115,8 +115,9 @@ void check_host_buffers_fit(const MemoryPlan& plan, std::size_t available, int s
 }
 
 long double data_batch_bytes(const Recipe& r) {
+  const long double per_token = r.train.document_mask ? 12.0L : 8.0L;  // int32 ids, targets (and document ids)
   const long double batch =
-      8.0L * static_cast<long double>(r.train.micro_batch) * static_cast<long double>(r.train.seq_len);
+      per_token * static_cast<long double>(r.train.micro_batch) * static_cast<long double>(r.train.seq_len);
   return 2.0L * static_cast<long double>(r.data.prefetch + 1) * batch;
 }
 
@@ -126,19 +127,21 @@ void check_host_fits(const Recipe& recipe, std::size_t available, int sharers, b
   if (data * static_cast<long double>(std::max(sharers, 1)) > static_cast<long double>(available))
     too_small(memory_check_of(recipe), fmt::format(
         "the data loader's micro-batches alone need {} per process{} (train.micro_batch = {} sequences of "
-        "train.seq_len = {} tokens, inputs and targets, {} batches ahead for training and for validation), but this "
+        "train.seq_len = {} tokens, inputs and targets{}, {} batches ahead for training and for validation), but this "
         "host has {} available; lower train.micro_batch, train.seq_len or data.prefetch",
         describe_bytes(data),
-        shared_by(sharers, data, "this host"), recipe.train.micro_batch, recipe.train.seq_len, recipe.data.prefetch + 1,
+        shared_by(sharers, data, "this host"), recipe.train.micro_batch, recipe.train.seq_len,
+        recipe.train.document_mask ? " and document ids" : "", recipe.data.prefetch + 1,
         format_bytes(available)));
   if (recipe.device.type != "cpu") return;  // the model's memory is the GPU's (checked when it is made)
   check_state_fits(recipe, available, sharers, "this host");
   const ParallelSection& p = recipe.parallel;
-  const ModelGeometry geometry = ModelGeometry::of(
+  ModelGeometry geometry = ModelGeometry::of(
       recipe.model,
       ModelSplit{static_cast<int>(p.tp), 0, p.sp, static_cast<int>(p.pp), 0, static_cast<int>(p.virtual_stages),
                  static_cast<int>(p.cp), 0, static_cast<int>(p.ep), 0, p.ep_capacity_factor},
       recipe.train.seq_len);
+  geometry.documents = recipe.train.document_mask;
   LlamaModel model(recipe.model, geometry, recipe.train.micro_batch, parse_recompute(recipe.train.recompute),
                    compute_dtype(recipe));
   MemoryPlan plan;

@@ -47,7 +47,7 @@ void check_host_buffers_fit(const MemoryPlan& plan, std::size_t available, int s
                             std::size_t beside);
 
 // Host bytes the data loader holds in micro-batches: for training and for validation,
-// data.prefetch + 1 batches of inputs and targets (int32).
+// data.prefetch + 1 batches of inputs and targets (int32), and with train.document_mask their document ids.
 long double data_batch_bytes(const Recipe& recipe);
 
 // Before the data or the model take any memory, what a rank of the recipe needs of this host's

@@ -65,6 +65,9 @@ struct ModelGeometry {
   std::int64_t vocab_begin = 0;          // the first vocabulary row of this rank
   std::int64_t vocab_valid = 0;          // real rows among vocab_local (the rest is padding)
   std::int64_t seq = 0;                  // tokens of each sequence, at most (0: sizes only)
+  // Document masking (train.document_mask, which whoever builds a geometry from a recipe
+  // copies here): micro-batches carry their tokens' document ids, which attention honours.
+  bool documents = false;
 
   // Context parallelism: this rank's share of every sequence (global positions).
   ContextSplit context{};

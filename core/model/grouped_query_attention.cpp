@@ -114,6 +114,15 @@ GroupedQueryAttention::Views GroupedQueryAttention::views(const SubLayerMemory& 
   return v;
 }
 
+AttentionMask GroupedQueryAttention::mask(const SubLayerMemory& m) const {
+  AttentionMask mask = AttentionMask::causal();
+  mask.window = geo_.sliding_window;
+  // The ids of the whole windows by absolute position: the ring's every block finds its rows'
+  // there (kernels/attention_mask.h), whichever part of the sequence this rank holds.
+  mask.q_documents = mask.k_documents = m.documents;
+  return mask;
+}
+
 Tensor GroupedQueryAttention::forward(Backend& be, const LayerParallel& par, Tensor x, Tensor out,
                                       const SubLayerMemory& m,
                           const BlockScratch& s, const RopeTables& rope) const {
@@ -124,7 +133,7 @@ Tensor GroupedQueryAttention::forward(Backend& be, const LayerParallel& par, Ten
   const Tensor ln1 = par.tp.gather(a.ln1_out, s.gathered);                 // (N, D)
   be.linear_forward(a.qkv.view(qkv2d), ln1, params_.packed_value(q_, v_));  // (N, W)
   be.rope_forward(a.qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
-  par.cp.forward(be, a.att, a.lse, a.qkv, mask_, n_heads_, n_kv_heads_, a.ring);  // (B, S, H Dh)
+  par.cp.forward(be, a.att, a.lse, a.qkv, mask(m), n_heads_, n_kv_heads_, a.ring);  // (B, S, H Dh)
   be.linear_forward(s.branch, a.att.view(att2d), params_[o_].value);  // (N, D), partial over tp
   return par.tp.reduce(s.branch, out);                                // (R, D)
 }
@@ -139,7 +148,7 @@ void GroupedQueryAttention::backward(Backend& be, const LayerParallel& par, Tens
   be.linear_backward_input(a.d_att.view(att2d), d_out, params_[o_].value);
   if (a.deferred) be.copy(a.d_o, d_out);
   else be.linear_backward_weight(params_[o_].grad, d_out, a.att.view(att2d));
-  par.cp.backward(be, a.d_qkv, a.d_att, a.qkv, a.att, a.lse, mask_, n_heads_, n_kv_heads_, a.ring);
+  par.cp.backward(be, a.d_qkv, a.d_att, a.qkv, a.att, a.lse, mask(m), n_heads_, n_kv_heads_, a.ring);
   be.rope_backward(a.d_qkv, rope.cos, rope.sin, n_heads_ + n_kv_heads_, head_dim_);
   const Tensor d_part = par.tp.partial_buffer(s.d_norm, s.d_full);
   be.linear_backward_input(d_part, a.d_qkv.view(qkv2d), params_.packed_value(q_, v_));

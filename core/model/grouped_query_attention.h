@@ -6,6 +6,8 @@
 // whose sum with x the block takes. Under tensor parallelism q/k/v are column-parallel over
 // this rank's heads (whole GQA groups) and o_proj row-parallel. Under context parallelism
 // the rank holds part of every sequence and the attention is a ring (parallel/ring_attention.h).
+// The mask is causal, limited to model.sliding_window keys when set, and to each token's own
+// document when the micro-batch carries document ids (train.document_mask).
 //
 // Sizes are this rank's (core/model/geometry.h): H and Hkv its heads and kv heads, Dh the head
 // width, W = (H + 2 Hkv) Dh, and N, R, D as in core/model/sublayer.h.
@@ -62,8 +64,10 @@ class GroupedQueryAttention final : public Attention {
   UnitId unit_;
   int n_heads_, n_kv_heads_, head_dim_;  // this rank's
   float eps_;
-  // Which keys each token attends to, chosen once for every micro-batch: causal.
-  AttentionMask mask_ = AttentionMask::causal();
+  // Which keys each token of the micro-batch attends to: causal, within the model's sliding
+  // window, within its document when the micro-batch has document ids. The ring derives each
+  // block's mask from it (parallel/ring_attention.h).
+  AttentionMask mask(const SubLayerMemory& m) const;
   int ln1_ = -1, q_, k_, v_, o_;
   const ParamRegistry& params_;
 };

@@ -69,6 +69,8 @@ void ModelChunk::plan(MemoryPlan& plan, std::int64_t max_batch, int slots, int r
       }
       s.layers.push_back(std::move(h));
     }
+    if (geo_.documents)  // of whole windows: the ring meets every part's keys (kernels/token_batch.h)
+      s.documents = plan.add(name(k, "document_ids"), act, Shape{n * geo_.context.size}, DType::i32);
     if (span_.embedding) s.ids = plan.add(name(k, "input_ids"), act, Shape{n}, DType::i32);
     else s.input_grad = plan.add(name(k, "input_grad"), act, Shape{r, d}, c);
     if (span_.head) {
@@ -115,6 +117,8 @@ BlockMemory ModelChunk::layer_memory(Slot& s, int layer, bool deferred) const {
   m.mlp = {s.batch, s.seq, tensors(h.mlp), deferred ? tensors(h.mlp_deferred) : std::vector<Tensor>{},
            scratch_.mlp.at(blocks_[index]->mlp().kind()), &s.routed[index]};
   m.x_mid = rows(h.x_mid, geo_.rows(s.batch * s.seq));
+  const std::int64_t window = s.seq * geo_.context.size;
+  if (s.has_documents) m.attention.documents = rows(s.documents, s.batch * window).view(Shape{s.batch, window});
   return m;
 }
 
@@ -157,6 +161,15 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
   const std::int64_t n = B * S, r = geo_.rows(n);
   USTRAIN_ASSERT(!geo_.sequence_parallel() || n % geo_.tp == 0, "sequence parallelism needs B * S divisible by tp");
   const BlockScratch g = scratch_rows(B, S);  // the forward uses its branch and sp scratch
+  s.has_documents = !tokens.documents.empty();
+  if (s.has_documents) {  // once per micro-batch, for every layer
+    const std::int64_t windows = n * geo_.context.size;
+    USTRAIN_ASSERT(s.documents >= 0, "document ids for a model planned without them");
+    USTRAIN_ASSERT(tokens.documents.size() == static_cast<std::size_t>(windows),
+                   "a token batch whose document ids are not those of its B whole windows");
+    be.copy(rows(s.documents, windows),
+            Tensor(const_cast<std::int32_t*>(tokens.documents.data()), Shape{windows}, DType::i32));
+  }
   if (span_.embedding) {
     const Tensor ids_t = rows(s.ids, n);
     USTRAIN_ASSERT(tokens.ids.size() >= static_cast<std::size_t>(n), "a token batch with fewer ids than B * S");

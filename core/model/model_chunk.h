@@ -76,7 +76,8 @@ class ModelChunk {
   // stream entering the chunk (empty on the first stage, which embeds the tokens' ids); their
   // targets are read on the last stage, which writes the per-token losses into `losses` (N,
   // fp32, on the device: the caller reads them when it needs them). The stages that read
-  // `tokens` use their first B S entries.
+  // `tokens` use their first B S entries; every stage copies their document ids, if any, once
+  // for all its layers (a model planned for them: the geometry's documents).
   void forward(Backend& be, int slot, std::int64_t batch, std::int64_t seq, const TokenBatch& tokens, Tensor input,
                Tensor losses);
   // The backward of the slot's micro-batch: `grad` (R, D) is dL/d(output) (empty on the last
@@ -104,6 +105,8 @@ class ModelChunk {
     std::vector<int> resid;                 // layers + 1 entries (R, D)
     std::vector<LayerHandles> layers;
     int ids = -1, targets = -1;             // (N) first / last stage
+    int documents = -1;                     // (N cp) document ids of whole windows, every stage
+    bool has_documents = false;             // the micro-batch it holds came with document ids
     int final_rstd = -1, final_out = -1, ce_lse = -1;  // last stage
     int input_grad = -1;                    // (R, D), not on the first stage
     std::int64_t batch = 0, seq = 0;        // of the micro-batch it holds

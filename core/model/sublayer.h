@@ -51,6 +51,10 @@ struct SubLayerMemory {
   // The host record of what a mixture of experts routed in the micro-batch (its caller's, one
   // per layer and slot; other kinds leave it alone); null when decoding.
   RoutedTokens* routed = nullptr;
+  // The document of each position of the micro-batch's whole windows, (B, S cp) i32 on the
+  // device, one tensor every layer shares (document masking, core/model/geometry.h); empty: one
+  // document per sequence.
+  Tensor documents;
 };
 
 // A planned tensor of a sub-layer's list by its spec's name: `names` lists the specs' names

@@ -50,7 +50,9 @@ EvalResult evaluate_checkpoint(const Recipe& given, const EvalOptions& options) 
     throw UserError(fmt::format("dataset {} has no validation split long enough for one sequence of {} tokens; "
                                 "convert it with a --val-fraction above 0",
                                 recipe.data.path, t.seq_len));
-  ModelInstance instance(recipe, ModelGeometry::of(recipe.model, {}, t.seq_len), t.micro_batch, Recompute::none);
+  ModelGeometry geometry = ModelGeometry::of(recipe.model, {}, t.seq_len);
+  geometry.documents = t.document_mask;  // validation's windows masked as training's were
+  ModelInstance instance(recipe, geometry, t.micro_batch, Recompute::none);
   load_model_state(checkpoint, instance.model.params(), *instance.backend, /*with_optimizer=*/false,
                    model_state_of(instance.model, *instance.backend, false));
 

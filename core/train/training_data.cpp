@@ -108,7 +108,9 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, Context
   for (const LoaderSource& source : val) validation_tokens_ += source.tokens->size();
 
   const std::vector<TokenRun> runs = context_runs(context, seq_len_);
-  const LoaderOptions train_options{seq_len_, seed_, /*shuffle=*/true, reader, num_readers, runs};
+  // train.document_mask: each window's document ids (the datasets share the checked EOS).
+  const std::int32_t document_end = r.train.document_mask ? sources.front().dataset.eos_id() : -1;
+  const LoaderOptions train_options{seq_len_, seed_, /*shuffle=*/true, reader, num_readers, runs, document_end};
   auto train_loader = std::make_shared<const Loader>(std::move(train), train_options);
   json described = json::array();
   for (std::size_t d = 0; d < train_loader->sources(); ++d)
@@ -117,7 +119,7 @@ TrainingData::TrainingData(const Recipe& r, int reader, int num_readers, Context
   const int depth = static_cast<int>(r.data.prefetch);
   if (!val.empty()) {
     // Validation always reads the same windows from the start of each split, in order.
-    const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers, runs};
+    const LoaderOptions val_options{seq_len_, seed_, /*shuffle=*/false, reader, num_readers, runs, document_end};
     auto val_loader = std::make_shared<const Loader>(std::move(val), val_options);
     for (std::size_t d = 0; d < val_loader->sources(); ++d)
       validation_windows_ += static_cast<std::int64_t>(val_loader->windows(d));

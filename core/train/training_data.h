@@ -23,6 +23,7 @@ class TrainingData {
   // validation split when validation is on. This process is data-parallel reader `reader`
   // of `num_readers` (data/loader.h) and holds the `context` part of every sequence (its two
   // runs under context parallelism; micro-batches are then (micro_batch, seq_len / cp)).
+  // With train.document_mask every micro-batch carries its tokens' document ids.
   explicit TrainingData(const Recipe& recipe, int reader = 0, int num_readers = 1, ContextSplit context = {});
 
   // The next micro-batch; valid until the next call.

@@ -16,11 +16,18 @@ namespace ustrain {
 
 ModelGeometry geometry_of(const Recipe& r, int tp_rank, int pp_rank, int cp_rank, int ep_rank) {
   const auto& p = r.parallel;
-  return ModelGeometry::of(r.model,
-                           ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp), pp_rank,
-                                      static_cast<int>(p.virtual_stages), static_cast<int>(p.cp), cp_rank,
-                                      static_cast<int>(p.ep), ep_rank, p.ep_capacity_factor},
-                           r.train.seq_len);
+  ModelGeometry g = ModelGeometry::of(r.model,
+                                      ModelSplit{static_cast<int>(p.tp), tp_rank, p.sp, static_cast<int>(p.pp),
+                                                 pp_rank, static_cast<int>(p.virtual_stages), static_cast<int>(p.cp),
+                                                 cp_rank, static_cast<int>(p.ep), ep_rank, p.ep_capacity_factor},
+                                      r.train.seq_len);
+  g.documents = r.train.document_mask;
+  return g;
+}
+
+// Document ids a micro-batch carries: those of its whole windows (kernels/token_batch.h), or none.
+static std::int64_t document_ids(const Recipe& r, const ModelGeometry& geometry) {
+  return geometry.documents ? r.train.micro_batch * r.train.seq_len : 0;
 }
 
 ParamShardings sharding_of(const Recipe& r, int rank, int expert_rank, int replica) {
@@ -63,9 +70,10 @@ TrainingRank::TrainingRank(const Recipe& r, ProcessGroups& g, std::unique_ptr<Ba
       bad_steps(r.train.max_bad_steps),
       faults(InjectedFaults::from_environment()),
       train_tokens(backend, static_cast<std::size_t>(r.grad_accum_steps()), r.train.micro_batch * geometry.seq,
-                   "the training micro-batches' token ids"),
+                   "the training micro-batches' token ids", document_ids(r, geometry)),
       eval_tokens(backend, static_cast<std::size_t>(pipeline.eval.shape.micro_batches),
-                  r.train.micro_batch * geometry.seq, "the validation micro-batches' token ids") {
+                  r.train.micro_batch * geometry.seq, "the validation micro-batches' token ids",
+                  document_ids(r, geometry)) {
   model.set_param_hooks(&engine);
 }
 

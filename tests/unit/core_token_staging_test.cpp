@@ -47,6 +47,27 @@ TEST(TokenStaging, AllocatesOnceFromTheBackendAndKeepsEachMicroBatch) {
   EXPECT_EQ(backend.requests.size(), 1u);  // put() allocates nothing
 }
 
+// Document ids are of whole windows (kernels/token_batch.h): under context parallelism more
+// than the tokens the rank holds. A batch without them (a task's rows) stages none.
+TEST(TokenStaging, KeepsTheDocumentIdsOfWholeWindows) {
+  StagingBackend backend;
+  TokenStaging staging(backend, 2, 3, "test token ids", 6);
+  ASSERT_EQ(backend.requests, std::vector<std::size_t>{2 * (2 * 3 + 6) * sizeof(std::int32_t)});
+  const std::vector<std::int32_t> ids{1, 2, 3}, targets{2, 3, 4}, documents{0, 0, 1, 1, 1, 2};
+  TokenBatch with(ids, targets);
+  with.documents = documents;
+  staging.put(0, with);
+  staging.put(1, {ids, targets});
+  const auto views = staging.tokens(2);
+  EXPECT_EQ(std::vector<std::int32_t>(views[0].documents.begin(), views[0].documents.end()), documents);
+  EXPECT_EQ(std::vector<std::int32_t>(views[0].ids.begin(), views[0].ids.end()), ids);
+  EXPECT_TRUE(views[1].documents.empty());
+  staging.put(0, {ids, targets});  // the place is reused: its view follows what was put last
+  EXPECT_TRUE(staging.tokens(1)[0].documents.empty());
+  with.documents = std::span<const std::int32_t>(documents).first(3);
+  EXPECT_ANY_THROW(staging.put(0, with));
+}
+
 TEST(TokenStaging, AMicroBatchOfAnotherSizeOrBeyondItsPlacesIsAnInternalError) {
   StagingBackend backend;
   TokenStaging staging(backend, 1, 4, "test token ids");

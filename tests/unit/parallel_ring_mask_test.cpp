@@ -1,10 +1,14 @@
 // The ring's derivation of each block's mask from the one mask the attention sub-layer
 // chooses: under the causal mask, the zig-zag blocks of cp = 2 and cp = 4 get exactly the
-// kinds and rows they always had, with the absolute positions of their first rows.
+// kinds and rows they always had, with the absolute positions of their first rows; under a
+// window or documents, chunk pairs, those the mask allows no pair in skipped.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
 
 #include "parallel/ring_attention.h"
 
@@ -86,15 +90,53 @@ TEST(RingMaskDerivation, WithoutACausalMaskEveryBlockIsWholeAndUnmasked) {
   }
 }
 
-TEST(RingMaskDerivation, AWindowReachesEveryBlockAndDocumentsAreRefusedAcrossRanks) {
+// A block as (source, query rows, key rows, kind, q_first, k_first).
+using Described = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, Kind, std::int64_t,
+                             std::int64_t>;
+std::vector<Described> described(const std::vector<RingBlock>& blocks) {
+  std::vector<Described> all;
+  for (const RingBlock& b : blocks)
+    all.emplace_back(b.source, b.q.begin, b.q.count, b.k.begin, b.k.count, b.mask.kind, b.mask.q_first,
+                     b.mask.k_first);
+  return all;
+}
+
+TEST(RingMaskDerivation, AWindowSplitsStepsIntoChunkPairsAndSkipsThoseBeyondIt) {
+  // cp = 4, chunks of 3 in 24 positions, W = 5: rank 1 holds 3..5 and 18..20. Its front chunk
+  // meets only itself and rank 0's 0..2; its back chunk itself, and the keys 12..14 and 15..17
+  // that end less than 5 positions before 18 (9..11 and 6..8 are too far back).
   AttentionMask windowed = AttentionMask::causal();
   windowed.window = 5;
-  for (const RingBlock& b : ring_schedule(1, 4, 6, windowed)) EXPECT_EQ(b.mask.window, 5);
-  std::vector<std::int32_t> docs(6, 0);
+  const std::vector<Described> want{
+      {1, 0, 3, 0, 3, Kind::causal, 3, 3}, {1, 3, 3, 3, 3, Kind::causal, 18, 18}, {0, 0, 3, 0, 3, Kind::none, 3, 0},
+      {3, 3, 3, 3, 3, Kind::none, 18, 12}, {2, 3, 3, 3, 3, Kind::none, 18, 15},
+  };
+  const std::vector<RingBlock> blocks = ring_schedule(1, 4, 6, windowed);
+  EXPECT_EQ(described(blocks), want);
+  for (const RingBlock& b : blocks) EXPECT_EQ(b.mask.window, 5);
+}
+
+TEST(RingMaskDerivation, DocumentsAcrossRanksSkipTheChunkPairsThatShareNoDocument) {
+  // cp = 2, chunks of 4 in 16 positions, a document per chunk in sequence 0: rank 0 (0..3 and
+  // 12..15) meets only its own chunks. Sequence 1 is one document: every causal pair stays.
+  std::vector<std::int32_t> ids(32, 0);
+  for (int p = 0; p < 16; ++p) ids[static_cast<std::size_t>(p)] = p / 4;
   AttentionMask documents = AttentionMask::causal();
-  documents.q_documents = documents.k_documents = Tensor(docs.data(), Shape{1, 6}, DType::i32);
-  EXPECT_EQ(ring_schedule(0, 1, 6, documents).size(), 1u);
-  EXPECT_THROW(ring_schedule(0, 2, 6, documents), std::logic_error);
+  documents.q_documents = documents.k_documents = Tensor(ids.data(), Shape{2, 16}, DType::i32);
+  CpuBackend cpu(1);
+  const HostDocuments host = HostDocuments::of(cpu, documents);
+  const std::vector<Described> own{{0, 0, 4, 0, 4, Kind::causal, 0, 0}, {0, 4, 4, 4, 4, Kind::causal, 12, 12}};
+  HostDocuments first_only = host;
+  first_only.batch = 1;
+  first_only.q.resize(16);
+  first_only.k.resize(16);
+  EXPECT_EQ(described(ring_schedule(0, 2, 8, documents, first_only)), own);
+  std::vector<Described> all = own;
+  all.insert(all.begin() + 1, Described{0, 4, 4, 0, 4, Kind::none, 12, 0});
+  all.push_back({1, 4, 4, 0, 4, Kind::none, 12, 4});
+  all.push_back({1, 4, 4, 4, 4, Kind::none, 12, 8});
+  EXPECT_EQ(described(ring_schedule(0, 2, 8, documents, host)), all);
+  EXPECT_EQ(described(ring_schedule(0, 2, 8, documents)), all);  // ids unknown: nothing skipped
 }
 
 }  // namespace
