@@ -74,12 +74,23 @@ KeyRange BlockMaskRows::tile_keys(std::int64_t b, std::int64_t r0, std::int64_t 
   return all;
 }
 
+std::int64_t BlockMaskRows::part_rows(std::int64_t b, std::int64_t r0, std::int64_t rows) const {
+  if (sorted_.empty() || !exact(b)) return rows;
+  const std::int32_t* ids = q_docs_ + b * q_stride_;
+  for (std::int64_t r = r0 + kMinPartRows; r < r0 + rows; ++r)
+    if (ids[r] != ids[r - 1]) return r - r0;
+  return rows;
+}
+
 std::int64_t BlockMaskRows::tiled_entries(std::int64_t tile) const {
   std::int64_t n = 0;
   for (std::int64_t b = 0; b < batch_; ++b)
     for (std::int64_t r0 = 0; r0 < nq_; r0 += tile) {
-      const std::int64_t rows = std::min(tile, nq_ - r0);
-      n += rows * tile_keys(b, r0, rows).size();
+      const std::int64_t end = std::min(r0 + tile, nq_);
+      for (std::int64_t r = r0, part = 0; r < end; r += part) {
+        part = part_rows(b, r, end - r);
+        n += part * tile_keys(b, r, part).size();
+      }
     }
   return n;
 }

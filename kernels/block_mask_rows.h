@@ -23,6 +23,7 @@ namespace ustrain {
 // The query rows the CPU kernel computes at once: a tile's keys are the union of its rows'
 // ranges, so this is also the granularity at which the recording backend counts the work.
 inline constexpr std::int64_t kAttentionQueryTile = 64;
+inline constexpr std::int64_t kMinPartRows = 16;
 
 struct KeyRange {
   std::int64_t begin = 0, end = 0;
@@ -46,8 +47,12 @@ class BlockMaskRows {
   }
   // The keys of rows [r0, r0 + rows): the union of their ranges (empty when every row's is).
   KeyRange tile_keys(std::int64_t b, std::int64_t r0, std::int64_t rows) const;
-  // Score entries a kernel computes in tiles of `tile` rows: rows times the tile's keys, summed
-  // over the tiles of every batch row.
+  // How many of rows [r0, r0 + rows) to compute together: up to the first document start after
+  // kMinPartRows of them, so that a tile scores few queries against another document's keys
+  // (and documents of a few tokens still share one product).
+  std::int64_t part_rows(std::int64_t b, std::int64_t r0, std::int64_t rows) const;
+  // Score entries a kernel computes in tiles of `tile` rows, each in parts (part_rows): rows
+  // times the part's keys, summed over the parts of every batch row.
   std::int64_t tiled_entries(std::int64_t tile) const;
 
  private:

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <string>
 
 namespace ustrain {
 namespace {
@@ -31,8 +32,9 @@ std::int64_t position_of(ContextSplit split, std::int64_t seq_len, std::int64_t 
 HostDocuments HostDocuments::of(Backend& be, const AttentionMask& mask) {
   HostDocuments d;
   if (!mask.has_documents()) return d;
-  USTRAIN_ASSERT(!mask.q_documents.empty() && !mask.k_documents.empty() && mask.q_documents.shape.rank() == 2,
-                 "ring attention: document ids need both q_documents and k_documents, (B, n)");
+  USTRAIN_ASSERT(!mask.q_documents.empty() && !mask.k_documents.empty() && mask.q_documents.shape.rank() == 2 &&
+                     mask.k_documents.shape.rank() == 2 && mask.k_documents.shape[0] == mask.q_documents.shape[0],
+                 "ring attention: document ids need both q_documents and k_documents, (B, n) each");
   d.batch = mask.q_documents.shape[0];
   d.q.resize(static_cast<std::size_t>(mask.q_documents.numel()));
   d.k.resize(static_cast<std::size_t>(mask.k_documents.numel()));
@@ -44,7 +46,11 @@ HostDocuments HostDocuments::of(Backend& be, const AttentionMask& mask) {
 bool HostDocuments::share_a_document(SeqRange q_positions, SeqRange k_positions) const {
   if (batch == 0) return true;
   const auto span_of = [this](const std::vector<std::int32_t>& ids, std::int64_t b, SeqRange r) {
-    const auto row = ids.begin() + b * static_cast<std::int64_t>(ids.size()) / batch;
+    const std::int64_t width = static_cast<std::int64_t>(ids.size()) / batch;
+    USTRAIN_ASSERT(r.begin >= 0 && r.begin + r.count <= width,
+                   "ring attention: document ids of " + std::to_string(width) + " positions do not cover positions " +
+                       std::to_string(r.begin) + " .. " + std::to_string(r.begin + r.count - 1));
+    const auto row = ids.begin() + b * width;
     return std::minmax_element(row + r.begin, row + r.begin + r.count);
   };
   for (std::int64_t b = 0; b < batch; ++b) {

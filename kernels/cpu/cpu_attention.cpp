@@ -6,8 +6,8 @@
 // Queries go in tiles of kQueryTile rows: a tile needs only the keys its rows see under the
 // mask (kernels/block_mask_rows.h), so the score block is (tile, the union of its rows' key
 // ranges): under the causal mask the upper triangle is mostly skipped, under a window all but
-// a band, under documents all but the tile's own documents. Each score block is two single-threaded GEMMs away from Q, K and V, which stay
-// strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
+// a band, under documents all but the tile's own documents. Each score block is two
+// single-threaded GEMMs away from Q, K and V, which stay strided inside their tensors. OpenMP spreads (batch, head[, tile]) over the threads: at B=8,
 // S=256, H=8, Hkv=4, Dh=32 on two cores this is about twice as fast as running the heads in
 // turn with a two-thread GEMM.
 #include <cblas.h>
@@ -158,26 +158,21 @@ void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, Seq
   const std::int64_t items = a.batch * a.heads * tiles;
   const float* key_base = a.self ? qkv.f32() : kv.f32();
 
-  // Every (batch, head, query tile) is independent; tiles may see more or fewer keys, so the
-  // schedule is dynamic (the results do not depend on it).
-#pragma omp parallel for schedule(dynamic) num_threads(threads_) if (items > 1)
-  for (std::int64_t item = 0; item < items; ++item) {
-    const std::int64_t bh = item / tiles, b = bh / a.heads, h = bh % a.heads, g = h / a.group();
-    const std::int64_t i0 = (item % tiles) * kQueryTile, rows = std::min(kQueryTile, nq - i0);
+  // Query rows [i0, i0 + rows) of head h of batch row b, scored together against their keys.
+  const auto part = [&](std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows, float* p) {
     const KeyRange span = masked.tile_keys(b, i0, rows);
     const std::int64_t keys = span.size();
-    const float* qp = qkv.f32() + (b * a.q_seq + q.begin + i0) * W + h * Dh;         // (rows, Dh), stride W
-    const float* kp = key_base + a.keys.key(b, k.begin + span.begin, g, Dh);         // (keys, Dh), stride KW
-    const float* vp = kp + a.keys.value_shift;                                       // (keys, Dh), stride KW
-    float* o = out.f32() + (b * nq + i0) * OW + h * Dh;                              // (rows, Dh), stride OW
-    float* row_lse = lse.f32() + bh * nq + i0;                                       // (rows)
-    float* p = scratch + omp_get_thread_num() * tile_floats;
-    if (keys == 0) {  // no row of the tile sees a key
+    const float* qp = qkv.f32() + (b * a.q_seq + q.begin + i0) * W + h * Dh;             // (rows, Dh), stride W
+    const float* kp = key_base + a.keys.key(b, k.begin + span.begin, h / a.group(), Dh);  // (keys, Dh), stride KW
+    const float* vp = kp + a.keys.value_shift;                                           // (keys, Dh), stride KW
+    float* o = out.f32() + (b * nq + i0) * OW + h * Dh;                                  // (rows, Dh), stride OW
+    float* row_lse = lse.f32() + (b * a.heads + h) * nq + i0;                            // (rows)
+    if (keys == 0) {  // no row sees a key
       for (std::int64_t r = 0; r < rows; ++r) {
         row_lse[r] = kNegInf;
         std::fill_n(o + r * OW, Dh, 0.0f);
       }
-      continue;
+      return;
     }
     // scores (rows, keys) = scale * Q K^T, then each row's softmax over its own keys
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(keys),
@@ -188,6 +183,17 @@ void CpuBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, Seq
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(Dh),
                 static_cast<int>(keys), 1.0f, p, static_cast<int>(keys), vp, static_cast<int>(KW), 0.0f, o,
                 static_cast<int>(OW));
+  };
+  // Every (batch, head, query tile) is independent; tiles may see more or fewer keys, so the
+  // schedule is dynamic (the results do not depend on it). A tile goes in parts (part_rows).
+#pragma omp parallel for schedule(dynamic) num_threads(threads_) if (items > 1)
+  for (std::int64_t item = 0; item < items; ++item) {
+    const std::int64_t bh = item / tiles, b = bh / a.heads, h = bh % a.heads;
+    const std::int64_t i0 = (item % tiles) * kQueryTile, end = std::min(i0 + kQueryTile, nq);
+    for (std::int64_t r0 = i0, rows = 0; r0 < end; r0 += rows) {
+      rows = masked.part_rows(b, r0, end - r0);
+      part(b, h, r0, rows, scratch + omp_get_thread_num() * tile_floats);
+    }
   }
 }
 
@@ -261,8 +267,8 @@ void block_backward_group(const BlockShape& a, const BlockMaskRows& masked, cons
     float* dqp = t.dq + (b * Sq + q.begin) * t.dq_stride + h * Dh;
     const float* row_lse = t.lse + (b * a.heads + h) * Sq + q.begin;
 
-    for (std::int64_t i0 = 0; i0 < q.count; i0 += kQueryTile) {
-      const std::int64_t rows = std::min(kQueryTile, q.count - i0);
+    for (std::int64_t i0 = 0, rows = 0; i0 < q.count; i0 += rows) {  // each tile in parts, as forward
+      rows = masked.part_rows(b, i0, std::min(kQueryTile - i0 % kQueryTile, q.count - i0));
       const KeyRange span = masked.tile_keys(b, i0, rows);
       const std::int64_t keys = span.size();
       if (keys == 0) {  // no row sees a key here: an overwritten dQ is 0
@@ -328,8 +334,10 @@ void CpuBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Te
   float* scratch = attention_scratch_.as<float>(static_cast<std::size_t>(threads_ * thread_floats));
   const std::int64_t groups = a.batch * a.kv_heads;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (groups > 1)
-  for (std::int64_t bg = 0; bg < groups; ++bg)
-    block_backward_group(a, masked, t, bg / a.kv_heads, bg % a.kv_heads, scratch + omp_get_thread_num() * thread_floats);
+  for (std::int64_t bg = 0; bg < groups; ++bg) {
+    float* p = scratch + omp_get_thread_num() * thread_floats;
+    block_backward_group(a, masked, t, bg / a.kv_heads, bg % a.kv_heads, p);
+  }
 }
 
 }  // namespace ustrain

@@ -158,9 +158,9 @@ TEST(CpuMaskedAttention, PackedBlocksMatchFloat64ForwardAndBackward) {
         for (std::int64_t j = 0; j < nk; ++j)
           for (int d = 0; d < dh; ++d) {
             const std::size_t row = static_cast<std::size_t>((b * c.kv_seq + c.k.begin + j) * kw);
-            want_dkv[row + static_cast<std::size_t>(g * dh + d)] += r.dk[static_cast<std::size_t>(j)][static_cast<std::size_t>(d)];
-            want_dkv[row + static_cast<std::size_t>((c.kv_heads + g) * dh + d)] +=
-                r.dv[static_cast<std::size_t>(j)][static_cast<std::size_t>(d)];
+            const std::size_t jj = static_cast<std::size_t>(j), dd = static_cast<std::size_t>(d);
+            want_dkv[row + static_cast<std::size_t>(g * dh + d)] += r.dk[jj][dd];
+            want_dkv[row + static_cast<std::size_t>((c.kv_heads + g) * dh + d)] += r.dv[jj][dd];
           }
       }
     expect_close(out, want_out, test::kForwardTol, std::string(c.name) + ": out");

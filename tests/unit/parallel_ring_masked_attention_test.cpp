@@ -79,7 +79,8 @@ TEST(RingMaskedAttention, EveryRanksBlocksEqualTheWholeSequenceUnderWindowAndDoc
   CpuBackend cpu(2);
   const Geometry cases[] = {{2, 64, 4, 2, 8}, {1, 256, 4, 1, 8}};
   for (const Geometry& g : cases)
-    for (const std::int64_t window : {std::int64_t{0}, std::int64_t{5}, std::int64_t{18}})  // 18: some kv chunk ends W - 1 back
+    // W = 18: some kv chunk ends W - 1 positions before a query chunk starts
+    for (const std::int64_t window : {std::int64_t{0}, std::int64_t{5}, std::int64_t{18}})
       for (const bool with_documents : {false, true})
         for (int size : {2, 4}) {
           if (window == 0 && !with_documents) continue;
