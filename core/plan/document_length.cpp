@@ -21,9 +21,9 @@ PlannedDocuments planned_documents(const Recipe& r, std::int64_t given) {
     const std::int64_t documents = data.documents(Split::train);
     if (documents > 0) {
       const std::int64_t mean = std::max<std::int64_t>(1, data.tokens(Split::train) / documents);
-      return {mean, fmt::format("documents of {} tokens, the mean of data.path {}'s {} training documents "
+      return {mean, fmt::format("documents of {} tokens, the mean of the {} training documents of data.path = {} "
                                 "(--document-tokens N sets another)",
-                                mean, r.data.path, documents)};
+                                mean, documents, r.data.path)};
     }
   }
   return {0, "each sequence as one document: no dataset at data.path to measure the documents' mean length; give "
