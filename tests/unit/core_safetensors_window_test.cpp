@@ -74,6 +74,10 @@ TEST_F(HfInterop, WindowedModelExportsAsAMistralWithTheSameLoss) {
   const double without = reference_loss(w, unwindowed, ids, targets, /*rotate_half=*/true);
   EXPECT_NEAR(decoder_loss(m.model, *m.backend, ids, targets), hf, 1e-5 * std::abs(hf));
   EXPECT_GT(std::abs(without - hf), 1e-2) << "the test cannot tell the window from none";
+  // The training forward of one max_seq_len window computes the same loss.
+  const std::vector<std::int32_t> head(ids.begin(), ids.begin() + 16), next(targets.begin(), targets.begin() + 16);
+  const double hf16 = reference_loss(w, read.model, head, next, /*rotate_half=*/true);
+  EXPECT_NEAR(m.model.forward(*m.backend, {head, next}, 1, 16) / 16.0, hf16, 1e-5 * std::abs(hf16));
 }
 
 TEST_F(HfInterop, WindowedModelRoundTripsThroughImportAndExport) {
