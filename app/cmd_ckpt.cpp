@@ -30,7 +30,7 @@ void add_export(CLI::App& ckpt) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = ckpt.add_subcommand(
-      "export", "Write a checkpoint's weights as a Hugging Face Llama, Mixtral or Qwen2-MoE model (safetensors, "
+      "export", "Write a checkpoint's weights as a Hugging Face Llama, Mistral, Mixtral or Qwen2-MoE model (safetensors, "
                 "config.json, generation_config.json, and a sentencepiece or tokenizer.json tokenizer's files)");
   cmd->add_option("path", opt->e.checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("output", opt->e.output_dir, "Directory to create (must not exist or be empty)")->required();
@@ -39,9 +39,10 @@ void add_export(CLI::App& ckpt) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--layout", opt->e.layout,
-                  "Hugging Face model to write: llama (dense models), mixtral or qwen2_moe (mixtures of experts); "
-                  "default llama, or mixtral for a mixture of experts")
-      ->check(CLI::IsMember({"llama", "mixtral", "qwen2_moe"}));
+                  "Hugging Face model to write: llama or mistral (dense models), mixtral or qwen2_moe (mixtures of "
+                  "experts); default llama, mistral for a dense model with a sliding window, or mixtral for a mixture "
+                  "of experts")
+      ->check(CLI::IsMember({"llama", "mistral", "mixtral", "qwen2_moe"}));
   cmd->add_option("--max-shard-gb", opt->max_shard_gb, "Split into shards with an index above this size (GB)")
       ->check(positive())
       ->capture_default_str();
@@ -67,7 +68,7 @@ void add_import(CLI::App& ckpt) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = ckpt.add_subcommand(
-      "import", "Turn a Hugging Face Llama, Mixtral or Qwen2-MoE safetensors model (config.json's model_type) into "
+      "import", "Turn a Hugging Face Llama, Mistral, Mixtral or Qwen2-MoE safetensors model (config.json's model_type) into "
                 "a checkpoint that starts a run (checkpoint.init_from = OUTPUT)");
   cmd->add_option("source", opt->source, "model.safetensors, model.safetensors.index.json, or their directory")
       ->required();

@@ -43,6 +43,10 @@ void add_plan_command(CLI::App& root) {
   cmd->add_option("--global-batch-tokens", opt->global_batch_tokens,
                   "Tokens per optimizer step, a multiple of train.seq_len (default: the recipe's global batch)")
       ->check(positive());
+  cmd->add_option("--document-tokens", opt->plan.document_tokens,
+                  "With train.document_mask: the mean document length, in tokens, that attention is priced for "
+                  "(default: the mean of the dataset at data.path when it is there, else one document per sequence)")
+      ->check(positive());
   cmd->add_option("--top", opt->top, "Layouts to list")->capture_default_str()->check(positive());
   cmd->add_flag("--json", opt->json, "Print every layout as JSON, best first, those that do not fit last");
   add_set_option(*cmd, opt->overrides);

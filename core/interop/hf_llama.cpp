@@ -88,7 +88,22 @@ std::string type_title(const nlohmann::json& j) {
   const std::string type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                ? j["model_type"].get<std::string>()
                                : "";
-  return type == "mixtral" ? "Mixtral" : type == "qwen2_moe" ? "Qwen2-MoE" : "Llama";
+  return type == "mixtral" ? "Mixtral" : type == "qwen2_moe" ? "Qwen2-MoE" : type == "mistral" ? "Mistral" : "Llama";
+}
+
+// Mistral's and Mixtral's sliding_window: absent or null, none (0); else a window of 1 token
+// or more.
+std::int64_t read_sliding_window(const nlohmann::json& j, const std::string& path) {
+  if (!j.contains("sliding_window") || j["sliding_window"].is_null()) return 0;
+  const nlohmann::json& w = j["sliding_window"];
+  const bool positive =
+      w.is_number_unsigned() ? w.get<std::uint64_t>() >= 1 : w.is_number_integer() && w.get<std::int64_t>() >= 1;
+  if (positive) return config_integer(j, "sliding_window", path, 1);  // refuses what passes 64 bits
+  std::string shown = w.dump();
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  throw UserError(fmt::format("{}: sliding_window is {}; it is the window in tokens (an integer, 1 or more), or null "
+                              "for attention over every earlier token; fix config.json",
+                              path, shown));
 }
 
 }  // namespace
@@ -103,9 +118,12 @@ std::string hf_config_json(const ModelSection& m, HfLayout layout, const std::st
     throw UserError(fmt::format("this model cannot be written in the Hugging Face {} layout: {}", hf_layout_name(layout),
                                 *problem));
   const char* architecture = layout == HfLayout::llama     ? "LlamaForCausalLM"
+                             : layout == HfLayout::mistral ? "MistralForCausalLM"
                              : layout == HfLayout::mixtral ? "MixtralForCausalLM"
                                                            : "Qwen2MoeForCausalLM";
-  const bool qwen = layout == HfLayout::qwen2_moe;
+  const bool qwen = layout == HfLayout::qwen2_moe, mistral = layout == HfLayout::mistral;
+  // Mistral's and Mixtral's convention: the window in tokens, null for none.
+  const nlohmann::json window = m.sliding_window > 0 ? nlohmann::json(m.sliding_window) : nlohmann::json(nullptr);
   nlohmann::ordered_json j;
   j["architectures"] = {architecture};
   j["model_type"] = hf_layout_name(layout);
@@ -118,7 +136,7 @@ std::string hf_config_json(const ModelSection& m, HfLayout layout, const std::st
     j["num_experts_per_tok"] = m.experts_per_token;
     j["router_aux_loss_coef"] = 0.0;
     j["output_router_logits"] = false;
-    j["sliding_window"] = nullptr;
+    j["sliding_window"] = window;
   }
   if (qwen) write_qwen2_moe_config(m, j);
   j["num_hidden_layers"] = m.n_layers;
@@ -129,6 +147,7 @@ std::string hf_config_json(const ModelSection& m, HfLayout layout, const std::st
   j["max_position_embeddings"] = m.max_seq_len;
   j["rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rope_theta;
+  if (mistral) j["sliding_window"] = window;
   j["rope_scaling"] = nullptr;
   if (m.rope_scaling == "llama3")
     j["rope_scaling"] = {{"factor", m.rope_scaling_factor},
@@ -138,9 +157,9 @@ std::string hf_config_json(const ModelSection& m, HfLayout layout, const std::st
                          {"rope_type", "llama3"}};
   j["tie_word_embeddings"] = m.tied_embeddings;
   j["hidden_act"] = "silu";
-  if (!qwen) j["attention_bias"] = false;  // Qwen2-MoE's are qkv_bias above
+  if (!qwen && !mistral) j["attention_bias"] = false;  // Qwen2-MoE's are qkv_bias above; Mistral has none
   j["attention_dropout"] = 0.0;
-  if (!qwen) j["mlp_bias"] = false;
+  if (!qwen && !mistral) j["mlp_bias"] = false;
   j["initializer_range"] = m.init_std;
   j["torch_dtype"] = torch_dtype;
   j["use_cache"] = true;
@@ -165,11 +184,14 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
   ModelSection& m = config.model;
   try {
     const std::string type = get_or<std::string>(j, "model_type", "");
-    if (type != "llama" && type != "mixtral" && type != "qwen2_moe")
-      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama, Mixtral and Qwen2-MoE models "
-                                  "(model_type \"llama\", \"mixtral\" or \"qwen2_moe\")",
+    if (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2_moe")
+      throw UserError(fmt::format("{}: model_type is \"{}\"; ustrain imports Llama, Mistral, Mixtral and Qwen2-MoE "
+                                  "models (model_type \"llama\", \"mistral\", \"mixtral\" or \"qwen2_moe\")",
                                   path, type));
-    config.layout = type == "llama" ? HfLayout::llama : type == "mixtral" ? HfLayout::mixtral : HfLayout::qwen2_moe;
+    config.layout = type == "llama"     ? HfLayout::llama
+                    : type == "mistral" ? HfLayout::mistral
+                    : type == "mixtral" ? HfLayout::mixtral
+                                        : HfLayout::qwen2_moe;
     const auto refuse = [&](const char* what) {
       throw UserError(fmt::format("{}: {}; ustrain's Llama has no such feature, so this model cannot be imported",
                                   path, what));
@@ -177,8 +199,8 @@ HfConfig read_hf_config(const std::string& json_text, const std::string& path) {
     if (type == "mixtral") {  // Llama's blocks with a softmax, renormalised top-k router in every layer
       m.n_experts = config_integer(j, "num_local_experts", path, 1);
       m.experts_per_token = config_integer(j, "num_experts_per_tok", path, 1);
-      if (!j.value("sliding_window", nlohmann::json()).is_null()) refuse("sliding_window attention is set");
     }
+    if (type == "mistral" || type == "mixtral") m.sliding_window = read_sliding_window(j, path);
     if (get_or<std::string>(j, "hidden_act", "silu") != "silu") refuse("hidden_act is not silu");
     if (get_or<bool>(j, "attention_bias", false)) refuse("attention_bias is true");
     if (get_or<bool>(j, "mlp_bias", false)) refuse("mlp_bias is true");

@@ -27,18 +27,21 @@ struct HfTokenIds {
   bool operator==(const HfTokenIds&) const = default;
 };
 
-// config.json for `model` in `layout` (LlamaForCausalLM, MixtralForCausalLM or
-// Qwen2MoeForCausalLM; UserError when the layout cannot hold the model). `torch_dtype` is
+// config.json for `model` in `layout` (LlamaForCausalLM, MistralForCausalLM with its
+// sliding_window, MixtralForCausalLM or Qwen2MoeForCausalLM; UserError when the layout cannot
+// hold the model). `torch_dtype` is
 // "float32" or "bfloat16". llama_config_json picks the default layout (hf_layout_for_export).
 std::string hf_config_json(const ModelSection& model, HfLayout layout, const std::string& torch_dtype,
                            const HfTokenIds& ids);
 std::string llama_config_json(const ModelSection& model, const std::string& torch_dtype, const HfTokenIds& ids);
 
-// What a config.json of model_type llama, mixtral or qwen2_moe describes: the [model]
-// section (rope_scaling of type llama3 included), the layout, and for Qwen2-MoE whether its
-// attention has biases. UserError naming `path` for another model type or for features
-// ustrain lacks (Llama biases, another rope_scaling type, an activation other than silu,
-// head_dim other than hidden_size / num_attention_heads, sliding windows).
+// What a config.json of model_type llama, mistral, mixtral or qwen2_moe describes: the [model]
+// section (rope_scaling of type llama3 and Mistral's and Mixtral's sliding_window included,
+// null meaning none), the layout, and for Qwen2-MoE whether its attention has biases.
+// UserError naming `path` for another model type or for features ustrain lacks (Llama biases,
+// another rope_scaling type, an activation other than silu, head_dim other than hidden_size /
+// num_attention_heads, Qwen2-MoE's sliding windows), or a sliding_window that is not a
+// positive integer or null.
 struct HfConfig {
   ModelSection model;
   HfLayout layout = HfLayout::llama;

@@ -62,6 +62,7 @@ void check_config(const ModelSection& recipe, const HfConfig& hf, const std::str
             recipe.rope_original_max_seq_len, config.rope_original_max_seq_len);
   }
   compare("norm_eps", "rms_norm_eps", recipe.norm_eps, config.norm_eps);
+  compare("sliding_window", "sliding_window", recipe.sliding_window, config.sliding_window);
   compare("n_experts", qwen ? "num_experts" : "num_local_experts", recipe.n_experts, config.n_experts);
   if (recipe.n_experts > 0 && config.n_experts > 0) {
     compare("experts_per_token", "num_experts_per_tok", recipe.experts_per_token, config.experts_per_token);
@@ -179,8 +180,7 @@ ImportPlan plan_import(const SourceTensors& source, const std::vector<HfTensor>&
     const auto it = source.by_name.find(t.name);
     if (it == source.by_name.end())
       throw UserError(fmt::format("{} has no tensor {}; it is not a {} model shaped like the recipe's [model]", origin,
-                                  t.name,
-                                  layout == HfLayout::llama ? "Llama" : layout == HfLayout::mixtral ? "Mixtral" : "Qwen2-MoE"));
+                                  t.name, hf_layout_title(layout)));
     const auto [file, entry] = it->second;
     if (entry->shape != t.shape)
       throw UserError(fmt::format("{}: tensor {} has shape ({}), the recipe's model needs ({})", file->path(), t.name,

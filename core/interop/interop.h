@@ -1,6 +1,6 @@
 // `ustrain ckpt export` and `ustrain ckpt import`: moving models between ustrain checkpoints
-// and Hugging Face safetensors models: Llama (core/interop/hf_llama.h), and mixtures of
-// experts as Mixtral or Qwen2-MoE (core/interop/hf_layout.h).
+// and Hugging Face safetensors models: Llama and Mistral (core/interop/hf_llama.h), and
+// mixtures of experts as Mixtral or Qwen2-MoE (core/interop/hf_layout.h).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,9 @@ struct ExportOptions {
   std::string output_dir;   // created; must not exist or be empty
   std::string dtype = "fp32";  // fp32 | bf16 (rounded to nearest even)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // larger models are split into shards plus an index
-  std::string layout;  // llama | mixtral | qwen2_moe; empty: llama, or mixtral for an MoE model
+  // llama | mistral | mixtral | qwen2_moe; empty: llama, mistral for a dense model with a
+  // sliding window, or mixtral for an MoE model
+  std::string layout;
 };
 
 struct InteropReport {
@@ -45,7 +47,7 @@ struct ImportOptions {
   std::string tokenizer = "auto";  // auto | byte | none | FILE.model (core/interop/hf_tokenizer.h)
 };
 
-// Converts a Hugging Face Llama, Mixtral or Qwen2-MoE model (config.json's model_type; without
+// Converts a Hugging Face Llama, Mistral, Mixtral or Qwen2-MoE model (config.json's model_type; without
 // one, Llama for a dense recipe and for an MoE one Qwen2-MoE when its tensors are named so,
 // else Mixtral) into a weights-only ustrain checkpoint at step 0, the starting point of a run
 // with checkpoint.init_from = OUTPUT, keeping its tokenizer (import_tokenizer). Checks

@@ -26,12 +26,14 @@ struct RopeTables {
 };
 
 // One decode step of the attention (sampling, core/model/kv_cache.h): `count` new positions of
-// one sequence after the `past` positions whose keys and values the cache holds.
+// one sequence after the `past` rows whose keys and values the cache holds, row 0 being
+// position `first`; with a sliding window `window` the new positions attend within it.
 struct AttentionDecode {
   std::int64_t past = 0, count = 0;
-  Tensor kv;                       // (S_max, 2 Hkv Dh): the layer's keys (after RoPE) and values
+  Tensor kv;                       // (rows, 2 Hkv Dh): the layer's keys (after RoPE) and values
   RopeTables rope;                 // (count, Dh / 2): the new positions' rows
   std::vector<Tensor> activations;  // what decode_activations() lists, at its size
+  std::int64_t first = 0, window = 0;
 };
 
 class Attention {

@@ -180,10 +180,13 @@ Tensor GroupedQueryAttention::decode(Backend& be, Tensor x, const AttentionDecod
   be.linear_forward(qkv, ln1_out, params_.packed_value(q_, v_));
   be.rope_forward(qkv3, d.rope.cos, d.rope.sin, n_heads_ + n_kv_heads_, head_dim_);
   be.attention_kv_pack(d.kv.slice(d.past, end).view(Shape{1, n, kw}), qkv3, n_heads_, n_kv_heads_);
-  // The new queries end where the cached keys end: causal.
+  // The new queries end where the cached keys end: causal, within the window if any.
+  AttentionMask mask = AttentionMask::causal();
+  mask.window = d.window;
+  mask.q_first = d.first + d.past;
+  mask.k_first = d.first;
   be.attention_block_forward(sum.view(Shape{1, n, hd}), lse, qkv3, SeqRange{0, n},
-                             d.kv.view(Shape{1, d.kv.shape.rows(), kw}), SeqRange{0, end}, AttentionMask::causal(),
-                             n_heads_, n_kv_heads_);
+                             d.kv.view(Shape{1, d.kv.shape.rows(), kw}), SeqRange{0, end}, mask, n_heads_, n_kv_heads_);
   if (sum.data != att.data) be.convert(att, sum);
   const Tensor out = first_rows(s.branch, n);  // (n, D)
   be.linear_forward(out, att, params_[o_].value);

@@ -1,5 +1,7 @@
 #include "core/model/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/model/llama.h"
 #include "core/model/rope_frequencies.h"
 
@@ -9,7 +11,10 @@ KvCache::KvCache(const LlamaModel& model, Backend& be) {
   const ModelGeometry& geo = model.geometry();
   const DType c = model.compute_dtype();
   const std::int64_t s = geo.seq, d = geo.d_model;
-  capacity_ = s;
+  window_ = model.config().sliding_window;
+  step_ = window_ > 0 ? std::min(s, window_) : s;
+  rows_ = window_ > 0 ? window_ - 1 + step_ : s;
+  inv_freq_ = rope_inverse_frequencies(model.config(), geo.head_dim);
   const auto act = MemCategory::activations;
   const auto add = [&](const std::string& name, const ActivationSpec& a) {
     return plan_.add("kv_cache." + name + a.name, act, a.shape, a.dtype);
@@ -21,7 +26,9 @@ KvCache::KvCache(const LlamaModel& model, Backend& be) {
   };
   const std::vector<TransformerBlock>& blocks = model.blocks();
   for (const TransformerBlock& b : blocks) {
-    kv_.push_back(add("layers." + std::to_string(kv_.size()) + ".", b.attention().kv_cache(c)));
+    ActivationSpec kv = b.attention().kv_cache(c);  // (S, 2 Hkv Dh)
+    kv.shape = Shape{rows_, kv.shape.last()};
+    kv_.push_back(add("layers." + std::to_string(kv_.size()) + ".", kv));
     const std::string kind = b.mlp().kind();
     mlp_kind_.push_back(kind);
     if (mlp_activations_.contains(kind)) continue;
@@ -29,8 +36,8 @@ KvCache::KvCache(const LlamaModel& model, Backend& be) {
     mlp_workspace_[kind] = add_all(kind + ".workspace.", b.mlp().workspace(1, c));
   }
   attention_ = add_all("", blocks.front().attention().decode_activations(c));
-  rope_cos_ = add("", {"rope.cos", Shape{s, geo.head_dim / 2}, DType::f32});
-  rope_sin_ = add("", {"rope.sin", Shape{s, geo.head_dim / 2}, DType::f32});
+  rope_cos_ = add("", {"rope.cos", Shape{step_, geo.head_dim / 2}, DType::f32});
+  rope_sin_ = add("", {"rope.sin", Shape{step_, geo.head_dim / 2}, DType::f32});
   ids_ = add("", {"input_ids", Shape{s}, DType::i32});
   x_mid_ = add("", {"x_mid", Shape{s, d}, c});
   branch_ = add("", {"branch_out", Shape{s, d}, c});
@@ -40,9 +47,28 @@ KvCache::KvCache(const LlamaModel& model, Backend& be) {
   final_rstd_ = add("", {"final_norm.rstd", Shape{1}, DType::f32});
   logits_ = add("", {"logits", Shape{1, geo.vocab_local}, c});
   memory_ = std::make_unique<PlannedMemory>(plan_, be);
-  // The tables the model's forward fills for a whole sequence on one rank.
-  be.rope_tables(memory_->tensor(rope_cos_), memory_->tensor(rope_sin_),
-                 rope_inverse_frequencies(model.config(), geo.head_dim), 0);
+  // The tables the model's forward fills for a whole sequence on one rank (a window's, each step).
+  if (window_ == 0) be.rope_tables(memory_->tensor(rope_cos_), memory_->tensor(rope_sin_), inv_freq_, 0);
+}
+
+void KvCache::prepare(Backend& be, std::int64_t count) {
+  USTRAIN_ASSERT(count >= 1 && count <= step_limit(), "a decode step past the key/value cache's end");
+  if (window_ == 0) return;
+  if (length_ + count > rows_) {  // keep the W - 1 keys the next positions may see
+    const std::int64_t keep = std::min(window_ - 1, length_), from = length_ - keep;
+    // In pieces of at most `from` rows, each piece's source lies past its destination: no overlap.
+    for (int h : kv_) {
+      const Tensor kv = memory_->tensor(h);
+      for (std::int64_t done = 0; done < keep; done += from) {
+        const std::int64_t n = std::min(from, keep - done);
+        be.copy(kv.slice(done, done + n), kv.slice(from + done, from + done + n));
+      }
+    }
+    first_ += from;
+    length_ = keep;
+  }
+  be.rope_tables(first_rows(memory_->tensor(rope_cos_), count), first_rows(memory_->tensor(rope_sin_), count),
+                 inv_freq_, position());
 }
 
 std::vector<Tensor> KvCache::tensors(const std::vector<int>& handles) const {
@@ -58,12 +84,19 @@ Tensor KvCache::residual(int which, std::int64_t count) const {
 }
 
 BlockDecode KvCache::layer(int layer, std::int64_t count) const {
-  const std::int64_t end = length_ + count;
   const std::string& kind = mlp_kind_.at(static_cast<std::size_t>(layer));
   BlockDecode m;
-  m.attention = {length_, count, memory_->tensor(kv_.at(static_cast<std::size_t>(layer))),
-                 {memory_->tensor(rope_cos_).slice(length_, end), memory_->tensor(rope_sin_).slice(length_, end)},
-                 tensors(attention_)};
+  // A window's tables hold this step's rows alone; the whole sequence's are sliced.
+  const std::int64_t rope_first = window_ > 0 ? 0 : length_;
+  const std::int64_t rope_end = rope_first + count;
+  m.attention = {length_,
+                 count,
+                 memory_->tensor(kv_.at(static_cast<std::size_t>(layer))),
+                 {memory_->tensor(rope_cos_).slice(rope_first, rope_end),
+                  memory_->tensor(rope_sin_).slice(rope_first, rope_end)},
+                 tensors(attention_),
+                 first_,
+                 window_};
   m.mlp = {1, count, tensors(mlp_activations_.at(kind)), {}, tensors(mlp_workspace_.at(kind))};
   m.x_mid = first_rows(memory_->tensor(x_mid_), count);
   return m;
@@ -76,7 +109,7 @@ BlockScratch KvCache::scratch(std::int64_t count) const {
 }
 
 void KvCache::advance(std::int64_t count) {
-  USTRAIN_ASSERT(count >= 0 && length_ + count <= capacity_, "the key/value cache is full");
+  USTRAIN_ASSERT(count >= 0 && length_ + count <= rows_, "the key/value cache is full");
   length_ += count;
 }
 

@@ -209,7 +209,7 @@ void ModelChunk::forward(Backend& be, int slot, std::int64_t B, std::int64_t S, 
 }
 
 Tensor ModelChunk::decode(Backend& be, KvCache& cache, const std::int32_t* ids, std::int64_t n) const {
-  USTRAIN_ASSERT(n >= 1 && cache.length() + n <= cache.capacity(), "a decode step past the key/value cache's end");
+  cache.prepare(be, n);
   const Tensor ids_t = cache.ids(n);
   be.copy(ids_t, Tensor(const_cast<std::int32_t*>(ids), Shape{n}, DType::i32));
   be.embedding_forward(cache.residual(0, n), ids_t, params_[p_.embed].value);  // (n, D)

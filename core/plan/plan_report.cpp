@@ -1,6 +1,7 @@
 #include "core/plan/plan_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,17 @@ std::string schedule(const Layout& l) {
   return l.virtual_stages > 1 ? fmt::format("{} v{}", l.pp_schedule, l.virtual_stages) : l.pp_schedule;
 }
 
+// How attention is priced under a mask other than plain causal; nothing without one.
+std::string mask_line(const Plan& plan) {
+  std::vector<std::string> parts;
+  if (plan.sliding_window > 0) parts.push_back(fmt::format("a sliding window of {} tokens", plan.sliding_window));
+  if (!plan.documents.source.empty()) parts.push_back(plan.documents.source);
+  if (parts.empty()) return "";
+  return fmt::format("attention priced by the work its mask needs: {}; MFU counts causal attention over the whole "
+                     "sequence (6 L d S per token), as without a mask\n",
+                     fmt::join(parts, "; "));
+}
+
 }  // namespace
 
 std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
@@ -27,6 +39,7 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
   else
     s += fmt::format("device: {} ({}), {:.0f} GB; curves: {}\nGPU times below are predictions, not measurements\n",
                      hw.name, hw.source, static_cast<double>(hw.memory_bytes) / 1e9, plan.calibration.source);
+  s += mask_line(plan);
   std::size_t fitting = 0, pruned = 0;
   for (const PlannedLayout& p : plan.layouts) {
     fitting += p.memory.fits ? 1 : 0;
@@ -111,10 +124,10 @@ std::string plan_json(const Plan& plan) {
     j["tokens_per_s"] = timed(p.tokens_per_s);
     j["mfu"] = timed(p.mfu);
   }
-  return nlohmann::json{{"device", plan.hardware.name},
-                        {"predicted", !plan.hardware.cpu},
-                        {"layouts", layouts}}
-             .dump(1) + "\n";
+  nlohmann::json j{{"device", plan.hardware.name}, {"predicted", !plan.hardware.cpu}, {"layouts", layouts}};
+  if (plan.sliding_window > 0) j["sliding_window"] = plan.sliding_window;
+  if (!plan.documents.source.empty()) j["document_tokens"] = plan.documents.tokens;  // 0: one per sequence
+  return j.dump(1) + "\n";
 }
 
 }  // namespace ustrain

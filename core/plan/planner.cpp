@@ -174,7 +174,9 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   if (search.candidates.empty()) explain_no_layout(base, space, search);
   const ModelGeometry whole = geometry_of(base, 0, 0);
   const double flops_per_token = LlamaModel(base.model, whole, 1, Recompute::none).flops_per_token(seq);
-  StepTimeModel model(plan.hardware, plan.calibration, per_node, device, at_once);
+  plan.sliding_window = base.model.sliding_window;
+  plan.documents = planned_documents(base, o.document_tokens);
+  StepTimeModel model(plan.hardware, plan.calibration, per_node, device, at_once, plan.documents.tokens);
   LayoutMemoryPlanner memory(plan.hardware, per_node);
   const auto plan_one = [&](const Candidate& c) {
     PlannedLayout p;

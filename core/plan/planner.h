@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/plan/calibration.h"
+#include "core/plan/document_length.h"
 #include "core/plan/hardware.h"
 #include "core/plan/layout_memory.h"
 #include "core/plan/layout_space.h"
@@ -29,6 +30,7 @@ struct PlanOptions {
   int devices_per_node = 8;
   std::string gpu = "h100";            // h100 | h200 | a100 | cpu
   std::int64_t global_batch_tokens = 0;  // 0: the recipe's
+  std::int64_t document_tokens = 0;      // train.document_mask's mean document length; 0: the dataset's
   HardwareOverrides hardware;
   std::string calibration;             // a file from `ustrain bench --calibration-out`; "" none
   bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
@@ -57,6 +59,8 @@ struct Plan {
   std::int64_t global_batch = 0;  // sequences
   std::int64_t candidates = 0;    // layouts the recipe checks accepted
   std::size_t recorded_steps = 0;  // distinct rank steps recorded
+  std::int64_t sliding_window = 0;  // model.sliding_window, priced by the attention it needs
+  PlannedDocuments documents;       // what document masking is priced with
   std::vector<PlannedLayout> layouts;  // fitting first, fastest first
 };
 

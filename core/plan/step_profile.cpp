@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/plan/document_length.h"
 #include "core/step/run_schedule.h"
 #include "core/step/training_step.h"
 #include "kernels/error.h"
@@ -53,7 +54,8 @@ GroupVolumes& GroupVolumes::operator-=(const GroupVolumes& o) {
   return *this;
 }
 
-RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest) {
+RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest,
+                             std::int64_t document_tokens) {
   const ParallelSection& p = recipe.parallel;
   const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
                         .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
@@ -91,8 +93,13 @@ RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, c
       op_start = recorder.ops().size();
     }
   });
-  const std::vector<std::int32_t> tokens(static_cast<std::size_t>(recipe.train.micro_batch * recipe.train.seq_len), 0);
-  const std::vector<TokenBatch> micro(static_cast<std::size_t>(profile.micro_batches), TokenBatch{tokens, tokens});
+  const std::int64_t sequences = recipe.train.micro_batch, seq_len = recipe.train.seq_len;
+  const std::vector<std::int32_t> tokens(static_cast<std::size_t>(sequences * seq_len), 0);
+  std::vector<std::int32_t> documents;
+  if (recipe.train.document_mask) documents = regular_documents(sequences, seq_len, document_tokens);
+  TokenBatch batch{tokens, tokens};
+  batch.documents = documents;
+  const std::vector<TokenBatch> micro(static_cast<std::size_t>(profile.micro_batches), batch);
   PhaseTimer timer;
   train_step(run, micro, schedule_of(recipe), 1, timer, nullptr);
   recorder.set_synchronize_hook({});

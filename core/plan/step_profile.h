@@ -60,7 +60,10 @@ struct RankProfile {
 // checked, resolved `recipe`, recorded as if on `device`, with the recipe's micro-batch count.
 // With `digest`, each action's ops (and the tail's) are digested as soon as the action ends
 // and dropped: the profile holds no op lists, and the recording no more than one action's.
-RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest = nullptr);
+// Under train.document_mask its sequences hold documents of `document_tokens` tokens
+// (core/plan/document_length.h; 0: one document each).
+RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest = nullptr,
+                             std::int64_t document_tokens = 0);
 
 // What decides a recorded step: layouts with equal keys record the same one.
 using StepKey = std::tuple<std::vector<std::int64_t>, std::string, std::string>;

@@ -59,8 +59,14 @@ int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
 
 }  // namespace
 
-StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once)
-    : hw_(std::move(hw)), cal_(std::move(cal)), per_node_(devices_per_node), at_once_(at_once), device_(device) {}
+StepTimeModel::StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once,
+                             std::int64_t document_tokens)
+    : hw_(std::move(hw)),
+      cal_(std::move(cal)),
+      per_node_(devices_per_node),
+      at_once_(at_once),
+      device_(device),
+      document_tokens_(document_tokens) {}
 
 double StepTimeModel::op_seconds(const RecordedOp& op) const {
   const auto flops = static_cast<double>(op.flops);
@@ -90,7 +96,7 @@ const StepTimeModel::RecordedRank& StepTimeModel::recorded(const Recipe& recipe,
   return recorded_.get(step.key, [&] {
     const auto scratch_of = deviceless_scratch_of(recipe);
     const OpsDigester digester = [&](const std::vector<RecordedOp>& ops) { return digest(ops, scratch_of); };
-    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_, &digester);
+    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_, &digester, document_tokens_);
     std::size_t scratch = profile.tail_digest.scratch;
     for (const ActionProfile& a : profile.actions) scratch = std::max(scratch, a.digest.scratch);
     return RecordedRank{price_rank(recipe, profile), scratch};

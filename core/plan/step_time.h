@@ -36,7 +36,10 @@ class StepTimeModel {
   // with more ranks than its cores hold (cores / device.threads), the ranks take turns, so a
   // step lasts at least the node's total work over `at_once`, and a pipeline's idle ranks lend
   // their cores to the busy ones.
-  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once);
+  // `document_tokens`: the documents' length its steps are recorded with under
+  // train.document_mask (core/plan/document_length.h; 0: one document per sequence).
+  StepTimeModel(Hardware hw, Calibration cal, int devices_per_node, Device device, int at_once,
+                std::int64_t document_tokens = 0);
 
   // Safe to call from several threads at once: each step is recorded once.
   StepTime predict(const Recipe& recipe);
@@ -76,6 +79,7 @@ class StepTimeModel {
   int per_node_;
   int at_once_;
   Device device_;
+  std::int64_t document_tokens_;
   // Each recorded step priced, by its key. The recorded ops themselves are dropped once priced:
   // a plan of many devices records thousands of steps, and their op lists would not fit in memory.
   OnceMap<StepKey, RecordedRank> recorded_;

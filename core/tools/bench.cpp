@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "core/plan/calibration_measure.h"
+#include "core/plan/document_length.h"
+#include "core/plan/mask_work.h"
 #include "core/run/build_info.h"
 #include "core/step/model_instance.h"
 #include "core/monitor/peak_flops.h"
@@ -76,6 +78,24 @@ double measure_gemm_rate(const Recipe& recipe) {
   const double gemm_rate = flops / seconds;
   spdlog::info("  weighted {} GEMM rate at the model's shapes: {:.1f} GFLOP/s", dtype_name(dtype), gemm_rate / 1e9);
   return gemm_rate;
+}
+
+// What a sliding window or document masking saves: the attention FLOPs the mask needs against
+// causal attention's (recorded, core/plan/mask_work.h), and the rate of the work done. MFU
+// keeps counting causal attention over the whole sequence.
+void report_mask_work(const Recipe& recipe, double achieved, double full_window_ratio) {
+  if (recipe.model.sliding_window == 0 && !recipe.train.document_mask) return;
+  const PlannedDocuments documents = planned_documents(recipe, 0);
+  const double f = mask_work(recipe, documents.tokens).fraction();
+  std::string mask = recipe.model.sliding_window > 0
+                         ? fmt::format("a sliding window of {} tokens", recipe.model.sliding_window)
+                         : "";
+  if (!documents.source.empty()) mask += (mask.empty() ? "" : "; ") + documents.source;
+  // The model's attention FLOPs (6 L d S per token) are the full-window count's extra half.
+  const double attention = achieved * (full_window_ratio - 1.0);
+  spdlog::info("bench: the mask needs {:.1f}% of causal attention's FLOPs ({}); counting the work done, training "
+               "achieved {:.1f} GFLOP/s (MFU above counts causal attention over the whole sequence, as without a mask)",
+               100.0 * f, mask, (achieved - (1.0 - f) * attention) / 1e9);
 }
 
 }  // namespace
@@ -142,6 +162,7 @@ void run_bench(Recipe recipe, std::int64_t steps, const std::string& calibration
                "nanotron and OLMo-core do) over {} timed steps",
                tokens_per_step * static_cast<double>(timed) / busy, 100.0 * achieved / s.peak_flops,
                flops_rate_text(s.peak_flops), 100.0 * achieved * full_window_ratio / s.peak_flops, timed);
+  report_mask_work(recipe, achieved, full_window_ratio);
   spdlog::info("bench: per step {:.1f} ms = data {:.1f} + forward {:.1f} + backward {:.1f} + optimizer {:.1f} ms",
                busy * per_step_ms, phase[0] * per_step_ms, phase[1] * per_step_ms, phase[2] * per_step_ms,
                phase[3] * per_step_ms);

@@ -9,7 +9,8 @@ Decoder::Decoder(LlamaModel& model, Backend& be) : model_(model), be_(be), cache
 Tensor Decoder::next(std::span<const std::int32_t> ids) {
   USTRAIN_ASSERT(!ids.empty(), "decoding needs at least one token");
   const std::int64_t s = model_.geometry().seq;
-  windowed_ = static_cast<std::int64_t>(ids.size()) > s;
+  // With a sliding window the cache keeps what the window sees at any position: nothing is cut.
+  windowed_ = cache_.window() == 0 && static_cast<std::int64_t>(ids.size()) > s;
   if (windowed_) {  // every position moves: the whole window's forward
     cache_.clear();
     cached_.clear();
@@ -22,9 +23,15 @@ Tensor Decoder::next(std::span<const std::int32_t> ids) {
     cache_.clear();
     cached_.clear();
   }
-  const std::span<const std::int32_t> fresh = ids.subspan(cached_.size());
-  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
-  return model_.decode(be_, cache_, fresh.data(), static_cast<std::int64_t>(fresh.size()));
+  std::span<const std::int32_t> fresh = ids.subspan(cached_.size());
+  Tensor logits;
+  while (!fresh.empty()) {  // in steps the cache takes
+    const std::size_t n = std::min(fresh.size(), static_cast<std::size_t>(cache_.step_limit()));
+    logits = model_.decode(be_, cache_, fresh.data(), static_cast<std::int64_t>(n));
+    cached_.insert(cached_.end(), fresh.begin(), fresh.begin() + static_cast<std::ptrdiff_t>(n));
+    fresh = fresh.subspan(n);
+  }
+  return logits;
 }
 
 }  // namespace ustrain

@@ -5,6 +5,8 @@
 // keys and values, so that each new token costs the forward of one position. Past S the window
 // slides with every token: each kept token's position, and the tokens it attends to, change, so
 // nothing cached stays valid and each step runs the whole window's forward, as without a cache.
+// A model with a sliding window (model.sliding_window) is never cut: its cache keeps the keys
+// its window sees, and positions run on past S.
 #pragma once
 
 #include <cstdint>

@@ -68,6 +68,9 @@ StepReport::StepReport(const Recipe& recipe, ProcessLayout& layout, TrainingRank
   flops_per_step_ = run.model.flops_per_token(t.seq_len) * static_cast<double>(tokens_per_step_);
   full_window_flops_per_step_ =
       run.model.flops_per_token(t.seq_len, /*full_window=*/true) * static_cast<double>(tokens_per_step_);
+  const bool masked = recipe.model.sliding_window > 0 || t.document_mask;
+  done_flops_per_step_ =
+      masked ? run.model.flops_per_token(0) * static_cast<double>(tokens_per_step_) : flops_per_step_;
   psi_bytes_ = 4.0 * static_cast<double>(params.flat_size());
 
   const ModelGeometry& g = run.geometry;
@@ -245,7 +248,9 @@ void StepReport::record_step(std::int64_t step, const StepResult& r, const Phase
   n.tok_s = static_cast<double>(tokens_per_step_) / n.step_s;
   n.mfu = flops_per_step_ / layout_.world_size() / n.step_s / peak_.flops_per_second;  // per device
   n.mfu_full_window = n.mfu * full_window_flops_per_step_ / flops_per_step_;
-  if (n.mfu > 1.0 && !peak_doubted_) {
+  // Under a mask MFU may pass 100% (it counts attention the mask skips): the peak is doubted only
+  // when the work the step surely did ran faster than it.
+  if (n.mfu * done_flops_per_step_ / flops_per_step_ > 1.0 && !peak_doubted_) {
     peak_doubted_ = true;
     spdlog::warn("MFU {:.0f}%: this step ran faster than the peak MFU divides by ({}: {:.1f} GFLOP/s), so that "
                  "peak is too low, most likely measured while the machine was busy; `ustrain train --measure-peak` "

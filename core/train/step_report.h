@@ -100,6 +100,9 @@ class StepReport {
   std::int64_t tokens_per_step_;
   double flops_per_step_;
   double full_window_flops_per_step_;  // the same counting attention over the whole window (12 L d S)
+  // What a step surely computes: flops_per_step_, or under a sliding window or document masking,
+  // which skip attention MFU counts, the step without attention (6 N per token).
+  double done_flops_per_step_;
   double psi_bytes_;  // the Playbook's unit for data-parallel traffic: one copy of the fp32 parameters
   PhaseTimer::Clock::time_point started_ = PhaseTimer::Clock::now();
   StepNumbers last_;

@@ -136,6 +136,8 @@ void RecordingBackend::copy(Tensor dst, const Tensor& src) {
     auto* experts = static_cast<std::int32_t*>(dst.data);
     for (std::int64_t i = 0; i < dst.numel(); ++i) experts[i] = static_cast<std::int32_t>(i % routing->second);
   }
+  if (src.dtype == DType::i32 && src.numel() > 0 && reserved(dst.data) && !reserved(src.data))  // ids from the host
+    host_ids_[dst.data].assign(src.i32(), src.i32() + src.numel());
 }
 
 void RecordingBackend::fill(Tensor dst, float) { record("fill", OpClass::copy, {&dst}, 0, bytes_of(dst)); }
@@ -230,12 +232,23 @@ bool RecordingBackend::documents_readable(const AttentionMask& mask) const {
   return true;
 }
 
+AttentionMask RecordingBackend::with_host_documents(AttentionMask mask) const {
+  for (Tensor* docs : {&mask.q_documents, &mask.k_documents}) {
+    const auto kept = host_ids_.find(docs->data);
+    if (docs->empty() || kept == host_ids_.end() || static_cast<std::int64_t>(kept->second.size()) < docs->numel())
+      continue;
+    *docs = Tensor(const_cast<std::int32_t*>(kept->second.data()), docs->shape, DType::i32);
+  }
+  return mask;
+}
+
 void RecordingBackend::attention_kv_pack(Tensor kv, Tensor qkv, int, int) {
   record("attention_kv_pack", OpClass::copy, {&kv, &qkv}, 0, 2 * bytes_of(kv));
 }
 
 void RecordingBackend::attention_block_forward(Tensor out, Tensor lse, Tensor qkv, SeqRange q, Tensor kv, SeqRange k,
-                                               AttentionMask mask, int n_heads, int n_kv_heads) {
+                                               AttentionMask given, int n_heads, int n_kv_heads) {
+  const AttentionMask mask = with_host_documents(given);
   record("attention_block_forward", OpClass::attention, {&out, &lse, &qkv, &kv},
          2 * block_product_flops(qkv, q, k, mask, n_heads, n_kv_heads, documents_readable(mask)),
          bytes_of({&out, &lse}) + range_bytes(qkv, q) + (kv.empty() ? 0 : range_bytes(kv, k)),
@@ -248,8 +261,9 @@ void RecordingBackend::attention_merge(Tensor acc, Tensor lse, Tensor block_out,
 }
 
 void RecordingBackend::attention_block_backward(Tensor dq, Tensor dkv, Tensor dout, Tensor qkv, SeqRange q, Tensor kv,
-                                                SeqRange k, Tensor out, Tensor lse, AttentionMask mask, int n_heads,
+                                                SeqRange k, Tensor out, Tensor lse, AttentionMask given, int n_heads,
                                                 int n_kv_heads) {
+  const AttentionMask mask = with_host_documents(given);
   // Packed keys: the gradient sums are read and written. A self block writes dqkv once, and
   // reads its keys with its queries.
   const std::int64_t grads = kv.empty() ? bytes_of(dq) : 2 * (range_bytes(dq, q) + range_bytes(dkv, k));

@@ -13,7 +13,9 @@
 //                        mask (S^2 / 2, not S (S + 1) / 2): 2 B H S^2 Dh for a whole sequence;
 //                        under a window or document ids, 4 H Dh times the score entries the
 //                        CPU kernel computes (kernels/block_mask_rows.h), documents counted
-//                        where their ids lie in the caller's host memory, else as one document
+//                        where their ids lie in the caller's host memory or were copied here
+//                        from it (the last i32 copy into each address is kept), else as one
+//                        document
 //   attention_block_backward   twice the forward
 // with H this rank's query heads. Every other op (norms, RoPE, SwiGLU, adds, embeddings,
 // cross-entropy, the optimizer, copies) counts 0 FLOPs and is priced by its bytes.
@@ -171,8 +173,13 @@ class RecordingBackend final : public Backend {
   bool reserved(const void* p) const;
   // Whether the mask's document ids lie in the caller's host memory (never in a recorded copy).
   bool documents_readable(const AttentionMask& mask) const;
+  // The mask with document ids copied here from the host read from what was copied.
+  AttentionMask with_host_documents(AttentionMask mask) const;
   std::size_t reserved_ = 0, peak_reserved_ = 0;
   std::map<const void*, std::int64_t> routed_;  // a routing's chosen experts (N, k) -> E
+  // i32 tensors copied from the host into reserved memory (token and document ids), by
+  // destination: the document ids a masked attention block is priced with.
+  std::map<const void*, std::vector<std::int32_t>> host_ids_;
   std::function<void()> synchronize_hook_;
 };
 

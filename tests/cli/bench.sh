@@ -24,4 +24,15 @@ else
   fail "per step '$reported' ms, but steps 2-4 of $metrics average '$expected' ms"
 fi
 [[ -z $(ls -A runs/tiny-bench/checkpoints 2>/dev/null) ]] && pass "no checkpoint written" || fail "bench wrote a checkpoint"
+! grep -q "the mask needs" "$WORK/out.txt" && pass "no mask line without a mask" || fail "a mask line without a mask"
+
+# A sliding window of 64 of 512 tokens: the share of causal attention's FLOPs the mask needs
+# (about 2 W / S) and the rate of the work done; MFU keeps counting causal attention.
+expect_exit 0 "bench with a window" -- "$USTRAIN" bench tiny.toml --steps 1 --set model.sliding_window=64 \
+  --set train.seq_len=512 --set model.max_seq_len=512 --set train.micro_batch=1 --set train.global_batch=1
+expect_output "bench: the mask needs [0-9.]+% of causal attention's FLOPs \(a sliding window of 64 tokens\); counting the work done, training achieved [0-9.]+ GFLOP/s" \
+  "names the mask's share of causal attention and the work's rate"
+share=$(sed -n "s/.*the mask needs \([0-9.]*\)% of causal.*/\1/p" "$WORK/out.txt")
+awk -v f="$share" 'BEGIN { exit !(f > 25 && f < 60) }' && pass "the window needs less than causal attention ($share%)" \
+  || fail "the window's share is '$share'%"
 finish

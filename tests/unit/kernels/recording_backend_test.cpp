@@ -67,6 +67,27 @@ TEST(RecordingBackend, CountsAMaskedBlockByTheScoreEntriesTheCpuKernelComputes) 
   EXPECT_EQ(be.ops()[2].flops, 4 * H * Dh * document_entries);
 }
 
+// Document ids a model copies from its token batch into the backend's memory (what a planner's
+// recorded step does) are priced as the ids copied, not as one document.
+TEST(RecordingBackend, DocumentIdsCopiedFromTheHostArePriced) {
+  RecordingBackend be(Device::cuda);
+  const std::int64_t B = 1, S = 256, H = 4, Hkv = 2, Dh = 16;
+  const Tensor qkv(be.allocate(B * S * (H + 2 * Hkv) * Dh * 4), Shape{B, S, (H + 2 * Hkv) * Dh}, DType::f32,
+                   Device::cuda);
+  const Tensor out(be.allocate(B * S * H * Dh * 4), Shape{B, S, H * Dh}, DType::f32, Device::cuda);
+  const Tensor lse(be.allocate(B * H * S * 4), Shape{B, H, S}, DType::f32, Device::cuda);
+  const Tensor ids(be.allocate(B * S * 4), Shape{B, S}, DType::i32, Device::cuda);
+  std::vector<std::int32_t> docs(static_cast<std::size_t>(B * S));
+  for (std::size_t i = 0; i < docs.size(); ++i) docs[i] = static_cast<std::int32_t>(i / 64);
+  be.copy(ids, Tensor(docs.data(), Shape{B, S}, DType::i32));
+  docs.assign(docs.size(), 0);  // what was copied counts, not the host buffer's later contents
+  AttentionMask documents = AttentionMask::causal();
+  documents.q_documents = documents.k_documents = ids;
+  const SeqRange all{0, S};
+  be.attention_block_forward(out, lse, qkv, all, Tensor(), all, documents, H, Hkv);
+  EXPECT_EQ(be.ops().back().flops, 4 * H * Dh * B * 4 * 64 * 64);
+}
+
 TEST(RecordingBackend, ReservesWithoutCommittingAndHostResultsAreNothing) {
   RecordingBackend be;
   const std::size_t huge = std::size_t{1} << 40;  // 1 TiB of address space

@@ -161,9 +161,11 @@ std::vector<double> swiglu(const std::vector<double>& gate_w, const std::vector<
 }
 
 // The decoder both families share: embedding, pre-norm blocks of rotary GQA attention (with
-// q/k/v biases when `qkv_bias`) and `mlp`, final norm, head, mean cross-entropy.
-double decoder_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
-                    const std::vector<std::int32_t>& targets, bool rotate_half, bool qkv_bias, const MlpFn& mlp) {
+// q/k/v biases when `qkv_bias`; within m.sliding_window when set, Mistral's convention: t sees
+// u when 0 <= t - u < W) and `mlp`, final norm, head: every position's logits.
+std::vector<std::vector<double>> decoder_logits(const Weights& w, const ModelSection& m,
+                                                const std::vector<std::int32_t>& ids, bool rotate_half, bool qkv_bias,
+                                                const MlpFn& mlp) {
   const std::size_t S = ids.size(), D = static_cast<std::size_t>(m.d_model), H = static_cast<std::size_t>(m.n_heads);
   const std::size_t KV = static_cast<std::size_t>(m.n_kv_heads), hd = D / H;
   const std::size_t V = static_cast<std::size_t>(m.vocab_size);
@@ -195,17 +197,19 @@ double decoder_loss(const Weights& w, const ModelSection& m, const std::vector<s
       std::vector<double> att(H * hd, 0.0);
       for (std::size_t h = 0; h < H; ++h) {
         const std::size_t g = h / (H / KV);  // repeat_kv: kv head g serves H / KV query heads
-        std::vector<double> score(t + 1);
+        const auto window = static_cast<std::size_t>(m.sliding_window);
+        const std::size_t from = window > 0 && t + 1 > window ? t + 1 - window : 0;
+        std::vector<double> score(t + 1, -1e300);
         double mx = -1e300;
-        for (std::size_t u = 0; u <= t; ++u) {
+        for (std::size_t u = from; u <= t; ++u) {
           double dot = 0;
           for (std::size_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[u][g * hd + i];
           score[u] = dot / std::sqrt(static_cast<double>(hd));
           mx = std::max(mx, score[u]);
         }
         double z = 0;
-        for (double& s : score) z += (s = std::exp(s - mx));
-        for (std::size_t u = 0; u <= t; ++u)
+        for (double& s : score) z += (s = std::exp(s - mx));  // 0 outside the window
+        for (std::size_t u = from; u <= t; ++u)
           for (std::size_t i = 0; i < hd; ++i) att[h * hd + i] += score[u] / z * v[u][g * hd + i];
       }
       const auto o = matvec(w.at(p + "self_attn.o_proj.weight"), att, D);
@@ -216,13 +220,21 @@ double decoder_loss(const Weights& w, const ModelSection& m, const std::vector<s
     }
   }
   const auto& head = m.tied_embeddings ? E : w.at("lm_head.weight");
+  std::vector<std::vector<double>> logits(S);
+  for (std::size_t t = 0; t < S; ++t) logits[t] = matvec(head, rmsnorm(x[t], w.at("model.norm.weight"), m.norm_eps), V);
+  return logits;
+}
+
+// Their mean cross-entropy against `targets`.
+double decoder_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
+                    const std::vector<std::int32_t>& targets, bool rotate_half, bool qkv_bias, const MlpFn& mlp) {
+  const std::size_t S = ids.size();
   double loss = 0;
-  for (std::size_t t = 0; t < S; ++t) {
-    const auto logits = matvec(head, rmsnorm(x[t], w.at("model.norm.weight"), m.norm_eps), V);
+  for (std::size_t t = 0; const std::vector<double>& logits : decoder_logits(w, m, ids, rotate_half, qkv_bias, mlp)) {
     double mx = -1e300, z = 0;
     for (double v : logits) mx = std::max(mx, v);
     for (double v : logits) z += std::exp(v - mx);
-    loss += std::log(z) + mx - logits[static_cast<std::size_t>(targets[t])];
+    loss += std::log(z) + mx - logits[static_cast<std::size_t>(targets[t++])];
   }
   return loss / static_cast<double>(S);
 }
@@ -258,6 +270,14 @@ double reference_loss(const Weights& w, const ModelSection& m, const std::vector
   return decoder_loss(w, m, ids, targets, rotate_half, /*qkv_bias=*/false, dense);
 }
 
+std::vector<std::vector<double>> reference_logits(const Weights& w, const ModelSection& m,
+                                                  const std::vector<std::int32_t>& ids) {
+  const MlpFn dense = [&](int, const std::string& p, const std::vector<double>& h) {
+    return swiglu(w.at(p + "mlp.gate_proj.weight"), w.at(p + "mlp.up_proj.weight"), w.at(p + "mlp.down_proj.weight"), h);
+  };
+  return decoder_logits(w, m, ids, /*rotate_half=*/true, /*qkv_bias=*/false, dense);
+}
+
 double reference_moe_loss(const Weights& w, const nlohmann::json& c, const std::vector<std::int32_t>& ids,
                           const std::vector<std::int32_t>& targets, double* routing_gap) {
   ModelSection m;  // the decoder's sizes, from config.json alone
@@ -269,6 +289,8 @@ double reference_moe_loss(const Weights& w, const nlohmann::json& c, const std::
   m.norm_eps = c.at("rms_norm_eps");
   m.rope_theta = c.at("rope_theta");
   m.tied_embeddings = c.at("tie_word_embeddings");
+  if (c.contains("sliding_window") && !c["sliding_window"].is_null() && c.value("use_sliding_window", true))
+    m.sliding_window = c["sliding_window"];
   const std::string type = c.at("model_type");
   const auto k = c.at("num_experts_per_tok").get<std::size_t>();
   double gap = 1e300;

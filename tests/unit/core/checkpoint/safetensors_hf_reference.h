@@ -29,14 +29,17 @@ std::map<std::string, std::vector<double>> read_safetensors(const std::string& p
                                                             std::string* dtype_out = nullptr);
 
 // Mean next-token loss of a Llama model under Hugging Face's definition, in float64, RoPE
-// scaling of type llama3 included. `rotate_half` selects Hugging Face's RoPE layout; false
-// gives the interleaved (GPT-J) one.
+// scaling of type llama3 and Mistral's sliding window (m.sliding_window) included.
+// `rotate_half` selects Hugging Face's RoPE layout; false gives the interleaved (GPT-J) one.
 using Weights = std::map<std::string, std::vector<double>>;
 double reference_loss(const Weights& w, const ModelSection& m, const std::vector<std::int32_t>& ids,
                       const std::vector<std::int32_t>& targets, bool rotate_half);
+// The same model's logits (V each) at every position of `ids`, positions 0 .. n - 1.
+std::vector<std::vector<double>> reference_logits(const Weights& w, const ModelSection& m,
+                                                  const std::vector<std::int32_t>& ids);
 
 // The same for a mixture of experts in the Hugging Face Mixtral or Qwen2-MoE definition
-// (config.json's model_type), from the weights and config.json alone: MixtralSparseMoeBlock
+// (config.json's model_type; sliding_window honoured), from the weights and config.json alone: MixtralSparseMoeBlock
 // (softmax over all experts, top-k renormalised, experts w2(silu(w1 h) * w3 h)), and
 // Qwen2-MoE's q/k/v biases, Qwen2MoeSparseMoeBlock (top-k renormalised when norm_topk_prob,
 // plus sigmoid(shared_expert_gate h) x shared_expert(h)) in the layers decoder_sparse_step
