@@ -152,24 +152,13 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
   return p;
 }
 
-StepTime StepTimeModel::predict(const Recipe& recipe) {
-  return predict(recipe, make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
-                                               pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps()))));
-}
-
-StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& program) {
-  const int P = static_cast<int>(recipe.parallel.pp);
-  const int V = static_cast<int>(recipe.parallel.virtual_stages);
-  const Spans spans = spans_of(recipe, per_node_);
-  const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
-  const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);
-  std::vector<const PricedRank*> ranks;
-  StageCosts costs(static_cast<std::size_t>(P), std::vector<ActionCosts>(static_cast<std::size_t>(V)));
-  for (int r = 0; r < P; ++r) {
-    ranks.push_back(&recorded(recipe, recorded_rank(r, P)).priced);
-    const PricedRank& pr = *ranks.back();
-    for (int c = 0; c < V; ++c) {
-      ActionCosts& k = costs[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];
+StageCosts StepTimeModel::stage_costs(const std::vector<const PricedRank*>& ranks, const PipelineProgram& program,
+                                      int chunks, double link_bytes_per_s, double latency_s) {
+  StageCosts costs(ranks.size(), std::vector<ActionCosts>(static_cast<std::size_t>(chunks)));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const PricedRank& pr = *ranks[r];
+    for (int c = 0; c < chunks; ++c) {
+      ActionCosts& k = costs[r][static_cast<std::size_t>(c)];
       const auto cost = [&](ActionKind kind) {
         auto it = pr.actions.find({static_cast<int>(kind), c, false});
         if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(kind), c, true});  // one micro-batch
@@ -183,46 +172,66 @@ StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& pro
         k.backward_input = cost(ActionKind::backward);
         k.backward_weight = 0;
       }
-      k.transfer = pr.message_bytes > 0 ? pr.message_bytes / link + latency : 0;
+      k.transfer = pr.message_bytes > 0 ? pr.message_bytes / link_bytes_per_s + latency_s : 0;
     }
   }
-  const PipelineSimulation sim = simulate_pipeline(program, costs);
+  return costs;
+}
+
+StepTime StepTimeModel::rank_time(const PricedRank& pr, const std::vector<PipelineAction>& actions,
+                                  const std::vector<std::pair<double, double>>& spans, int micro_batches) {
+  StepTime t;
+  double queue = 0, extra = 0;
+  std::size_t span = 0;
+  for (const PipelineAction& a : actions) {
+    if (!is_compute(a.kind)) continue;
+    const double end = spans[span++].second;
+    const bool last = a.micro == micro_batches - 1;
+    auto it = pr.actions.find({static_cast<int>(a.kind), a.chunk, last});
+    if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
+    USTRAIN_ASSERT(it != pr.actions.end(), "an action the recorded step did not run");
+    const PricedAction& c = it->second;
+    t.compute_s += c.compute_s;
+    t.tp_s += c.tp_s;
+    t.cp_s += c.cp_s;
+    t.ep_s += c.ep_s;
+    t.dp_s += c.blocking_s - c.compute_s - c.tp_s - c.cp_s - c.ep_s;  // exposed gathers, unhidden syncs, tied embeddings
+    if (last) {
+      // The simulator ran every micro-batch at the regular cost; the last one's backward
+      // may cost more (the gradient sync it issues).
+      const auto regular = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
+      if (regular != pr.actions.end()) extra += std::max(0.0, c.blocking_s - regular->second.blocking_s);
+    }
+    if (is_backward(a.kind) && c.async_s > 0) queue = std::max(queue, end) + c.async_s;
+  }
+  const double last_end = spans.back().second;
+  const double sync_wait = std::max(0.0, queue - last_end);
+  t.step_s = last_end + extra + sync_wait + pr.tail_compute_s + pr.tail_comm_s;
+  t.compute_s += pr.tail_compute_s;
+  t.dp_s += sync_wait + pr.tail_comm_s;
+  t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.cp_s - t.ep_s - t.dp_s);
+  return t;
+}
+
+StepTime StepTimeModel::predict(const Recipe& recipe) {
+  return predict(recipe, make_pipeline_program(parse_pipeline_schedule(recipe.parallel.pp_schedule),
+                                               pipeline_shape(recipe, static_cast<int>(recipe.grad_accum_steps()))));
+}
+
+StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& program) {
+  const int P = static_cast<int>(recipe.parallel.pp);
+  const int V = static_cast<int>(recipe.parallel.virtual_stages);
+  const Spans spans = spans_of(recipe, per_node_);
+  const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
+  const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);
+  std::vector<const PricedRank*> ranks;
+  for (int r = 0; r < P; ++r) ranks.push_back(&recorded(recipe, recorded_rank(r, P)).priced);
+  const PipelineSimulation sim = simulate_pipeline(program, stage_costs(ranks, program, V, link, latency));
   StepTime best;
   double node_busy = 0;  // every rank's compute and blocking communication, one pipeline's worth
-  const int M = program.shape.micro_batches;
   for (int r = 0; r < P; ++r) {
-    const PricedRank& pr = *ranks[static_cast<std::size_t>(r)];
-    StepTime t;
-    double queue = 0, extra = 0;
-    std::size_t span = 0;
-    for (const PipelineAction& a : program.ranks[static_cast<std::size_t>(r)]) {
-      if (!is_compute(a.kind)) continue;
-      const auto& [start, end] = sim.spans[static_cast<std::size_t>(r)][span++];
-      (void)start;
-      const bool last = a.micro == M - 1;
-      auto it = pr.actions.find({static_cast<int>(a.kind), a.chunk, last});
-      if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
-      USTRAIN_ASSERT(it != pr.actions.end(), "an action the recorded step did not run");
-      const PricedAction& c = it->second;
-      t.compute_s += c.compute_s;
-      t.tp_s += c.tp_s;
-      t.cp_s += c.cp_s;
-      t.ep_s += c.ep_s;
-      t.dp_s += c.blocking_s - c.compute_s - c.tp_s - c.cp_s - c.ep_s;  // exposed gathers, unhidden syncs, tied embeddings
-      if (last) {
-        // The simulator ran every micro-batch at the regular cost; the last one's backward
-        // may cost more (the gradient sync it issues).
-        const auto regular = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
-        if (regular != pr.actions.end()) extra += std::max(0.0, c.blocking_s - regular->second.blocking_s);
-      }
-      if (is_backward(a.kind) && c.async_s > 0) queue = std::max(queue, end) + c.async_s;
-    }
-    const double last_end = sim.spans[static_cast<std::size_t>(r)].back().second;
-    const double sync_wait = std::max(0.0, queue - last_end);
-    t.step_s = last_end + extra + sync_wait + pr.tail_compute_s + pr.tail_comm_s;
-    t.compute_s += pr.tail_compute_s;
-    t.dp_s += sync_wait + pr.tail_comm_s;
-    t.bubble_s = std::max(0.0, t.step_s - t.compute_s - t.tp_s - t.cp_s - t.ep_s - t.dp_s);
+    StepTime t = rank_time(*ranks[static_cast<std::size_t>(r)], program.ranks[static_cast<std::size_t>(r)],
+                           sim.spans[static_cast<std::size_t>(r)], program.shape.micro_batches);
     node_busy += t.compute_s + t.tp_s + t.cp_s + t.ep_s + t.dp_s;
     t.tp_across_nodes = spans.tp.across_nodes;
     t.cp_across_nodes = spans.cp.across_nodes;

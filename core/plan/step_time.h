@@ -13,6 +13,7 @@
 #include "core/plan/once_map.h"
 #include "core/plan/step_profile.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/pipeline_simulation.h"
 
 namespace ustrain {
 
@@ -68,6 +69,12 @@ class StepTimeModel {
   // Records the step of the pipeline rank standing for `pp_rank` once, then keeps only its prices.
   const RecordedRank& recorded(const Recipe& recipe, int pp_rank);
   PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
+  // Each pipeline rank's cost per action and chunk, for the simulator.
+  static StageCosts stage_costs(const std::vector<const PricedRank*>& ranks, const PipelineProgram& program,
+                                int chunks, double link_bytes_per_s, double latency_s);
+  // One pipeline rank's step from its simulated compute spans and what its actions cost.
+  static StepTime rank_time(const PricedRank& pr, const std::vector<PipelineAction>& actions,
+                            const std::vector<std::pair<double, double>>& spans, int micro_batches);
   // One op's seconds on the calibrated device, without the cost per op.
   double op_seconds(const RecordedOp& op) const;
   // The ops' seconds (each with the cost per op), their attention's alone, and the most

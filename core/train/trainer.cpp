@@ -74,6 +74,26 @@ void evaluate(RunSetup& setup, StepReport& report, const TaskEvals& tasks, const
   }
 }
 
+// The replicas compared every replica_check_interval steps and before every checkpoint, so
+// that no checkpoint is written after a corruption the check can see; once per step at most.
+class ReplicaChecks {
+ public:
+  ReplicaChecks(std::int64_t interval, TrainingRank& run, StepTrace& trace) : check_(interval), run_(run), trace_(trace) {}
+  bool due(std::int64_t step) const { return check_.due(step); }
+  void check(std::int64_t step) {
+    if (!check_.enabled() || checked_ == step) return;
+    const TraceScope span(trace_.tracer(), 0, "replica check", "replica check");
+    check_.verify(step, run_.model.params(), run_.backend, run_.groups);
+    checked_ = step;
+  }
+
+ private:
+  const ReplicaCheck check_;
+  TrainingRank& run_;
+  StepTrace& trace_;
+  std::int64_t checked_ = -1;
+};
+
 TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, TrainStart& ts) {
   const auto& t = recipe.train;
   const RunPaths paths(recipe, options);
@@ -104,16 +124,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const InjectedFaults& faults = run.faults;
   run.checks_gradient_replicas = t.replica_check_grads;
   const int world_rank = run.groups.world().rank();
-  // Replicas are compared every replica_check_interval steps and before every checkpoint, so
-  // that no checkpoint is written after a corruption the check can see.
-  const ReplicaCheck replicas(t.replica_check_interval);
-  std::int64_t replicas_checked = -1;
-  const auto check_replicas = [&](std::int64_t step) {
-    if (!replicas.enabled() || replicas_checked == step) return;
-    const TraceScope span(trace.tracer(), 0, "replica check", "replica check");
-    replicas.verify(step, run.model.params(), run.backend, run.groups);
-    replicas_checked = step;
-  };
+  ReplicaChecks replicas(t.replica_check_interval, run, trace);
 
   // Ranks agree on stopping (a signal may reach them at different steps).
   bool stop = run.groups.world().any(signals.requested());
@@ -138,7 +149,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
     const std::int64_t interval = recipe.checkpoint.interval;
     const bool saves =
         interval > 0 && step % interval == 0 && step != t.steps && !stop && run.bad_steps.in_a_row() == 0;
-    if (replicas.due(step) || saves) check_replicas(step);
+    if (replicas.due(step) || saves) replicas.check(step);
     if (saves) save_checkpoint(setup, writer, report, paths, progress, /*wait=*/false);
     trace.end_step(step);
   }
@@ -148,7 +159,7 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
       stop ? std::nullopt : no_step_applied(report.applied_steps(paths.resume_from.has_value()));
   // The last step taken is saved, unless this process took none (a checkpoint holds it already).
   if (report.summary().steps > start.step && options.save_final && !nothing_applied) {
-    check_replicas(progress.step);
+    replicas.check(progress.step);
     save_checkpoint(setup, writer, report, paths, progress, /*wait=*/true);
   }
   writer->wait();

@@ -73,7 +73,8 @@ TEST(RingAttention, OneRankIssuesOneSelfBlockEachWay) {
     ring.forward(be, out, lse, qkv, mask, H, Hkv, RingBuffers{});
     ring.backward(be, qkv, out, qkv, out, lse, mask, H, Hkv, RingBuffers{});
     ASSERT_EQ(be.ops().size(), 2u);
-    const std::vector<std::int64_t> whole{H, Hkv, 0, S, 0, S, mask.kind == AttentionMask::Kind::causal ? 1 : 0};
+    // heads, kv heads, query rows, key rows, causal, no window, no documents
+    const std::vector<std::int64_t> whole{H, Hkv, 0, S, 0, S, mask.kind == AttentionMask::Kind::causal ? 1 : 0, 0, 0};
     for (const RecordedOp& op : be.ops()) {
       EXPECT_EQ(op.args, whole) << op.name;
       const Shape& kv = op.shapes.at(std::string(op.name) == "attention_block_forward" ? 3 : 4);
