@@ -104,5 +104,16 @@ TEST(PlanHybridSharding, PlanOffersHybridShardingAcrossNodesAndPastesIt) {
   for (const std::string& s : plain->layout.overrides()) EXPECT_EQ(s.find("dp_shard"), std::string::npos) << s;
 }
 
+TEST(PlanHybridSharding, ADpShardSetByHandKeepsItsBlocks) {
+  SearchSpace space{16, 8, 32, false};
+  space.fixed = {"parallel.dp_shard"};
+  space.given.dp_shard = 8;
+  EXPECT_TRUE(keeps(Layout{.dp = 16, .zero = 3, .dp_shard = 8}, space));
+  EXPECT_TRUE(keeps(Layout{.dp = 8, .tp = 2, .zero = 3}, space));  // all of dp is 8 ranks
+  EXPECT_FALSE(keeps(Layout{.dp = 16, .zero = 3}, space));
+  EXPECT_FALSE(keeps(Layout{.dp = 16, .zero = 3, .dp_shard = 4}, space));
+  EXPECT_EQ(given_value("parallel.dp_shard", space.given), "8");
+}
+
 }  // namespace
 }  // namespace ustrain
