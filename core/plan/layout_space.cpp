@@ -137,10 +137,18 @@ std::vector<std::int64_t> shard_choices(std::int64_t dp, std::int64_t cp, std::i
                                         std::int64_t devices_per_node) {
   std::vector<std::int64_t> choices{0};
   if (zero == 0 || dp * cp * tp <= devices_per_node) return choices;  // nothing sharded, or one node
+  // A smaller block inside a node gathers over the same links as the largest one, and sends
+  // more across the nodes and holds more: only the largest is tried.
+  std::int64_t in_node = 0;
+  std::vector<std::int64_t> whole_nodes;
   for (std::int64_t shard : divisors(dp)) {
     const std::int64_t block = shard * cp * tp;
-    if (shard < dp && (devices_per_node % block == 0 || block % devices_per_node == 0)) choices.push_back(shard);
+    if (shard == dp) continue;
+    if (block <= devices_per_node && devices_per_node % block == 0) in_node = shard;
+    else if (block % devices_per_node == 0) whole_nodes.push_back(shard);
   }
+  if (in_node > 0) choices.push_back(in_node);
+  choices.insert(choices.end(), whole_nodes.begin(), whole_nodes.end());
   return choices;
 }
 
@@ -166,6 +174,11 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
   std::vector<Candidate>& out = found.candidates;
   const std::int64_t n = space.devices;
   const std::int64_t node = space.devices_per_node;
+  // A dp_shard set by hand is tried as given (the recipe checks refuse it where it cannot be).
+  const auto shards = [&space, node](std::int64_t dp, std::int64_t cp, std::int64_t tp, std::int64_t zero) {
+    if (!space.fixed.count("parallel.dp_shard")) return shard_choices(dp, cp, tp, zero, node);
+    return std::vector<std::int64_t>{space.given.dp_shard == dp ? 0 : space.given.dp_shard};
+  };
   for (std::int64_t tp : divisors(n)) {
     if (!space.model_parallel_across_nodes && tp > node) continue;
     for (std::int64_t pp : divisors(n / tp))
@@ -180,7 +193,7 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
           for (std::int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero)
             for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false})
               for (const char* recompute : {"none", "selective", "full"})
-                for (std::int64_t shard : shard_choices(dp, cp, tp, zero, node))
+                for (std::int64_t shard : shards(dp, cp, tp, zero))
                   for (std::int64_t mb : sizes)
                     for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
                       Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v, shard};

@@ -66,9 +66,10 @@ struct Candidate {
 };
 
 // The ZeRO shard groups worth trying for a layout of dp x cp x tp ranks (pp outermost): all of
-// dp (0), and, under ZeRO when the data-parallel ranks span nodes, each smaller divisor of dp
-// whose blocks of dp_shard x cp x tp ranks do not straddle a node's edge (within one node, or
-// whole nodes): hybrid sharding keeps the parameter gathers on the nearer links.
+// dp (0), and, under ZeRO when the data-parallel ranks span nodes, the divisors of dp whose
+// blocks of dp_shard x cp x tp ranks do not straddle a node's edge: the largest block within a
+// node, and every block of whole nodes. Hybrid sharding keeps the parameter gathers on the
+// nearer links (and blocks of several nodes trade memory for fewer ranks to gather over).
 std::vector<std::int64_t> shard_choices(std::int64_t dp, std::int64_t cp, std::int64_t tp, std::int64_t zero,
                                         std::int64_t devices_per_node);
 

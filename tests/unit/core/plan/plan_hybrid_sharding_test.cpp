@@ -72,14 +72,15 @@ TEST(PlanHybridSharding, ShardingOverAllOfDpPricesAsPlainZero) {
   EXPECT_NE(model.predict(zero3(16, 4)).step_s, plain.step_s);  // what it is compared with can differ
 }
 
-TEST(PlanHybridSharding, ShardChoicesAreBlocksAlignedToNodesUnderZeroAcrossNodes) {
+TEST(PlanHybridSharding, ShardChoicesAreTheLargestBlockInANodeAndWholeNodes) {
   using V = std::vector<std::int64_t>;
   EXPECT_EQ(shard_choices(8, 1, 1, 3, 8), V{0});       // one node: plain ZeRO alone
   EXPECT_EQ(shard_choices(16, 1, 1, 0, 8), V{0});      // ZeRO-0 shards nothing
-  EXPECT_EQ(shard_choices(16, 1, 1, 1, 8), (V{0, 1, 2, 4, 8}));
-  EXPECT_EQ(shard_choices(8, 1, 2, 3, 8), (V{0, 1, 2, 4}));  // blocks of 2, 4, 8 and 16 ranks
-  EXPECT_EQ(shard_choices(12, 1, 1, 2, 8), (V{0, 1, 2, 4}));  // blocks of 3 or 6 would straddle nodes
-  EXPECT_EQ(shard_choices(32, 1, 1, 3, 8), (V{0, 1, 2, 4, 8, 16}));  // or whole nodes
+  EXPECT_EQ(shard_choices(16, 1, 1, 1, 8), (V{0, 8}));  // the largest block within a node
+  EXPECT_EQ(shard_choices(8, 1, 2, 3, 8), (V{0, 4}));   // dp_shard 4 of tp 2: 8 ranks
+  EXPECT_EQ(shard_choices(12, 1, 1, 2, 8), (V{0, 4}));  // blocks of 3 or 6 would straddle nodes
+  EXPECT_EQ(shard_choices(32, 1, 1, 3, 8), (V{0, 8, 16}));  // and blocks of whole nodes
+  EXPECT_EQ(shard_choices(16, 2, 8, 3, 8), (V{0, 1, 2, 4, 8}));  // cp x tp fill a node already
 }
 
 TEST(PlanHybridSharding, PlanOffersHybridShardingAcrossNodesAndPastesIt) {
@@ -113,6 +114,11 @@ TEST(PlanHybridSharding, ADpShardSetByHandKeepsItsBlocks) {
   EXPECT_FALSE(keeps(Layout{.dp = 16, .zero = 3}, space));
   EXPECT_FALSE(keeps(Layout{.dp = 16, .zero = 3, .dp_shard = 4}, space));
   EXPECT_EQ(given_value("parallel.dp_shard", space.given), "8");
+  // A value the search would not try by itself is tried when set by hand.
+  space.given.dp_shard = 2;
+  const LayoutSearch search = enumerate_layouts(zero3(16, 0), space);
+  ASSERT_FALSE(search.candidates.empty());
+  for (const Candidate& c : search.candidates) EXPECT_EQ(c.layout.shard_dp(), 2) << c.layout.str();
 }
 
 }  // namespace
