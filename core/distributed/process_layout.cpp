@@ -8,17 +8,18 @@
 #include "parallel/launch.h"
 
 namespace ustrain {
-namespace {
 
-MeshShape mesh_shape(const Recipe& r) {
+MeshShape mesh_shape_of(const Recipe& r) {
   const auto& p = r.parallel;
   return MeshShape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
                    .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep), .dp_shard = static_cast<int>(p.dp_shard)};
 }
 
+namespace {
+
 ProcessInfo checked_process(const Recipe& recipe) {
   ProcessInfo process = discover_process();
-  check_layout(process, mesh_shape(recipe));
+  check_layout(process, mesh_shape_of(recipe));
   return process;
 }
 
@@ -33,7 +34,7 @@ CommOptions deadline(double seconds, const char* key) {
 
 ProcessLayout::ProcessLayout(const Recipe& recipe, const std::vector<RankFact>& facts)
     : world_(checked_process(recipe), deadline(recipe.parallel.comm_timeout_s, "parallel.comm_timeout_s")),
-      mesh_(mesh_shape(recipe), world_.process().rank, world_.process().world_size) {
+      mesh_(mesh_shape_of(recipe), world_.process().rank, world_.process().world_size) {
   if (world_.size() > 1) {
     // Before any other group: ranks with different layouts would build different groups.
     // Every rank should be here within moments of the others: a short deadline, and no

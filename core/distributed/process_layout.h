@@ -16,6 +16,9 @@
 
 namespace ustrain {
 
+// The recipe's mesh (its parallel.* sizes, hybrid sharding's dp_shard included).
+MeshShape mesh_shape_of(const Recipe& recipe);
+
 class ProcessLayout {
  public:
   // Discovers the launcher's ranks, checks them against the recipe's layout (a clear error on

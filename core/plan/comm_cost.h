@@ -21,6 +21,9 @@
 //                                         upper bound (the recorded ops do not say which
 //                                         GEMMs those are).
 //   expert gradients (dp x cp / ep)       as the dense gradients, in the same queue.
+//   dp_shard, dp_replicate (hybrid        as the gradients, in the same queue: the block's
+//     sharding's block and the ranks      gathers prefetched, its reduce-scatters and the
+//     holding the same shard)             shards' all-reduce across the blocks queued.
 //   pp (activations and gradients)        non-blocking, posted one compute early: the
 //                                         pipeline simulator adds their time as the transfer
 //                                         between a send and the data's use.

@@ -43,10 +43,10 @@ LayoutMemory LayoutMemoryPlanner::planned(const Recipe& recipe,
     const int kind = r == 0 ? 0 : r == p.pp - 1 ? 2 : 1;
     const SlotPlan& s = programs.slots[static_cast<std::size_t>(r)];
     const std::string key = fmt::format(
-        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
+        "{} {} {} {} {} {} {} {} {} {} {} {} [{}] [{}] {} {} {} {} {}", p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.sp,
         p.virtual_stages, recipe.train.micro_batch, recipe.train.recompute, kind, recipe.grad_accum_steps(),
         fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
-        recipe.train.precision, recipe.device.type);
+        recipe.train.precision, recipe.device.type, p.shard_dp());
     const RankPlan& plan = plans_.get(key, [&] {
       const RankMemory rank = plan_rank_memory(recipe, r, pipeline_plan_of(recipe, programs.programs, r), 0);
       return RankPlan{rank.plan.total_bytes(), rank.plan.host_bytes(), rank.plan.bytes(MemCategory::op_scratch)};

@@ -38,6 +38,7 @@ Recipe with_layout(Recipe r, const Layout& l, std::int64_t global_batch) {
   p.dp = l.dp, p.tp = l.tp, p.pp = l.pp, p.cp = l.cp, p.ep = l.ep, p.zero = l.zero, p.sp = l.sp;
   p.pp_schedule = l.pp_schedule;
   p.virtual_stages = l.virtual_stages;
+  p.dp_shard = l.dp_shard;
   r.train.recompute = l.recompute;
   r.train.micro_batch = l.micro_batch;
   r.train.global_batch = global_batch;
@@ -63,6 +64,7 @@ std::vector<std::string> Layout::overrides() const {
                                 fmt::format("parallel.pp={}", pp), fmt::format("parallel.cp={}", cp),
                                 fmt::format("parallel.ep={}", ep)};
   o.push_back(fmt::format("parallel.zero={}", zero));
+  if (hybrid()) o.push_back(fmt::format("parallel.dp_shard={}", dp_shard));
   if (tp > 1) o.push_back(fmt::format("parallel.sp={}", sp ? "true" : "false"));
   o.push_back(fmt::format("parallel.pp_schedule={}", pp_schedule));
   o.push_back(fmt::format("parallel.virtual_stages={}", virtual_stages));
@@ -75,7 +77,8 @@ std::vector<std::string> Layout::overrides() const {
 const std::vector<std::string>& layout_keys() {
   static const std::vector<std::string> keys = {"parallel.dp",   "parallel.tp",   "parallel.pp",
                                                 "parallel.cp",   "parallel.ep",   "parallel.zero",
-                                                "parallel.sp",   "parallel.pp_schedule", "parallel.virtual_stages"};
+                                                "parallel.sp",   "parallel.pp_schedule", "parallel.virtual_stages",
+                                                "parallel.dp_shard"};
   return keys;
 }
 
@@ -89,6 +92,7 @@ std::string given_value(const std::string& key, const ParallelSection& p) {
   if (key == "parallel.sp") return p.sp ? "true" : "false";
   if (key == "parallel.pp_schedule") return p.pp_schedule;
   if (key == "parallel.virtual_stages") return std::to_string(p.virtual_stages);
+  if (key == "parallel.dp_shard") return std::to_string(p.dp_shard);
   return "?";
 }
 
@@ -104,6 +108,7 @@ bool keeps(const Layout& l, const SearchSpace& space) {
   if (fixed("parallel.sp") && l.tp > 1 && l.sp != g.sp) return false;
   if (fixed("parallel.pp_schedule") && l.pp > 1 && l.pp_schedule != g.pp_schedule) return false;
   if (fixed("parallel.virtual_stages") && l.pp > 1 && l.virtual_stages != g.virtual_stages) return false;
+  if (fixed("parallel.dp_shard") && l.shard_dp() != (g.dp_shard == 0 ? l.dp : g.dp_shard)) return false;
   return true;
 }
 
@@ -111,6 +116,7 @@ std::string Layout::str() const {
   std::string s = fmt::format("dp {} tp {}{} pp {}", dp, tp, tp > 1 && sp ? "+sp" : "", pp);
   if (cp > 1) s += fmt::format(" cp {}", cp);
   if (ep > 1) s += fmt::format(" ep {}", ep);
+  if (hybrid()) s += fmt::format(" dp_shard {}", dp_shard);
   return s;
 }
 
@@ -126,6 +132,25 @@ std::vector<std::int64_t> micro_batches(std::int64_t per_rank, std::int64_t seq)
 }
 
 }  // namespace
+
+std::vector<std::int64_t> shard_choices(std::int64_t dp, std::int64_t cp, std::int64_t tp, std::int64_t zero,
+                                        std::int64_t devices_per_node) {
+  std::vector<std::int64_t> choices{0};
+  if (zero == 0 || dp * cp * tp <= devices_per_node) return choices;  // nothing sharded, or one node
+  // A smaller block inside a node gathers over the same links as the largest one, and sends
+  // more across the nodes and holds more: only the largest is tried.
+  std::int64_t in_node = 0;
+  std::vector<std::int64_t> whole_nodes;
+  for (std::int64_t shard : divisors(dp)) {
+    const std::int64_t block = shard * cp * tp;
+    if (shard == dp) continue;
+    if (block <= devices_per_node && devices_per_node % block == 0) in_node = shard;
+    else if (block % devices_per_node == 0) whole_nodes.push_back(shard);
+  }
+  if (in_node > 0) choices.push_back(in_node);
+  choices.insert(choices.end(), whole_nodes.begin(), whole_nodes.end());
+  return choices;
+}
 
 namespace {
 
@@ -149,6 +174,11 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
   std::vector<Candidate>& out = found.candidates;
   const std::int64_t n = space.devices;
   const std::int64_t node = space.devices_per_node;
+  // A dp_shard set by hand is tried as given (the recipe checks refuse it where it cannot be).
+  const auto shards = [&space, node](std::int64_t dp, std::int64_t cp, std::int64_t tp, std::int64_t zero) {
+    if (!space.fixed.count("parallel.dp_shard")) return shard_choices(dp, cp, tp, zero, node);
+    return std::vector<std::int64_t>{space.given.dp_shard == dp ? 0 : space.given.dp_shard};
+  };
   for (std::int64_t tp : divisors(n)) {
     if (!space.model_parallel_across_nodes && tp > node) continue;
     for (std::int64_t pp : divisors(n / tp))
@@ -163,19 +193,20 @@ LayoutSearch enumerate_layouts(const Recipe& base, const SearchSpace& space) {
           for (std::int64_t zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero)
             for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false})
               for (const char* recompute : {"none", "selective", "full"})
-                for (std::int64_t mb : sizes)
-                  for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
-                    Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v};
-                    if (!keeps(l, space)) continue;
-                    if (++tried > kMaxLayoutsTried) refuse_search(space);
-                    Candidate c{l, shared, space.global_batch};
-                    try {
-                      check_recipe(c.recipe());
-                    } catch (const UserError&) {
-                      continue;  // the trainer would refuse it
+                for (std::int64_t shard : shards(dp, cp, tp, zero))
+                  for (std::int64_t mb : sizes)
+                    for (const auto& [schedule, v] : schedules(pp, base.model.n_layers)) {
+                      Layout l{dp, tp, pp, cp, ep, zero, sp, recompute, mb, per_rank / mb, schedule, v, shard};
+                      if (!keeps(l, space)) continue;
+                      if (++tried > kMaxLayoutsTried) refuse_search(space);
+                      Candidate c{l, shared, space.global_batch};
+                      try {
+                        check_recipe(c.recipe());
+                      } catch (const UserError&) {
+                        continue;  // the trainer would refuse it
+                      }
+                      out.push_back(std::move(c));
                     }
-                    out.push_back(std::move(c));
-                  }
         }
       }
   }

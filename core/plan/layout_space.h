@@ -24,6 +24,10 @@ struct Layout {
   std::int64_t micro_batch = 1, grad_accum = 1;
   std::string pp_schedule = "1f1b";
   std::int64_t virtual_stages = 1;
+  // Hybrid sharding: ZeRO shards over blocks of dp_shard dp ranks; 0 means all of dp.
+  std::int64_t dp_shard = 0;
+  std::int64_t shard_dp() const { return dp_shard == 0 ? dp : dp_shard; }
+  bool hybrid() const { return shard_dp() < dp; }
 
   // The recipe keys that make it: `--set` options for `ustrain train` (parallel.dp included).
   std::vector<std::string> overrides() const;
@@ -60,6 +64,14 @@ struct Candidate {
   std::int64_t global_batch = 0;       // sequences
   Recipe recipe() const;               // the base recipe with the layout's keys, checked
 };
+
+// The ZeRO shard groups worth trying for a layout of dp x cp x tp ranks (pp outermost): all of
+// dp (0), and, under ZeRO when the data-parallel ranks span nodes, the divisors of dp whose
+// blocks of dp_shard x cp x tp ranks do not straddle a node's edge: the largest block within a
+// node, and every block of whole nodes. Hybrid sharding keeps the parameter gathers on the
+// nearer links (and blocks of several nodes trade memory for fewer ranks to gather over).
+std::vector<std::int64_t> shard_choices(std::int64_t dp, std::int64_t cp, std::int64_t tp, std::int64_t zero,
+                                        std::int64_t devices_per_node);
 
 // The divisors of n >= 1, ascending.
 std::vector<std::int64_t> divisors(std::int64_t n);

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "core/run/launch_lines.h"
 
 namespace ustrain {
@@ -57,18 +59,22 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
                            least.layout.str(), least.layout.zero, least.layout.recompute, least.layout.micro_batch,
                            least.pruned ? "at least " : "", gib(least.memory.bytes), gib(least.memory.available));
   }
-  s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9} {:>11} {:>5}  {}\n",
-                   "#", "dp", "tp", "pp", "cp", "ep", "zero", "sp", "recompute", "mb", "accum", "schedule",
-                   "mem GiB", "step s", "tokens/s", "MFU", "limited by");
+  // The dp_shard column shows only where a listed layout shards over less than all of dp.
+  bool any_hybrid = false;
+  for (std::size_t i = 0; i < fitting && static_cast<int>(i) < top; ++i) any_hybrid |= plan.layouts[i].layout.hybrid();
+  const auto shard_cell = [&](const std::string& cell) { return any_hybrid ? fmt::format(" {:>5}", cell) : ""; };
+  s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4}{} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9} {:>11} {:>5}  {}\n",
+                   "#", "dp", "tp", "pp", "cp", "ep", "zero", shard_cell("shard"), "sp", "recompute", "mb", "accum",
+                   "schedule", "mem GiB", "step s", "tokens/s", "MFU", "limited by");
   int shown = 0;
   for (const PlannedLayout& p : plan.layouts) {
     if (!p.memory.fits || shown == top) break;
     const Layout& l = p.layout;
-    s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9.4g} {:>11.0f} "
+    s += fmt::format("{:>3} {:>4} {:>3} {:>3} {:>3} {:>3} {:>4}{} {:>3} {:<9} {:>3} {:>5} {:<14} {:>8} {:>9.4g} {:>11.0f} "
                      "{:>4.1f}%  {}\n",
-                     ++shown, l.dp, l.tp, l.pp, l.cp, l.ep, l.zero, l.tp > 1 ? (l.sp ? "on" : "off") : "-", l.recompute,
-                     l.micro_batch, l.grad_accum, schedule(l), gib(p.memory.bytes), p.time.step_s, p.tokens_per_s,
-                     100 * p.mfu, p.limits);
+                     ++shown, l.dp, l.tp, l.pp, l.cp, l.ep, l.zero, shard_cell(l.hybrid() ? std::to_string(l.dp_shard) : "-"),
+                     l.tp > 1 ? (l.sp ? "on" : "off") : "-", l.recompute, l.micro_batch, l.grad_accum, schedule(l),
+                     gib(p.memory.bytes), p.time.step_s, p.tokens_per_s, 100 * p.mfu, p.limits);
   }
   const PlannedLayout& best = plan.layouts.front();
   std::vector<std::string> sets = best.layout.overrides();
@@ -99,6 +105,7 @@ std::string plan_json(const Plan& plan) {
                        {"cp", l.cp},
                        {"ep", l.ep},
                        {"zero", l.zero},
+                       {"dp_shard", l.shard_dp()},
                        {"sp", l.sp},
                        {"recompute", l.recompute},
                        {"micro_batch", l.micro_batch},

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/distributed/process_layout.h"
 #include "core/plan/document_length.h"
 #include "core/step/run_schedule.h"
 #include "core/step/training_step.h"
@@ -20,6 +21,9 @@ GroupVolumes read_volumes(ProcessGroups& g, Device device) {
   if (ProcessGroup* e = g.embedding()) v.embedding = e->for_tensors(device).volume();
   v.ep = g.ep().for_tensors(device).volume();
   v.expert_gradients = g.expert_gradients().for_tensors(device).volume();
+  // Without hybrid sharding dp_shard is the gradients group itself, counted above.
+  if (&g.dp_shard() != &g.gradients()) v.dp_shard = g.dp_shard().for_tensors(device).volume();
+  v.dp_replicate = g.dp_replicate().for_tensors(device).volume();
   return v;
 }
 
@@ -51,14 +55,14 @@ GroupVolumes& GroupVolumes::operator-=(const GroupVolumes& o) {
   embedding -= o.embedding;
   ep -= o.ep;
   expert_gradients -= o.expert_gradients;
+  dp_shard -= o.dp_shard;
+  dp_replicate -= o.dp_replicate;
   return *this;
 }
 
 RankProfile record_rank_step(const Recipe& recipe, int pp_rank, Device device, const OpsDigester* digest,
                              std::int64_t document_tokens) {
-  const ParallelSection& p = recipe.parallel;
-  const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
-                        .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+  const MeshShape shape = mesh_shape_of(recipe);
   const Mesh mesh(shape, pp_rank * shape.dp * shape.cp * shape.tp, shape.world_size());
   const std::unique_ptr<ProcessGroups> groups = counting_process_groups(mesh, device);
   auto backend = std::make_unique<RecordingBackend>(device);
@@ -118,7 +122,8 @@ StepRecording step_recording(const Recipe& recipe, int pp_rank) {
   r.train.eval_interval = 0;
   const ParallelSection& p = r.parallel;
   const std::vector<std::int64_t> numbers = {p.dp,  p.tp,  p.pp, p.cp, p.ep, p.zero, p.sp ? 1 : 0, p.virtual_stages,
-                                             r.train.micro_batch, m, pp_rank, p.overlap_comm ? 1 : 0};
+                                             r.train.micro_batch, m, pp_rank, p.overlap_comm ? 1 : 0,
+                                             p.shard_dp()};
   StepKey key{numbers, p.pp_schedule, r.train.recompute};
   return {std::move(r), std::move(key)};
 }

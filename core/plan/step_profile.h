@@ -30,6 +30,9 @@ struct GroupVolumes {
   CommVolume embedding;  // tied embedding gradients between the first and last stage
   CommVolume ep;         // expert parallelism's dispatch of routed rows (all-to-all)
   CommVolume expert_gradients;  // the experts' gradient sync and ZeRO over dp x cp / ep
+  // Hybrid sharding (parallel.dp_shard < dp) alone, where ZeRO's traffic leaves `gradients`:
+  CommVolume dp_shard;      // ZeRO's gathers and reduce-scatters inside a block of dp_shard x cp
+  CommVolume dp_replicate;  // the reduced gradient shards summed across the blocks
   GroupVolumes& operator-=(const GroupVolumes& o);
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/distributed/pipeline_plan.h"
+#include "core/distributed/process_layout.h"
 #include "core/plan/comm_cost.h"
 #include "core/plan/step_scratch.h"
 #include "kernels/error.h"
@@ -14,14 +15,12 @@ namespace {
 
 // The spans of rank 0's groups (every rank's look alike: tp fastest, pp slowest).
 struct Spans {
-  GroupSpan tp, cp, ep, gradients, expert_gradients, embedding;
+  GroupSpan tp, cp, ep, gradients, expert_gradients, embedding, dp_shard, dp_replicate;
   bool pp_across_nodes = false;
 };
 
 Spans spans_of(const Recipe& r, int per_node) {
-  const ParallelSection& p = r.parallel;
-  const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
-                        .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+  const MeshShape shape = mesh_shape_of(r);
   const Mesh mesh(shape, 0, shape.world_size());
   Spans s;
   const auto span = [&](std::initializer_list<MeshDim> dims) {
@@ -36,6 +35,10 @@ Spans spans_of(const Recipe& r, int per_node) {
   };
   s.ep = ranks_span(mesh.expert_group());
   s.expert_gradients = ranks_span(mesh.expert_gradient_group());
+  // Hybrid sharding: a block of consecutive dp ranks (inside a node when it fits there), and
+  // the same place in every block (across nodes once the blocks fill them).
+  s.dp_shard = ranks_span(mesh.dp_shard_group());
+  s.dp_replicate = ranks_span(mesh.dp_replicate_group());
   const std::vector<int> pipeline = mesh.group({MeshDim::pp});
   s.pp_across_nodes = spans_nodes(pipeline, per_node);
   s.embedding = GroupSpan{2, s.pp_across_nodes};
@@ -129,10 +132,14 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
                                   a.digest.attention_seconds);
     c.ep_s = comm_seconds(a.comm.ep, spans.ep, hw_);
     // Dense and expert gradients travel on their own groups; one queue holds both (an upper bound).
+    // Under hybrid sharding ZeRO's traffic runs on dp_shard and dp_replicate instead, in the same queue.
     const double gathers = gather_seconds(a.comm.gradients, spans.gradients, hw_) +
-                           gather_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_);
+                           gather_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_) +
+                           gather_seconds(a.comm.dp_shard, spans.dp_shard, hw_);
     const double sync = comm_seconds(a.comm.gradients, spans.gradients, hw_) +
-                        comm_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_) - gathers;
+                        comm_seconds(a.comm.expert_gradients, spans.expert_gradients, hw_) +
+                        comm_seconds(a.comm.dp_shard, spans.dp_shard, hw_) +
+                        comm_seconds(a.comm.dp_replicate, spans.dp_replicate, hw_) - gathers;
     c.gather_s = overlap ? std::max(0.0, gathers - c.compute_s) : gathers;
     c.async_s = overlap ? sync : 0;
     c.blocking_s = c.compute_s + c.tp_s + c.cp_s + c.ep_s + c.gather_s + (overlap ? 0 : sync) +
@@ -148,7 +155,9 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
   p.tail_comm_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
                   comm_seconds(profile.tail_comm.expert_gradients, spans.expert_gradients, hw_) +
                   comm_seconds(profile.tail_comm.tp, spans.tp, hw_) +
-                  comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_);
+                  comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_) +
+                  comm_seconds(profile.tail_comm.dp_shard, spans.dp_shard, hw_) +
+                  comm_seconds(profile.tail_comm.dp_replicate, spans.dp_replicate, hw_);
   return p;
 }
 
@@ -236,7 +245,8 @@ StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& pro
     t.tp_across_nodes = spans.tp.across_nodes;
     t.cp_across_nodes = spans.cp.across_nodes;
     t.ep_across_nodes = spans.ep.across_nodes;
-    t.dp_across_nodes = spans.gradients.across_nodes;
+    // Without hybrid sharding dp_shard is the gradients group, and dp_replicate one rank.
+    t.dp_across_nodes = spans.dp_shard.across_nodes || spans.dp_replicate.across_nodes;
     t.pp_across_nodes = spans.pp_across_nodes;
     if (t.step_s > best.step_s) best = t;
   }

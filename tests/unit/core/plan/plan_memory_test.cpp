@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/distributed/process_layout.h"
 #include "core/plan/layout_memory.h"
 #include "core/plan/layout_space.h"
 #include "core/plan/step_scratch.h"
@@ -54,9 +55,7 @@ std::vector<std::string> dry_run_totals(const std::string& output) {
 
 // The arenas the trainer plans for pipeline rank `r` (tensor-, data-parallel rank 0).
 std::size_t trainer_plan_bytes(const Recipe& recipe, int r) {
-  const auto& p = recipe.parallel;
-  const MeshShape shape{.pp = static_cast<int>(p.pp), .dp = static_cast<int>(p.dp), .cp = static_cast<int>(p.cp),
-                        .tp = static_cast<int>(p.tp), .ep = static_cast<int>(p.ep)};
+  const MeshShape shape = mesh_shape_of(recipe);
   const Mesh mesh(shape, r * shape.dp * shape.cp * shape.tp, shape.world_size());
   const Device device = recipe.device.type == "cuda" ? Device::cuda : Device::cpu;
   const auto groups = counting_process_groups(mesh, device);
