@@ -97,7 +97,7 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& wher
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
     if (offset >= callout_at + kAttemptCallout.size()) offset -= kAttemptCallout.size();  // in the user's pattern
-    throw UserError(fmt::format("{}: the regex {} does not compile ({} at offset {})", where, pattern,
+    throw UserError(fmt::format("{}: the regex {} does not compile ({} at offset {})", where, abbreviate(pattern),
                                 reinterpret_cast<const char*>(message), offset));
   }
   pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // where JIT is unavailable, pcre2_match interprets
@@ -128,7 +128,7 @@ void RegexSplitter::find(std::string_view text, std::vector<std::pair<std::strin
                                           "bytes: {} (the regex {}); no text a tokenizer should meet needs that, so "
                                           "leave the document out, or use a tokenizer whose regex does not "
                                           "backtrack so",
-                                          where_, at, text.size(), bound, pattern_));
+                                          where_, at, text.size(), bound, abbreviate(pattern_)));
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(found, message, sizeof message);
       throw UserError(fmt::format("pre-tokenizer regex failed on the text ({})", reinterpret_cast<const char*>(message)));
