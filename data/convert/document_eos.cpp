@@ -37,7 +37,7 @@ std::string some_special_tokens(const HfTokenizer& tokenizer) {
   std::vector<std::string> names;
   std::size_t specials = 0;
   for (const AddedToken& t : tokenizer.added_tokens())
-    if (t.special && ++specials <= kShown) names.push_back(t.content);
+    if (t.special && ++specials <= kShown) names.push_back(abbreviate(t.content));
   if (names.empty()) return "it has no special tokens";
   return fmt::format("its special tokens are {}{}", fmt::join(names, ", "),
                      specials > kShown ? fmt::format(" and {} more", specials - kShown) : "");
@@ -83,11 +83,12 @@ std::string choose_document_eos(Tokenizer& tokenizer, const EosChoice& choice, c
   const bool chosen = !choice.token.empty() || choice.id >= 0;
   if (chosen) {
     hf->set_eos_id(resolve_choice(*hf, choice, label));
-    return fmt::format("documents end with {} (id {}), as --eos-{} chose", hf->token(hf->eos_id()), hf->eos_id(),
-                       choice.token.empty() ? "id" : "token");
+    return fmt::format("documents end with {} (id {}), as --eos-{} chose", abbreviate(hf->token(hf->eos_id())),
+                       hf->eos_id(), choice.token.empty() ? "id" : "token");
   }
   if (hf->eos_id() < 0) return "";
   const std::string configured = hf->token(hf->eos_id());
+  const std::string shown = abbreviate(configured);
   if (is_one_of(configured, kChatTurnEnds)) {
     for (std::string_view name : kTextEnds) {
       const std::int32_t id = special_token_id(*hf, name);
@@ -95,10 +96,10 @@ std::string choose_document_eos(Tokenizer& tokenizer, const EosChoice& choice, c
       hf->set_eos_id(id);
       return fmt::format("documents end with {} (id {}), not {}, the EOS that the tokenizer_config.json beside {} "
                          "names, because that token ends a chat turn; --eos-token {} chooses it instead",
-                         name, id, configured, label, configured);
+                         name, id, shown, label, shown);
     }
   }
-  return fmt::format("documents end with {} (id {}), the tokenizer's EOS; --eos-token chooses another", configured,
+  return fmt::format("documents end with {} (id {}), the tokenizer's EOS; --eos-token chooses another", shown,
                      hf->eos_id());
 }
 

@@ -52,7 +52,7 @@ BpeModel::BpeModel(TokenIdMap vocab, const std::vector<std::pair<std::string, st
     if (l == vocab_.end() || r == vocab_.end() || m == vocab_.end())
       throw UserError(fmt::format("{}: merge {} ('{}' + '{}') names a token missing from the vocabulary; the file is "
                                   "damaged",
-                                  where, rank, left, right));
+                                  where, rank, abbreviate(left), abbreviate(right)));
     // A pair listed twice keeps its last rank, as in the tokenizers library (a map built in order).
     merges_.insert_or_assign(pair_key(l->second, r->second), Merge{static_cast<std::int32_t>(rank), m->second});
   }

@@ -140,7 +140,8 @@ const std::string& HfTokenizer::token(std::int32_t id) const {
   return id >= 0 && id < vocab_size() ? tokens_[static_cast<std::size_t>(id)] : none;
 }
 
-void HfTokenizer::encode_text(std::string_view text, bool at_start, std::vector<std::int32_t>& out) const {
+void HfTokenizer::encode_text(std::string_view text, bool at_start, std::vector<std::int32_t>& out,
+                              RegexBudget& budget) const {
   std::deque<std::string> arena;
   std::string_view normalized = text;
   if (!normalizer_.empty()) normalized = arena.emplace_back(normalizer_.normalize(text));
@@ -156,7 +157,7 @@ void HfTokenizer::encode_text(std::string_view text, bool at_start, std::vector<
       continue;
     }
     pieces.assign(1, Piece{segment.text, at_start && segment.offset == 0});
-    pre_tokenizer_.run(pieces, arena);
+    pre_tokenizer_.run(pieces, arena, budget);
     for (const Piece& piece : pieces) model_->encode(piece.text, out);
   }
 }
@@ -166,8 +167,9 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text) const {
   if (!is_valid_utf8(text)) text = repaired = repair_utf8(text);
   std::vector<std::int32_t> ids;
   ids.reserve(text.size() / 3);
+  RegexBudget budget(text.size());  // one for the whole document, whatever its segments and pieces
   if (raw_tokens_.empty()) {
-    encode_text(text, true, ids);
+    encode_text(text, true, ids, budget);
     return ids;
   }
   std::vector<TextSegment> segments;
@@ -176,7 +178,7 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text) const {
     if (segment.id >= 0)
       ids.push_back(segment.id);
     else
-      encode_text(segment.text, segment.offset == 0, ids);
+      encode_text(segment.text, segment.offset == 0, ids, budget);
   }
   return ids;
 }

@@ -49,7 +49,7 @@ class HfTokenizer final : public Tokenizer {
   const std::vector<AddedToken>& added_tokens() const { return added_; }
 
  private:
-  void encode_text(std::string_view text, bool at_start, std::vector<std::int32_t>& out) const;
+  void encode_text(std::string_view text, bool at_start, std::vector<std::int32_t>& out, RegexBudget& budget) const;
 
   std::string json_;
   std::vector<AddedToken> added_;

@@ -30,9 +30,10 @@ void split_before(const Piece& piece, const std::string& mark, std::vector<Piece
 
 // A Split step on one piece, as NormalizedString::split of the tokenizers library folds the
 // stretches the pattern finds (matches and the text between them).
-void split_by_behavior(const Piece& piece, const PreTokenizerStep& step, std::vector<Piece>& out) {
+void split_by_behavior(const Piece& piece, const PreTokenizerStep& step, std::vector<Piece>& out,
+                       RegexBudget& budget) {
   std::vector<std::pair<std::string_view, bool>> found;
-  step.regex->find(piece.text, found);
+  step.regex->find(piece.text, found, budget);
   using Behavior = PreTokenizerStep::Behavior;
   std::vector<std::string_view> parts;
   bool previous_match = false;
@@ -79,7 +80,7 @@ void split_by_behavior(const Piece& piece, const PreTokenizerStep& step, std::ve
 
 PreTokenizer::PreTokenizer(std::vector<PreTokenizerStep> steps) : steps_(std::move(steps)) {}
 
-void PreTokenizer::run(std::vector<Piece>& pieces, std::deque<std::string>& arena) const {
+void PreTokenizer::run(std::vector<Piece>& pieces, std::deque<std::string>& arena, RegexBudget& budget) const {
   std::vector<Piece> next;
   std::vector<std::string_view> parts;
   for (const PreTokenizerStep& step : steps_) {
@@ -98,7 +99,7 @@ void PreTokenizer::run(std::vector<Piece>& pieces, std::deque<std::string>& aren
         case PreTokenizerStep::Kind::split:
           if (step.kind == PreTokenizerStep::Kind::split &&
               (step.behavior != PreTokenizerStep::Behavior::isolated || step.invert)) {
-            split_by_behavior(p, step, next);
+            split_by_behavior(p, step, next, budget);
             break;
           }
           if (!step.regex) {
@@ -106,7 +107,7 @@ void PreTokenizer::run(std::vector<Piece>& pieces, std::deque<std::string>& aren
             break;
           }
           parts.clear();
-          step.regex->split(p.text, parts);
+          step.regex->split(p.text, parts, budget);
           for (std::size_t i = 0; i < parts.size(); ++i) next.push_back({parts[i], p.at_start && i == 0});
           break;
         case PreTokenizerStep::Kind::metaspace: {

@@ -45,7 +45,8 @@ class PreTokenizer {
  public:
   explicit PreTokenizer(std::vector<PreTokenizerStep> steps = {});
   // Applies every step to every piece; rewritten text lives in `arena`. Text is valid UTF-8.
-  void run(std::vector<Piece>& pieces, std::deque<std::string>& arena) const;
+  // The regex searches draw on `budget`, that of the document the pieces come from.
+  void run(std::vector<Piece>& pieces, std::deque<std::string>& arena, RegexBudget& budget) const;
 
  private:
   std::vector<PreTokenizerStep> steps_;

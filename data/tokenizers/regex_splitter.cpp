@@ -2,7 +2,6 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,7 +17,6 @@ constexpr std::uint32_t kMatchLimit = 10'000'000;  // PCRE2's default, for short
 constexpr std::uint32_t kMatchLimitPerByte = 4;
 constexpr std::uint32_t kHeapLimitKib = 256 << 10;  // the interpreter's backtracking frames
 constexpr std::size_t kJitStackStart = 32 << 10, kJitStackMax = 64 << 20;
-constexpr unsigned kAttemptsPerClockCheck = 16;  // reading the thread's CPU clock is a system call
 // Before the pattern (after its leading (*VERB) options): called at each match attempt.
 constexpr std::string_view kAttemptCallout = "(?C1)";
 
@@ -33,26 +31,9 @@ std::size_t after_leading_options(const std::string& pattern) {
   return at;
 }
 
-double thread_cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-// CPU time one search may take, counted from the first clock check, so that the many short
-// searches of ordinary text never read the clock.
-struct Deadline {
-  double budget_seconds;
-  double started = -1;
-  unsigned attempts = 0;
-};
-
-int check_deadline(pcre2_callout_block*, void* data) {
-  Deadline& deadline = *static_cast<Deadline*>(data);
-  if (++deadline.attempts % kAttemptsPerClockCheck != 0) return 0;
-  const double now = thread_cpu_seconds();
-  if (deadline.started < 0) deadline.started = now;
-  return now - deadline.started <= deadline.budget_seconds ? 0 : PCRE2_ERROR_CALLOUT;  // the error ends the search
+// Called at each match attempt; an error ends the search.
+int check_budget(pcre2_callout_block*, void* budget) {
+  return static_cast<RegexBudget*>(budget)->attempt() ? 0 : PCRE2_ERROR_CALLOUT;
 }
 
 std::uint32_t match_limit_for(std::size_t bytes) {
@@ -61,33 +42,33 @@ std::uint32_t match_limit_for(std::size_t bytes) {
 }
 
 // What ran out, in words; empty for an error that is no bound.
-std::string bound_hit(int code) {
+std::string bound_hit(int code, const RegexBudget& budget) {
   switch (code) {
     case PCRE2_ERROR_MATCHLIMIT: return "its backtracking steps passed the match limit";
     case PCRE2_ERROR_DEPTHLIMIT: return "its backtracking passed the depth limit";
     case PCRE2_ERROR_HEAPLIMIT: return fmt::format("it needed more than {} MiB of backtracking memory", kHeapLimitKib >> 10);
     case PCRE2_ERROR_JIT_STACKLIMIT: return fmt::format("it needed more than {} MiB of JIT stack", kJitStackMax >> 20);
-    case PCRE2_ERROR_CALLOUT: return "it took longer than its CPU time limit";
+    case PCRE2_ERROR_CALLOUT:
+      return fmt::format("the searches of the document took longer than its CPU time limit of {:.3g} s", budget.seconds());
     default: return "";
   }
 }
 
-// The bounds of one search, made for each call so that threads share nothing.
+// The bounds of one search, made for each call so that threads share nothing but the
+// document's budget.
 struct Search {
   std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match{nullptr, &pcre2_match_data_free};
   std::unique_ptr<pcre2_match_context, void (*)(pcre2_match_context*)> context{nullptr, &pcre2_match_context_free};
   std::unique_ptr<pcre2_jit_stack, void (*)(pcre2_jit_stack*)> jit_stack{nullptr, &pcre2_jit_stack_free};
-  Deadline deadline{0};
 
-  Search(const pcre2_code* code, std::size_t bytes, const RegexLimits& limits) {
+  Search(const pcre2_code* code, std::size_t bytes, RegexBudget& budget) {
     match.reset(pcre2_match_data_create_from_pattern(code, nullptr));
     context.reset(pcre2_match_context_create(nullptr));
     if (!match || !context) throw std::bad_alloc();
     pcre2_set_match_limit(context.get(), match_limit_for(bytes));
     pcre2_set_depth_limit(context.get(), match_limit_for(bytes));
     pcre2_set_heap_limit(context.get(), kHeapLimitKib);
-    deadline.budget_seconds = limits.cpu_seconds + limits.cpu_seconds_per_mib * static_cast<double>(bytes) / (1 << 20);
-    pcre2_set_callout(context.get(), &check_deadline, &deadline);
+    pcre2_set_callout(context.get(), &check_budget, &budget);
   }
 
   // The JIT's own stack (32 KiB on the machine stack) runs out on long runs: a larger one,
@@ -103,8 +84,8 @@ struct Search {
 
 }  // namespace
 
-RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& where, RegexLimits limits)
-    : pattern_(pattern), where_(where), limits_(limits) {
+RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& where)
+    : pattern_(pattern), where_(where) {
   std::string timed = pattern;
   const std::size_t callout_at = after_leading_options(pattern);
   timed.insert(callout_at, kAttemptCallout);
@@ -116,7 +97,7 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& wher
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
     if (offset >= callout_at + kAttemptCallout.size()) offset -= kAttemptCallout.size();  // in the user's pattern
-    throw UserError(fmt::format("{}: the regex {} does not compile ({} at offset {})", where, pattern,
+    throw UserError(fmt::format("{}: the regex {} does not compile ({} at offset {})", where, abbreviate(pattern),
                                 reinterpret_cast<const char*>(message), offset));
   }
   pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // where JIT is unavailable, pcre2_match interprets
@@ -124,15 +105,16 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& wher
 
 RegexSplitter::~RegexSplitter() { pcre2_code_free(code_); }
 
-void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out, RegexBudget& budget) const {
   std::vector<std::pair<std::string_view, bool>> found;
-  find(text, found);
+  find(text, found, budget);
   for (const auto& [piece, is_match] : found) out.push_back(piece);
 }
 
-void RegexSplitter::find(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const {
+void RegexSplitter::find(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out,
+                         RegexBudget& budget) const {
   if (text.empty()) return;
-  Search search(code_, text.size(), limits_);
+  Search search(code_, text.size(), budget);
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t gap = 0, at = 0;  // the unmatched stretch starts at gap; the next search at at
   while (at < text.size()) {
@@ -141,12 +123,12 @@ void RegexSplitter::find(std::string_view text, std::vector<std::pair<std::strin
     if (found == PCRE2_ERROR_JIT_STACKLIMIT && search.grow_jit_stack()) continue;
     if (found == PCRE2_ERROR_NOMATCH) break;
     if (found < 0) {
-      if (const std::string bound = bound_hit(found); !bound.empty())
+      if (const std::string bound = bound_hit(found, budget); !bound.empty())
         throw RegexLimitError(fmt::format("the pre-tokenizer regex of {} gave up on the text after {} of its {} "
                                           "bytes: {} (the regex {}); no text a tokenizer should meet needs that, so "
                                           "leave the document out, or use a tokenizer whose regex does not "
                                           "backtrack so",
-                                          where_, at, text.size(), bound, pattern_));
+                                          where_, at, text.size(), bound, abbreviate(pattern_)));
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(found, message, sizeof message);
       throw UserError(fmt::format("pre-tokenizer regex failed on the text ({})", reinterpret_cast<const char*>(message)));

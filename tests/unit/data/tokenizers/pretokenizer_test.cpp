@@ -18,7 +18,8 @@ namespace {
 std::vector<std::string> split(const std::string& pattern, const std::string& text) {
   const RegexSplitter regex(pattern, "test");
   std::vector<std::string_view> views;
-  regex.split(text, views);
+  RegexBudget budget(text.size());
+  regex.split(text, views, budget);
   return {views.begin(), views.end()};
 }
 
@@ -52,7 +53,8 @@ std::vector<std::string> split_step(PreTokenizerStep::Behavior behavior, bool in
   const PreTokenizer pre_tokenizer({step});
   std::vector<Piece> pieces{{"a b  c", true}};
   std::deque<std::string> arena;
-  pre_tokenizer.run(pieces, arena);
+  RegexBudget budget(pieces[0].text.size());
+  pre_tokenizer.run(pieces, arena, budget);
   std::vector<std::string> out;
   for (const Piece& p : pieces) out.emplace_back(p.text);
   return out;

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,9 +23,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::vector<std::string_view> split(const RegexSplitter& regex, std::string_view text) {
+// A search of `text` as a document of its own.
+std::vector<std::string_view> split(const RegexSplitter& regex, std::string_view text, RegexLimits limits = {}) {
+  RegexBudget budget(text.size(), limits);
   std::vector<std::string_view> pieces;
-  regex.split(text, pieces);
+  regex.split(text, pieces, budget);
   return pieces;
 }
 
@@ -54,12 +58,49 @@ TEST(DataRegexBounds, BacktrackingPastTheMatchLimitIsARegexLimitError) {
 
 // Each attempt scans the rest of the text; no PCRE2 limit counts that, the CPU time does.
 TEST(DataRegexBounds, APatternThatRescansTheTextAtEveryPositionStopsAtItsCpuTime) {
-  const RegexSplitter regex(R"((?=(\w+))\1\d)", "test", {0.2, 0});
+  const RegexSplitter regex(R"((?=(\w+))\1\d)", "test");
+  const RegexLimits limits{0.2, 0, 0.2};
   const auto started = std::chrono::steady_clock::now();
-  test::expect_user_error([&] { split(regex, std::string(200'000, 'a')); }, {"CPU time limit"});
+  test::expect_user_error([&] { split(regex, std::string(200'000, 'a'), limits); },
+                          {"CPU time limit of 0.2 s"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 5.0);
-  // The bound is per text: another search has its own.
-  EXPECT_EQ(split(regex, "a1").size(), 1u);
+  // The bound is per document: another has its own.
+  EXPECT_EQ(split(regex, "a1", limits).size(), 1u);
+}
+
+// Searches that each stay far within the limit stop together once the document's budget is
+// spent: a quadratic pattern on many pieces takes no longer than on one.
+TEST(DataRegexBounds, TheSearchesOfADocumentShareOneCpuBudget) {
+  const RegexSplitter regex(R"((?=(\w+))\1\d)", "test");
+  const std::string piece(3'000, 'a');
+  const RegexLimits limits{0.2, 0, 0.2};
+  const auto cpu_seconds = [] { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; };
+  double one_search = 1;  // the fastest of a few, as the searches below take it
+  for (int i = 0; i < 5; ++i) {
+    const double started = cpu_seconds();
+    EXPECT_EQ(split(regex, piece, limits).size(), 1u);
+    one_search = std::min(one_search, cpu_seconds() - started);
+  }
+  ASSERT_LT(one_search, 0.05) << "one search is meant to be well within the budget";
+  // Together about 2 s of searches: ten times the budget, which stops them at about a tenth.
+  const int searches = static_cast<int>(2.0 / std::max(one_search, 1e-4));
+  RegexBudget document(searches * piece.size(), limits);
+  std::vector<std::string_view> pieces;
+  int done = 0;
+  test::expect_user_error(
+      [&] {
+        for (; done < searches; ++done) regex.split(piece, pieces, document);
+      },
+      {"the searches of the document took longer than its CPU time limit of 0.2 s"});
+  EXPECT_LT(done, searches / 2);
+}
+
+// The budget grows with the document up to its cap.
+TEST(DataRegexBounds, TheBudgetGrowsWithTheDocumentUpToItsCap) {
+  EXPECT_EQ(RegexBudget(0).seconds(), 10);
+  EXPECT_EQ(RegexBudget(std::size_t{10} << 20).seconds(), 30);
+  EXPECT_EQ(RegexBudget(std::size_t{64} << 20).seconds(), 60);
+  EXPECT_EQ(RegexBudget(std::size_t{1} << 20, {1, 2, 2.5}).seconds(), 2.5);
 }
 
 TEST(DataRegexBounds, TheCalloutDoesNotChangeWhatPatternsMatch) {
