@@ -18,6 +18,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -116,8 +117,19 @@ class ParamRegistry {
   bool has(SyncGroup g) const;  // does this rank hold a parameter of group g
 
   // For the stores: where the views of parameter `handle` point.
-  void set_value_view(int handle, Tensor value) { views_.at(static_cast<std::size_t>(handle)).value = value; }
-  void set_grad_view(int handle, Tensor grad) { views_.at(static_cast<std::size_t>(handle)).grad = grad; }
+  void set_value_view(int handle, Tensor value) {
+    views_.at(static_cast<std::size_t>(handle)).value = value;
+    if (view_moved_) view_moved_(handle, /*value=*/true);
+  }
+  void set_grad_view(int handle, Tensor grad) {
+    views_.at(static_cast<std::size_t>(handle)).grad = grad;
+    if (view_moved_) view_moved_(handle, /*value=*/false);
+  }
+  // Called after a view of a parameter moved (a ZeRO engine bound its unit into a reused
+  // buffer), so that state kept by a tensor's address follows its parameter (core/step/
+  // fp8_layers.h). One listener.
+  using ViewMoved = std::function<void(int handle, bool value)>;
+  void on_view_moved(ViewMoved listener) { view_moved_ = std::move(listener); }
   // Once a store has laid the parameters out, placements are final.
   void seal() { sealed_ = true; }
 
@@ -126,6 +138,7 @@ class ParamRegistry {
   std::map<UnitId, SyncGroup> unit_groups_;  // the sync group of each unit declared so far
   std::vector<ParamDecl> whole_model_;
   std::vector<ParamViews> views_;
+  ViewMoved view_moved_;
   bool sealed_ = false;
 };
 

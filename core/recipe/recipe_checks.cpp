@@ -355,15 +355,7 @@ void check_cuda_fp8(const Recipe& r, const Origins& at) {
 
 // What this build cannot run yet. As features land, their lines are deleted from here.
 void check_build_support(const Recipe& r, const Origins& at) {
-  const ParallelSection& p = r.parallel;
   if (r.train.precision == "fp8" && r.device.type == "cuda") check_cuda_fp8(r, at);
-  // The weight-gradient GEMMs find their FP8 layer by the gradient's memory, which ZeRO-2 moves
-  // between buffers (core/step/fp8_layers.h).
-  if (r.train.precision == "fp8" && p.zero >= 2 && p.dp * p.cp > 1) {
-    fail("{}: train.precision = \"fp8\" with parallel.zero = {}: FP8 layers need whole gradients in this build "
-         "(ZeRO 0 or 1); set parallel.zero = 1, or train.precision = \"bf16\"",
-         at.of({"train.precision", "parallel.zero"}), p.zero);
-  }
 }
 
 }  // namespace

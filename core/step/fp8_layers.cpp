@@ -33,18 +33,26 @@ std::string fp8_state_name(const std::string& weight, bool wgrad) {
   return weight + (wgrad ? ".fp8_wgrad_scaling" : ".fp8_scaling");
 }
 
-void add_fp8_layers(const ModelParams& params, Backend& backend) {
+void add_fp8_layers(ModelParams& params, Backend& backend) {
   fp8::Fp8Layers* layers = backend.fp8_layers();
   if (layers == nullptr) return;
+  std::vector<std::string> weight_of(params.specs().size());  // per handle: its name if an FP8 layer
   for (std::size_t h = 0; h < params.specs().size(); ++h) {
     const ParamSpec& s = params.specs()[h];
     if (!computes_in_fp8(s)) continue;
-    const ParamViews& v = params[static_cast<int>(h)];
-    USTRAIN_ASSERT(v.value.data != nullptr && v.grad.data != nullptr,
-                   "fp8 layer " + s.name + " has no bound value or gradient");
+    weight_of[h] = s.name;
+    const ParamViews& v = params[static_cast<int>(h)];  // null where ZeRO binds it later
     layers->add(v.value.data, fp8_state_name(s.name, false));
     layers->add(v.grad.data, fp8_state_name(s.name, true));
   }
+  const ParamRegistry& registry = params.registry();
+  params.registry().on_view_moved([layers, &registry, weight_of = std::move(weight_of)](int handle, bool value) {
+    const std::string& weight = weight_of.at(static_cast<std::size_t>(handle));
+    const ParamViews& v = registry[handle];
+    const void* key = value ? v.value.data : v.grad.data;
+    if (weight.empty()) layers->forget(key);  // e.g. the head, where a layer was gathered before
+    else layers->rebind(key, fp8_state_name(weight, !value));
+  });
 }
 
 std::vector<ParamDecl> fp8_state_declaration(const std::vector<ParamDecl>& whole_model, const Backend& backend) {

@@ -31,9 +31,11 @@ namespace ustrain {
 // weight-gradient GEMM.
 std::string fp8_state_name(const std::string& weight, bool wgrad);
 
-// Adds this rank's FP8 layers to the backend (nothing when it computes none in FP8). After
-// the parameters are bound.
-void add_fp8_layers(const ModelParams& params, Backend& backend);
+// Adds this rank's FP8 layers to the backend (nothing when it computes none in FP8), keyed
+// by their value and gradient views, and keeps the keys on the views as they move (ZeRO-2
+// binds gradients, ZeRO-3 values, into reused buffers: ParamRegistry::on_view_moved), so a
+// layer's state is its own on every layout. After the parameters are bound.
+void add_fp8_layers(ModelParams& params, Backend& backend);
 
 // Every FP8 scaling state of the whole model (`whole_model`: ModelParams::whole_model()) for a
 // backend's recipe: names and shapes; none unless the recipe keeps state.

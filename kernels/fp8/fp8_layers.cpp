@@ -29,30 +29,53 @@ void LayerScaling::end_step(const Config& c) {
 }
 
 void Fp8Layers::add(const void* key, const std::string& name) {
-  USTRAIN_ASSERT(states_.count(key) == 0 && names_.count(name) == 0, "fp8 scaling state " + name + " added twice");
-  auto state = std::make_unique<LayerScaling>(config_);
-  names_[name] = state.get();
-  states_[key] = std::move(state);
+  USTRAIN_ASSERT(states_.count(name) == 0, "fp8 scaling state " + name + " added twice");
+  states_[name] = std::make_unique<LayerScaling>(config_);
+  rebind(key, name);
+}
+
+void Fp8Layers::rebind(const void* key, const std::string& name) {
+  const auto state = states_.find(name);
+  USTRAIN_ASSERT(state != states_.end(), "no fp8 scaling state " + name);
+  LayerScaling* s = state->second.get();
+  if (const auto old = key_of_.find(s); old != key_of_.end()) {
+    const auto held = by_key_.find(old->second);
+    if (held != by_key_.end() && held->second == s) by_key_.erase(held);  // else another layer took it
+    key_of_.erase(old);
+  }
+  if (key == nullptr) return;
+  forget(key);
+  by_key_[key] = s;
+  key_of_[s] = key;
+}
+
+void Fp8Layers::forget(const void* key) {
+  const auto held = by_key_.find(key);
+  if (held == by_key_.end()) return;
+  key_of_.erase(held->second);
+  by_key_.erase(held);
 }
 
 LayerScaling* Fp8Layers::find(const void* key) {
-  const auto it = states_.find(key);
-  return it == states_.end() ? nullptr : it->second.get();
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : it->second;
 }
 
 std::map<std::string, LayerScaling*> Fp8Layers::by_name() {
-  if (config_.recipe != Recipe::delayed) return {};
-  return names_;
+  std::map<std::string, LayerScaling*> out;
+  if (config_.recipe != Recipe::delayed) return out;
+  for (const auto& [name, state] : states_) out[name] = state.get();
+  return out;
 }
 
 void Fp8Layers::begin_step() {
-  for (auto& [key, state] : states_) state->drop_pending();
+  for (auto& [name, state] : states_) state->drop_pending();
   if (amax_source_ != nullptr) amax_source_->discard();
   ++generation_;
 }
 
 void Fp8Layers::end_step() {
-  for (auto& [key, state] : states_) state->end_step(config_);
+  for (auto& [name, state] : states_) state->end_step(config_);
   ++generation_;
 }
 

@@ -7,9 +7,11 @@
 // steps and the next scale is scale_for_amax(max of the history, format, margin, scale), so a
 // step's amax counts at once and for `history` steps.
 //
-// The states are keyed by the tensor a GEMM names its layer with: forward and input-gradient
-// GEMMs by their weight, the weight-gradient GEMM by the weight's gradient (these do not move
-// during a run). Each state holds the three operands of its layer's GEMMs (activation, weight,
+// A state belongs to its layer (its name); a GEMM finds it by the tensor it names the layer
+// with: forward and input-gradient GEMMs by their weight, the weight-gradient GEMM by the
+// weight's gradient. ZeRO-2 and -3 move these into reused buffers during a step, so whoever
+// binds them there rebinds the state's key (rebind), and a state is the same on every layout.
+// Each state holds the three operands of its layer's GEMMs (activation, weight,
 // gradient) as one flat fp32 tensor, which checkpoints save under the state's name:
 //   per role, in Role order: [scale, next history slot, history (history floats)].
 // Keys that nobody added (the output head, a router, a GEMM outside training) compute in
@@ -70,8 +72,15 @@ class Fp8Layers {
   explicit Fp8Layers(const Config& c) : config_(c) {}
   const Config& config() const { return config_; }
 
-  // The GEMMs that name the tensor at `key` compute in FP8, with the state named `name`.
+  // The GEMMs that name the tensor at `key` compute in FP8, with a new state named `name`.
   void add(const void* key, const std::string& name);
+  // State `name`'s GEMMs now name the tensor at `key` (its layer moved into a buffer): its
+  // previous key, and whichever state held `key` before (the buffer's previous layer), no
+  // longer find it. A null key leaves the state without one.
+  void rebind(const void* key, const std::string& name);
+  // GEMMs naming the tensor at `key` compute in bf16 again (a parameter that is not an FP8
+  // layer moved into the buffer there).
+  void forget(const void* key);
   // The state of `key`'s GEMMs; null when they do not compute in FP8.
   LayerScaling* find(const void* key);
   // Every delayed-scaling state by name, in name order (what checkpoints hold); none for
@@ -93,8 +102,9 @@ class Fp8Layers {
 
  private:
   Config config_;
-  std::map<const void*, std::unique_ptr<LayerScaling>> states_;
-  std::map<std::string, LayerScaling*> names_;
+  std::map<std::string, std::unique_ptr<LayerScaling>> states_;  // by name
+  std::map<const void*, LayerScaling*> by_key_;
+  std::map<const LayerScaling*, const void*> key_of_;
   AmaxSource* amax_source_ = nullptr;
   std::uint64_t generation_ = 0;
 };

@@ -2,7 +2,9 @@
 # state from stage 1 on and the bf16 compute copy is what the ranks all-gather, so stage 1
 # moves 1.5 Psi a step (a reduce-scatter of fp32 gradients, an all-gather of bf16 weights) where
 # fp32 moves 2; stage 3 trains in bf16 and fp16; a bf16 ZeRO-3 run resumes bit for bit, and its
-# checkpoint resumes at dp = 2, ZeRO-1 and at dp = 1 within bf16's layout tolerance.
+# checkpoint resumes at dp = 2, ZeRO-1 and at dp = 1 within bf16's layout tolerance; fp8 trains
+# at stages 2 and 3 (its FP8 layers' state follows the weights and gradients that ZeRO binds into
+# reused buffers) as at stage 1, moving at stage 3 what fp16 moves.
 source "$(dirname "$0")/lib/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -42,6 +44,31 @@ done
 run fp16-reference 1 0 fp16
 run fp16-dp2-zero3 2 3 fp16
 close fp16-reference fp16-dp2-zero3
+
+# fp8 above stage 1. At dp = 2 stages 1, 2 and 3 sum the same two gradients and compute with the
+# same gathered bf16 weights, so their losses are equal bit for bit, which they are only if every
+# FP8 GEMM found its own layer's scaling state in ZeRO's buffers (a GEMM that found none would
+# run in bf16); and the runs match the one-rank fp8 run within bf16's tolerance (FP8 is bf16
+# outside its GEMMs, with the same scales on every layout). Its losses are not bf16's.
+run fp8-reference 1 0 fp8
+[[ $(losses runs/fp8-reference/metrics.jsonl) != "$(losses runs/bf16-reference/metrics.jsonl)" ]] &&
+  pass "fp8 losses differ from bf16's" || fail "fp8 gave bf16's losses"
+run fp8-dp2-zero1 2 1 fp8
+for zero in 2 3; do
+  run fp8-dp2-zero$zero 2 $zero fp8
+  [[ -n $(losses runs/fp8-dp2-zero$zero/metrics.jsonl) &&
+     $(losses runs/fp8-dp2-zero$zero/metrics.jsonl) == "$(losses runs/fp8-dp2-zero1/metrics.jsonl)" ]] &&
+    pass "fp8 ZeRO-$zero gives ZeRO-1's losses bit for bit" || fail "fp8 ZeRO-$zero differs from ZeRO-1"
+  close fp8-reference fp8-dp2-zero$zero
+done
+# Stage 3's gathers move 16-bit weights in fp8 as in fp16 (fp8 adds its amax reduction at every
+# stage alike).
+run fp16-dp2-zero1 2 1 fp16
+fp8_extra=$(awk -v a="$(psi fp8-dp2-zero3)" -v b="$(psi fp8-dp2-zero1)" 'BEGIN { print a - b }')
+fp16_extra=$(awk -v a="$(psi fp16-dp2-zero3)" -v b="$(psi fp16-dp2-zero1)" 'BEGIN { print a - b }')
+awk -v a="$fp8_extra" -v b="$fp16_extra" 'BEGIN { d = a - b; exit !(a > 0.05 && d < 1e-6 && d > -1e-6) }' &&
+  pass "ZeRO-3 adds $fp8_extra Psi per step to ZeRO-1 in fp8, as in fp16" ||
+  fail "ZeRO-3 adds $fp8_extra Psi per step to ZeRO-1 in fp8, $fp16_extra in fp16"
 
 # Traffic per step in units of the fp32 parameters: 1 Psi of fp32 gradients reduce-scattered,
 # 0.5 Psi of bf16 weights all-gathered.
