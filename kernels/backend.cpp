@@ -38,33 +38,38 @@ void check_groups(std::span<const std::int64_t> offsets, std::size_t groups, std
     USTRAIN_ASSERT(offsets[g] <= offsets[g + 1], "group offsets descend at group " + std::to_string(g));
 }
 
+// Calls op(g, begin, end) for each group g that has rows [begin, end), in group order, after
+// checking the offsets.
+template <class Op>
+void for_each_nonempty_group(std::span<const std::int64_t> offsets, std::size_t groups, std::int64_t rows, Op op) {
+  check_groups(offsets, groups, rows);
+  for (std::size_t g = 0; g < groups; ++g)
+    if (offsets[g + 1] > offsets[g]) op(g, offsets[g], offsets[g + 1]);
+}
+
 }  // namespace
 
 void Backend::grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
                                      std::span<const std::int64_t> offsets) {
-  check_groups(offsets, weights.size(), x.shape.rows());
-  for (std::size_t g = 0; g < weights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
-  }
+  for_each_nonempty_group(offsets, weights.size(), x.shape.rows(), [&](std::size_t g, std::int64_t b, std::int64_t e) {
+    linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
+  });
 }
 
 void Backend::grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
                                             std::span<const std::int64_t> offsets) {
-  check_groups(offsets, weights.size(), dout.shape.rows());
-  for (std::size_t g = 0; g < weights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_backward_input(dx.slice(b, e), dout.slice(b, e), weights[g]);
-  }
+  for_each_nonempty_group(offsets, weights.size(), dout.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_backward_input(dx.slice(b, e), dout.slice(b, e), weights[g]);
+                          });
 }
 
 void Backend::grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
                                              std::span<const std::int64_t> offsets) {
-  check_groups(offsets, dweights.size(), x.shape.rows());
-  for (std::size_t g = 0; g < dweights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_backward_weight(dweights[g], dout.slice(b, e), x.slice(b, e));
-  }
+  for_each_nonempty_group(offsets, dweights.size(), x.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_backward_weight(dweights[g], dout.slice(b, e), x.slice(b, e));
+                          });
 }
 
 void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p) {
