@@ -34,8 +34,8 @@ AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRang
                         int n_heads, int n_kv_heads) {
   const BlockOperands o = block_operands(qkv, q, kv, k, n_heads, n_kv_heads);
   AttentionBlock a;
-  a.batch = o.batch;
-  a.q_seq = o.q_seq;
+  a.batch = qkv.shape[0];
+  a.q_seq = qkv.shape[1];
   a.kv_seq = o.kv_seq;
   a.q_begin = q.begin;
   a.q_count = q.count;
