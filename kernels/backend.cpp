@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_mixed_backend.h"
 #include "kernels/error.h"
+#include "kernels/group_offsets.h"
 
 #ifdef USTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -25,40 +26,30 @@ void Backend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, 
   linear_backward_weight(dweight, dout, x);
 }
 
-namespace {
-
-// Checks that offsets split `rows` rows into `groups` ascending groups.
-void check_groups(std::span<const std::int64_t> offsets, std::size_t groups, std::int64_t rows) {
-  USTRAIN_ASSERT(offsets.size() == groups + 1, std::to_string(offsets.size()) + " group offsets for " +
-                                                   std::to_string(groups) + " groups (want one more)");
+void check_group_offsets(const char* op, std::span<const std::int64_t> offsets, std::size_t groups,
+                         std::int64_t rows) {
+  USTRAIN_ASSERT(offsets.size() == groups + 1, std::string(op) + ": " + std::to_string(offsets.size()) +
+                                                   " group offsets for " + std::to_string(groups) +
+                                                   " groups (want one more)");
   USTRAIN_ASSERT(offsets.front() == 0 && offsets.back() == rows,
-                 "group offsets from " + std::to_string(offsets.front()) + " to " + std::to_string(offsets.back()) +
-                     " for " + std::to_string(rows) + " rows");
+                 std::string(op) + ": group offsets from " + std::to_string(offsets.front()) + " to " +
+                     std::to_string(offsets.back()) + " for " + std::to_string(rows) + " rows");
   for (std::size_t g = 0; g < groups; ++g)
-    USTRAIN_ASSERT(offsets[g] <= offsets[g + 1], "group offsets descend at group " + std::to_string(g));
+    USTRAIN_ASSERT(offsets[g] <= offsets[g + 1], std::string(op) + ": group offsets descend at group " +
+                                                     std::to_string(g));
 }
-
-// Calls op(g, begin, end) for each group g that has rows [begin, end), in group order, after
-// checking the offsets.
-template <class Op>
-void for_each_nonempty_group(std::span<const std::int64_t> offsets, std::size_t groups, std::int64_t rows, Op op) {
-  check_groups(offsets, groups, rows);
-  for (std::size_t g = 0; g < groups; ++g)
-    if (offsets[g + 1] > offsets[g]) op(g, offsets[g], offsets[g + 1]);
-}
-
-}  // namespace
 
 void Backend::grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
                                      std::span<const std::int64_t> offsets) {
-  for_each_nonempty_group(offsets, weights.size(), x.shape.rows(), [&](std::size_t g, std::int64_t b, std::int64_t e) {
-    linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
-  });
+  for_each_nonempty_group("grouped_linear_forward", offsets, weights.size(), x.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
+                          });
 }
 
 void Backend::grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
                                             std::span<const std::int64_t> offsets) {
-  for_each_nonempty_group(offsets, weights.size(), dout.shape.rows(),
+  for_each_nonempty_group("grouped_linear_backward_input", offsets, weights.size(), dout.shape.rows(),
                           [&](std::size_t g, std::int64_t b, std::int64_t e) {
                             linear_backward_input(dx.slice(b, e), dout.slice(b, e), weights[g]);
                           });
@@ -66,7 +57,7 @@ void Backend::grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<co
 
 void Backend::grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
                                              std::span<const std::int64_t> offsets) {
-  for_each_nonempty_group(offsets, dweights.size(), x.shape.rows(),
+  for_each_nonempty_group("grouped_linear_backward_weight", offsets, dweights.size(), x.shape.rows(),
                           [&](std::size_t g, std::int64_t b, std::int64_t e) {
                             linear_backward_weight(dweights[g], dout.slice(b, e), x.slice(b, e));
                           });
