@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_mixed_backend.h"
 #include "kernels/error.h"
+#include "kernels/group_offsets.h"
 
 #ifdef USTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -25,46 +26,41 @@ void Backend::linear_backward(Tensor dx, Tensor dweight, Tensor dout, Tensor x, 
   linear_backward_weight(dweight, dout, x);
 }
 
-namespace {
-
-// Checks that offsets split `rows` rows into `groups` ascending groups.
-void check_groups(std::span<const std::int64_t> offsets, std::size_t groups, std::int64_t rows) {
-  USTRAIN_ASSERT(offsets.size() == groups + 1, std::to_string(offsets.size()) + " group offsets for " +
-                                                   std::to_string(groups) + " groups (want one more)");
+void check_group_offsets(const char* op, std::span<const std::int64_t> offsets, std::size_t groups,
+                         std::int64_t rows) {
+  USTRAIN_ASSERT(offsets.size() == groups + 1, std::string(op) + ": " + std::to_string(offsets.size()) +
+                                                   " group offsets for " + std::to_string(groups) +
+                                                   " groups (want one more)");
   USTRAIN_ASSERT(offsets.front() == 0 && offsets.back() == rows,
-                 "group offsets from " + std::to_string(offsets.front()) + " to " + std::to_string(offsets.back()) +
-                     " for " + std::to_string(rows) + " rows");
+                 std::string(op) + ": group offsets from " + std::to_string(offsets.front()) + " to " +
+                     std::to_string(offsets.back()) + " for " + std::to_string(rows) + " rows");
   for (std::size_t g = 0; g < groups; ++g)
-    USTRAIN_ASSERT(offsets[g] <= offsets[g + 1], "group offsets descend at group " + std::to_string(g));
+    USTRAIN_ASSERT(offsets[g] <= offsets[g + 1], std::string(op) + ": group offsets descend at group " +
+                                                     std::to_string(g));
 }
-
-}  // namespace
 
 void Backend::grouped_linear_forward(Tensor out, Tensor x, std::span<const Tensor> weights,
                                      std::span<const std::int64_t> offsets) {
-  check_groups(offsets, weights.size(), x.shape.rows());
-  for (std::size_t g = 0; g < weights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
-  }
+  for_each_nonempty_group("grouped_linear_forward", offsets, weights.size(), x.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_forward(out.slice(b, e), x.slice(b, e), weights[g]);
+                          });
 }
 
 void Backend::grouped_linear_backward_input(Tensor dx, Tensor dout, std::span<const Tensor> weights,
                                             std::span<const std::int64_t> offsets) {
-  check_groups(offsets, weights.size(), dout.shape.rows());
-  for (std::size_t g = 0; g < weights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_backward_input(dx.slice(b, e), dout.slice(b, e), weights[g]);
-  }
+  for_each_nonempty_group("grouped_linear_backward_input", offsets, weights.size(), dout.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_backward_input(dx.slice(b, e), dout.slice(b, e), weights[g]);
+                          });
 }
 
 void Backend::grouped_linear_backward_weight(std::span<const Tensor> dweights, Tensor dout, Tensor x,
                                              std::span<const std::int64_t> offsets) {
-  check_groups(offsets, dweights.size(), x.shape.rows());
-  for (std::size_t g = 0; g < dweights.size(); ++g) {
-    const std::int64_t b = offsets[g], e = offsets[g + 1];
-    if (e > b) linear_backward_weight(dweights[g], dout.slice(b, e), x.slice(b, e));
-  }
+  for_each_nonempty_group("grouped_linear_backward_weight", offsets, dweights.size(), x.shape.rows(),
+                          [&](std::size_t g, std::int64_t b, std::int64_t e) {
+                            linear_backward_weight(dweights[g], dout.slice(b, e), x.slice(b, e));
+                          });
 }
 
 void Backend::adamw_multi(std::span<const AdamWTensors> ranges, const AdamWParams& p) {

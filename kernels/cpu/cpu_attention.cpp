@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/attention_block_operands.h"
 #include "kernels/block_mask_rows.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_math.h"
@@ -90,26 +91,13 @@ void masked_probabilities_row(const BlockMaskRows& rows, std::int64_t b, std::in
 
 BlockShape block_shape(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, AttentionMask mask, int n_heads,
                        int n_kv_heads) {
-  const bool self = kv.empty();
-  USTRAIN_ASSERT(qkv.shape.rank() == 3 && (self || (kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0])),
-                 "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh) or none, got " + qkv.shape.str() +
-                     " and " + kv.shape.str());
-  USTRAIN_ASSERT(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-                 std::to_string(n_heads) + " query heads do not split into groups of " + std::to_string(n_kv_heads));
-  BlockShape b{qkv.shape[0], qkv.shape[1], qkv.shape[2], n_heads, n_kv_heads, 0, {}, self, q, k, mask};
-  const std::int64_t slots = b.heads + 2 * b.kv_heads;
-  USTRAIN_ASSERT(b.width % slots == 0 && b.width > 0,
-                 "qkv width " + std::to_string(b.width) + " is not a multiple of H + 2 Hkv = " + std::to_string(slots));
-  b.head_dim = b.width / slots;
-  const std::int64_t kv_width = 2 * b.kv_heads * b.head_dim;
-  if (self) {
-    b.keys = {b.q_seq, b.width, b.heads * b.head_dim, b.kv_heads * b.head_dim};
-  } else {
-    USTRAIN_ASSERT(kv.shape[2] == kv_width, "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
-    b.keys = {kv.shape[1], kv_width, 0, b.kv_heads * b.head_dim};
-  }
-  check_seq_range(q, b.q_seq, "query");
-  check_seq_range(k, b.keys.seq, "key");
+  const BlockOperands o = block_operands(qkv, q, kv, k, n_heads, n_kv_heads);
+  BlockShape b{o.batch, o.q_seq, o.width, n_heads, n_kv_heads, o.head_dim, {}, o.self, q, k, mask};
+  const std::int64_t value_shift = b.kv_heads * b.head_dim;  // from a key head to its value head
+  if (o.self)
+    b.keys = {b.q_seq, b.width, b.heads * b.head_dim, value_shift};
+  else
+    b.keys = {o.kv_seq, 2 * value_shift, 0, value_shift};
   return b;
 }
 

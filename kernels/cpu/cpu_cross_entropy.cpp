@@ -53,28 +53,12 @@ void CpuBackend::cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits,
 }
 
 void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) {
-  const std::int64_t rows = logits.shape.rows();
   const std::int64_t vocab = logits.shape.last();
-  USTRAIN_ASSERT(dlogits.shape == logits.shape, "dlogits " + dlogits.shape.str() + " vs " + logits.shape.str());
-  USTRAIN_ASSERT(lse.numel() == rows && targets.numel() == rows,
-                 "lse " + lse.shape.str() + ", targets " + targets.shape.str() + " for logits " + logits.shape.str());
-  const std::int32_t* t = targets.i32();  // (N)
-  check_targets(t, rows, vocab);
-  float* d = dlogits.f32();       // (N, V), may alias logits
-  const float* z = logits.f32();  // (N, V)
-  const float* l = lse.f32();     // (N)
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * vocab >= (1 << 15))
-  for (std::int64_t n = 0; n < rows; ++n) {
-    float* dr = d + n * vocab;
-    if (t[n] < 0) {
-      for (std::int64_t v = 0; v < vocab; ++v) dr[v] = 0.0f;
-      continue;
-    }
-    const float* zr = z + n * vocab;
-    const float row_lse = l[n];
-    for (std::int64_t v = 0; v < vocab; ++v) dr[v] = cpu::fast_exp(zr[v] - row_lse) * dloss;
-    dr[t[n]] -= dloss;
-  }
+  USTRAIN_ASSERT(targets.numel() == logits.shape.rows(),
+                 "targets " + targets.shape.str() + " for logits " + logits.shape.str());
+  check_targets(targets.i32(), targets.numel(), vocab);
+  // The whole vocabulary is one shard of every column: the same operations, so the same bits.
+  CpuBackend::cross_entropy_backward_shard(dlogits, logits, lse, targets, dloss, VocabShard{0, vocab});
 }
 
 void CpuBackend::cross_entropy_shard_stats(Tensor stats, Tensor logits, Tensor targets, VocabShard shard) {

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/scoped_omp_threads.h"
+#include "kernels/fp8/fp8_gemm_applies.h"
 
 namespace ustrain {
 
@@ -27,8 +28,7 @@ Tensor CpuFp8Backend::fp8_operand(ScratchBuffer& buffer, const Tensor& t, std::i
 
 void CpuFp8Backend::linear_forward(Tensor out, Tensor x, Tensor weight) {
   fp8::LayerScaling* state = layers_.find(weight.data);
-  if (state == nullptr || x.dtype != DType::bf16 || weight.dtype != DType::bf16 || out.dtype != DType::bf16 ||
-      weight.shape.rank() != 2 || x.numel() == 0 || weight.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, out, DType::bf16, x, weight, weight))
     return CpuMixedBackend::linear_forward(out, x, weight);
   const std::int64_t rows = x.shape.rows(), in = x.shape.last(), outs = weight.shape[0];
   // (N, O) = q(x) (N, I) @ q(W) (O, I)^T, both quantised along I
@@ -41,8 +41,7 @@ void CpuFp8Backend::linear_forward(Tensor out, Tensor x, Tensor weight) {
 
 void CpuFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight) {
   fp8::LayerScaling* state = layers_.find(weight.data);
-  if (state == nullptr || dout.dtype != DType::bf16 || weight.dtype != DType::bf16 || dx.dtype != DType::bf16 ||
-      weight.shape.rank() != 2 || dout.numel() == 0 || weight.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, dx, DType::bf16, dout, weight, weight))
     return CpuMixedBackend::linear_backward_input(dx, dout, weight);
   const std::int64_t rows = dout.shape.rows(), outs = weight.shape[0], in = weight.shape[1];
   // (N, I) = q(dout) (N, O) @ q(W) (O, I), both quantised along O
@@ -55,8 +54,7 @@ void CpuFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight)
 
 void CpuFp8Backend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) {
   fp8::LayerScaling* state = layers_.find(dweight.data);
-  if (state == nullptr || dout.dtype != DType::bf16 || x.dtype != DType::bf16 || dweight.dtype != DType::f32 ||
-      dweight.shape.rank() != 2 || x.numel() == 0 || dout.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, dweight, DType::f32, dout, x, dweight))
     return CpuMixedBackend::linear_backward_weight(dweight, dout, x);
   const std::int64_t rows = x.shape.rows(), in = x.shape.last(), outs = dout.shape.last();
   // (O, I) += q(dout) (N, O)^T @ q(x) (N, I), both quantised along N

@@ -53,16 +53,6 @@ inline Acc combine_lanes(const Acc (&acc)[kLanes]) {
   return total;
 }
 
-// sum x[i]^2 in double.
-inline double sum_squares(const float* x, std::int64_t n) {
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(x[i + l]) * x[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += static_cast<double>(x[i]) * x[i];
-  return combine_lanes(acc);
-}
-
 // sum a[i] * b[i] in double.
 inline double dot(const float* a, const float* b, std::int64_t n) {
   double acc[kLanes] = {};
@@ -72,6 +62,9 @@ inline double dot(const float* a, const float* b, std::int64_t n) {
   for (int l = 0; i < n; ++i, ++l) acc[l] += static_cast<double>(a[i]) * b[i];
   return combine_lanes(acc);
 }
+
+// sum x[i]^2 in double: the dot product of x with itself, the same products in the same order.
+inline double sum_squares(const float* x, std::int64_t n) { return dot(x, x, n); }
 
 // max x[i]; n >= 1.
 inline float max_of(const float* x, std::int64_t n) {

@@ -14,6 +14,13 @@ constexpr std::int64_t kParallelMin = 1 << 15;
 
 int team(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
+// dst[i] = convert(src[i]) for n elements, on the team when there are enough of them.
+template <class To, class From, class Convert>
+void convert_each(To* dst, const From* src, std::int64_t n, int threads, Convert convert) {
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) num_threads(team(threads))
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = convert(src[i]);
+}
+
 }  // namespace
 
 void widen(float* dst, const void* src, DType from, std::int64_t n, int threads) {
@@ -21,18 +28,12 @@ void widen(float* dst, const void* src, DType from, std::int64_t n, int threads)
     case DType::f32:
       std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
       return;
-    case DType::bf16: {
-      const auto* s = static_cast<const std::uint16_t*>(src);
-#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) num_threads(team(threads))
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
-      return;
-    }
-    case DType::f16: {
-      const auto* s = static_cast<const _Float16*>(src);
-#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) num_threads(team(threads))
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
-      return;
-    }
+    case DType::bf16:
+      return convert_each(dst, static_cast<const std::uint16_t*>(src), n, threads,
+                          [](std::uint16_t h) { return bf16_to_float(h); });
+    case DType::f16:
+      return convert_each(dst, static_cast<const _Float16*>(src), n, threads,
+                          [](_Float16 h) { return static_cast<float>(h); });
     default:
       break;
   }
@@ -44,18 +45,11 @@ void narrow(void* dst, DType to, const float* src, std::int64_t n, int threads) 
     case DType::f32:
       std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
       return;
-    case DType::bf16: {
-      auto* d = static_cast<std::uint16_t*>(dst);
-#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) num_threads(team(threads))
-      for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
-      return;
-    }
-    case DType::f16: {
-      auto* d = static_cast<_Float16*>(dst);
-#pragma omp parallel for simd if (n >= kParallelMin) schedule(static) num_threads(team(threads))
-      for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(src[i]);
-      return;
-    }
+    case DType::bf16:
+      return convert_each(static_cast<std::uint16_t*>(dst), src, n, threads,
+                          [](float x) { return float_to_bf16(x); });
+    case DType::f16:
+      return convert_each(static_cast<_Float16*>(dst), src, n, threads, [](float x) { return static_cast<_Float16>(x); });
     default:
       break;
   }

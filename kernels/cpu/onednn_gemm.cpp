@@ -1,8 +1,10 @@
 #include "kernels/cpu/onednn_gemm.h"
 
 #include <map>
-#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <utility>
 
+#include "kernels/cpu/onednn_matmul_plan.h"
 #include "kernels/cpu/scoped_omp_threads.h"
 #include "kernels/error.h"
 
@@ -14,31 +16,15 @@ struct Bf16Gemm::Impl {
   int threads = 0;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  struct Plan {
-    dnnl::matmul primitive;
-    memory::desc a, b, c;
-  };
-  std::map<GemmShape, Plan> plans;
+  std::map<GemmShape, MatmulPlan> plans;
   std::string last_implementation;
 
-  Plan& plan_for(const GemmShape& s) {
+  MatmulPlan& plan_for(const GemmShape& s) {
     auto it = plans.find(s);
     if (it != plans.end()) return it->second;
-    // Row-major views; a transposed operand is the same memory read with swapped strides.
-    const memory::desc a({s.m, s.k}, memory::data_type::bf16,
-                         s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
-    const memory::desc b({s.k, s.n}, memory::data_type::bf16,
-                         s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
-    const memory::desc c({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
-    dnnl::primitive_attr attr;
-    if (s.accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine);
-    last_implementation = pd.impl_info_str();
-    return plans.emplace(s, Plan{dnnl::matmul(pd), a, b, c}).first->second;
+    MatmulPlan p = matmul_plan(s, memory::data_type::bf16, engine);
+    last_implementation = p.implementation;
+    return plans.emplace(s, std::move(p)).first->second;
   }
 };
 
@@ -50,7 +36,7 @@ void Bf16Gemm::run(const GemmShape& s, const std::uint16_t* a, const std::uint16
   // oneDNN expects a primitive to run with the thread count it was created under: both happen here.
   const ScopedOmpThreads scope(impl_->threads);
   try {
-    Impl::Plan& p = impl_->plan_for(s);
+    MatmulPlan& p = impl_->plan_for(s);
     // oneDNN takes non-const handles; it only reads the inputs.
     memory am(p.a, impl_->engine, const_cast<std::uint16_t*>(a));
     memory bm(p.b, impl_->engine, const_cast<std::uint16_t*>(b));

@@ -345,12 +345,9 @@ void CudaBackend::cross_entropy_forward(Tensor losses, Tensor lse, Tensor logits
 }
 
 void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss) {
-  const DType act = act_of("cross_entropy_backward", {&logits, &dlogits});
-  expect_f32(lse, "cross-entropy lse");
-  expect_i32(targets, "cross-entropy targets");
+  const DType act =
+      check_cross_entropy_backward("cross_entropy_backward", "cross-entropy backward", dlogits, logits, lse, targets);
   const std::int64_t rows = logits.shape.rows(), vocab = logits.shape.last();
-  USTRAIN_ASSERT(dlogits.shape == logits.shape && lse.numel() == rows && targets.numel() == rows,
-                 "cross-entropy backward: logits " + logits.shape.str() + ", dlogits " + dlogits.shape.str());
   cuda::cross_entropy_backward(dlogits.data, logits.data, lse.f32(), static_cast<const std::int32_t*>(targets.data),
                                rows, vocab, dloss, act, stream_.get());
 }
@@ -380,12 +377,9 @@ void CudaBackend::cross_entropy_combine(Tensor losses, Tensor lse, Tensor parts,
 
 void CudaBackend::cross_entropy_backward_shard(Tensor dlogits, Tensor logits, Tensor lse, Tensor targets, float dloss,
                                                VocabShard shard) {
-  const DType act = act_of("cross_entropy_backward_shard", {&logits, &dlogits});
-  expect_f32(lse, "cross-entropy lse");
-  expect_i32(targets, "cross-entropy targets");
+  const DType act = check_cross_entropy_backward("cross_entropy_backward_shard", "cross-entropy shard backward",
+                                                 dlogits, logits, lse, targets);
   const std::int64_t rows = logits.shape.rows(), width = logits.shape.last();
-  USTRAIN_ASSERT(dlogits.shape == logits.shape && lse.numel() == rows && targets.numel() == rows,
-                 "cross-entropy shard backward: logits " + logits.shape.str() + ", dlogits " + dlogits.shape.str());
   cuda::cross_entropy_backward_shard(dlogits.data, logits.data, lse.f32(),
                                      static_cast<const std::int32_t*>(targets.data), rows, width, shard.begin,
                                      shard.valid, dloss, act, stream_.get());

@@ -2,6 +2,7 @@
 // dtype of a call. Internal to kernels/cuda/cuda_backend*.cpp.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -38,6 +39,19 @@ inline DType act_of(const char* op, std::initializer_list<const Tensor*> tensors
                                                dtype_name(t->dtype) + " activations");
   }
   return lead.dtype;
+}
+
+// The activation dtype of a cross-entropy backward (whole or shard), after checking dlogits
+// against logits and one fp32 lse and i32 target per row; `what` names it in messages.
+inline DType check_cross_entropy_backward(const char* op, const char* what, const Tensor& dlogits, const Tensor& logits,
+                                          const Tensor& lse, const Tensor& targets) {
+  const DType act = act_of(op, {&logits, &dlogits});
+  expect_f32(lse, "cross-entropy lse");
+  expect_i32(targets, "cross-entropy targets");
+  const std::int64_t rows = logits.shape.rows();
+  USTRAIN_ASSERT(dlogits.shape == logits.shape && lse.numel() == rows && targets.numel() == rows,
+                 std::string(what) + ": logits " + logits.shape.str() + ", dlogits " + dlogits.shape.str());
+  return act;
 }
 
 }  // namespace ustrain::cuda

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -91,46 +93,43 @@ RowLaunch row_launch(std::int64_t rows, std::int64_t packs) {
           static_cast<int>(std::clamp<std::int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads))};
 }
 
+// Checks op's dtype and sizes; then, unless there is nothing to do, calls
+// launch(T{}, pack, row_launch(...)) with T the element type of `act` and pack a
+// std::integral_constant: 16-byte packs of T when F divides into them and every one of
+// `buffers` is 16-byte aligned, else single elements.
+template <class Launch>
+void launch_rows(const char* op, DType act, std::int64_t rows, std::int64_t ffn,
+                 std::initializer_list<const void*> buffers, Launch&& launch) {
+  USTRAIN_ASSERT(is_float_type(act) && rows >= 0 && ffn >= 0, describe(op, act, rows, ffn));
+  if (rows == 0 || ffn == 0) return;
+  const bool aligned = std::all_of(buffers.begin(), buffers.end(), [](const void* p) { return aligned16(p); });
+  with_float_type(act, [&](auto tag) {
+    constexpr int kPack = 16 / sizeof(tag);
+    if (ffn % kPack == 0 && aligned)
+      launch(tag, std::integral_constant<int, kPack>{}, row_launch(rows, ffn / kPack));
+    else
+      launch(tag, std::integral_constant<int, 1>{}, row_launch(rows, ffn));
+    USTRAIN_CUDA_CHECK_LAUNCH();
+  });
+}
+
 }  // namespace
 
 void swiglu_forward(void* out, const void* gate_up, std::int64_t rows, std::int64_t ffn, DType act,
                     cudaStream_t stream) {
-  USTRAIN_ASSERT(is_float_type(act) && rows >= 0 && ffn >= 0, describe("swiglu_forward", act, rows, ffn));
-  if (rows == 0 || ffn == 0) return;
-  with_float_type(act, [&](auto tag) {
+  launch_rows("swiglu_forward", act, rows, ffn, {out, gate_up}, [&](auto tag, auto pack, RowLaunch l) {
     using T = decltype(tag);
-    constexpr int kPack = 16 / sizeof(T);
-    auto* o = static_cast<T*>(out);
-    const auto* gu = static_cast<const T*>(gate_up);
-    if (ffn % kPack == 0 && aligned16(out) && aligned16(gate_up)) {
-      const RowLaunch l = row_launch(rows, ffn / kPack);
-      swiglu_forward_kernel<T, kPack><<<l.blocks, l.threads, 0, stream>>>(o, gu, rows, ffn);
-    } else {
-      const RowLaunch l = row_launch(rows, ffn);
-      swiglu_forward_kernel<T, 1><<<l.blocks, l.threads, 0, stream>>>(o, gu, rows, ffn);
-    }
-    USTRAIN_CUDA_CHECK_LAUNCH();
+    swiglu_forward_kernel<T, decltype(pack)::value><<<l.blocks, l.threads, 0, stream>>>(
+        static_cast<T*>(out), static_cast<const T*>(gate_up), rows, ffn);
   });
 }
 
 void swiglu_backward(void* dgate_up, const void* dout, const void* gate_up, std::int64_t rows, std::int64_t ffn,
                      DType act, cudaStream_t stream) {
-  USTRAIN_ASSERT(is_float_type(act) && rows >= 0 && ffn >= 0, describe("swiglu_backward", act, rows, ffn));
-  if (rows == 0 || ffn == 0) return;
-  with_float_type(act, [&](auto tag) {
+  launch_rows("swiglu_backward", act, rows, ffn, {dgate_up, dout, gate_up}, [&](auto tag, auto pack, RowLaunch l) {
     using T = decltype(tag);
-    constexpr int kPack = 16 / sizeof(T);
-    auto* d = static_cast<T*>(dgate_up);
-    const auto* dy = static_cast<const T*>(dout);
-    const auto* gu = static_cast<const T*>(gate_up);
-    if (ffn % kPack == 0 && aligned16(dgate_up) && aligned16(dout) && aligned16(gate_up)) {
-      const RowLaunch l = row_launch(rows, ffn / kPack);
-      swiglu_backward_kernel<T, kPack><<<l.blocks, l.threads, 0, stream>>>(d, dy, gu, rows, ffn);
-    } else {
-      const RowLaunch l = row_launch(rows, ffn);
-      swiglu_backward_kernel<T, 1><<<l.blocks, l.threads, 0, stream>>>(d, dy, gu, rows, ffn);
-    }
-    USTRAIN_CUDA_CHECK_LAUNCH();
+    swiglu_backward_kernel<T, decltype(pack)::value><<<l.blocks, l.threads, 0, stream>>>(
+        static_cast<T*>(dgate_up), static_cast<const T*>(dout), static_cast<const T*>(gate_up), rows, ffn);
   });
 }
 

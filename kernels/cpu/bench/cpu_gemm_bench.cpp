@@ -26,11 +26,14 @@
 
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/onednn_gemm.h"
+#include "kernels/cpu/onednn_matmul_plan.h"
 #include "kernels/cpu/parallel_gemm.h"
 
 namespace {
 
 using ustrain::cpu::GemmShape;
+using ustrain::cpu::matmul_plan;
+using ustrain::cpu::MatmulPlan;
 
 struct Options {
   std::int64_t tokens = 2048, seq = 256, d_model = 256, ffn = 704, heads = 8, kv_heads = 4, vocab = 257;
@@ -72,35 +75,18 @@ Options parse(int argc, char** argv) {
 class OnednnF32 {
  public:
   void run(const GemmShape& s, const float* a, const float* b, float* c) {
-    using dnnl::memory;
     auto it = plans_.find(s);
-    if (it == plans_.end()) {
-      const memory::desc ad({s.m, s.k}, memory::data_type::f32, s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
-      const memory::desc bd({s.k, s.n}, memory::data_type::f32, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
-      const memory::desc cd({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
-      dnnl::primitive_attr attr;
-      if (s.accumulate) {
-        dnnl::post_ops ops;
-        ops.append_sum(1.0f);
-        attr.set_post_ops(ops);
-      }
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, engine_);
-      it = plans_.emplace(s, Plan{dnnl::matmul(pd), ad, bd, cd}).first;
-    }
-    Plan& p = it->second;
+    if (it == plans_.end()) it = plans_.emplace(s, matmul_plan(s, dnnl::memory::data_type::f32, engine_)).first;
+    MatmulPlan& p = it->second;
     dnnl::memory am(p.a, engine_, const_cast<float*>(a)), bm(p.b, engine_, const_cast<float*>(b)), cm(p.c, engine_, c);
     p.primitive.execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream_.wait();
   }
 
  private:
-  struct Plan {
-    dnnl::matmul primitive;
-    dnnl::memory::desc a, b, c;
-  };
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
-  std::map<GemmShape, Plan> plans_;
+  std::map<GemmShape, MatmulPlan> plans_;
 };
 
 // The three GEMMs of a linear layer of `in` -> `out` features on `rows` tokens, as

@@ -49,6 +49,34 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) delta[row] = static_cast<float>(acc);
 }
 
+// The backward kernels' dynamic shared memory (dq_smem_bytes, dkv_smem_bytes), in this order:
+// the k, v, q and dout tiles (kTile, ld), the ds tile (kTile, kScoreLd), the query rows' lse and
+// delta (kTile), and last the p tile (kTile, kScoreLd), which only the dk, dv kernel has.
+struct BackwardTiles {
+  float *k, *v, *q, *dout, *ds, *lse, *delta, *p;
+  __device__ BackwardTiles(float* smem, int ld)
+      : k(smem),
+        v(k + kTile * ld),
+        q(v + kTile * ld),
+        dout(q + kTile * ld),
+        ds(dout + kTile * ld),
+        lse(ds + kTile * kScoreLd),
+        delta(lse + kTile),
+        p(delta + kTile) {}
+};
+
+// Query tile i0's rows of head h: the q and dout rows, their merged lse and their delta.
+template <class T>
+__device__ __forceinline__ void load_query_rows(float* q_tile, float* do_tile, float* tile_lse, float* tile_delta,
+                                                const T* qkv, const T* dout, const float* lse, const float* delta,
+                                                std::int64_t b, int h, std::int64_t i0, const BlockGeometry& g) {
+  const std::int64_t bh = b * g.heads + h;
+  load_tile(q_tile, qkv + g.query_offset(b, h, g.width), g.width, i0, g.nq, g);
+  load_tile(do_tile, dout + g.query_offset(b, h, g.out_width), g.out_width, i0, g.nq, g);
+  load_row_values(tile_lse, lse + bh * g.q_seq + g.q_begin, i0, g.nq);
+  load_row_values(tile_delta, delta + bh * g.nq, i0, g.nq);
+}
+
 // dq rows of one (query tile, head) += (or =) scale * sum_{j visible} p_ij (dp_ij - delta_i) k_j,
 // with p_ij = exp(scale q_i . k_j - lse_i) (the merged lse) and dp_ij = dout_i . v_j.
 // Grid (query tiles, H, B); dq in TG (fp32, or T).
@@ -58,53 +86,42 @@ __global__ void __launch_bounds__(kThreads)
                     const BlockGeometry g) {
   constexpr int kAcc = kDh / kLanesPerRow;
   extern __shared__ float smem[];
-  float* q_tile = smem;                          // (kTile, ld)
-  float* do_tile = q_tile + kTile * g.ld;        // (kTile, ld)
-  float* k_tile = do_tile + kTile * g.ld;        // (kTile, ld)
-  float* v_tile = k_tile + kTile * g.ld;         // (kTile, ld)
-  float* ds_tile = v_tile + kTile * g.ld;        // (kTile, kScoreLd)
-  float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
-  float* tile_delta = tile_lse + kTile;          // (kTile)
-
+  const BackwardTiles tiles(smem, g.ld);
   __shared__ DocumentTile q_docs, k_docs;
 
   const QueryTileThread t = query_tile_thread(g);
-  const std::int64_t bh = t.b * g.heads + t.h;
   const T* keys = kv + g.key_offset(t.b, t.kv);  // (nk, Dh), row stride kv_stride
   if (g.mask.has_documents())
     load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, t.b, t.i0, g.nq);
 
-  load_tile(q_tile, qkv + g.query_offset(t.b, t.h, g.width), g.width, t.i0, g.nq, g);
-  load_tile(do_tile, dout + g.query_offset(t.b, t.h, g.out_width), g.out_width, t.i0, g.nq, g);
-  load_row_values(tile_lse, lse + bh * g.q_seq + g.q_begin, t.i0, g.nq);
-  load_row_values(tile_delta, delta + bh * g.nq, t.i0, g.nq);
+  load_query_rows(tiles.q, tiles.dout, tiles.lse, tiles.delta, qkv, dout, lse, delta, t.b, t.h, t.i0, g);
 
   float acc[kAcc] = {};
   for (std::int64_t j0 = t.key_begin; j0 < t.tile_keys; j0 += kTile) {
     if (!key_tile_may_be_seen(k_docs, q_docs, t, j0, g)) continue;
-    load_key_tiles(k_tile, v_tile, keys, j0, g);  // the first time, also waits for the loads above
+    load_key_tiles(tiles.k, tiles.v, keys, j0, g);  // the first time, also waits for the loads above
 
     float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
     for (int d = 0; d < g.head_dim; ++d) {
-      const float q = q_tile[t.r * g.ld + d];
-      const float o = do_tile[t.r * g.ld + d];
+      const float q = tiles.q[t.r * g.ld + d];
+      const float o = tiles.dout[t.r * g.ld + d];
 #pragma unroll
       for (int c = 0; c < kColsPerLane; ++c) {
         const int col = (t.lane + c * kLanesPerRow) * g.ld + d;
-        s[c] += q * k_tile[col];
-        dp[c] += o * v_tile[col];
+        s[c] += q * tiles.k[col];
+        dp[c] += o * tiles.v[col];
       }
     }
-    const float row_lse = tile_lse[t.r], row_delta = tile_delta[t.r];
+    const float row_lse = tiles.lse[t.r], row_delta = tiles.delta[t.r];
 #pragma unroll
     for (int c = 0; c < kColsPerLane; ++c) {
       const int col = t.lane + c * kLanesPerRow;
       const bool seen = t.i < g.nq && sees(g.mask, t.i, j0 + col, q_docs, t.r, k_docs, col);
       const float p = seen ? expf(s[c] * g.scale - row_lse) : 0.0f;
-      ds_tile[t.r * kScoreLd + col] = p * (dp[c] - row_delta);
+      tiles.ds[t.r * kScoreLd + col] = p * (dp[c] - row_delta);
     }
-    __syncthreads();  // ds_tile complete
-    add_weighted_rows(acc, ds_tile + t.r * kScoreLd, k_tile, t.lane, g);
+    __syncthreads();  // the ds tile complete
+    add_weighted_rows(acc, tiles.ds + t.r * kScoreLd, tiles.k, t.lane, g);
   }
   if (t.i >= g.nq) return;
   TG* dq_row = dq + g.query_offset(t.b, t.h, g.dq_stride) + t.i * g.dq_stride;  // (Dh)
@@ -112,6 +129,77 @@ __global__ void __launch_bounds__(kThreads)
   for (int a = 0; a < kAcc; ++a) {
     const int d = t.lane + a * kLanesPerRow;
     if (d < g.head_dim) dq_row[d] = from_float<TG>(gradient(dq_row + d, g.scale * acc[a], g));
+  }
+}
+
+// Key row c of the tile against the lane's query rows of the query tile: s += q_i . k_c and
+// dp += dout_i . v_c.
+__device__ __forceinline__ void key_row_dots(float (&s)[kColsPerLane], float (&dp)[kColsPerLane], const float* q_tile,
+                                             const float* do_tile, const float* k_tile, const float* v_tile, int c,
+                                             int lane, const BlockGeometry& g) {
+  for (int d = 0; d < g.head_dim; ++d) {
+    const float k = k_tile[c * g.ld + d];
+    const float v = v_tile[c * g.ld + d];
+#pragma unroll
+    for (int a = 0; a < kColsPerLane; ++a) {
+      const int row = (lane + a * kLanesPerRow) * g.ld + d;
+      s[a] += q_tile[row] * k;
+      dp[a] += do_tile[row] * v;
+    }
+  }
+}
+
+// Column c (key row j) of p_tile and ds_tile for the lane's query rows r of the tile at i0:
+// p_rj = exp(scale s - lse_r) where query i0 + r sees key j, else 0, and ds_rj = p_rj (dp - delta_r).
+__device__ __forceinline__ void key_row_probabilities(float* p_tile, float* ds_tile, const float (&s)[kColsPerLane],
+                                                      const float (&dp)[kColsPerLane], const float* tile_lse,
+                                                      const float* tile_delta, std::int64_t i0, std::int64_t j, int c,
+                                                      int lane, const DocumentTile& q_docs,
+                                                      const DocumentTile& k_docs, const BlockGeometry& g) {
+#pragma unroll
+  for (int a = 0; a < kColsPerLane; ++a) {
+    const int r = lane + a * kLanesPerRow;
+    const std::int64_t i = i0 + r;
+    const bool seen = i < g.nq && sees(g.mask, i, j, q_docs, r, k_docs, c);
+    const float p = seen ? expf(s[a] * g.scale - tile_lse[r]) : 0.0f;
+    p_tile[r * kScoreLd + c] = p;
+    ds_tile[r * kScoreLd + c] = p * (dp[a] - tile_delta[r]);
+  }
+}
+
+// Over the tile's query rows r in order: dv += p_rc dout_r and dk += ds_rc q_r, on the lane's
+// columns of key row c.
+template <int kAcc>
+__device__ __forceinline__ void accumulate_key_gradients(float (&dk)[kAcc], float (&dv)[kAcc], const float* p_tile,
+                                                         const float* ds_tile, const float* q_tile,
+                                                         const float* do_tile, int c, int lane,
+                                                         const BlockGeometry& g) {
+  for (int r = 0; r < kTile; ++r) {
+    const float p = p_tile[r * kScoreLd + c];
+    const float ds = ds_tile[r * kScoreLd + c];
+#pragma unroll
+    for (int a = 0; a < kAcc; ++a) {
+      const int d = lane + a * kLanesPerRow;
+      if (d < g.head_dim) {
+        dv[a] += p * do_tile[r * g.ld + d];
+        dk[a] += ds * q_tile[r * g.ld + d];
+      }
+    }
+  }
+}
+
+// The lane's columns of a key row's gradients: dk (scaled) and dv.
+template <class TG, int kAcc>
+__device__ __forceinline__ void store_key_gradients(TG* dk_row, const float (&dk)[kAcc], const float (&dv)[kAcc],
+                                                    int lane, const BlockGeometry& g) {
+  TG* dv_row = dk_row + g.value_shift();  // (Dh)
+#pragma unroll
+  for (int a = 0; a < kAcc; ++a) {  // both rows in one loop (two store_row calls compile to more code)
+    const int d = lane + a * kLanesPerRow;
+    if (d < g.head_dim) {
+      dk_row[d] = from_float<TG>(gradient(dk_row + d, g.scale * dk[a], g));
+      dv_row[d] = from_float<TG>(gradient(dv_row + d, dv[a], g));
+    }
   }
 }
 
@@ -125,14 +213,7 @@ __global__ void __launch_bounds__(kThreads)
                      const BlockGeometry g) {
   constexpr int kAcc = kDh / kLanesPerRow;
   extern __shared__ float smem[];
-  float* k_tile = smem;                          // (kTile, ld)
-  float* v_tile = k_tile + kTile * g.ld;         // (kTile, ld)
-  float* q_tile = v_tile + kTile * g.ld;         // (kTile, ld)
-  float* do_tile = q_tile + kTile * g.ld;        // (kTile, ld)
-  float* p_tile = do_tile + kTile * g.ld;        // (kTile query rows, kScoreLd)
-  float* ds_tile = p_tile + kTile * kScoreLd;    // (kTile query rows, kScoreLd)
-  float* tile_lse = ds_tile + kTile * kScoreLd;  // (kTile)
-  float* tile_delta = tile_lse + kTile;          // (kTile)
+  const BackwardTiles tiles(smem, g.ld);
   __shared__ DocumentTile q_docs, k_docs;
 
   const std::int64_t j0 = std::int64_t{blockIdx.x} * kTile;
@@ -143,8 +224,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t j = j0 + c;
   const std::int64_t key_offset = g.key_offset(b, kv_head);  // into the keys and their gradients
 
-  load_tile(k_tile, kv + key_offset, g.kv_stride, j0, g.nk, g);
-  load_tile(v_tile, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
+  load_tile(tiles.k, kv + key_offset, g.kv_stride, j0, g.nk, g);
+  load_tile(tiles.v, kv + key_offset + g.value_shift(), g.kv_stride, j0, g.nk, g);
   // The query tiles with a row that may see a key of this tile.
   const std::int64_t first_tile = g.mask.band.first_query(j0) / kTile * kTile;
   const std::int64_t query_end = g.mask.band.query_end((j0 + kTile < g.nk ? j0 + kTile : g.nk) - 1);
@@ -152,66 +233,24 @@ __global__ void __launch_bounds__(kThreads)
 
   float dk[kAcc] = {}, dv[kAcc] = {};
   for (int h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
-    const std::int64_t bh = b * g.heads + h;
     for (std::int64_t i0 = first_tile; i0 < query_end; i0 += kTile) {
       if (g.mask.has_documents()) {
         load_documents(q_docs, g.mask.q_documents, g.mask.q_documents_stride, b, i0, g.nq);
         if (!may_share_a_document(q_docs, k_docs)) continue;
       }
       __syncthreads();  // the previous query tile is no longer read
-      load_tile(q_tile, qkv + g.query_offset(b, h, g.width), g.width, i0, g.nq, g);
-      load_tile(do_tile, dout + g.query_offset(b, h, g.out_width), g.out_width, i0, g.nq, g);
-      load_row_values(tile_lse, lse + bh * g.q_seq + g.q_begin, i0, g.nq);
-      load_row_values(tile_delta, delta + bh * g.nq, i0, g.nq);
+      load_query_rows(tiles.q, tiles.dout, tiles.lse, tiles.delta, qkv, dout, lse, delta, b, h, i0, g);
       __syncthreads();
 
       float s[kColsPerLane] = {}, dp[kColsPerLane] = {};
-      for (int d = 0; d < g.head_dim; ++d) {
-        const float k = k_tile[c * g.ld + d];
-        const float v = v_tile[c * g.ld + d];
-#pragma unroll
-        for (int a = 0; a < kColsPerLane; ++a) {
-          const int row = (lane + a * kLanesPerRow) * g.ld + d;
-          s[a] += q_tile[row] * k;
-          dp[a] += do_tile[row] * v;
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < kColsPerLane; ++a) {
-        const int r = lane + a * kLanesPerRow;
-        const std::int64_t i = i0 + r;
-        const bool seen = i < g.nq && sees(g.mask, i, j, q_docs, r, k_docs, c);
-        const float p = seen ? expf(s[a] * g.scale - tile_lse[r]) : 0.0f;
-        p_tile[r * kScoreLd + c] = p;
-        ds_tile[r * kScoreLd + c] = p * (dp[a] - tile_delta[r]);
-      }
-      __syncthreads();  // p_tile and ds_tile complete
-
-      for (int r = 0; r < kTile; ++r) {
-        const float p = p_tile[r * kScoreLd + c];
-        const float ds = ds_tile[r * kScoreLd + c];
-#pragma unroll
-        for (int a = 0; a < kAcc; ++a) {
-          const int d = lane + a * kLanesPerRow;
-          if (d < g.head_dim) {
-            dv[a] += p * do_tile[r * g.ld + d];
-            dk[a] += ds * q_tile[r * g.ld + d];
-          }
-        }
-      }
+      key_row_dots(s, dp, tiles.q, tiles.dout, tiles.k, tiles.v, c, lane, g);
+      key_row_probabilities(tiles.p, tiles.ds, s, dp, tiles.lse, tiles.delta, i0, j, c, lane, q_docs, k_docs, g);
+      __syncthreads();  // the p and ds tiles complete
+      accumulate_key_gradients(dk, dv, tiles.p, tiles.ds, tiles.q, tiles.dout, c, lane, g);
     }
   }
   if (j >= g.nk) return;
-  TG* dk_row = dkv + key_offset + j * g.kv_stride;  // (Dh)
-  TG* dv_row = dk_row + g.value_shift();          // (Dh)
-#pragma unroll
-  for (int a = 0; a < kAcc; ++a) {  // both rows in one loop (two store_row calls compile to more code)
-    const int d = lane + a * kLanesPerRow;
-    if (d < g.head_dim) {
-      dk_row[d] = from_float<TG>(gradient(dk_row + d, g.scale * dk[a], g));
-      dv_row[d] = from_float<TG>(gradient(dv_row + d, dv[a], g));
-    }
-  }
+  store_key_gradients(dkv + key_offset + j * g.kv_stride, dk, dv, lane, g);
 }
 
 // delta for dout in T and out in T or fp32.

@@ -53,10 +53,16 @@ inline StridedView transposed(StridedView v) {
   return v;
 }
 
+// `heads` heads of head_dim columns from the first column of a row-major (batch, seq,
+// row_width) buffer, for the first `rows` rows of each sequence: (batch, heads, rows, head_dim).
+inline StridedView heads_view(std::int64_t batch, std::int64_t heads, std::int64_t rows, std::int64_t head_dim,
+                              std::int64_t seq, std::int64_t row_width) {
+  return {{batch, heads, rows, head_dim}, {seq * row_width, head_dim, row_width, 1}, 0};
+}
+
 // Q in qkv (and dQ in dqkv): (B, H, S, Dh).
 inline StridedView query_view(const AttentionDims& a) {
-  const std::int64_t W = a.qkv_width();
-  return {{a.batch, a.heads, a.seq, a.head_dim}, {a.seq * W, a.head_dim, W, 1}, 0};
+  return heads_view(a.batch, a.heads, a.seq, a.head_dim, a.seq, a.qkv_width());
 }
 
 // K in qkv (and dK in dqkv): (B, Hkv, S, Dh), after the H query heads.
@@ -76,8 +82,7 @@ inline StridedView value_view(const AttentionDims& a) {
 
 // O in out (and dO in dout), both (B, S, H Dh): (B, H, S, Dh).
 inline StridedView output_view(const AttentionDims& a) {
-  const std::int64_t OW = a.out_width();
-  return {{a.batch, a.heads, a.seq, a.head_dim}, {a.seq * OW, a.head_dim, OW, 1}, 0};
+  return heads_view(a.batch, a.heads, a.seq, a.head_dim, a.seq, a.out_width());
 }
 
 // lse (B, H, S) as cuDNN's softmax statistics (B, H, S, 1).
@@ -172,13 +177,11 @@ struct BlockAttentionDims {
 
 // Q in qkv: (B, H, q_rows, Dh).
 inline StridedView block_query_view(const BlockAttentionDims& a) {
-  const std::int64_t W = a.qkv_width();
-  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_seq * W, a.head_dim, W, 1}, 0};
+  return heads_view(a.batch, a.heads, a.q_rows, a.head_dim, a.q_seq, a.qkv_width());
 }
 // K in kv: (B, Hkv, kv_rows, Dh).
 inline StridedView block_key_view(const BlockAttentionDims& a) {
-  const std::int64_t KW = a.kv_width();
-  return {{a.batch, a.kv_heads, a.kv_rows, a.head_dim}, {a.kv_seq * KW, a.head_dim, KW, 1}, 0};
+  return heads_view(a.batch, a.kv_heads, a.kv_rows, a.head_dim, a.kv_seq, a.kv_width());
 }
 // V in kv: (B, Hkv, kv_rows, Dh), after the Hkv key heads.
 inline StridedView block_value_view(const BlockAttentionDims& a) {
@@ -188,18 +191,15 @@ inline StridedView block_value_view(const BlockAttentionDims& a) {
 }
 // The merged O and dO in out, dout (B, Sq, H Dh): (B, H, q_rows, Dh).
 inline StridedView block_merged_output_view(const BlockAttentionDims& a) {
-  const std::int64_t OW = a.out_width();
-  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_seq * OW, a.head_dim, OW, 1}, 0};
+  return heads_view(a.batch, a.heads, a.q_rows, a.head_dim, a.q_seq, a.out_width());
 }
 // The block's own rows (B, q_rows, H Dh) as (B, H, q_rows, Dh): its O, and dQ.
 inline StridedView block_output_view(const BlockAttentionDims& a) {
-  const std::int64_t OW = a.out_width();
-  return {{a.batch, a.heads, a.q_rows, a.head_dim}, {a.q_rows * OW, a.head_dim, OW, 1}, 0};
+  return heads_view(a.batch, a.heads, a.q_rows, a.head_dim, a.q_rows, a.out_width());
 }
 // dK and dV of the block's own rows (B, kv_rows, 2 Hkv Dh): (B, Hkv, kv_rows, Dh).
 inline StridedView block_key_grad_view(const BlockAttentionDims& a) {
-  const std::int64_t KW = a.kv_width();
-  return {{a.batch, a.kv_heads, a.kv_rows, a.head_dim}, {a.kv_rows * KW, a.head_dim, KW, 1}, 0};
+  return heads_view(a.batch, a.kv_heads, a.kv_rows, a.head_dim, a.kv_rows, a.kv_width());
 }
 inline StridedView block_value_grad_view(const BlockAttentionDims& a) {
   StridedView v = block_key_grad_view(a);

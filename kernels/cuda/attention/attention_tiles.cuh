@@ -93,8 +93,8 @@ __device__ __forceinline__ void store_row(T* dst, const float (&acc)[kAcc], int 
 
 // Dynamic shared memory of the three kernel shapes, for tiles of row stride ld:
 //   forward  q, k, v tiles and a score tile;
-//   dq       q, dout, k, v tiles, a score tile, lse and delta of the query rows;
-//   dk, dv   k, v, q, dout tiles, two score tiles, lse and delta of the query rows.
+//   dq       k, v, q, dout tiles, a score tile, lse and delta of the query rows;
+//   dk, dv   the same and a second score tile (attention_block_backward.cu's BackwardTiles).
 inline std::size_t forward_smem_bytes(int ld) {
   return sizeof(float) * (3 * std::size_t{kTile} * ld + std::size_t{kTile} * kScoreLd);
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention_block_operands.h"
 #include "kernels/block_mask_rows.h"
 #include "kernels/cuda/attention/attention_blocks.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -31,33 +32,20 @@ const std::int32_t* document_rows(const Tensor& ids, std::int64_t first, std::in
 // qkv's own keys when kv is empty.
 AttentionBlock block_of(const Tensor& qkv, SeqRange q, const Tensor& kv, SeqRange k, const AttentionMask& mask,
                         int n_heads, int n_kv_heads) {
-  const bool self = kv.empty();
-  USTRAIN_ASSERT(qkv.shape.rank() == 3 && (self || (kv.shape.rank() == 3 && qkv.shape[0] == kv.shape[0])),
-                 "block attention needs qkv (B, Sq, W) and kv (B, Skv, 2 Hkv Dh) or none, got " + qkv.shape.str() +
-                     " and " + kv.shape.str());
-  USTRAIN_ASSERT(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-                 std::to_string(n_heads) + " query heads do not split into groups of " + std::to_string(n_kv_heads));
-  const std::int64_t width = qkv.shape[2], slots = n_heads + 2 * n_kv_heads;
-  USTRAIN_ASSERT(width % slots == 0, "qkv width " + std::to_string(width) + " is not a multiple of H + 2 Hkv");
-  const std::int64_t head_dim = width / slots;
-  USTRAIN_ASSERT(self || kv.shape[2] == 2 * n_kv_heads * head_dim,
-                 "kv " + kv.shape.str() + " for qkv " + qkv.shape.str());
-  const std::int64_t kv_seq = self ? qkv.shape[1] : kv.shape[1];
-  check_seq_range(q, qkv.shape[1], "query");
-  check_seq_range(k, kv_seq, "key");
+  const BlockOperands o = block_operands(qkv, q, kv, k, n_heads, n_kv_heads);
   AttentionBlock a;
   a.batch = qkv.shape[0];
   a.q_seq = qkv.shape[1];
-  a.kv_seq = kv_seq;
+  a.kv_seq = o.kv_seq;
   a.q_begin = q.begin;
   a.q_count = q.count;
   a.k_begin = k.begin;
   a.k_count = k.count;
   a.heads = n_heads;
   a.kv_heads = n_kv_heads;
-  a.head_dim = static_cast<int>(head_dim);
+  a.head_dim = static_cast<int>(o.head_dim);
   a.causal = mask.kind == AttentionMask::Kind::causal;
-  a.self = self;
+  a.self = o.self;
   check_block_mask(mask, a.batch, q.count, k.count);
   a.window = mask.window;
   a.diagonal = mask.q_first - mask.k_first;

@@ -1,5 +1,6 @@
 #include "kernels/cuda/attention/cudnn_attention.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <compare>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
 #include "kernels/cuda/attention/cudnn_attention_graph.h"
+#include "kernels/cuda/attention/cudnn_plan_key.h"
 #include "kernels/cuda/elementwise.h"
 
 namespace ustrain::cuda {
@@ -34,46 +36,6 @@ constexpr std::size_t kCudnnZeroesDqAccum = 90600;
 // The frontend spells a sliding window (its diagonal band's left bound) since cuDNN 9.2; a
 // window runs our kernel before it.
 constexpr std::size_t kCudnnSlidingWindow = 90200;
-
-enum class Pass : std::uint8_t { forward, backward };
-
-// A shape: the whole causal sequence (q_rows = kv_rows = q_seq = kv_seq), or one block of it.
-struct PlanKey {
-  bool block;
-  std::int64_t batch, q_seq, kv_seq, q_rows, kv_rows, heads, kv_heads, head_dim;
-  bool causal;
-  std::int64_t window;
-  DType act;
-  Pass pass;
-  auto operator<=>(const PlanKey&) const = default;
-};
-
-PlanKey whole_key(const AttentionDims& a, DType act, Pass pass) {
-  return {false, a.batch, a.seq, a.seq, a.seq, a.seq, a.heads, a.kv_heads, a.head_dim, true, a.window, act, pass};
-}
-
-PlanKey block_key(const BlockAttentionDims& a, DType act, Pass pass) {
-  return {true,       a.batch,    a.q_seq,  a.kv_seq, a.q_rows, a.kv_rows, a.heads,
-          a.kv_heads, a.head_dim, a.causal, a.window, act,      pass};
-}
-
-std::string describe(const PlanKey& k) {
-  std::string text = k.block ? "block attention " : "attention ";
-  text += k.pass == Pass::forward ? "forward (B=" : "backward (B=";
-  text += std::to_string(k.batch);
-  if (k.block) {
-    text += ", " + std::to_string(k.q_rows) + " of " + std::to_string(k.q_seq) + " query rows against ";
-    text += std::to_string(k.kv_rows) + " of " + std::to_string(k.kv_seq) + " key rows, ";
-    text += k.causal ? "causal" : "no mask";
-  } else {
-    text += ", S=" + std::to_string(k.q_seq);
-  }
-  text += ", H=" + std::to_string(k.heads) + ", Hkv=" + std::to_string(k.kv_heads) + ", Dh=" + std::to_string(k.head_dim);
-  if (k.window > 0) text += ", window " + std::to_string(k.window);
-  text += ", ";
-  text += dtype_name(k.act);
-  return text + ")";
-}
 
 // What a shape's first call decides from: why cuDNN should not take it ("" when it should), the
 // graph that runs it, and the scratch its calls stage through ahead of the plan's workspace.
@@ -139,14 +101,25 @@ ShapeSpec block_spec(const BlockAttentionDims& a, DType act, Pass pass) {
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 bool all_aligned16(std::initializer_list<const void*> buffers) {
-  for (const void* p : buffers)
-    if (!aligned16(p)) return false;
-  return true;
+  return std::all_of(buffers.begin(), buffers.end(), [](const void* p) { return aligned16(p); });
 }
 
 // The element `view.offset` of a half-precision buffer.
 void* at(const void* base, const StridedView& view) {
   return const_cast<char*>(static_cast<const char*>(base)) + view.offset * static_cast<std::int64_t>(kHalfBytes);
+}
+
+// An execution's device pointer of each io tensor, by uid.
+using Bindings = std::array<void*, kUidCount>;
+
+// Bindings that start with Q at view q of q_buffer and K and V at views k and v of kv_buffer.
+Bindings bind_qkv(const void* q_buffer, const StridedView& q, const void* kv_buffer, const StridedView& k,
+                  const StridedView& v) {
+  Bindings by_uid{};
+  by_uid[kUidQ] = at(q_buffer, q);
+  by_uid[kUidK] = at(kv_buffer, k);
+  by_uid[kUidV] = at(kv_buffer, v);
+  return by_uid;
 }
 
 }  // namespace
@@ -242,9 +215,18 @@ struct CudnnAttention::Impl {
   // The call's scratch: our staging from its start, the plan's own workspace after it.
   char* scratch_for(const CachedPlan& p) const { return static_cast<char*>(take_scratch(p.workspace_bytes(), p.name)); }
 
+  // The backward's fp32 scratch operands, the dQ accumulator zeroed where cuDNN does not.
+  void bind_backward_scratch(Bindings& by_uid, char* dq_accum, std::int64_t dq_accum_elements, char* row_dot,
+                             cudaStream_t stream) const {
+    by_uid[kUidDqAccum] = dq_accum;
+    by_uid[kUidRowDot] = row_dot;
+    const auto dq_accum_bytes = static_cast<std::size_t>(dq_accum_elements) * sizeof(float);
+    if (zero_dq_accum) USTRAIN_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, dq_accum_bytes, stream));
+  }
+
   // Runs the plan on `stream` in `scratch` (scratch_for(p)); by_uid holds the device pointer
   // of each io tensor.
-  void execute(CachedPlan& p, std::array<void*, kUidCount>& by_uid, char* scratch, cudaStream_t stream) {
+  void execute(CachedPlan& p, Bindings& by_uid, char* scratch, cudaStream_t stream) {
     by_uid[kUidScale] = &p.scale;
     by_uid[kUidNegInf] = &p.neg_inf;
     by_uid[kUidOne] = &p.one;
@@ -279,10 +261,7 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, std::int64_
   CachedPlan* plan = impl_->plan_for(whole_key(a, act, Pass::forward), spec, all_aligned16({out, lse, qkv}));
   if (plan == nullptr) return false;
 
-  std::array<void*, kUidCount> by_uid{};
-  by_uid[kUidQ] = at(qkv, query_view(a));
-  by_uid[kUidK] = at(qkv, key_view(a));
-  by_uid[kUidV] = at(qkv, value_view(a));
+  Bindings by_uid = bind_qkv(qkv, query_view(a), qkv, key_view(a), value_view(a));
   by_uid[kUidO] = out;
   by_uid[kUidStats] = lse;
   impl_->execute(*plan, by_uid, impl_->scratch_for(*plan), stream);
@@ -300,21 +279,15 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
 
   const BackwardScratch scratch = backward_scratch(a);
   char* base = impl_->scratch_for(*plan);
-  std::array<void*, kUidCount> by_uid{};
-  by_uid[kUidQ] = at(qkv, query_view(a));
-  by_uid[kUidK] = at(qkv, key_view(a));
-  by_uid[kUidV] = at(qkv, value_view(a));
+  Bindings by_uid = bind_qkv(qkv, query_view(a), qkv, key_view(a), value_view(a));
   by_uid[kUidO] = const_cast<void*>(out);
   by_uid[kUidDO] = const_cast<void*>(dout);
   by_uid[kUidStats] = const_cast<float*>(lse);
   by_uid[kUidDQ] = at(dqkv, query_view(a));
   by_uid[kUidDK] = at(dqkv, key_view(a));
   by_uid[kUidDV] = at(dqkv, value_view(a));
-  by_uid[kUidDqAccum] = base + scratch.dq_accum_offset;
-  by_uid[kUidRowDot] = base + scratch.row_dot_offset;
-  if (impl_->zero_dq_accum)  // cuDNN before 9.6 (see kCudnnZeroesDqAccum)
-    USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
-                                       static_cast<std::size_t>(dq_accum_view(a).numel()) * sizeof(float), stream));
+  impl_->bind_backward_scratch(by_uid, base + scratch.dq_accum_offset, dq_accum_view(a).numel(),
+                               base + scratch.row_dot_offset, stream);
   impl_->execute(*plan, by_uid, base, stream);
   return true;
 }
@@ -330,10 +303,7 @@ bool CudnnAttention::block_forward(float* out, float* lse, const void* qkv, cons
 
   char* base = impl_->scratch_for(*plan);
   void* o = base + block_forward_scratch(a, kHalfBytes).out_offset;  // (B, q_rows, H Dh) in act
-  std::array<void*, kUidCount> by_uid{};
-  by_uid[kUidQ] = at(q_rows, block_query_view(a));
-  by_uid[kUidK] = at(k_rows, block_key_view(a));
-  by_uid[kUidV] = at(k_rows, block_value_view(a));
+  Bindings by_uid = bind_qkv(q_rows, block_query_view(a), k_rows, block_key_view(a), block_value_view(a));
   by_uid[kUidO] = o;
   by_uid[kUidStats] = lse;
   impl_->execute(*plan, by_uid, base, stream);
@@ -364,22 +334,15 @@ bool CudnnAttention::block_backward(float* dq, float* dkv, const void* dout, con
                                        static_cast<std::size_t>(a.batch * a.heads), cudaMemcpyDeviceToDevice, stream));
   void* block_dq = base + scratch.dq_offset;    // (B, q_rows, H Dh) in act
   void* block_dkv = base + scratch.dkv_offset;  // (B, kv_rows, 2 Hkv Dh) in act
-  std::array<void*, kUidCount> by_uid{};
-  by_uid[kUidQ] = at(q_rows, block_query_view(a));
-  by_uid[kUidK] = at(k_rows, block_key_view(a));
-  by_uid[kUidV] = at(k_rows, block_value_view(a));
+  Bindings by_uid = bind_qkv(q_rows, block_query_view(a), k_rows, block_key_view(a), block_value_view(a));
   by_uid[kUidO] = const_cast<void*>(o_rows);
   by_uid[kUidDO] = const_cast<void*>(do_rows);
   by_uid[kUidStats] = block_lse;
   by_uid[kUidDQ] = block_dq;
   by_uid[kUidDK] = at(block_dkv, block_key_grad_view(a));
   by_uid[kUidDV] = at(block_dkv, block_value_grad_view(a));
-  by_uid[kUidDqAccum] = base + scratch.dq_accum_offset;
-  by_uid[kUidRowDot] = base + scratch.row_dot_offset;
-  if (impl_->zero_dq_accum)  // cuDNN before 9.6 (see kCudnnZeroesDqAccum)
-    USTRAIN_CUDA_CHECK(cudaMemsetAsync(by_uid[kUidDqAccum], 0,
-                                       static_cast<std::size_t>(block_dq_accum_view(a).numel()) * sizeof(float),
-                                       stream));
+  impl_->bind_backward_scratch(by_uid, base + scratch.dq_accum_offset, block_dq_accum_view(a).numel(),
+                               base + scratch.row_dot_offset, stream);
   impl_->execute(*plan, by_uid, base, stream);
   // The block's gradients, in act, into the fp32 sums at its rows.
   attention_add_rows(dq + q_begin * OW, a.q_seq, block_dq, act, a.batch, a.q_rows, OW, stream);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/fp8/fp8_scratch_sizes.h"
 #include "kernels/cuda/fp8/lt_fp8_gemm.h"
 #include "kernels/error.h"
+#include "kernels/fp8/fp8_gemm_applies.h"
 
 namespace ustrain::cuda {
 namespace {
@@ -142,8 +143,7 @@ void CudaFp8Backend::record_into(fp8::Fp8Layers& layers) {
 
 void CudaFp8Backend::linear_forward(Tensor out, Tensor x, Tensor weight) {
   const fp8::LayerScaling* state = layers_.find(weight.data);
-  if (state == nullptr || x.dtype != DType::bf16 || weight.dtype != DType::bf16 || out.dtype != DType::bf16 ||
-      weight.shape.rank() != 2 || x.numel() == 0 || weight.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, out, DType::bf16, x, weight, weight))
     return CudaBackend::linear_forward(out, x, weight);
   const std::int64_t n = x.shape.rows(), in = x.shape.last(), o = weight.shape[0];
   USTRAIN_ASSERT(weight.shape.last() == in && out.shape.rows() == n && out.shape.last() == o,
@@ -155,8 +155,7 @@ void CudaFp8Backend::linear_forward(Tensor out, Tensor x, Tensor weight) {
 
 void CudaFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight) {
   const fp8::LayerScaling* state = layers_.find(weight.data);
-  if (state == nullptr || dout.dtype != DType::bf16 || weight.dtype != DType::bf16 || dx.dtype != DType::bf16 ||
-      weight.shape.rank() != 2 || dout.numel() == 0 || weight.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, dx, DType::bf16, dout, weight, weight))
     return CudaBackend::linear_backward_input(dx, dout, weight);
   const std::int64_t n = dout.shape.rows(), o = weight.shape[0], in = weight.shape[1];
   USTRAIN_ASSERT(dout.shape.last() == o && dx.shape.rows() == n && dx.shape.last() == in,
@@ -169,8 +168,7 @@ void CudaFp8Backend::linear_backward_input(Tensor dx, Tensor dout, Tensor weight
 
 void CudaFp8Backend::linear_backward_weight(Tensor dweight, Tensor dout, Tensor x) {
   const fp8::LayerScaling* state = layers_.find(dweight.data);
-  if (state == nullptr || dout.dtype != DType::bf16 || x.dtype != DType::bf16 || dweight.dtype != DType::f32 ||
-      dweight.shape.rank() != 2 || x.numel() == 0 || dout.numel() == 0)
+  if (!fp8::fp8_gemm_applies(state != nullptr, dweight, DType::f32, dout, x, dweight))
     return CudaBackend::linear_backward_weight(dweight, dout, x);
   const std::int64_t n = x.shape.rows(), in = x.shape.last(), o = dweight.shape[0];
   USTRAIN_ASSERT(dweight.shape[1] == in && dout.shape.rows() == n && dout.shape.last() == o,

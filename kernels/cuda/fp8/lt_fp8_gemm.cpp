@@ -74,16 +74,8 @@ void set_scale_pointers(cublasLtMatmulDesc_t desc, const Fp8GemmOperand& a, cons
 }  // namespace
 
 struct LtFp8Gemm::Impl {
-  cublasLtHandle_t handle = nullptr;
-  std::map<PlanKey, std::unique_ptr<LtPlan>> plans;
-
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-  ~Impl() {
-    plans.clear();  // descriptors before the handle
-    if (handle) cublasLtDestroy(handle);
-  }
+  LtHandle handle = make_lt_handle();
+  std::map<PlanKey, std::unique_ptr<LtPlan>> plans;  // destroyed before the handle
 
   LtPlan& plan(const PlanKey& key, const Fp8GemmOperand& a, const Fp8GemmOperand& b);
 };
@@ -110,7 +102,7 @@ LtPlan& LtFp8Gemm::Impl::plan(const PlanKey& key, const Fp8GemmOperand& a, const
   const LtPreference pref(kWorkspaceBytes, key.align_a, key.align_b, key.align_c, key.out_type != DType::f32);
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.get(),
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle.get(), p->desc, p->a, p->b, p->c, p->c, pref.get(),
                                                                1, &result, &found_count);
   USTRAIN_ASSERT(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
                  "cuBLASLt heuristic failed for " + key.text() + ": " + cublasLtGetStatusName(status));
@@ -125,11 +117,7 @@ LtPlan& LtFp8Gemm::Impl::plan(const PlanKey& key, const Fp8GemmOperand& a, const
   return *plans.emplace(key, std::move(p)).first->second;
 }
 
-LtFp8Gemm::LtFp8Gemm() : impl_(nullptr) {
-  auto impl = std::make_unique<Impl>();
-  USTRAIN_LT_CHECK(cublasLtCreate(&impl->handle));
-  impl_ = impl.release();
-}
+LtFp8Gemm::LtFp8Gemm() : impl_(new Impl) {}
 
 LtFp8Gemm::~LtFp8Gemm() { delete impl_; }
 
@@ -151,7 +139,7 @@ void LtFp8Gemm::run(void* out, DType out_type, const Fp8GemmOperand& a, const Fp
   set_scale_pointers(p.desc, a, b);
   const float alpha = 1.0f;
   // C and D are the same buffer: beta = 0 overwrites it (bf16), beta = 1 accumulates (f32).
-  USTRAIN_LT_CHECK(cublasLtMatmul(impl_->handle, p.desc, &alpha, a.codes, p.a, b.codes, p.b, &p.beta, out, p.c, out,
+  USTRAIN_LT_CHECK(cublasLtMatmul(impl_->handle.get(), p.desc, &alpha, a.codes, p.a, b.codes, p.b, &p.beta, out, p.c, out,
                                   p.c, &p.algo, workspace, kWorkspaceBytes, stream));
 }
 

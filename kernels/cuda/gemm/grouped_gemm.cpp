@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
+#include "kernels/cuda/gemm/cuda_data_type.h"
 #include "kernels/error.h"
 
 namespace ustrain::cuda {
@@ -25,17 +26,6 @@ namespace {
     const cublasStatus_t ustrain_status_ = (expr);                                      \
     if (ustrain_status_ != CUBLAS_STATUS_SUCCESS) fail_cublas(ustrain_status_, #expr, __FILE__, __LINE__); \
   } while (0)
-
-cudaDataType_t cublas_type(DType t) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: break;
-  }
-  USTRAIN_ASSERT(false, std::string("cuBLAS grouped GEMM: unsupported dtype ") + dtype_name(t));
-  return CUDA_R_32F;
-}
 
 cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
@@ -126,7 +116,7 @@ void GroupedGemm::run(std::span<const GroupedProblem> problems, DType ab, DType 
     if (s.workspace_given) USTRAIN_CUBLAS_CHECK(cublasSetWorkspace(s.handle, s.workspace, s.workspace_bytes));
     s.stream = stream;
   }
-  const cudaDataType_t ab_type = cublas_type(ab), c_type = cublas_type(c);
+  const cudaDataType_t ab_type = cuda_data_type(ab, "cuBLAS grouped GEMM"), c_type = cuda_data_type(c, "cuBLAS grouped GEMM");
   USTRAIN_CUBLAS_CHECK(cublasGemmGroupedBatchedEx_64(
       s.handle, s.trans_a.data(), s.trans_b.data(), s.m.data(), s.n.data(), s.k.data(), s.alpha.data(),
       const_cast<const void* const*>(device_a), ab_type, s.lda.data(), const_cast<const void* const*>(device_b),

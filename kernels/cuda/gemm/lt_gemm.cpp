@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
+#include "kernels/cuda/gemm/cuda_data_type.h"
 #include "kernels/cuda/gemm/gemm_plan.h"
 #include "kernels/cuda/gemm/lt_support.h"
 #include "kernels/error.h"
@@ -31,17 +32,6 @@ const char* gemm_name(LinearGemm op) {
 }
 
 bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: break;
-  }
-  USTRAIN_ASSERT(false, std::string("cuBLASLt GEMM: unsupported dtype ") + dtype_name(t));
-  return CUDA_R_32F;
-}
 
 std::string shape_text(LinearGemm op, std::int64_t N, std::int64_t I, std::int64_t O, DType act, DType c_type) {
   return std::string(gemm_name(op)) + " (N=" + std::to_string(N) + ", I=" + std::to_string(I) +
@@ -75,18 +65,13 @@ void set_transpose(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 }  // namespace
 
 struct LtGemm::Impl {
-  cublasLtHandle_t handle = nullptr;
+  LtHandle handle = make_lt_handle();
   void* workspace = nullptr;  // the caller's (use_workspace) or `own`
   void* own = nullptr;
-  std::map<PlanKey, std::unique_ptr<LtPlan>> plans;
+  std::map<PlanKey, std::unique_ptr<LtPlan>> plans;  // destroyed before the handle
 
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
   ~Impl() {
-    plans.clear();  // descriptors before the handle
     if (own) cudaFree(own);  // waits for work still using it
-    if (handle) cublasLtDestroy(handle);
   }
 
   const LtPlan& plan(const PlanKey& key, const GemmCall& call);
@@ -105,15 +90,15 @@ const LtPlan& LtGemm::Impl::plan(const PlanKey& key, const GemmCall& call) {
   USTRAIN_LT_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_transpose(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, call.trans_a);
   set_transpose(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, call.trans_b);
-  const cudaDataType_t in_type = lt_type(key.act);
+  const cudaDataType_t in_type = cuda_data_type(key.act, "cuBLASLt GEMM");
   p->a = make_layout(in_type, call.a_rows(), call.a_cols(), call.lda);
   p->b = make_layout(in_type, call.b_rows(), call.b_cols(), call.ldb);
-  p->c = make_layout(lt_type(key.c_type), call.m, call.n, call.ldc);
+  p->c = make_layout(cuda_data_type(key.c_type, "cuBLASLt GEMM"), call.m, call.n, call.ldc);
 
   const LtPreference pref(kWorkspaceBytes, key.align_a, key.align_b, key.align_c, key.c_type != DType::f32);
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref.get(),
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle.get(), p->desc, p->a, p->b, p->c, p->c, pref.get(),
                                                                1, &result, &found_count);
   const std::string what = shape_text(key.op, key.N, key.I, key.O, key.act, key.c_type);
   USTRAIN_ASSERT(status == CUBLAS_STATUS_SUCCESS || status == CUBLAS_STATUS_NOT_SUPPORTED,
@@ -146,7 +131,7 @@ void LtGemm::Impl::run(LinearGemm op, const GemmCall& call, const void* x, const
   const LtPlan& p = plan(key, call);
   if (workspace == nullptr) workspace = own = device_malloc(kWorkspaceBytes, "the cuBLASLt workspace");
   // C and D are the same buffer: beta = 0 overwrites it, beta = 1 accumulates into it.
-  USTRAIN_LT_CHECK(cublasLtMatmul(handle, p.desc, &p.call.alpha, a, p.a, b, p.b, &p.call.beta, c, p.c, c, p.c,
+  USTRAIN_LT_CHECK(cublasLtMatmul(handle.get(), p.desc, &p.call.alpha, a, p.a, b, p.b, &p.call.beta, c, p.c, c, p.c,
                                   &p.algo, workspace, kWorkspaceBytes, stream));
 }
 
@@ -168,11 +153,7 @@ void zero_fill(void* c, std::int64_t rows, std::int64_t cols, DType type, cudaSt
 
 }  // namespace
 
-LtGemm::LtGemm() : impl_(nullptr) {
-  auto impl = std::make_unique<Impl>();
-  USTRAIN_LT_CHECK(cublasLtCreate(&impl->handle));
-  impl_ = impl.release();
-}
+LtGemm::LtGemm() : impl_(new Impl) {}
 
 void LtGemm::use_workspace(void* workspace) {
   impl_->workspace = workspace;

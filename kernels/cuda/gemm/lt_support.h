@@ -6,11 +6,25 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/gemm/lt_check.h"
 
 namespace ustrain::cuda {
+
+// An owned cuBLASLt handle. Declared before its owner's plans, it outlives their descriptors.
+struct LtHandleDestroy {
+  void operator()(cublasLtHandle_t handle) const { cublasLtDestroy(handle); }
+};
+using LtHandle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, LtHandleDestroy>;
+
+inline LtHandle make_lt_handle() {
+  cublasLtHandle_t handle = nullptr;
+  USTRAIN_LT_CHECK(cublasLtCreate(&handle));
+  return LtHandle(handle);
+}
 
 // A cached call's descriptor, its A, B and C (= D) layouts and the algorithm chosen for them.
 struct LtDescriptors {
