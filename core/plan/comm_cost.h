@@ -5,7 +5,9 @@
 //   gradients (dp x cp), gradient sync    issued as buckets fill during the last micro-batch's
 //     (all-reduce, ZeRO reduce-scatter)   backward (parallel.overlap_comm) and run one after
 //                                         another on the group; the step waits for the last at
-//                                         the end of backward. Without overlap_comm, exposed.
+//                                         the end of backward. Priced as filling evenly over
+//                                         the action: the first bucket leaves after 1/k of it,
+//                                         the last at its end. Without overlap_comm, exposed.
 //   gradients, ZeRO-3 parameter gathers   prefetched one layer ahead (overlap_comm): exposed
 //                                         only where an action's gathers outlast its compute.
 //   cp (ring attention's key/value        the next key/value block travels while this one

@@ -56,6 +56,21 @@ double exposed_ring_seconds(ActionKind kind, double ring_s, double attention_s) 
   return ring_s / 2 + std::max(0.0, ring_s / 2 - attention_s);
 }
 
+// The reduce-scatters and all-reduces of a volume: the gradient sync's calls (its buckets).
+std::int64_t sync_calls(const CommVolume& v) { return v[CommOp::reduce_scatter].calls + v[CommOp::all_reduce].calls; }
+
+// When the group's queue, free at `queue`, has carried the gradient sync of a backward action
+// that computes over `span` (start, end): `bucketed_s` in `buckets` calls, each issued as
+// backward fills its bucket (evenly over the action), then `replicate_s`, issued at its end.
+// The last bucket is sent after the end; the first waits for the queue and its bucket.
+double sync_done(double queue, std::pair<double, double> span, double bucketed_s, double replicate_s,
+                 std::int64_t buckets) {
+  const auto [start, end] = span;
+  const double k = static_cast<double>(buckets);
+  const double first_ready = start + (end - start) / k;
+  return std::max(std::max(queue, first_ready) + bucketed_s, end + bucketed_s / k) + replicate_s;
+}
+
 // The recorded pipeline rank whose profile stands for `r`: the first and last differ (the
 // embedding, the head and loss), the ones between are alike.
 int recorded_rank(int r, int pp) { return r == 0 || r == pp - 1 ? r : 1; }
@@ -142,6 +157,9 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
                         comm_seconds(a.comm.dp_replicate, spans.dp_replicate, hw_) - gathers;
     c.gather_s = overlap ? std::max(0.0, gathers - c.compute_s) : gathers;
     c.async_s = overlap ? sync : 0;
+    c.replicate_s = overlap ? comm_seconds(a.comm.dp_replicate, spans.dp_replicate, hw_) : 0;
+    c.buckets = std::max<std::int64_t>(1, sync_calls(a.comm.gradients) + sync_calls(a.comm.expert_gradients) +
+                                              sync_calls(a.comm.dp_shard));
     c.blocking_s = c.compute_s + c.tp_s + c.cp_s + c.ep_s + c.gather_s + (overlap ? 0 : sync) +
                    comm_seconds(a.comm.embedding, spans.embedding, hw_);
     p.actions[key] = c;
@@ -211,7 +229,8 @@ StepTime StepTimeModel::rank_time(const PricedRank& pr, const std::vector<Pipeli
       const auto regular = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
       if (regular != pr.actions.end()) extra += std::max(0.0, c.blocking_s - regular->second.blocking_s);
     }
-    if (is_backward(a.kind) && c.async_s > 0) queue = std::max(queue, end) + c.async_s;
+    if (is_backward(a.kind) && c.async_s > 0)
+      queue = sync_done(queue, spans[span - 1], c.async_s - c.replicate_s, c.replicate_s, c.buckets);
   }
   const double last_end = spans.back().second;
   const double sync_wait = std::max(0.0, queue - last_end);

@@ -56,6 +56,8 @@ class StepTimeModel {
     double blocking_s = 0;  // compute + tp + cp + ep + exposed gathers (+ gradient sync without overlap)
     double compute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, gather_s = 0;
     double async_s = 0;     // gradient sync issued by this action, queued on the group
+    double replicate_s = 0; // of async_s, what waits for the end of the action (hybrid sharding's all-reduce)
+    std::int64_t buckets = 1;  // the calls the rest of async_s is issued in, as backward fills them
   };
   struct PricedRank {
     std::map<std::tuple<int, int, bool>, PricedAction> actions;  // (kind, chunk, last micro-batch)
