@@ -43,7 +43,8 @@ std::string kept_calibration_dir() {
   return peaks.empty() ? "" : (fs::path(peaks).parent_path() / "cpu_calibration").string();
 }
 
-Calibration kept_calibration(const std::string& dir, const std::string& key, const std::function<Calibration()>& measure) {
+Calibration kept_calibration(const std::string& dir, const std::string& key,
+                             const std::function<Calibration()>& measure) {
   const std::string path = dir.empty() ? "" : fmt::format("{}/{:016x}.json", dir, hash_string(key));
   std::error_code ec;
   if (!path.empty() && fs::is_regular_file(path, ec)) {

@@ -17,6 +17,7 @@ std::string kept_calibration_dir();
 // The curves kept in `dir` under `key`; when there are none (or the file is unusable), those
 // `measure` returns, then kept there. A directory that cannot be written is said in the
 // curves' source, and the measured curves are used all the same.
-Calibration kept_calibration(const std::string& dir, const std::string& key, const std::function<Calibration()>& measure);
+Calibration kept_calibration(const std::string& dir, const std::string& key,
+                             const std::function<Calibration()>& measure);
 
 }  // namespace ustrain
