@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include <stdexcept>
+#include <algorithm>
+#include <set>
 #include <string>
 
 #include "core/plan/hardware.h"
