@@ -1,7 +1,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -66,9 +65,7 @@ void add_plan_command(CLI::App& root) {
     options.global_batch_tokens = opt->global_batch_tokens;
     options.hardware = {opt->peak_tflops, opt->memory_gib, opt->intra_gbps, opt->inter_gbps};
     // The parallel keys the recipe file writes or --set gives fix their dimension; the rest are searched.
-    for (const std::string& key : keys_set_by_hand(opt->recipe, opt->overrides))
-      if (std::find(layout_keys().begin(), layout_keys().end(), key) != layout_keys().end())
-        options.fixed_keys.insert(key);
+    options.fixed_keys = layout_keys_among(keys_set_by_hand(opt->recipe, opt->overrides));
     PlanProgress progress;
     options.progress = [&progress](std::size_t planned, std::size_t layouts) { progress.show(planned, layouts); };
     const Plan plan = plan_layouts(recipe, options);

@@ -28,8 +28,9 @@ void add_train_command(CLI::App& root) {
   add_set_option(*cmd, opt->overrides);
   cmd->add_flag("--dry-run", opt->dry_run,
                 "Make the checks training makes first (data, device.threads, (CPU) memory), print the resolved "
-                "recipe, parameter count and memory plan (and, without a launcher, how to start a layout of "
-                "several ranks), then exit without training or writing");
+                "recipe (with parallel.layout = auto, the layout the planner chooses), parameter count and memory "
+                "plan (and, without a launcher, how to start a layout of several ranks), then exit without "
+                "training or writing");
   cmd->add_flag("--overwrite", opt->overwrite,
                 "Replace the run (metrics and checkpoints) in the same run directory");
   cmd->add_option("--resume", opt->resume,
@@ -56,6 +57,7 @@ void add_train_command(CLI::App& root) {
     options.resume = opt->resume;
     options.force_resume = opt->force_resume;
     options.measure_peak = opt->measure_peak;
+    options.set_by_hand = keys_set_by_hand(opt->recipe, opt->overrides);
     options.ustrain_version = USTRAIN_VERSION;
     if (train(recipe, options).stop_signal != 0) throw ExitStatus{kExitStopped};
   });

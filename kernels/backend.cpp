@@ -106,6 +106,32 @@ std::string gpu_uuid(int index) {
 #endif
 }
 
+namespace {
+
+// Why device.type = "cuda" cannot run here.
+UserError no_gpu() {
+#ifdef USTRAIN_HAVE_CUDA
+  return UserError("device.type = \"cuda\": no CUDA GPU visible (" + cuda::device_count_error() +
+                   "; no driver, or CUDA_VISIBLE_DEVICES hides them); run on a machine with an NVIDIA GPU or "
+                   "set device.type = \"cpu\"");
+#else
+  return UserError("device.type = \"cuda\": this ustrain was built without CUDA (no toolkit at build "
+                   "time); rebuild where the CUDA toolkit and cuDNN are installed, or set device.type = \"cpu\"");
+#endif
+}
+
+}  // namespace
+
+std::string gpu_description(int index) {
+  if (visible_gpus() == 0) throw no_gpu();
+#ifdef USTRAIN_HAVE_CUDA
+  return cuda::device_description(index);
+#else
+  (void)index;
+  return "";
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, int device_index) {
   if (threads < 0)
     throw UserError("device.threads must be 0 (all cores) or a positive count, got " + std::to_string(threads));
@@ -115,14 +141,10 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, int device_ind
     case Device::cuda: {
 #ifdef USTRAIN_HAVE_CUDA
       if (cuda::device_count() > 0) return std::make_unique<cuda::CudaBackend>(device_index);
-      throw UserError("device.type = \"cuda\": no CUDA GPU visible (" + cuda::device_count_error() +
-                      "; no driver, or CUDA_VISIBLE_DEVICES hides them); run on a machine with an NVIDIA GPU or "
-                      "set device.type = \"cpu\"");
 #else
       (void)device_index;
-      throw UserError("device.type = \"cuda\": this ustrain was built without CUDA (no toolkit at build "
-                      "time); rebuild where the CUDA toolkit and cuDNN are installed, or set device.type = \"cpu\"");
 #endif
+      throw no_gpu();
     }
   }
   USTRAIN_ASSERT(false, "unknown device");

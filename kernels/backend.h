@@ -307,6 +307,9 @@ class Backend {
 int visible_gpus();
 // The UUID of visible GPU `index` ("" without CUDA): which physical GPU a process uses.
 std::string gpu_uuid(int index);
+// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" of visible GPU `index`; UserError, as make_backend
+// gives it, when this build or this machine has no GPU.
+std::string gpu_description(int index);
 
 // The backend for a device: `threads` CPU threads (0: all cores), or GPU `device_index`.
 // Throws UserError when the device is not available in this build or on this machine.

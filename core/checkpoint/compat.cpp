@@ -22,6 +22,7 @@ constexpr std::string_view kHarmlessKeys[] = {
     "train.replica_check_grads", "train.recompute", "run.name",
     "train.loss_scale_init",  // a resumed run continues at its checkpoint's loss scale
     "run.output_dir", "model.max_seq_len", "model.init_std", "data.prefetch", "data.verify", "parallel.overlap_comm",
+    "parallel.layout",  // the keys it chose are compared as what they are
     "parallel.comm_timeout_s", "parallel.startup_timeout_s", "device.memory_check"};
 // Logging, tracing (log.trace_steps), checkpoint policy and task evaluation change no number a step computes.
 constexpr std::string_view kHarmlessSections[] = {"checkpoint.", "log.", "eval."};

@@ -4,7 +4,8 @@
 //   harmless          the continuation computes the same numbers (train.steps,
 //                     train.eval_interval, train.eval_batches, train.recompute, run.name,
 //                     run.output_dir, model.max_seq_len, model.init_std, data.prefetch,
-//                     data.verify, parallel.overlap_comm, checkpoint.*, log.*):
+//                     data.verify, parallel.overlap_comm, parallel.layout,
+//                     checkpoint.*, log.*):
 //                     allowed and reported. A new train.steps stretches the LR schedule.
 //   reassociates      how the same global batch and state are split (parallel.dp, parallel.tp,
 //                     parallel.sp, parallel.pp, parallel.pp_schedule, parallel.virtual_stages,

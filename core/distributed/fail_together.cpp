@@ -12,6 +12,16 @@
 
 namespace ustrain {
 
+std::string broadcast_text(Communicator& group, const std::string& text, int root) {
+  if (group.size() == 1) return text;
+  std::uint32_t bytes = group.rank() == root ? static_cast<std::uint32_t>(text.size()) : 0;
+  group.broadcast(Tensor(&bytes, Shape{1}, DType::u32), root).wait();
+  std::vector<std::uint32_t> words((bytes + 3) / 4 + 1, 0);
+  if (group.rank() == root) std::memcpy(words.data(), text.data(), bytes);
+  group.broadcast(Tensor(words.data(), Shape{static_cast<std::int64_t>(words.size())}, DType::u32), root).wait();
+  return std::string(reinterpret_cast<const char*>(words.data()), bytes);
+}
+
 void fail_together(Communicator& group, const std::function<void()>& work) {
   std::optional<std::string> error;
   try {
@@ -32,12 +42,7 @@ void fail_together(Communicator& group, const std::function<void()>& work) {
   for (int r = 0; r < group.size() && first < 0; ++r)
     if (lengths[static_cast<std::size_t>(r)] > 0) first = r;
   if (first < 0) return;
-  // Its message, in 32-bit words from the failing rank.
-  const std::size_t bytes = lengths[static_cast<std::size_t>(first)];
-  std::vector<std::uint32_t> words((bytes + 3) / 4, 0);
-  if (group.rank() == first) std::memcpy(words.data(), error->c_str(), bytes);
-  group.broadcast(Tensor(words.data(), Shape{static_cast<std::int64_t>(words.size())}, DType::u32), first).wait();
-  const std::string message(reinterpret_cast<const char*>(words.data()));
+  const std::string message = broadcast_text(group, error.value_or(""), first);
   throw UserError(fmt::format("rank {}: {}", group.ranks()[static_cast<std::size_t>(first)], message));
 }
 

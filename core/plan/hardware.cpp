@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <vector>
 
@@ -78,6 +79,17 @@ Hardware gpu_hardware(const std::string& name) {
   if (name == "h200") return gpu("h200", 989, 67, 141, 4.8, 450, 50, "NVIDIA H200 SXM datasheet, DGX H200 guide");
   if (name == "a100") return gpu("a100", 312, 19.5, 80, 2.04, 300, 25, "NVIDIA A100 SXM4 80 GB datasheet, DGX A100 guide");
   throw UserError(fmt::format("--gpu {}: unknown; choose h100, h200, a100 or cpu", name));
+}
+
+std::string described_gpu(const std::string& description) {
+  std::string upper = description;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const auto& [model, name] : {std::pair{"H100", "h100"}, std::pair{"H200", "h200"}, std::pair{"A100", "a100"}})
+    if (upper.find(model) != std::string::npos) return name;
+  throw UserError(fmt::format("the planner knows the H100, H200 and A100, not this GPU ({}); set the layout by hand "
+                              "(parallel.layout = \"manual\" with the keys `ustrain plan` proposes for the nearest "
+                              "of them)",
+                              description));
 }
 
 Hardware measure_cpu_hardware() {

@@ -50,6 +50,9 @@ void check_plausible(std::string_view what, double value, const Plausible& range
 // The published description of "h100" (SXM), "h200" (SXM) or "a100" (SXM 80 GB); UserError
 // for another name.
 Hardware gpu_hardware(const std::string& name);
+// The name gpu_hardware knows for a GPU as the driver describes it ("NVIDIA H100 80GB HBM3 ..."
+// is "h100"); UserError for a GPU the planner has no figures for.
+std::string described_gpu(const std::string& description);
 // This machine: its cores, available memory and memory bandwidth (measured now, about a second).
 Hardware measure_cpu_hardware();
 // `hw` with the overrides that are given; UserError for one outside its plausible range.

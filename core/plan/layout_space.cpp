@@ -31,9 +31,7 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return d;
 }
 
-namespace {
-
-Recipe with_layout(Recipe r, const Layout& l, std::int64_t global_batch) {
+Recipe recipe_with_layout(Recipe r, const Layout& l, std::int64_t global_batch) {
   ParallelSection& p = r.parallel;
   p.dp = l.dp, p.tp = l.tp, p.pp = l.pp, p.cp = l.cp, p.ep = l.ep, p.zero = l.zero, p.sp = l.sp;
   p.pp_schedule = l.pp_schedule;
@@ -45,6 +43,8 @@ Recipe with_layout(Recipe r, const Layout& l, std::int64_t global_batch) {
   return r;
 }
 
+namespace {
+
 // The (schedule, virtual stages) pairs worth trying at pp: one schedule without a pipeline.
 std::vector<std::pair<std::string, std::int64_t>> schedules(std::int64_t pp, std::int64_t layers) {
   if (pp == 1) return {{"1f1b", 1}};
@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, std::int64_t>> schedules(std::int64_t pp, std
 
 }  // namespace
 
-Recipe Candidate::recipe() const { return with_layout(*base, layout, global_batch); }
+Recipe Candidate::recipe() const { return recipe_with_layout(*base, layout, global_batch); }
 
 std::vector<std::string> Layout::overrides() const {
   // Every dimension, 1s included: the lines are pasted after the user's own --set options,
@@ -80,6 +80,13 @@ const std::vector<std::string>& layout_keys() {
                                                 "parallel.sp",   "parallel.pp_schedule", "parallel.virtual_stages",
                                                 "parallel.dp_shard"};
   return keys;
+}
+
+std::set<std::string> layout_keys_among(const std::set<std::string>& keys) {
+  std::set<std::string> kept;
+  for (const std::string& key : keys)
+    if (std::find(layout_keys().begin(), layout_keys().end(), key) != layout_keys().end()) kept.insert(key);
+  return kept;
 }
 
 std::string given_value(const std::string& key, const ParallelSection& p) {

@@ -50,11 +50,17 @@ struct SearchSpace {
 // The search's parallel.* keys, those `fixed` may name.
 const std::vector<std::string>& layout_keys();
 
+// Those of `keys` (the keys a user set by hand) that fix a dimension of the search.
+std::set<std::string> layout_keys_among(const std::set<std::string>& keys);
+
 // The value of parallel.* key `key` (one of layout_keys()) in `p`, as --set takes it.
 std::string given_value(const std::string& key, const ParallelSection& p);
 
 // Whether `l` has the values `space` fixes.
 bool keeps(const Layout& l, const SearchSpace& space);
+
+// `base` with the layout's keys ([parallel] and train.micro_batch, recompute and global_batch).
+Recipe recipe_with_layout(Recipe base, const Layout& layout, std::int64_t global_batch);
 
 // A layout the recipe checks accepted. Its recipe is made again when asked for: tens of
 // thousands of candidates each holding a copy of the recipe would take gigabytes.

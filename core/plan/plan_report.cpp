@@ -32,6 +32,16 @@ std::string mask_line(const Plan& plan) {
 
 }  // namespace
 
+std::string no_layout_fits(const Plan& plan) {
+  const PlannedLayout& least = *std::min_element(plan.layouts.begin(), plan.layouts.end(), [](auto& a, auto& b) {
+    return a.memory.bytes < b.memory.bytes;
+  });
+  return fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {}{} GiB of {} GiB "
+                     "per device; use more devices or a smaller model",
+                     least.layout.str(), least.layout.zero, least.layout.recompute, least.layout.micro_batch,
+                     least.pruned ? "at least " : "", gib(least.memory.bytes), gib(least.memory.available));
+}
+
 std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
   const Hardware& hw = plan.hardware;
   std::string s;
@@ -50,15 +60,7 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
   s += fmt::format("{} layouts pass the recipe checks ({} left out by a memory bound, {} distinct rank steps "
                    "recorded); {} fit; global batch {} sequences\n\n",
                    plan.candidates, pruned, plan.recorded_steps, fitting, plan.global_batch);
-  if (fitting == 0) {
-    const PlannedLayout& least = *std::min_element(plan.layouts.begin(), plan.layouts.end(), [](auto& a, auto& b) {
-      return a.memory.bytes < b.memory.bytes;
-    });
-    return s + fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {}{} GiB of "
-                           "{} GiB per device; use more devices or a smaller model\n",
-                           least.layout.str(), least.layout.zero, least.layout.recompute, least.layout.micro_batch,
-                           least.pruned ? "at least " : "", gib(least.memory.bytes), gib(least.memory.available));
-  }
+  if (fitting == 0) return s + no_layout_fits(plan) + "\n";
   // The dp_shard column shows only where a listed layout shards over less than all of dp.
   bool any_hybrid = false;
   for (std::size_t i = 0; i < fitting && static_cast<int>(i) < top; ++i) any_hybrid |= plan.layouts[i].layout.hybrid();

@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "core/model/llama.h"
+#include "core/monitor/kept_peak.h"
 #include "core/plan/calibration_measure.h"
+#include "core/plan/kept_calibration.h"
 #include "core/plan/parallel_for.h"
 #include "core/step/model_instance.h"
 #include "core/step/training_step.h"
@@ -114,10 +116,16 @@ void set_calibration(Plan& plan, const Recipe& base, const PlanOptions& o, bool 
   if (!o.calibration.empty()) {
     plan.calibration = read_calibration(o.calibration);
   } else if (cpu) {
-    plan.calibration = measure_shared_cpu_calibration(
-        at_once, plan.threads_per_rank, compute,
-        fmt::format("measured now by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank),
-        model_shapes(base.model));
+    const ModelShapes shapes = model_shapes(base.model);
+    const auto measure = [&] {
+      return measure_shared_cpu_calibration(
+          at_once, plan.threads_per_rank, compute,
+          fmt::format("measured by {} rank(s) of {} thread(s) at once", at_once, plan.threads_per_rank), shapes);
+    };
+    const std::string key = peak_key(fmt::format("{} rank(s) of {} thread(s) at once, {}, head_dim {}, linears {}",
+                                                 at_once, plan.threads_per_rank, dtype_name(compute), shapes.head_dim,
+                                                 fmt::join(shapes.linears, " ")));
+    plan.calibration = o.kept_calibrations.empty() ? measure() : kept_calibration(o.kept_calibrations, key, measure);
   } else {
     plan.calibration = default_gpu_calibration(plan.hardware, compute);
   }

@@ -33,6 +33,8 @@ struct PlanOptions {
   std::int64_t document_tokens = 0;      // train.document_mask's mean document length; 0: the dataset's
   HardwareOverrides hardware;
   std::string calibration;             // a file from `ustrain bench --calibration-out`; "" none
+  // CPU: a directory keeping the measured curves (kept_calibration.h); "" measures them every time.
+  std::string kept_calibrations;
   bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
   // The parallel.* keys set by hand (SearchSpace::fixed): the recipe's values for them are kept.
   std::set<std::string> fixed_keys;

@@ -121,6 +121,9 @@ struct ScheduleSection {
 };
 
 struct ParallelSection {
+  // manual: the keys below as given; auto: the planner's fastest layout that fits the launch,
+  // with the keys set by hand kept (core/train/auto_layout.h).
+  std::string layout = "manual";  // manual | auto
   std::int64_t dp = 0;  // 0: the processes launched / (tp * pp * cp) (core/recipe/recipe_defaults.h)
   std::int64_t tp = 1;
   std::int64_t pp = 1;

@@ -145,6 +145,7 @@ void RunRecord::start(const SessionStart& session, Communicator& world, bool lea
       {"last_step", nullptr},
       {"status", "running"},
   });
+  if (!session.auto_layout.is_null()) record_["sessions"].back()["auto_layout"] = session.auto_layout;
   write_json();
   keep_room(record_.dump(2).size());
 }

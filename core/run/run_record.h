@@ -4,7 +4,8 @@
 //   run.json   one entry per session: ustrain version and build (git commit), command line,
 //              launcher, every rank's host, process id and local rank, the checkpoint it resumed
 //              from, start and end times (UTC) and how it ended ("running" until it does:
-//              "completed", "stopped by SIGTERM", ..., or "error" with the message)
+//              "completed", "stopped by SIGTERM", ..., or "error" with the message); under
+//              parallel.layout = "auto" also the layout the planner chose (`auto_layout`)
 // A session killed outright (SIGKILL, a node failure) keeps "running" and no end time. While a
 // session runs, a hidden file (.run.json.room) holds back room to write its end even when the
 // disk has filled.
@@ -33,6 +34,7 @@ struct SessionStart {
   bool fresh = true;                      // a new start: replaces an earlier run's files
   ProcessInfo launch;                     // this rank's
   std::string resumed_from;               // "" for a new start
+  nlohmann::json auto_layout;             // parallel.layout = "auto": the layout chosen and why; null otherwise
 };
 
 class RunRecord {

@@ -19,6 +19,7 @@
 #include "core/step/run_schedule.h"
 #include "core/step/model_instance.h"
 #include "core/plan/rank_memory.h"
+#include "core/train/auto_layout.h"
 #include "core/train/training_data.h"
 #include "core/step/training_step.h"
 #include "kernels/cpu/host_memory.h"
@@ -222,19 +223,26 @@ std::string describe_plan(const Recipe& given, const Recipe& recipe, const Datas
 
 }  // namespace
 
-std::string describe_run(const Recipe& given, const TrainCommand& command) {
+std::string describe_run(const Recipe& as_given, const TrainCommand& command) {
   DatasetFacts data;
   const ProcessInfo started = discover_process();
+  // Under parallel.layout = "auto", the layout for the launch's processes (without a launcher,
+  // those the keys set by hand need).
+  LaidOut laid = lay_out(as_given, started, dry_run_launch(as_given, started).world_size,
+                         keys_set_by_hand(command.recipe_path, command.overrides));
+  const Recipe& given = laid.recipe;
+  const std::string chosen = laid.chosen ? "# " + auto_layout_line(*laid.chosen) + "\n" : "";
   const ProcessInfo launch = dry_run_launch(given, started);
   const Recipe recipe = with_launch_defaults(with_dataset_defaults(given, &data), launch);
-  if (launch.launcher == "none") return describe_plan(given, recipe, data, launch, started, command);
+  if (launch.launcher == "none") return chosen + describe_plan(given, recipe, data, launch, started, command);
   // Under a launcher the ranks check first that they agree, --dry-run included: one dry rank
   // beside training ones would otherwise leave them waiting for it. Then they fail together,
   // and print the plan once: what only one rank sees (its host's cores) it prints itself.
-  ProcessLayout agreed(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"));
+  ProcessLayout agreed(recipe, start_facts(recipe, build_version(), "", "ustrain train --dry-run"),
+                       std::move(laid.world));
   Communicator& world = agreed.groups().world().host();
   std::string text;
-  fail_together(world, [&] { text = describe_plan(given, recipe, data, launch, started, command); });
+  fail_together(world, [&] { text = chosen + describe_plan(given, recipe, data, launch, started, command); });
   return lines_to_print(world, text);
 }
 

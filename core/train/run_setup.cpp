@@ -117,7 +117,8 @@ RunSetup::RunSetup(const Recipe& recipe, const TrainOptions& options, TrainStart
     check_host_buffers_fit(run.instance.plan, ts.host_memory, ts.launch.local_world_size, memory_check_of(recipe),
                            static_cast<std::size_t>(data_batch_bytes(recipe)));
   lock = take_run_directory(recipe, options, layout, paths);
-  ts.record.start({paths.run_dir, !paths.resume_from.has_value(), ts.launch, paths.resume_from.value_or("")},
+  ts.record.start({paths.run_dir, !paths.resume_from.has_value(), ts.launch, paths.resume_from.value_or(""),
+                   ts.auto_layout},
                   layout.groups().world().host(), layout.leads());
   for (const std::string& filled : ts.filled) spdlog::info("{}", filled);
   start = load_state(recipe, options, layout, paths);

@@ -21,16 +21,20 @@
 #include "core/train/take_step.h"
 #include "core/train/trainer.h"
 #include "parallel/launch.h"
+#include "parallel/world.h"
 
 namespace ustrain {
 
 // What train() learns before training: the launch, the host's memory before any rank
-// allocated, the defaults it filled in, and the run directory's record of the session.
+// allocated, the defaults it filled in (and the layout it chose), the run directory's record
+// of the session, and the world when choosing the layout started it.
 struct TrainStart {
   ProcessInfo launch;
   std::size_t host_memory = 0;
   std::vector<std::string> filled;
   RunRecord& record;
+  std::unique_ptr<World> world;  // null: the process layout starts it
+  nlohmann::json auto_layout;    // parallel.layout = "auto": what run.json records of the choice
 };
 
 // Where the run lives, and the checkpoint that --resume names (nullopt: a new start, also for

@@ -19,6 +19,7 @@
 #include "core/monitor/applied_steps.h"
 #include "core/monitor/kept_peak.h"
 #include "core/step/router_balance.h"
+#include "core/train/auto_layout.h"
 #include "core/train/run_setup.h"
 #include "core/train/step_report.h"
 #include "core/train/task_evals.h"
@@ -99,8 +100,9 @@ TrainSummary train_resolved(const Recipe& recipe, const TrainOptions& options, T
   const RunPaths paths(recipe, options);
   // Checks the launch against the layout, then that every rank runs the same recipe, build
   // and resume point, before anything else.
-  ProcessLayout layout(recipe, start_facts(recipe, options.ustrain_version, paths.resume_from.value_or(""),
-                                           options.command));
+  ProcessLayout layout(recipe,
+                       start_facts(recipe, options.ustrain_version, paths.resume_from.value_or(""), options.command),
+                       std::move(ts.world));
   if (!layout.leads()) spdlog::set_level(spdlog::level::warn);  // one rank reports progress
   if (!options.resume.empty() && !paths.resume_from)
     spdlog::info("no checkpoint in {} yet: starting the run from the beginning", paths.run_dir);
@@ -176,9 +178,14 @@ TrainSummary train(const Recipe& given, const TrainOptions& options) {
   const ProcessInfo launch = discover_process();
   // Measured by every rank before the ranks first wait for each other, so before any allocates.
   const std::size_t host_memory = host_available_bytes();
-  const Recipe recipe = resolve_recipe(given, launch);
+  LaidOut laid = lay_out(given, launch, launch.world_size, options.set_by_hand);
+  const Recipe recipe = resolve_recipe(laid.recipe, launch);
   RunRecord record;
-  TrainStart start{launch, host_memory, filled_defaults(given, recipe), record};
+  TrainStart start{launch, host_memory, filled_defaults(laid.recipe, recipe), record, std::move(laid.world), {}};
+  if (laid.chosen) {
+    start.filled.insert(start.filled.begin(), auto_layout_line(*laid.chosen));
+    start.auto_layout = auto_layout_json(*laid.chosen);
+  }
   try {
     TrainSummary summary = train_resolved(recipe, options, start);
     record.finish(summary.stop_signal != 0 ? fmt::format("stopped by {}", StopSignals::name(summary.stop_signal))

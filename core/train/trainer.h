@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "core/recipe/recipe.h"
@@ -20,6 +21,8 @@ struct TrainOptions {
   std::string command = "ustrain train";    // what the ranks run: all of them must run the same
   bool save_final = true;     // save the last step (a benchmark does not: its state is throwaway)
   bool measure_peak = false;  // on a CPU, measure the peak FLOP/s for MFU again (core/monitor/peak_flops.h)
+  // The recipe keys the user set (keys_set_by_hand): parallel.layout = "auto" keeps the layout keys among them.
+  std::set<std::string> set_by_hand;
 };
 
 struct TrainSummary {
@@ -42,8 +45,8 @@ struct TrainSummary {
   std::size_t peak_device_bytes = 0;  // Backend::peak_device_bytes(); 0 on the CPU
 };
 
-// Fills in what the recipe leaves to the dataset and the launch (core/recipe/recipe_defaults.h), then
-// trains; the run directory keeps train.log and run.json (core/run/run_record.h).
+// Chooses the layout under parallel.layout = "auto" (core/train/auto_layout.h), fills in what the
+// recipe leaves to the dataset and the launch (core/recipe/recipe_defaults.h), then trains; the run directory keeps train.log and run.json (core/run/run_record.h).
 TrainSummary train(const Recipe& recipe, const TrainOptions& options);
 
 }  // namespace ustrain

@@ -224,6 +224,9 @@ def reference_name(model):
 
 
 def layout_args(row):
+    if row["schedule"] == "auto":  # the planner chooses the layout of the row's processes
+        args = ["parallel.layout=auto", f"parallel.device_comm={row['comm']}"] + MODELS[row["model"]]
+        return [a for arg in args for a in ("--set", arg)]
     micro_batch = GLOBAL_BATCH // (row["dp"] * row["accum"])
     args = [f"parallel.dp={row['dp']}", f"parallel.tp={row['tp']}", f"parallel.pp={row['pp']}",
             f"parallel.cp={row['cp']}", f"parallel.ep={row['ep']}", f"parallel.zero={row['zero']}",
