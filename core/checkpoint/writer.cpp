@@ -31,11 +31,13 @@ std::vector<std::int64_t> dims_of(const Shape& s) {
 
 // The rank file's entries: this rank's boxes of every state of its owned pieces, in file order;
 // with `sources`, where each entry's elements live (1-D).
+// The states a rank file saves, in file order.
+constexpr std::pair<std::string_view, ParamState> kSavedStates[] = {
+    {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
+
 std::vector<SafetensorsEntry> snapshot_entries(const ModelParams& params, std::vector<Tensor>* sources) {
   std::vector<SafetensorsEntry> entries;
-  const std::pair<std::string_view, ParamState> states[] = {
-      {kStateParam, ParamState::value}, {kStateAdamM, ParamState::adam_m}, {kStateAdamV, ParamState::adam_v}};
-  for (const auto& [state, which] : states)
+  for (const auto& [state, which] : kSavedStates)
     for (const ParamPiece& piece : params.owned(which)) {
       const ParamSpec& s = params.specs()[static_cast<std::size_t>(piece.param)];
       std::int64_t at = 0;
@@ -51,8 +53,12 @@ std::vector<SafetensorsEntry> snapshot_entries(const ModelParams& params, std::v
 }  // namespace
 
 std::uint64_t checkpoint_snapshot_bytes(const ModelParams& params) {
-  std::vector<SafetensorsEntry> entries = snapshot_entries(params, nullptr);
-  return lay_out_entries(entries);
+  // The entries' boxes tile each owned piece, so the data is the pieces' fp32 elements: summed
+  // here without naming every entry (a planner asks this of thousands of ranks).
+  std::uint64_t elements = 0;
+  for (const auto& [state, which] : kSavedStates)
+    for (const ParamPiece& piece : params.owned(which)) elements += static_cast<std::uint64_t>(piece.end - piece.begin);
+  return elements * safetensors_dtype_size("F32");
 }
 
 void plan_checkpoint_snapshot(const ModelParams& params, MemoryPlan& plan) {

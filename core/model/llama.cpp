@@ -64,7 +64,7 @@ LlamaModel::LlamaModel(const ModelSection& cfg, const ModelGeometry& geometry, s
           {"model.embed_tokens.weight", Shape{v, d}, true, false, cfg.init_std, UnitId::tied_head()});
   }
   // A rank that holds part of the model (a pipeline stage, an ep block of experts) lists all of it.
-  if (!holds_first || !holds_last || geo_.ep > 1) params_.registry().set_whole_model(declaration(cfg));
+  if (!holds_first || !holds_last || geo_.ep > 1) params_.registry().set_whole_model([cfg] { return declaration(cfg); });
   moe_loads_.reserve(blocks_.size());  // the chunks point into it
   std::map<const TransformerBlock*, MoeLoad*> load_of;
   for (const TransformerBlock& b : blocks_)

@@ -76,7 +76,7 @@ Tensor ParamRegistry::packed_value(int first, int last) const { return rows_view
 Tensor ParamRegistry::packed_grad(int first, int last) const { return rows_view((*this)[first].grad, (*this)[last].grad); }
 
 std::vector<ParamDecl> ParamRegistry::whole_model() const {
-  if (!whole_model_.empty()) return whole_model_;
+  if (whole_model_) return whole_model_();
   return {specs_.begin(), specs_.end()};
 }
 

@@ -111,7 +111,9 @@ class ParamRegistry {
   const ParamSpec& spec(int handle) const { return specs_.at(static_cast<std::size_t>(handle)); }
   // Every parameter of the whole model (names, global shapes), of which this rank holds some
   // (a pipeline stage holds its layers'): what a checkpoint lists. By default what it holds.
-  void set_whole_model(std::vector<ParamDecl> whole) { whole_model_ = std::move(whole); }
+  // Made when asked for: declaring a whole model costs more than most ranks' own parameters,
+  // and only a checkpoint or a report asks (a planner makes thousands of ranks that never do).
+  void set_whole_model(std::function<std::vector<ParamDecl>()> whole) { whole_model_ = std::move(whole); }
   std::vector<ParamDecl> whole_model() const;
   std::int64_t count() const;  // number of scalar parameters of the whole model
   bool has(SyncGroup g) const;  // does this rank hold a parameter of group g
@@ -136,7 +138,7 @@ class ParamRegistry {
  private:
   std::vector<ParamSpec> specs_;
   std::map<UnitId, SyncGroup> unit_groups_;  // the sync group of each unit declared so far
-  std::vector<ParamDecl> whole_model_;
+  std::function<std::vector<ParamDecl>()> whole_model_;  // empty: what this rank holds
   std::vector<ParamViews> views_;
   ViewMoved view_moved_;
   bool sealed_ = false;

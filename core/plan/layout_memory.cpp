@@ -48,7 +48,8 @@ LayoutMemory LayoutMemoryPlanner::planned(const Recipe& recipe,
         fmt::join(s.slots, ","), fmt::join(s.receive_buffers, ","), s.split_backward, s.kept_losses,
         recipe.train.precision, recipe.device.type, p.shard_dp());
     const RankPlan& plan = plans_.get(key, [&] {
-      const RankMemory rank = plan_rank_memory(recipe, r, pipeline_plan_of(recipe, programs.programs, r), 0);
+      // Of the rank's pipeline plan only its slots shape the memory plan: the programs are not copied.
+      const RankMemory rank = plan_rank_memory(recipe, r, PipelinePlan{{}, {}, {}, s}, 0);
       return RankPlan{rank.plan.total_bytes(), rank.plan.host_bytes(), rank.plan.bytes(MemCategory::op_scratch)};
     });
     // The op scratch line holds the larger of the recorded scratch and what the plan holds anyway.

@@ -203,5 +203,26 @@ TEST(Model, ShorterSequencesMatchAPrefixOfTheFullOne) {
   for (int j = 0; j < 3 * 11; ++j) EXPECT_NEAR(run.model.logits().f32()[j], full[static_cast<std::size_t>(j)], 1e-5);
 }
 
+// A pipeline stage holds some layers yet lists the whole model (what its checkpoint manifest
+// names), in the whole model's order and shapes, the parameter count included.
+TEST(Model, APipelineStageListsTheWholeModel) {
+  const ModelSection cfg = tiny_model(false);
+  const std::vector<ParamDecl> whole = LlamaModel::declaration(cfg);
+  for (int stage = 0; stage < 2; ++stage) {
+    SCOPED_TRACE(testing::Message() << "stage " << stage);
+    const LlamaModel part(cfg, ModelGeometry::of(cfg, ModelSplit{.pp = 2, .pp_rank = stage}, 5), 1, Recompute::none);
+    EXPECT_LT(part.params().specs().size(), whole.size());
+    const std::vector<ParamDecl> listed = part.params().whole_model();
+    ASSERT_EQ(listed.size(), whole.size());
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_EQ(listed[i].name, whole[i].name);
+      EXPECT_EQ(listed[i].shape, whole[i].shape);
+      count += whole[i].shape.numel();
+    }
+    EXPECT_EQ(part.params().count(), count);
+  }
+}
+
 }  // namespace
 }  // namespace ustrain
