@@ -161,6 +161,14 @@ void RingAttention::wait(std::vector<Work>& works, double& seconds) {
   seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// In schedule order within a step. Bucketed once: a ring of many ranks has many blocks and steps.
+std::vector<std::vector<const RingBlock*>> RingAttention::blocks_by_step(const std::vector<RingBlock>& blocks) const {
+  const int n = size(), r = rank();
+  std::vector<std::vector<const RingBlock*>> steps(static_cast<std::size_t>(n));
+  for (const RingBlock& b : blocks) steps[static_cast<std::size_t>((r - b.source + n) % n)].push_back(&b);
+  return steps;
+}
+
 void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, const AttentionMask& mask, int n_heads,
                             int n_kv_heads, const RingBuffers& buf) {
   const std::int64_t B = qkv.shape[0], S = qkv.shape[1];
@@ -180,12 +188,14 @@ void RingAttention::forward(Backend& be, Tensor out, Tensor lse, Tensor qkv, con
   }
   const std::array<Tensor, 2> kv{rows_as(buf.kv[0], B, S), rows_as(buf.kv[1], B, S)};
   be.attention_kv_pack(kv[0], qkv, n_heads, n_kv_heads);
-  for (int t = 0; t < size(); ++t) {
+  const auto steps = blocks_by_step(blocks);
+  const int n = size();
+  for (int t = 0; t < n; ++t) {
     const Tensor& here = kv[t % 2];
     std::vector<Work> arriving;
-    if (t + 1 < size()) arriving = pass_on(here, kv[(t + 1) % 2], kKvTag);
-    for (const RingBlock& b : blocks) {
-      if (b.source != source_at(t)) continue;
+    if (t + 1 < n) arriving = pass_on(here, kv[(t + 1) % 2], kKvTag);
+    for (const RingBlock* at : steps[static_cast<std::size_t>(t)]) {
+      const RingBlock& b = *at;
       if (&b == &blocks.front() && own_block_starts) {
         be.attention_block_forward(acc, lse, qkv, b.q, here, b.k, b.mask, n_heads, n_kv_heads);
         continue;
@@ -214,20 +224,21 @@ void RingAttention::backward(Backend& be, Tensor dqkv, Tensor dout, Tensor qkv, 
   be.attention_kv_pack(kv[0], qkv, n_heads, n_kv_heads);
   be.fill(dq, 0.0f);
   be.fill(dkv[0], 0.0f);
-  for (int t = 0; t < size(); ++t) {
+  const auto steps = blocks_by_step(blocks);
+  const int n = size();
+  for (int t = 0; t < n; ++t) {
     const Tensor &here = kv[t % 2], &sum = dkv[t % 2];
     std::vector<Work> arriving;
-    if (t + 1 < size()) arriving = pass_on(here, kv[(t + 1) % 2], kKvTag);
-    for (const RingBlock& b : blocks)
-      if (b.source == source_at(t))
-        be.attention_block_backward(dq, sum, dout, qkv, b.q, here, b.k, out, lse, b.mask, n_heads, n_kv_heads);
+    if (t + 1 < n) arriving = pass_on(here, kv[(t + 1) % 2], kKvTag);
+    for (const RingBlock* b : steps[static_cast<std::size_t>(t)])
+      be.attention_block_backward(dq, sum, dout, qkv, b->q, here, b->k, out, lse, b->mask, n_heads, n_kv_heads);
     wait(arriving, block_wait_);
     // The sum goes on to the next rank, which adds its share; after the last step each rank
     // receives its own block's complete sum.
     std::vector<Work> sums = pass_on(sum, dkv[(t + 1) % 2], kGradTag);
     wait(sums, sum_wait_);
   }
-  be.attention_grad_pack(dqkv, dq, dkv[size() % 2]);
+  be.attention_grad_pack(dqkv, dq, dkv[n % 2]);
 }
 
 }  // namespace ustrain

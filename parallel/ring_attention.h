@@ -91,8 +91,6 @@ class RingAttention {
   int size() const { return cp_ ? cp_->size() : 1; }
   int rank() const { return cp_ ? cp_->rank() : 0; }
   ContextSplit split() const { return {size(), rank()}; }
-  // The rank whose kv step t of the ring meets.
-  int source_at(int t) const { return (rank() - t + size()) % size(); }
 
   // The attention under `mask` of this rank's queries in qkv (B, S, W) against the whole
   // sequence: out (B, S, H Dh), lse (B, H, S) fp32.
@@ -116,6 +114,8 @@ class RingAttention {
  private:
   // Sends `send` to the next rank and receives `recv` from the previous one.
   std::vector<Work> pass_on(Tensor send, Tensor recv, int tag);
+  // `blocks` by the ring step that computes them (step t: the kv of the rank t places back).
+  std::vector<std::vector<const RingBlock*>> blocks_by_step(const std::vector<RingBlock>& blocks) const;
   // Waits for `works`, adding the time to `seconds`.
   static void wait(std::vector<Work>& works, double& seconds);
 

@@ -212,7 +212,7 @@ StepTime StepTimeModel::rank_time(const PricedRank& pr, const std::vector<Pipeli
   std::size_t span = 0;
   for (const PipelineAction& a : actions) {
     if (!is_compute(a.kind)) continue;
-    const double end = spans[span++].second;
+    ++span;
     const bool last = a.micro == micro_batches - 1;
     auto it = pr.actions.find({static_cast<int>(a.kind), a.chunk, last});
     if (it == pr.actions.end()) it = pr.actions.find({static_cast<int>(a.kind), a.chunk, false});
