@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/plan/layout_json.h"
 #include "core/run/launch_lines.h"
 
 namespace ustrain {
@@ -101,26 +102,14 @@ std::string plan_json(const Plan& plan) {
   nlohmann::json layouts = nlohmann::json::array();
   for (const PlannedLayout& p : plan.layouts) {
     const Layout& l = p.layout;
-    layouts.push_back({{"dp", l.dp},
-                       {"tp", l.tp},
-                       {"pp", l.pp},
-                       {"cp", l.cp},
-                       {"ep", l.ep},
-                       {"zero", l.zero},
-                       {"dp_shard", l.shard_dp()},
-                       {"sp", l.sp},
-                       {"recompute", l.recompute},
-                       {"micro_batch", l.micro_batch},
-                       {"grad_accum", l.grad_accum},
-                       {"pp_schedule", l.pp_schedule},
-                       {"virtual_stages", l.virtual_stages},
-                       {"memory_bytes", p.memory.bytes},
-                       {"rank_memory_bytes", p.memory.rank_bytes},
-                       {"fits", p.memory.fits},
-                       {"limits", p.limits}});
+    nlohmann::json j = layout_json(l);
+    j["dp_shard"] = l.shard_dp();  // resolved: the ranks each ZeRO shard spans
+    j["memory_bytes"] = p.memory.bytes;
+    j["rank_memory_bytes"] = p.memory.rank_bytes;
+    j["fits"] = p.memory.fits;
+    j["limits"] = p.limits;
     // A layout that does not fit is not timed: its times are null.
     const auto timed = [&](double v) { return p.memory.fits ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    nlohmann::json& j = layouts.back();
     if (p.pruned) j["pruned"] = true;  // memory_bytes is a bound: the layout was never recorded
     j["step_s"] = timed(p.time.step_s);
     j["compute_s"] = timed(p.time.compute_s);
@@ -132,6 +121,7 @@ std::string plan_json(const Plan& plan) {
     j["shared_cores_s"] = timed(p.time.shared_cores_s);
     j["tokens_per_s"] = timed(p.tokens_per_s);
     j["mfu"] = timed(p.mfu);
+    layouts.push_back(std::move(j));
   }
   nlohmann::json j{{"device", plan.hardware.name}, {"predicted", !plan.hardware.cpu}, {"layouts", layouts}};
   if (plan.sliding_window > 0) j["sliding_window"] = plan.sliding_window;
