@@ -48,7 +48,9 @@ void add_plan_command(CLI::App& root) {
       ->check(positive());
   cmd->add_option("--top", opt->top, "Layouts to list")->capture_default_str()->check(positive());
   cmd->add_flag("--json", opt->json, "Print every layout as JSON, best first, those that do not fit last");
-  add_set_option(*cmd, opt->overrides);
+  add_set_option(*cmd, opt->overrides,
+                 "; a parallel.* key (set here or in the recipe file), train.micro_batch or train.recompute set "
+                 "here keeps its value, and the search covers the others");
   cmd->add_option("--peak-tflops", opt->peak_tflops, "Replace the device's dense peak, TFLOP/s")->check(positive());
   cmd->add_option("--memory-gib", opt->memory_gib, "Replace the device's memory, GiB")->check(positive());
   cmd->add_option("--intra-node-gbps", opt->intra_gbps, "Replace the bandwidth between devices of a node, GB/s each way")
@@ -64,8 +66,9 @@ void add_plan_command(CLI::App& root) {
     PlanOptions options = opt->plan;
     options.global_batch_tokens = opt->global_batch_tokens;
     options.hardware = {opt->peak_tflops, opt->memory_gib, opt->intra_gbps, opt->inter_gbps};
-    // The parallel keys the recipe file writes or --set gives fix their dimension; the rest are searched.
-    options.fixed_keys = layout_keys_among(keys_set_by_hand(opt->recipe, opt->overrides));
+    // The parallel keys the recipe file writes or --set gives, and the micro-batch and recompute
+    // policy --set gives, fix their dimension; the rest are searched.
+    options.fixed_keys = layout_keys_among(keys_set_by_hand(opt->recipe, opt->overrides), override_keys(opt->overrides));
     PlanProgress progress;
     options.progress = [&progress](std::size_t planned, std::size_t layouts) { progress.show(planned, layouts); };
     const Plan plan = plan_layouts(recipe, options);

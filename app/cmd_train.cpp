@@ -58,6 +58,7 @@ void add_train_command(CLI::App& root) {
     options.force_resume = opt->force_resume;
     options.measure_peak = opt->measure_peak;
     options.set_by_hand = keys_set_by_hand(opt->recipe, opt->overrides);
+    options.overridden = override_keys(opt->overrides);
     options.ustrain_version = USTRAIN_VERSION;
     if (train(recipe, options).stop_signal != 0) throw ExitStatus{kExitStopped};
   });

@@ -27,7 +27,8 @@ struct ExitStatus {
 };
 
 // `--set KEY=VALUE` (repeatable; one pair per flag, so a following positional is not taken).
-void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides);
+// `also`: what the command does with the keys set, appended to the help.
+void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides, const std::string& also = "");
 
 // Logging to stdout with timestamps, readable on a terminal and in a Slurm log file.
 void setup_logging(const char* level);

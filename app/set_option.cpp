@@ -4,8 +4,9 @@
 
 namespace ustrain::app {
 
-void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides) {
-  cmd.add_option("--set", overrides, "Override a recipe key with a TOML value, e.g. --set train.steps=2000 (repeatable)")
+void add_set_option(CLI::App& cmd, std::vector<std::string>& overrides, const std::string& also) {
+  cmd.add_option("--set", overrides,
+                 "Override a recipe key with a TOML value, e.g. --set train.steps=2000 (repeatable)" + also)
       ->type_name("KEY=VALUE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -82,10 +82,13 @@ const std::vector<std::string>& layout_keys() {
   return keys;
 }
 
-std::set<std::string> layout_keys_among(const std::set<std::string>& keys) {
+std::set<std::string> layout_keys_among(const std::set<std::string>& set_by_hand,
+                                        const std::set<std::string>& overridden) {
   std::set<std::string> kept;
-  for (const std::string& key : keys)
+  for (const std::string& key : set_by_hand)
     if (std::find(layout_keys().begin(), layout_keys().end(), key) != layout_keys().end()) kept.insert(key);
+  for (const char* key : {"train.micro_batch", "train.recompute"})
+    if (overridden.count(key)) kept.insert(key);
   return kept;
 }
 
@@ -103,6 +106,12 @@ std::string given_value(const std::string& key, const ParallelSection& p) {
   return "?";
 }
 
+std::string given_value(const std::string& key, const SearchSpace& space) {
+  if (key == "train.micro_batch") return std::to_string(space.given_train.micro_batch);
+  if (key == "train.recompute") return space.given_train.recompute;
+  return given_value(key, space.given);
+}
+
 bool keeps(const Layout& l, const SearchSpace& space) {
   const ParallelSection& g = space.given;
   const auto fixed = [&space](const char* key) { return space.fixed.count(key) > 0; };
@@ -116,6 +125,8 @@ bool keeps(const Layout& l, const SearchSpace& space) {
   if (fixed("parallel.pp_schedule") && l.pp > 1 && l.pp_schedule != g.pp_schedule) return false;
   if (fixed("parallel.virtual_stages") && l.pp > 1 && l.virtual_stages != g.virtual_stages) return false;
   if (fixed("parallel.dp_shard") && l.shard_dp() != (g.dp_shard == 0 ? l.dp : g.dp_shard)) return false;
+  if (fixed("train.micro_batch") && l.micro_batch != space.given_train.micro_batch) return false;
+  if (fixed("train.recompute") && l.recompute != space.given_train.recompute) return false;
   return true;
 }
 

@@ -43,18 +43,26 @@ struct SearchSpace {
   // dimension at the value `given` holds: {"parallel.tp"} keeps only layouts with given.tp.
   // sp constrains only layouts with tp > 1, zero those with dp x cp > 1, pp_schedule and
   // virtual_stages those with pp > 1: elsewhere the key has no meaning.
+  // train.micro_batch and train.recompute too, fixed at the values `given_train` holds.
   std::set<std::string> fixed;
   ParallelSection given;
+  TrainSection given_train;
 };
 
 // The search's parallel.* keys, those `fixed` may name.
 const std::vector<std::string>& layout_keys();
 
-// Those of `keys` (the keys a user set by hand) that fix a dimension of the search.
-std::set<std::string> layout_keys_among(const std::set<std::string>& keys);
+// Those of the keys a user set by hand (`set_by_hand`, keys_set_by_hand; of them given with
+// --set: `overridden`) that fix a dimension of the search: the parallel.* keys set either way,
+// train.micro_batch and train.recompute given with --set. Every recipe file writes those two,
+// as where its own runs start: in a file they are not a choice to keep.
+std::set<std::string> layout_keys_among(const std::set<std::string>& set_by_hand,
+                                        const std::set<std::string>& overridden);
 
 // The value of parallel.* key `key` (one of layout_keys()) in `p`, as --set takes it.
 std::string given_value(const std::string& key, const ParallelSection& p);
+// The value of a key `space.fixed` holds, train.* ones included.
+std::string given_value(const std::string& key, const SearchSpace& space);
 
 // Whether `l` has the values `space` fixes.
 bool keeps(const Layout& l, const SearchSpace& space);

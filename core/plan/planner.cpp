@@ -89,7 +89,7 @@ void check_step_time(const PlannedLayout& p) {
     const std::size_t unfixed = enumerate_layouts(base, free).candidates.size();
     if (unfixed > 0) {
       std::vector<std::string> set;
-      for (const std::string& key : space.fixed) set.push_back(fmt::format("{} = {}", key, given_value(key, space.given)));
+      for (const std::string& key : space.fixed) set.push_back(fmt::format("{} = {}", key, given_value(key, space)));
       throw UserError(fmt::format("no layout of {} devices has {}, set by hand in the recipe or with --set ({} layouts "
                                   "pass the recipe checks without them); change those keys, or remove them to let the "
                                   "planner search them",
@@ -177,6 +177,7 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   SearchSpace space{o.devices, o.devices_per_node, plan.global_batch, o.model_parallel_across_nodes};
   space.fixed = o.fixed_keys;
   space.given = given.parallel;
+  space.given_train = given.train;
   const LayoutSearch search = enumerate_layouts(base, space);
   plan.candidates = static_cast<std::int64_t>(search.candidates.size());
   if (search.candidates.empty()) explain_no_layout(base, space, search);

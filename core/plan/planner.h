@@ -36,7 +36,7 @@ struct PlanOptions {
   // CPU: a directory keeping the measured curves (kept_calibration.h); "" measures them every time.
   std::string kept_calibrations;
   bool model_parallel_across_nodes = false;  // let tp and ep span nodes (they stay within one by default)
-  // The parallel.* keys set by hand (SearchSpace::fixed): the recipe's values for them are kept.
+  // The layout keys set by hand (SearchSpace::fixed, layout_keys_among): the recipe's values for them are kept.
   std::set<std::string> fixed_keys;
   int threads = 0;  // layouts planned at once; 0: one per core
   // Called after each layout is planned, never by two threads at once.

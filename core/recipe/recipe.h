@@ -229,6 +229,8 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
 // The keys ("parallel.tp") the recipe file at `path` writes and the `overrides` set: those a
 // user chose, as against the defaults. For a recipe load_recipe accepted.
 std::set<std::string> keys_set_by_hand(const std::string& path, const std::vector<std::string>& overrides);
+// The keys the `overrides` ("KEY=VALUE", as --set takes them) set.
+std::set<std::string> override_keys(const std::vector<std::string>& overrides);
 
 // The cross-field and build rules again, after keys left unset were filled in; messages name
 // the recipe's source.

@@ -27,6 +27,12 @@ std::set<std::string> keys_set_by_hand(const std::string& path, const std::vecto
   } catch (const toml::parse_error&) {
     // load_recipe read the file first and would have said what is wrong with it.
   }
+  keys.merge(override_keys(overrides));
+  return keys;
+}
+
+std::set<std::string> override_keys(const std::vector<std::string>& overrides) {
+  std::set<std::string> keys;
   for (const std::string& assignment : overrides)
     keys.insert(std::string(trimmed(std::string_view(assignment).substr(0, assignment.find('=')))));
   return keys;

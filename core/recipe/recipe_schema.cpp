@@ -142,7 +142,7 @@ std::vector<KeySpec> parallel_keys() {
           "Manual trains with the keys below as given; auto asks the planner (`ustrain plan`) for the fastest "
           "layout that fits the processes launched and their device, and trains with it: dp, tp, pp, cp, ep, zero, "
           "dp_shard, sp, pp_schedule and virtual_stages keep the values set by hand (recipe file or --set) and "
-          "the others are searched, with train.micro_batch and train.recompute"),
+          "the others are searched, with train.micro_batch and train.recompute (kept when given with --set)"),
       key(USTRAIN_RECIPE_FIELD(parallel.dp), at_least(0),
           "Data-parallel ranks; 0 takes the processes launched divided by tp * pp * cp"),
       key(USTRAIN_RECIPE_FIELD(parallel.tp), at_least(1),

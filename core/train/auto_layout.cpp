@@ -34,7 +34,7 @@ AutoLayout choose_layout(const Recipe& recipe, const AutoLayoutAsk& ask) {
   options.devices_per_node = ask.processes_per_node;
   options.gpu = ask.device;
   options.kept_calibrations = ask.kept_calibrations;
-  options.fixed_keys = layout_keys_among(ask.set_by_hand);
+  options.fixed_keys = layout_keys_among(ask.set_by_hand, ask.overridden);
   const Plan plan = plan_layouts(recipe, options);
   const PlannedLayout& best = plan.layouts.front();  // plan_layouts throws when there is none
   if (!best.memory.fits)
@@ -111,7 +111,7 @@ AutoLayout agreed_layout(Communicator& world, const std::function<AutoLayout()>&
 }
 
 LaidOut lay_out(const Recipe& given, const ProcessInfo& launch, int processes,
-                const std::set<std::string>& set_by_hand) {
+                const std::set<std::string>& set_by_hand, const std::set<std::string>& overridden) {
   LaidOut out{given, nullptr, std::nullopt};
   if (given.parallel.layout != "auto") return out;
   out.world = start_world(given, launch);
@@ -120,6 +120,7 @@ LaidOut lay_out(const Recipe& given, const ProcessInfo& launch, int processes,
   ask.processes = processes;
   ask.processes_per_node = launch.launcher == "none" ? processes : launch.local_world_size;
   ask.set_by_hand = set_by_hand;
+  ask.overridden = overridden;
   ask.kept_calibrations = kept_calibration_dir();
   const std::unique_ptr<Communicator> everyone = out.world->everyone();
   out.chosen = agreed_layout(*everyone, [&] {

@@ -29,6 +29,7 @@ struct AutoLayoutAsk {
   int processes_per_node = 1;
   std::string device = "cpu";        // "cpu" or a GPU gpu_hardware knows ("h100")
   std::set<std::string> set_by_hand;  // the recipe keys the user set (keys_set_by_hand)
+  std::set<std::string> overridden;   // of them, those given with --set (override_keys)
   std::string kept_calibrations;     // CPU: where measured curves are kept; "" measures them every time
 };
 
@@ -73,6 +74,6 @@ struct LaidOut {
 // Under "manual", `given`. Under "auto", starts `launch`'s world and agrees on the layout for
 // `processes` (the launch's, or what --dry-run plans for without a launcher) on this device.
 LaidOut lay_out(const Recipe& given, const ProcessInfo& launch, int processes,
-                const std::set<std::string>& set_by_hand);
+                const std::set<std::string>& set_by_hand, const std::set<std::string>& overridden);
 
 }  // namespace ustrain

@@ -229,7 +229,7 @@ std::string describe_run(const Recipe& as_given, const TrainCommand& command) {
   // Under parallel.layout = "auto", the layout for the launch's processes (without a launcher,
   // those the keys set by hand need).
   LaidOut laid = lay_out(as_given, started, dry_run_launch(as_given, started).world_size,
-                         keys_set_by_hand(command.recipe_path, command.overrides));
+                         keys_set_by_hand(command.recipe_path, command.overrides), override_keys(command.overrides));
   const Recipe& given = laid.recipe;
   const std::string chosen = laid.chosen ? "# " + auto_layout_line(*laid.chosen) + "\n" : "";
   const ProcessInfo launch = dry_run_launch(given, started);

@@ -178,7 +178,7 @@ TrainSummary train(const Recipe& given, const TrainOptions& options) {
   const ProcessInfo launch = discover_process();
   // Measured by every rank before the ranks first wait for each other, so before any allocates.
   const std::size_t host_memory = host_available_bytes();
-  LaidOut laid = lay_out(given, launch, launch.world_size, options.set_by_hand);
+  LaidOut laid = lay_out(given, launch, launch.world_size, options.set_by_hand, options.overridden);
   const Recipe recipe = resolve_recipe(laid.recipe, launch);
   RunRecord record;
   TrainStart start{launch, host_memory, filled_defaults(laid.recipe, recipe), record, std::move(laid.world), {}};

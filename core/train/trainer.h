@@ -21,8 +21,9 @@ struct TrainOptions {
   std::string command = "ustrain train";    // what the ranks run: all of them must run the same
   bool save_final = true;     // save the last step (a benchmark does not: its state is throwaway)
   bool measure_peak = false;  // on a CPU, measure the peak FLOP/s for MFU again (core/monitor/peak_flops.h)
-  // The recipe keys the user set (keys_set_by_hand): parallel.layout = "auto" keeps the layout keys among them.
-  std::set<std::string> set_by_hand;
+  // The recipe keys the user set (keys_set_by_hand), and those of them given with --set
+  // (override_keys): parallel.layout = "auto" keeps the layout keys among them (layout_keys_among).
+  std::set<std::string> set_by_hand, overridden;
 };
 
 struct TrainSummary {

@@ -24,6 +24,11 @@ expect_exit 0 "dry run, tp = 2 set by hand" -- "$USTRAIN" train tiny.toml --dry-
 expect_output "auto layout for 2 process\(es\) on cpu: dp 1 tp 2(\+sp)? pp 1, .*set by hand: parallel.tp" "keeps tp = 2"
 expect_exit 0 "dry run, pp = 2 set by hand" -- "${mpi[@]}" 2 "$USTRAIN" train tiny.toml --dry-run --set parallel.pp=2
 expect_output "dp 1 tp 1 pp 2, .*set by hand: parallel.pp" "keeps pp = 2"
+# The recipe file's micro-batch is searched; one given with --set is kept, as plan keeps it.
+expect_exit 0 "dry run, micro-batch and recompute given with --set" -- "$USTRAIN" train tiny.toml --dry-run \
+  --set train.micro_batch=1 --set train.recompute=full
+expect_output "set by hand: train.micro_batch, train.recompute" "keeps the micro-batch and recompute policy given"
+expect_output "8 micro-batch\(es\) of 1, recompute full" "plans micro-batches of 1, recomputed"
 
 # An impossible key set by hand: the planner's own message, on every rank (dp 3 alone would fit
 # the batch of 12).

@@ -114,7 +114,23 @@ layouts = json.load(open(sys.argv[1]))["layouts"]
 assert layouts and all(l["pp"] == 2 and (l["zero"] == 1 or l["dp"] * l["cp"] == 1) for l in layouts)
 assert len({l["tp"] for l in layouts}) > 1  # tp, left unset, is searched
 PY
+# The recipe file's micro-batch and recompute policy are where a search starts (every recipe
+# writes them); given with --set they are kept like the parallel keys.
+expect_exit 0 "a recipe's train.micro_batch" -- "$USTRAIN" plan fixed.toml --gpus 4 --json
+python3 - "$WORK/out.txt" <<'PY' && pass "the recipe file's micro-batch and recompute are searched" || fail "not searched: $(head -c 300 "$WORK/out.txt")"
+import json, sys
+layouts = json.load(open(sys.argv[1]))["layouts"]
+assert len({l["micro_batch"] for l in layouts}) > 1 and len({l["recompute"] for l in layouts}) > 1
+PY
+expect_exit 0 "--set train.micro_batch=2 --set train.recompute=full" -- "$USTRAIN" plan tiny.toml --gpus 4 --json \
+  --set train.micro_batch=2 --set train.recompute=full
+python3 - "$WORK/out.txt" <<'PY' && pass "--set train.micro_batch and train.recompute fix theirs" || fail "train keys not fixed: $(head -c 300 "$WORK/out.txt")"
+import json, sys
+layouts = json.load(open(sys.argv[1]))["layouts"]
+assert layouts and all(l["micro_batch"] == 2 and l["recompute"] == "full" for l in layouts)
+assert len({(l["pp"], l["tp"]) for l in layouts}) > 1  # the parallel keys are still searched
+PY
 expect_exit 2 "a fixed dp no layout has" -- "$USTRAIN" plan tiny.toml --gpus 2 --set train.micro_batch=1 --set parallel.dp=4
-expect_output "^error: no layout of 2 devices has parallel.dp = 4, set by hand in the recipe or with --set" \
-  "names the key set by hand and its value"
+expect_output "^error: no layout of 2 devices has parallel.dp = 4 and train.micro_batch = 1, set by hand in the recipe or with --set" \
+  "names the keys set by hand and their values"
 finish
