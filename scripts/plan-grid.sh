@@ -47,7 +47,7 @@ for cell in $CELLS; do
   # The first row of the table: "  1  dp tp pp cp ep zero sp recompute mb x accum schedule ..."
   best=$(awk '/^ +# +dp +tp/ { getline; print; exit }' "$work/out.txt" | tr -s ' ' | cut -c2-)
   case $rc in
-    0) ;;
+    0) [[ -n $best ]] || best="(none fits: $(sed -n 's/^no layout fits: the smallest (\(.*\)) needs at least \([0-9.]* GiB\).*/\1 needs \2/p' "$work/out.txt"))" ;;
     124) # How far it got: the last progress line on stderr ("plan: 37/412 layouts, 12 s").
          got=$(tr '\r' '\n' <"$work/err.txt" | sed -n 's/^plan: \([0-9]*\/[0-9]*\) layouts.*/\1/p' | tail -1)
          wall=">$limit_s" best="(stopped at $limit_s s${got:+: $got layouts planned})" ;;
