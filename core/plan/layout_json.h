@@ -1,5 +1,5 @@
 // A layout as JSON, the same fields in `ustrain plan --json` and in run.json's auto_layout,
-// and read back from it (a resumed auto-layout run compares what it chose before).
+// and read back from it (the ranks of an auto-layout run take rank 0's choice through it).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

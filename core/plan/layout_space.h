@@ -49,7 +49,7 @@ struct SearchSpace {
   TrainSection given_train;
 };
 
-// The search's parallel.* keys, those `fixed` may name.
+// The search's parallel.* keys, those `fixed` may name besides train.micro_batch and train.recompute.
 const std::vector<std::string>& layout_keys();
 
 // Those of the keys a user set by hand (`set_by_hand`, keys_set_by_hand; of them given with
