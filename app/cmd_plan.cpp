@@ -70,7 +70,11 @@ void add_plan_command(CLI::App& root) {
     // policy --set gives, fix their dimension; the rest are searched.
     options.fixed_keys = layout_keys_among(keys_set_by_hand(opt->recipe, opt->overrides), override_keys(opt->overrides));
     PlanProgress progress;
-    options.progress = [&progress](std::size_t planned, std::size_t layouts) { progress.show(planned, layouts); };
+    options.progress = [&progress](const char* stage, std::size_t done, std::size_t layouts) {
+      progress.show(stage, done, layouts);
+    };
+    // --json prints every layout's figures, so every layout is planned; the table only the fastest.
+    options.fastest = opt->json ? 0 : static_cast<std::size_t>(opt->top);
     const Plan plan = plan_layouts(recipe, options);
     progress.finish();
     fmt::print("{}", opt->json ? plan_json(plan) : plan_text(plan, PlanCommand{opt->recipe, opt->overrides}, opt->top));

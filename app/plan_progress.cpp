@@ -9,14 +9,14 @@ namespace ustrain::app {
 
 PlanProgress::PlanProgress() : terminal_(isatty(STDERR_FILENO) == 1) {}
 
-void PlanProgress::show(std::size_t planned, std::size_t layouts) {
+void PlanProgress::show(const char* stage, std::size_t done, std::size_t layouts) {
   const Clock::time_point now = Clock::now();
   const auto every = terminal_ ? std::chrono::milliseconds(250) : std::chrono::milliseconds(10000);
   if (now - start_ < std::chrono::seconds(1) || (shown_ && now - last_ < every)) return;
   last_ = now;
   shown_ = true;
   const double seconds = std::chrono::duration<double>(now - start_).count();
-  fmt::print(stderr, "{}plan: {}/{} layouts, {:.0f} s{}", terminal_ ? "\r" : "", planned, layouts, seconds,
+  fmt::print(stderr, "{}plan: {}/{} layouts {}, {:.0f} s{}", terminal_ ? "\r" : "", done, layouts, stage, seconds,
              terminal_ ? "" : "\n");
   std::fflush(stderr);
 }

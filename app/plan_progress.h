@@ -1,4 +1,4 @@
-// `ustrain plan`'s progress on stderr while it plans: "plan: 37/412 layouts, 12 s", updated in
+// `ustrain plan`'s progress on stderr while it plans: "plan: 37/412 layouts bounded, 12 s", updated in
 // place on a terminal, and a line every 10 s otherwise (a log is not flooded); nothing for a
 // plan done within a second.
 #pragma once
@@ -11,7 +11,7 @@ namespace ustrain::app {
 class PlanProgress {
  public:
   PlanProgress();
-  void show(std::size_t planned, std::size_t layouts);
+  void show(const char* stage, std::size_t done, std::size_t layouts);
   // Ends the line updated in place, if one was shown.
   void finish();
 

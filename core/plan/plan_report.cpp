@@ -34,7 +34,9 @@ std::string mask_line(const Plan& plan) {
 }  // namespace
 
 std::string no_layout_fits(const Plan& plan) {
+  // Nothing is outranked while nothing fits; an outranked layout's memory is unknown.
   const PlannedLayout& least = *std::min_element(plan.layouts.begin(), plan.layouts.end(), [](auto& a, auto& b) {
+    if (a.outranked != b.outranked) return b.outranked;
     return a.memory.bytes < b.memory.bytes;
   });
   return fmt::format("no layout fits: the smallest ({}, zero {}, recompute {}, micro-batch {}) needs {}{} GiB of {} GiB "
@@ -53,14 +55,22 @@ std::string plan_text(const Plan& plan, const PlanCommand& command, int top) {
     s += fmt::format("device: {} ({}), {:.0f} GB; curves: {}\nGPU times below are predictions, not measurements\n",
                      hw.name, hw.source, static_cast<double>(hw.memory_bytes) / 1e9, plan.calibration.source);
   s += mask_line(plan);
-  std::size_t fitting = 0, pruned = 0;
+  std::size_t fitting = 0, pruned = 0, outranked = 0;
   for (const PlannedLayout& p : plan.layouts) {
     fitting += p.memory.fits ? 1 : 0;
     pruned += p.pruned ? 1 : 0;
+    outranked += p.outranked ? 1 : 0;
   }
-  s += fmt::format("{} layouts pass the recipe checks ({} left out by a memory bound, {} distinct rank steps "
-                   "recorded); {} fit; global batch {} sequences\n\n",
-                   plan.candidates, pruned, plan.recorded_steps, fitting, plan.global_batch);
+  if (plan.fastest > 0)
+    s += fmt::format("{} layouts pass the recipe checks ({} left out by a memory bound, {} by a step-time bound as "
+                     "slower than the {} fastest; {} distinct rank steps recorded, {} more for the bounds); {} of those "
+                     "planned fit; global batch {} sequences\n\n",
+                     plan.candidates, pruned, outranked, plan.fastest, plan.recorded_steps, plan.bounding_steps,
+                     fitting, plan.global_batch);
+  else
+    s += fmt::format("{} layouts pass the recipe checks ({} left out by a memory bound, {} distinct rank steps "
+                     "recorded); {} fit; global batch {} sequences\n\n",
+                     plan.candidates, pruned, plan.recorded_steps, fitting, plan.global_batch);
   if (fitting == 0) return s + no_layout_fits(plan) + "\n";
   // The dp_shard column shows only where a listed layout shards over less than all of dp.
   bool any_hybrid = false;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 
 #include "core/model/llama.h"
 #include "core/monitor/kept_peak.h"
@@ -62,6 +64,21 @@ std::int64_t global_batch_tokens(const Recipe& r, const PlanOptions& o) {
                                 "smaller batch (--global-batch-tokens N)",
                                 r.source, r.train.global_batch, seq, most));
   return r.train.global_batch * seq;
+}
+
+// Layouts planned between two updates of the step time a bound must beat
+// (PlanOptions::fastest): the fewer, the sooner the limit falls; the more, the more the
+// threads share.
+constexpr std::size_t kBoundedBatch = 32;
+
+// A layout whose step takes at least `bound` s, more than the fastest already found.
+PlannedLayout outranked(const Candidate& c, double bound) {
+  PlannedLayout p;
+  p.layout = c.layout;
+  p.outranked = true;
+  p.time.step_s = bound;
+  p.limits = fmt::format("step at least {:.4g} s", bound);
+  return p;
 }
 
 // A predicted step time that is not a positive number would rank as the best layout: the
@@ -206,14 +223,71 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
     return p;
   };
   const std::vector<Candidate>& candidates = search.candidates;
+  const auto progress = [&](const char* stage) {
+    return [&o, stage, n = candidates.size()](std::size_t done) {
+      if (o.progress) o.progress(stage, done, n);
+    };
+  };
+  // Without bounds every layout is planned, in one pass. With them, the layouts go in the order
+  // of the looser bound (StepTimeModel::busy_lower_bound), a batch at a time; a layout whose
+  // bound, or then whose tighter bound (step_lower_bound), exceeds the Nth fastest step found
+  // in the batches before is left out. The batches have a fixed size, so the same layouts are
+  // planned whatever the number of threads.
+  std::vector<double> bounds;
+  std::vector<std::size_t> order(candidates.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (o.fastest > 0) {
+    bounds.resize(candidates.size());
+    parallel_for(
+        candidates.size(), o.threads, [&](std::size_t i) { bounds[i] = model.busy_lower_bound(candidates[i].recipe()); },
+        progress("bounded"));
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bounds[a] < bounds[b]; });
+  }
   plan.layouts.resize(candidates.size());
-  parallel_for(
-      candidates.size(), o.threads, [&](std::size_t i) { plan.layouts[i] = plan_one(candidates[i]); },
-      [&](std::size_t planned) {
-        if (o.progress) o.progress(planned, candidates.size());
-      });
+  const std::size_t batch = o.fastest > 0 ? kBoundedBatch : std::max<std::size_t>(1, candidates.size());
+  std::vector<double> fastest;  // the step times of the N fastest fitting layouts so far, ascending
+  // A bound within rounding of the Nth fastest is planned: a tie keeps the candidates' order.
+  double limit = std::numeric_limits<double>::infinity();
+  const auto beyond = [&](double bound) { return bound > limit * (1 + 1e-9); };
+  const auto planned = progress("planned");
+  for (std::size_t begin = 0; begin < order.size(); begin += batch) {
+    if (!bounds.empty() && beyond(bounds[order[begin]])) {  // and so are all the layouts after it
+      for (std::size_t j = begin; j < order.size(); ++j) plan.layouts[order[j]] = outranked(candidates[order[j]], bounds[order[j]]);
+      planned(order.size());
+      break;
+    }
+    const std::size_t end = std::min(order.size(), begin + batch);
+    parallel_for(
+        end - begin, o.threads,
+        [&](std::size_t j) {
+          const std::size_t i = order[begin + j];
+          if (bounds.empty()) {
+            plan.layouts[i] = plan_one(candidates[i]);
+            return;
+          }
+          if (beyond(bounds[i])) {
+            plan.layouts[i] = outranked(candidates[i], bounds[i]);
+            return;
+          }
+          const Recipe recipe = candidates[i].recipe();
+          const double tighter = model.step_lower_bound(recipe, memory.programs(recipe).programs.train);
+          plan.layouts[i] = beyond(tighter) ? outranked(candidates[i], tighter) : plan_one(candidates[i]);
+        },
+        [&](std::size_t done) { planned(begin + done); });
+    if (bounds.empty()) continue;
+    for (std::size_t j = begin; j < end; ++j) {
+      const PlannedLayout& p = plan.layouts[order[j]];
+      if (!p.memory.fits) continue;
+      fastest.insert(std::upper_bound(fastest.begin(), fastest.end(), p.time.step_s), p.time.step_s);
+      if (fastest.size() > o.fastest) fastest.pop_back();
+    }
+    if (fastest.size() == o.fastest) limit = fastest.back();
+  }
   plan.recorded_steps = model.recorded_steps();
+  plan.bounding_steps = model.bounding_steps();
+  plan.fastest = o.fastest;
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    if (a.outranked != b.outranked) return b.outranked;
     if (a.memory.fits != b.memory.fits) return a.memory.fits;
     if (a.pruned != b.pruned) return b.pruned;
     return a.memory.fits ? a.tokens_per_s > b.tokens_per_s : a.memory.bytes < b.memory.bytes;

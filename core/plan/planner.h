@@ -2,7 +2,9 @@
 // the recipe checks accept (layout_space.h), prunes those whose memory bound does not fit,
 // plans the others' memory with the trainer's own plan (layout_memory.h) and predicts the
 // step time of those that fit (step_time.h), then ranks them: those that fit first, by tokens
-// per second, then the others by memory, the pruned last.
+// per second, then the others by memory, the pruned last. Asked for the fastest few, it plans
+// the layouts in the order of a lower bound of their step time and stops where that bound
+// passes the slowest of the few found.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,13 @@ struct PlanOptions {
   // The layout keys set by hand (SearchSpace::fixed, layout_keys_among): the recipe's values for them are kept.
   std::set<std::string> fixed_keys;
   int threads = 0;  // layouts planned at once; 0: one per core
-  // Called after each layout is planned, never by two threads at once.
-  std::function<void(std::size_t planned, std::size_t layouts)> progress;
+  // 0: plan every layout. N: plan only those that may be among the N fastest that fit; the
+  // others are left out by a lower bound of their step time (StepTimeModel::step_lower_bound)
+  // before their memory is planned or their step recorded.
+  std::size_t fastest = 0;
+  // Called after each layout is bounded (`stage` "bounded") or planned ("planned"), never by
+  // two threads at once.
+  std::function<void(const char* stage, std::size_t done, std::size_t layouts)> progress;
 };
 
 struct PlannedLayout {
@@ -51,6 +58,9 @@ struct PlannedLayout {
   // Left out before its step was recorded: its memory is LayoutMemoryPlanner::bound, which
   // already exceeds the device.
   bool pruned = false;
+  // Left out before anything else (PlanOptions::fastest): its step takes at least
+  // `time.step_s`, longer than the Nth fastest's; its memory is unknown.
+  bool outranked = false;
   std::string limits;  // what holds it back most, "bubble 18%, memory 97%"
 };
 
@@ -61,9 +71,11 @@ struct Plan {
   std::int64_t global_batch = 0;  // sequences
   std::int64_t candidates = 0;    // layouts the recipe checks accepted
   std::size_t recorded_steps = 0;  // distinct rank steps recorded
+  std::size_t fastest = 0;         // PlanOptions::fastest
+  std::size_t bounding_steps = 0;  // and recorded for the step-time bounds (PlanOptions::fastest)
   std::int64_t sliding_window = 0;  // model.sliding_window, priced by the attention it needs
   PlannedDocuments documents;       // what document masking is priced with
-  std::vector<PlannedLayout> layouts;  // fitting first, fastest first
+  std::vector<PlannedLayout> layouts;  // fitting first, fastest first; then the others, the outranked last
 };
 
 // `recipe` as loaded (RecipeUse::run); UserError for options it cannot plan.

@@ -128,4 +128,32 @@ StepRecording step_recording(const Recipe& recipe, int pp_rank) {
   return {std::move(r), std::move(key)};
 }
 
+StepRecording model_step_recording(const Recipe& recipe, int pp_rank) {
+  StepRecording s = step_recording(recipe, pp_rank);
+  ParallelSection& p = s.recipe.parallel;
+  s.recipe.train.recompute = "none";
+  p.zero = 0;
+  p.dp_shard = 0;
+  const bool split = parse_pipeline_schedule(p.pp_schedule) == PipelineSchedule::zero_bubble;
+  s.key = {{p.tp, p.pp, p.cp, p.ep, p.sp ? 1 : 0, p.virtual_stages, s.recipe.train.micro_batch, pp_rank, split ? 1 : 0},
+           "", ""};
+  return s;
+}
+
+StepRecording sync_step_recording(const Recipe& recipe, int pp_rank) {
+  StepRecording s = step_recording(recipe, pp_rank);
+  Recipe& r = s.recipe;
+  const std::int64_t m = r.grad_accum_steps();
+  r.train.micro_batch = 1;
+  r.train.global_batch = m * r.parallel.dp;
+  r.train.recompute = "none";
+  r.parallel.sp = false;
+  const ParallelSection& p = r.parallel;
+  const bool split = parse_pipeline_schedule(p.pp_schedule) == PipelineSchedule::zero_bubble;
+  s.key = {{p.dp, p.tp, p.pp, p.cp, p.ep, p.zero, p.virtual_stages, m, pp_rank, p.overlap_comm ? 1 : 0, p.shard_dp(),
+            split ? 1 : 0},
+           "", ""};
+  return s;
+}
+
 }  // namespace ustrain

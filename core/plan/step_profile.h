@@ -40,6 +40,10 @@ struct GroupVolumes {
 // their attention ops alone, and the most scratch any of them takes.
 struct OpsDigest {
   double seconds = 0, attention_seconds = 0;
+  // Of the GEMMs and attention alone: the model's own math, the same at every data-parallel
+  // size and ZeRO stage (the engines add copies, sums and optimizer ops, never these).
+  double model_seconds = 0;
+  double optimizer_seconds = 0;  // of the optimizer's ops alone (AdamW, sums of squares, scaling)
   std::size_t scratch = 0;
 };
 using OpsDigester = std::function<OpsDigest(const std::vector<RecordedOp>&)>;
@@ -79,5 +83,18 @@ struct StepRecording {
   StepKey key;
 };
 StepRecording step_recording(const Recipe& recipe, int pp_rank);
+// The recordings a lower bound of a layout's step shares with other layouts
+// (StepTimeModel::step_lower_bound), each made from `recipe`'s step_recording with a few keys
+// set to what every layout sharing it may take as the bound's:
+// - the model's math (OpsDigest::model_seconds) and its tp and cp traffic, recorded without
+//   recompute (which only adds ops) and without ZeRO: shared by the layouts that differ only in
+//   their data-parallel size, ZeRO stage, shard groups, recompute policy and, between the
+//   schedules that do not split the backward, their schedule;
+// - the gradient sync, the traffic after the schedule but tp's and the optimizer, recorded
+//   with micro-batches of one sequence, without recompute or sequence parallelism: shared by
+//   the layouts that differ only in their micro-batch, recompute policy, sequence parallelism
+//   and, between the schedules that do not split the backward, their schedule.
+StepRecording model_step_recording(const Recipe& recipe, int pp_rank);
+StepRecording sync_step_recording(const Recipe& recipe, int pp_rank);
 
 }  // namespace ustrain

@@ -104,6 +104,8 @@ OpsDigest StepTimeModel::digest(const std::vector<RecordedOp>& ops,
       d.attention_seconds += s;
       d.attention_seconds += cal_.op_overhead_s;
     }
+    if (op.op_class == OpClass::gemm || op.op_class == OpClass::attention) d.model_seconds += s + cal_.op_overhead_s;
+    if (op.op_class == OpClass::optimizer) d.optimizer_seconds += s + cal_.op_overhead_s;
     if (scratch_of) d.scratch = std::max(d.scratch, scratch_of(op));
   }
   return d;
@@ -170,9 +172,15 @@ StepTimeModel::PricedRank StepTimeModel::price_rank(const Recipe& recipe, const 
   }
   p.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
   p.tail_compute_s = profile.tail_digest.seconds;
+  p.tail_optimizer_s = profile.tail_digest.optimizer_seconds;
   p.tail_comm_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
                   comm_seconds(profile.tail_comm.expert_gradients, spans.expert_gradients, hw_) +
                   comm_seconds(profile.tail_comm.tp, spans.tp, hw_) +
+                  comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_) +
+                  comm_seconds(profile.tail_comm.dp_shard, spans.dp_shard, hw_) +
+                  comm_seconds(profile.tail_comm.dp_replicate, spans.dp_replicate, hw_);
+  p.tail_sync_s = comm_seconds(profile.tail_comm.gradients, spans.gradients, hw_) +
+                  comm_seconds(profile.tail_comm.expert_gradients, spans.expert_gradients, hw_) +
                   comm_seconds(profile.tail_comm.embedding, spans.embedding, hw_) +
                   comm_seconds(profile.tail_comm.dp_shard, spans.dp_shard, hw_) +
                   comm_seconds(profile.tail_comm.dp_replicate, spans.dp_replicate, hw_);
@@ -282,6 +290,109 @@ StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& pro
     }
   }
   return best;
+}
+
+const StepTimeModel::BoundRank& StepTimeModel::bound_rank(const Recipe& recipe, int pp_rank) {
+  const StepRecording step = model_step_recording(recipe, pp_rank);
+  return bounds_.get(step.key, [&] {
+    const OpsDigester digester = [&](const std::vector<RecordedOp>& ops) { return digest(ops, {}); };
+    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_, &digester, document_tokens_);
+    BoundRank b;
+    std::int64_t sends = 0, sent = 0;
+    for (const ActionProfile& a : profile.actions) {
+      const auto [it, first] = b.actions.try_emplace({static_cast<int>(a.action.kind), a.action.chunk});
+      BoundAction& k = it->second;
+      if (first || a.digest.model_seconds < k.model_s) {
+        k.model_s = a.digest.model_seconds;
+        k.attention_s = a.digest.attention_seconds;
+      }
+      if (first) {
+        k.tp = a.comm.tp;
+        k.cp = a.comm.cp;
+      }
+      sends += a.comm.pp.send.calls;
+      sent += a.comm.pp.send.payload_bytes;
+    }
+    b.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
+    return b;
+  });
+}
+
+const StepTimeModel::PricedRank& StepTimeModel::sync_rank(const Recipe& recipe, int pp_rank) {
+  const StepRecording step = sync_step_recording(recipe, pp_rank);
+  return syncs_.get(step.key, [&] {
+    const OpsDigester digester = [&](const std::vector<RecordedOp>& ops) { return digest(ops, {}); };
+    return price_rank(step.recipe, record_rank_step(step.recipe, pp_rank, device_, &digester, document_tokens_));
+  });
+}
+
+StageCosts StepTimeModel::bound_costs(const Recipe& recipe, bool split_backward) {
+  const int P = static_cast<int>(recipe.parallel.pp);
+  const int V = static_cast<int>(recipe.parallel.virtual_stages);
+  const Spans spans = spans_of(recipe, per_node_);
+  const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
+  const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);
+  StageCosts costs(static_cast<std::size_t>(P), std::vector<ActionCosts>(static_cast<std::size_t>(V)));
+  for (int r = 0; r < P; ++r) {
+    const BoundRank& b = bound_rank(recipe, recorded_rank(r, P));
+    for (int c = 0; c < V; ++c) {
+      const auto cost = [&](ActionKind kind) {
+        const auto it = b.actions.find({static_cast<int>(kind), c});
+        if (it == b.actions.end()) return 0.0;
+        const BoundAction& a = it->second;
+        return a.model_s + comm_seconds(a.tp, spans.tp, hw_) +
+               exposed_ring_seconds(kind, comm_seconds(a.cp, spans.cp, hw_), a.attention_s);
+      };
+      ActionCosts& k = costs[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];
+      k.forward = cost(ActionKind::forward);
+      k.backward_input = split_backward ? cost(ActionKind::backward_input) : cost(ActionKind::backward);
+      k.backward_weight = split_backward ? cost(ActionKind::backward_weight) : 0;
+      k.transfer = b.message_bytes > 0 ? b.message_bytes / link + latency : 0;
+    }
+  }
+  return costs;
+}
+
+double StepTimeModel::busy_lower_bound(const Recipe& recipe) {
+  const bool split = parse_pipeline_schedule(recipe.parallel.pp_schedule) == PipelineSchedule::zero_bubble;
+  const auto micro_batches = static_cast<double>(recipe.grad_accum_steps());
+  double bound = 0;
+  for (const std::vector<ActionCosts>& rank : bound_costs(recipe, split)) {
+    double per_micro_batch = 0;  // every chunk's forward and backward, one micro-batch's
+    for (const ActionCosts& c : rank) per_micro_batch += c.forward + c.backward_input + c.backward_weight;
+    bound = std::max(bound, micro_batches * per_micro_batch);
+  }
+  return bound;
+}
+
+double StepTimeModel::step_lower_bound(const Recipe& recipe, const PipelineProgram& program) {
+  const int P = static_cast<int>(recipe.parallel.pp);
+  const StageCosts costs = bound_costs(recipe, program.split_backward);
+  // As rank_time: each rank's step lasts to the end of its last compute action or of its
+  // gradient sync, then its optimizer and the traffic after the schedule; every span here
+  // ends no later than predict's.
+  const PipelineSimulation sim = simulate_pipeline(program, costs);
+  double bound = 0;
+  for (int r = 0; r < P; ++r) {
+    const auto& rank_spans = sim.spans[static_cast<std::size_t>(r)];
+    if (rank_spans.empty()) continue;
+    const PricedRank& sync = sync_rank(recipe, recorded_rank(r, P));
+    double queue = 0;
+    std::size_t span = 0;
+    for (const PipelineAction& a : program.ranks[static_cast<std::size_t>(r)]) {
+      if (!is_compute(a.kind)) continue;
+      ++span;
+      const bool last = a.micro == program.shape.micro_batches - 1;
+      auto it = sync.actions.find({static_cast<int>(a.kind), a.chunk, last});
+      if (it == sync.actions.end()) it = sync.actions.find({static_cast<int>(a.kind), a.chunk, false});
+      if (it == sync.actions.end()) continue;
+      const PricedAction& c = it->second;
+      if (is_backward(a.kind) && c.async_s > 0)
+        queue = sync_done(queue, rank_spans[span - 1], c.async_s - c.replicate_s, c.replicate_s, c.buckets);
+    }
+    bound = std::max(bound, std::max(rank_spans.back().second, queue) + sync.tail_optimizer_s + sync.tail_sync_s);
+  }
+  return bound;
 }
 
 }  // namespace ustrain

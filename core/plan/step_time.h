@@ -51,6 +51,18 @@ class StepTimeModel {
   std::size_t op_scratch(const Recipe& recipe, int pp_rank);
   std::size_t recorded_steps() const { return recorded_.size(); }
 
+  // A lower bound of predict(recipe, program).step_s, from a recording that every layout
+  // differing only in its data-parallel size, ZeRO stage and shard groups shares: the pipeline
+  // replayed with each action's GEMMs, attention and blocking tp and cp transfers alone. The
+  // ops and traffic it leaves out (the rest of the compute, gradient sync, ZeRO's gathers, the
+  // optimizer) only lengthen a step, and a pipeline replay never shortens when an action
+  // lengthens. Safe to call from several threads at once.
+  double step_lower_bound(const Recipe& recipe, const PipelineProgram& program);
+  // A looser lower bound from the model's recording alone, without the schedule: the busiest
+  // pipeline rank's compute actions, one after another (at most step_lower_bound).
+  double busy_lower_bound(const Recipe& recipe);
+  std::size_t bounding_steps() const { return bounds_.size() + syncs_.size(); }
+
  private:
   struct PricedAction {
     double blocking_s = 0;  // compute + tp + cp + ep + exposed gathers (+ gradient sync without overlap)
@@ -62,12 +74,28 @@ class StepTimeModel {
   struct PricedRank {
     std::map<std::tuple<int, int, bool>, PricedAction> actions;  // (kind, chunk, last micro-batch)
     double tail_compute_s = 0, tail_comm_s = 0;
+    double tail_optimizer_s = 0;  // of tail_compute_s, the optimizer's ops
+    double tail_sync_s = 0;       // tail_comm_s but tp's
     double message_bytes = 0;  // one activation (or its gradient) between stages
   };
   struct RecordedRank {
     PricedRank priced;
     std::size_t op_scratch = 0;
   };
+  // What step_lower_bound keeps of a recorded step, per (kind, chunk) of its compute actions.
+  struct BoundAction {
+    double model_s = 0, attention_s = 0;  // the least of its micro-batches'
+    CommVolume tp, cp;
+  };
+  struct BoundRank {
+    std::map<std::pair<int, int>, BoundAction> actions;
+    double message_bytes = 0;  // one activation (or its gradient) between stages
+  };
+  const BoundRank& bound_rank(const Recipe& recipe, int pp_rank);
+  // Each pipeline rank's and chunk's action costs in the bounds: GEMMs, attention, tp and cp.
+  StageCosts bound_costs(const Recipe& recipe, bool split_backward);
+  // The priced step of sync_step_recording: its gradient sync, tail traffic and optimizer.
+  const PricedRank& sync_rank(const Recipe& recipe, int pp_rank);
   // Records the step of the pipeline rank standing for `pp_rank` once, then keeps only its prices.
   const RecordedRank& recorded(const Recipe& recipe, int pp_rank);
   PricedRank price_rank(const Recipe& recipe, const RankProfile& profile) const;
@@ -92,6 +120,8 @@ class StepTimeModel {
   // Each recorded step priced, by its key. The recorded ops themselves are dropped once priced:
   // a plan of many devices records thousands of steps, and their op lists would not fit in memory.
   OnceMap<StepKey, RecordedRank> recorded_;
+  OnceMap<StepKey, BoundRank> bounds_;  // by model_step_recording's key
+  OnceMap<StepKey, PricedRank> syncs_;  // by sync_step_recording's key
 };
 
 }  // namespace ustrain

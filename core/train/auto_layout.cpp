@@ -35,6 +35,7 @@ AutoLayout choose_layout(const Recipe& recipe, const AutoLayoutAsk& ask) {
   options.gpu = ask.device;
   options.kept_calibrations = ask.kept_calibrations;
   options.fixed_keys = layout_keys_among(ask.set_by_hand, ask.overridden);
+  options.fastest = 1;
   const Plan plan = plan_layouts(recipe, options);
   const PlannedLayout& best = plan.layouts.front();  // plan_layouts throws when there is none
   if (!best.memory.fits)
