@@ -128,15 +128,27 @@ StepRecording step_recording(const Recipe& recipe, int pp_rank) {
   return {std::move(r), std::move(key)};
 }
 
-StepRecording model_step_recording(const Recipe& recipe, int pp_rank) {
-  StepRecording s = step_recording(recipe, pp_rank);
-  ParallelSection& p = s.recipe.parallel;
-  s.recipe.train.recompute = "none";
+StepRecording layer_probe_recording(const Recipe& recipe, int layers, bool moe) {
+  StepRecording s = step_recording(recipe, 0);
+  Recipe& r = s.recipe;
+  ParallelSection& p = r.parallel;
+  p.pp = 1;
+  p.virtual_stages = 1;
+  p.pp_schedule = "1f1b";
   p.zero = 0;
   p.dp_shard = 0;
-  const bool split = parse_pipeline_schedule(p.pp_schedule) == PipelineSchedule::zero_bubble;
-  s.key = {{p.tp, p.pp, p.cp, p.ep, p.sp ? 1 : 0, p.virtual_stages, s.recipe.train.micro_batch, pp_rank, split ? 1 : 0},
-           "", ""};
+  r.train.recompute = "none";
+  r.train.global_batch = 2 * r.train.micro_batch * p.dp;  // the first micro-batch syncs no gradients
+  ModelSection& m = r.model;
+  m.n_layers = layers;
+  if (moe) {
+    m.first_dense_layers = 0;
+    m.moe_layer_interval = 1;
+  } else {
+    m.n_experts = 0;
+    p.ep = 1;  // experts only
+  }
+  s.key = {{p.tp, p.cp, p.ep, p.sp ? 1 : 0, r.train.micro_batch, layers, moe ? 1 : 0}, "", ""};
   return s;
 }
 

@@ -44,6 +44,10 @@ struct OpsDigest {
   // size and ZeRO stage (the engines add copies, sums and optimizer ops, never these).
   double model_seconds = 0;
   double optimizer_seconds = 0;  // of the optimizer's ops alone (AdamW, sums of squares, scaling)
+  double weight_gradient_seconds = 0;  // of model_seconds, the weight gradients' GEMMs (a split backward's W)
+  // Of the model's other ops but its adds (norms, RoPE, SwiGLU, routing, embeddings, loss): the
+  // ZeRO engines add gradient shards with the same add op.
+  double elementwise_seconds = 0;
   std::size_t scratch = 0;
 };
 using OpsDigester = std::function<OpsDigest(const std::vector<RecordedOp>&)>;
@@ -83,18 +87,21 @@ struct StepRecording {
   StepKey key;
 };
 StepRecording step_recording(const Recipe& recipe, int pp_rank);
+
 // The recordings a lower bound of a layout's step shares with other layouts
 // (StepTimeModel::step_lower_bound), each made from `recipe`'s step_recording with a few keys
 // set to what every layout sharing it may take as the bound's:
-// - the model's math (OpsDigest::model_seconds) and its tp and cp traffic, recorded without
-//   recompute (which only adds ops) and without ZeRO: shared by the layouts that differ only in
-//   their data-parallel size, ZeRO stage, shard groups, recompute policy and, between the
-//   schedules that do not split the backward, their schedule;
+// - one layer's math (OpsDigest::model_seconds) and its tp and cp traffic: a model of `layers`
+//   layers, all mixtures of experts (`moe`) or all dense, on one pipeline stage, without
+//   recompute (which only adds ops) or ZeRO, two micro-batches a step (the first syncs
+//   nothing). Two of them, of one layer and of two, tell a layer from the embedding and head;
+//   they are shared by the layouts that differ only in their data-parallel size, pipeline,
+//   ZeRO stage, shard groups and recompute policy;
 // - the gradient sync, the traffic after the schedule but tp's and the optimizer, recorded
 //   with micro-batches of one sequence, without recompute or sequence parallelism: shared by
 //   the layouts that differ only in their micro-batch, recompute policy, sequence parallelism
 //   and, between the schedules that do not split the backward, their schedule.
-StepRecording model_step_recording(const Recipe& recipe, int pp_rank);
+StepRecording layer_probe_recording(const Recipe& recipe, int layers, bool moe);
 StepRecording sync_step_recording(const Recipe& recipe, int pp_rank);
 
 }  // namespace ustrain

@@ -1,11 +1,13 @@
 #include "core/plan/step_time.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/distributed/pipeline_plan.h"
 #include "core/distributed/process_layout.h"
 #include "core/plan/comm_cost.h"
 #include "core/plan/step_scratch.h"
+#include "core/step/training_step.h"
 #include "kernels/error.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline_simulation.h"
@@ -106,6 +108,9 @@ OpsDigest StepTimeModel::digest(const std::vector<RecordedOp>& ops,
     }
     if (op.op_class == OpClass::gemm || op.op_class == OpClass::attention) d.model_seconds += s + cal_.op_overhead_s;
     if (op.op_class == OpClass::optimizer) d.optimizer_seconds += s + cal_.op_overhead_s;
+    if (op.op_class == OpClass::gemm && std::strcmp(op.name, "linear_backward_weight") == 0)
+      d.weight_gradient_seconds += s + cal_.op_overhead_s;
+    if (op.op_class == OpClass::elementwise && std::strcmp(op.name, "add") != 0) d.elementwise_seconds += s + cal_.op_overhead_s;
     if (scratch_of) d.scratch = std::max(d.scratch, scratch_of(op));
   }
   return d;
@@ -292,29 +297,18 @@ StepTime StepTimeModel::predict(const Recipe& recipe, const PipelineProgram& pro
   return best;
 }
 
-const StepTimeModel::BoundRank& StepTimeModel::bound_rank(const Recipe& recipe, int pp_rank) {
-  const StepRecording step = model_step_recording(recipe, pp_rank);
-  return bounds_.get(step.key, [&] {
+const StepTimeModel::Probe& StepTimeModel::probe(const Recipe& recipe, int layers, bool moe) {
+  const StepRecording step = layer_probe_recording(recipe, layers, moe);
+  return probes_.get(step.key, [&] {
     const OpsDigester digester = [&](const std::vector<RecordedOp>& ops) { return digest(ops, {}); };
-    const RankProfile profile = record_rank_step(step.recipe, pp_rank, device_, &digester, document_tokens_);
-    BoundRank b;
-    std::int64_t sends = 0, sent = 0;
-    for (const ActionProfile& a : profile.actions) {
-      const auto [it, first] = b.actions.try_emplace({static_cast<int>(a.action.kind), a.action.chunk});
-      BoundAction& k = it->second;
-      if (first || a.digest.model_seconds < k.model_s) {
-        k.model_s = a.digest.model_seconds;
-        k.attention_s = a.digest.attention_seconds;
-      }
-      if (first) {
-        k.tp = a.comm.tp;
-        k.cp = a.comm.cp;
-      }
-      sends += a.comm.pp.send.calls;
-      sent += a.comm.pp.send.payload_bytes;
+    Probe p;
+    for (const ActionProfile& a : record_rank_step(step.recipe, 0, device_, &digester, document_tokens_).actions) {
+      if (a.action.micro != 0) continue;  // the last micro-batch's backward also syncs gradients
+      ProbeAction& k = a.action.kind == ActionKind::forward ? p.forward : p.backward;
+      k = {a.digest.model_seconds, a.digest.weight_gradient_seconds, a.digest.elementwise_seconds,
+           a.digest.attention_seconds, a.comm.tp, a.comm.cp, a.comm.ep};
     }
-    b.message_bytes = sends > 0 ? static_cast<double>(sent) / static_cast<double>(sends) : 0;
-    return b;
+    return p;
   });
 }
 
@@ -328,26 +322,81 @@ const StepTimeModel::PricedRank& StepTimeModel::sync_rank(const Recipe& recipe, 
 
 StageCosts StepTimeModel::bound_costs(const Recipe& recipe, bool split_backward) {
   const int P = static_cast<int>(recipe.parallel.pp);
-  const int V = static_cast<int>(recipe.parallel.virtual_stages);
   const Spans spans = spans_of(recipe, per_node_);
+  // A layer's costs, the least of the model's layer kinds (dense, mixture of experts): a probe
+  // of two layers less one of one layer. Their attention and ring transfers are alike. The
+  // head's, the probe of one layer less that layer: its GEMMs alone, since the probe's other
+  // ops are the embedding's too.
+  struct LayerCosts {
+    double forward = 0, backward = 0, backward_input = 0, backward_weight = 0, head_forward = 0, head_backward = 0;
+  };
+  LayerCosts layer;
+  double ring_forward = 0, ring_backward = 0, attention_forward = 0, attention_backward = 0;
+  const ModelGeometry whole = geometry_of(recipe, 0, 0);
+  const bool full = recipe.train.recompute == "full";
+  bool first = true;
+  for (const bool moe : {false, true}) {
+    bool present = false;
+    for (int l = 0; l < whole.n_layers && !present; ++l) present = whole.moe_layer(l) == moe;
+    if (!present) continue;
+    const Probe& one = probe(recipe, 1, moe);
+    const Probe& two = probe(recipe, 2, moe);
+    const auto less = [](ProbeAction a, const ProbeAction& b) {
+      a.model_s -= b.model_s;
+      a.weight_s -= b.weight_s;
+      a.elementwise_s -= b.elementwise_s;
+      a.attention_s -= b.attention_s;
+      a.tp -= b.tp;
+      a.cp -= b.cp;
+      a.ep -= b.ep;
+      return a;
+    };
+    const ProbeAction f = less(two.forward, one.forward), b = less(two.backward, one.backward);
+    const double forward = f.model_s + f.elementwise_s + comm_seconds(f.tp, spans.tp, hw_) + comm_seconds(f.ep, spans.ep, hw_);
+    // Full recompute runs each block's forward again at the start of its backward.
+    const double again = full ? forward : 0, again_math = full ? f.model_s : 0;
+    const LayerCosts c{forward,
+                       again + b.model_s + b.elementwise_s + comm_seconds(b.tp, spans.tp, hw_) +
+                           comm_seconds(b.ep, spans.ep, hw_),
+                       again_math + b.model_s - b.weight_s,
+                       b.weight_s,
+                       one.forward.model_s - f.model_s,
+                       one.backward.model_s - b.model_s};
+    const double rf = comm_seconds(f.cp, spans.cp, hw_), rb = (full ? rf : 0) + comm_seconds(b.cp, spans.cp, hw_);
+    const double attention_b = (full ? f.attention_s : 0) + b.attention_s;
+    if (first) {
+      layer = c;
+      ring_forward = rf, ring_backward = rb, attention_forward = f.attention_s, attention_backward = attention_b;
+      first = false;
+      continue;
+    }
+    layer = {std::min(layer.forward, c.forward), std::min(layer.backward, c.backward),
+             std::min(layer.backward_input, c.backward_input), std::min(layer.backward_weight, c.backward_weight),
+             std::min(layer.head_forward, c.head_forward), std::min(layer.head_backward, c.head_backward)};
+    // The exposed ring grows with the transfers and shrinks with the attention hiding them.
+    ring_forward = std::min(ring_forward, rf), ring_backward = std::min(ring_backward, rb);
+    attention_forward = std::max(attention_forward, f.attention_s);
+    attention_backward = std::max(attention_backward, attention_b);
+  }
   const double latency = spans.pp_across_nodes ? hw_.inter_node_latency_s : hw_.intra_node_latency_s;
-  const double link = kLinkEfficiency * (spans.pp_across_nodes ? hw_.inter_node_bytes_per_s : hw_.intra_node_bytes_per_s);
-  StageCosts costs(static_cast<std::size_t>(P), std::vector<ActionCosts>(static_cast<std::size_t>(V)));
+  StageCosts costs(static_cast<std::size_t>(P));
   for (int r = 0; r < P; ++r) {
-    const BoundRank& b = bound_rank(recipe, recorded_rank(r, P));
-    for (int c = 0; c < V; ++c) {
-      const auto cost = [&](ActionKind kind) {
-        const auto it = b.actions.find({static_cast<int>(kind), c});
-        if (it == b.actions.end()) return 0.0;
-        const BoundAction& a = it->second;
-        return a.model_s + comm_seconds(a.tp, spans.tp, hw_) +
-               exposed_ring_seconds(kind, comm_seconds(a.cp, spans.cp, hw_), a.attention_s);
-      };
-      ActionCosts& k = costs[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];
-      k.forward = cost(ActionKind::forward);
-      k.backward_input = split_backward ? cost(ActionKind::backward_input) : cost(ActionKind::backward);
-      k.backward_weight = split_backward ? cost(ActionKind::backward_weight) : 0;
-      k.transfer = b.message_bytes > 0 ? b.message_bytes / link + latency : 0;
+    for (const ChunkSpan& chunk : geometry_of(recipe, 0, r).chunks) {
+      const double n = chunk.end_layer - chunk.first_layer;
+      ActionCosts k;
+      k.forward = n * layer.forward + exposed_ring_seconds(ActionKind::forward, n * ring_forward, n * attention_forward) +
+                  (chunk.head ? std::max(0.0, layer.head_forward) : 0);
+      if (split_backward) {  // the transfers and the head's share of B and W are left out
+        k.backward_input = n * std::max(0.0, layer.backward_input);
+        k.backward_weight = n * std::max(0.0, layer.backward_weight);
+      } else {
+        k.backward_input = n * layer.backward +
+                           exposed_ring_seconds(ActionKind::backward, n * ring_backward, n * attention_backward) +
+                           (chunk.head ? std::max(0.0, layer.head_backward) : 0);
+        k.backward_weight = 0;
+      }
+      k.transfer = P > 1 ? latency : 0;  // the activation's bytes left out
+      costs[static_cast<std::size_t>(r)].push_back(k);
     }
   }
   return costs;

@@ -61,7 +61,7 @@ class StepTimeModel {
   // A looser lower bound from the model's recording alone, without the schedule: the busiest
   // pipeline rank's compute actions, one after another (at most step_lower_bound).
   double busy_lower_bound(const Recipe& recipe);
-  std::size_t bounding_steps() const { return bounds_.size() + syncs_.size(); }
+  std::size_t bounding_steps() const { return probes_.size() + syncs_.size(); }
 
  private:
   struct PricedAction {
@@ -82,17 +82,17 @@ class StepTimeModel {
     PricedRank priced;
     std::size_t op_scratch = 0;
   };
-  // What step_lower_bound keeps of a recorded step, per (kind, chunk) of its compute actions.
-  struct BoundAction {
-    double model_s = 0, attention_s = 0;  // the least of its micro-batches'
-    CommVolume tp, cp;
+  // What step_lower_bound keeps of one micro-batch's action of a probe (layer_probe_recording).
+  struct ProbeAction {
+    double model_s = 0, weight_s = 0, elementwise_s = 0, attention_s = 0;
+    CommVolume tp, cp, ep;
   };
-  struct BoundRank {
-    std::map<std::pair<int, int>, BoundAction> actions;
-    double message_bytes = 0;  // one activation (or its gradient) between stages
+  struct Probe {
+    ProbeAction forward, backward;
   };
-  const BoundRank& bound_rank(const Recipe& recipe, int pp_rank);
-  // Each pipeline rank's and chunk's action costs in the bounds: GEMMs, attention, tp and cp.
+  const Probe& probe(const Recipe& recipe, int layers, bool moe);
+  // Each pipeline rank's and chunk's action costs in the bounds: its layers' GEMMs, attention
+  // and tp, cp and ep transfers, and the output head's GEMM on the last stage.
   StageCosts bound_costs(const Recipe& recipe, bool split_backward);
   // The priced step of sync_step_recording: its gradient sync, tail traffic and optimizer.
   const PricedRank& sync_rank(const Recipe& recipe, int pp_rank);
@@ -120,7 +120,7 @@ class StepTimeModel {
   // Each recorded step priced, by its key. The recorded ops themselves are dropped once priced:
   // a plan of many devices records thousands of steps, and their op lists would not fit in memory.
   OnceMap<StepKey, RecordedRank> recorded_;
-  OnceMap<StepKey, BoundRank> bounds_;  // by model_step_recording's key
+  OnceMap<StepKey, Probe> probes_;      // by layer_probe_recording's key
   OnceMap<StepKey, PricedRank> syncs_;  // by sync_step_recording's key
 };
 

@@ -15,11 +15,12 @@
 namespace ustrain {
 namespace {
 
-Recipe small_model(int experts, const std::string& schedule_keys = "") {
+Recipe small_model(int experts, const std::string& parallel_keys = "", int first_dense_layers = 0) {
   std::string moe;
   if (experts > 0)
-    moe = fmt::format("n_experts = {}\nexperts_per_token = 2\nexpert_ffn_hidden = 4096\nrouter_score = \"softmax\"\n",
-                      experts);
+    moe = fmt::format("n_experts = {}\nexperts_per_token = 2\nexpert_ffn_hidden = 4096\nrouter_score = \"softmax\"\n"
+                      "first_dense_layers = {}\n",
+                      experts, first_dense_layers);
   return parse_recipe(fmt::format(R"(
 [model]
 vocab_size = 32000
@@ -42,7 +43,7 @@ eval_interval = 0
 [parallel]
 {}
 )",
-                                  moe, schedule_keys),
+                                  moe, parallel_keys),
                       "test recipe");
 }
 
@@ -76,6 +77,9 @@ void expect_bounds_hold(const Recipe& given, int devices) {
 TEST(PlanBounds, HoldForEveryDenseLayout) { expect_bounds_hold(small_model(0), 8); }
 
 TEST(PlanBounds, HoldForEveryMixtureOfExpertsLayout) { expect_bounds_hold(small_model(4), 4); }
+
+// A layer's bound is the least of the dense and the expert layers' where the model mixes them.
+TEST(PlanBounds, HoldForMixedDenseAndExpertLayers) { expect_bounds_hold(small_model(4, "", 1), 4); }
 
 TEST(PlanBounds, HoldWithoutOverlappedCommunication) {
   expect_bounds_hold(small_model(0, "overlap_comm = false"), 8);
