@@ -20,11 +20,13 @@ ExpertOrder expert_order(std::span<const std::int32_t> experts, std::int64_t n_e
   o.slot_token.resize(experts.size());
   o.token_slot.resize(experts.size());
   // Tokens in order: within an expert, slots come in token order (a stable counting sort).
-  for (std::size_t i = 0; i < experts.size(); ++i) {
-    const std::int64_t slot = next[static_cast<std::size_t>(experts[i])]++;
-    o.slot_token[static_cast<std::size_t>(slot)] = static_cast<std::int32_t>(i / static_cast<std::size_t>(k));
-    o.token_slot[i] = static_cast<std::int32_t>(slot);
-  }
+  const auto choices = static_cast<std::size_t>(k);
+  for (std::size_t t = 0, i = 0; i < experts.size(); ++t)
+    for (std::size_t j = 0; j < choices; ++j, ++i) {
+      const std::int64_t slot = next[static_cast<std::size_t>(experts[i])]++;
+      o.slot_token[static_cast<std::size_t>(slot)] = static_cast<std::int32_t>(t);
+      o.token_slot[i] = static_cast<std::int32_t>(slot);
+    }
   return o;
 }
 

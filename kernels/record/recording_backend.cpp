@@ -134,7 +134,9 @@ void RecordingBackend::copy(Tensor dst, const Tensor& src) {
   const auto routing = routed_.find(src.data);
   if (routing != routed_.end() && src.dtype == DType::i32 && !reserved(dst.data)) {  // a balanced routing
     auto* experts = static_cast<std::int32_t*>(dst.data);
-    for (std::int64_t i = 0; i < dst.numel(); ++i) experts[i] = static_cast<std::int32_t>(i % routing->second);
+    const auto n_experts = static_cast<std::int32_t>(routing->second);
+    for (std::int64_t i = 0, e = 0; i < dst.numel(); ++i, e = e + 1 == n_experts ? 0 : e + 1)
+      experts[i] = static_cast<std::int32_t>(e);  // i % n_experts
   }
   if (src.dtype == DType::i32 && src.numel() > 0 && reserved(dst.data) && !reserved(src.data))  // ids from the host
     host_ids_[dst.data].assign(src.i32(), src.i32() + src.numel());
