@@ -46,8 +46,14 @@ void add_plan_command(CLI::App& root) {
                   "With train.document_mask: the mean document length, in tokens, that attention is priced for "
                   "(default: the mean of the dataset at data.path when it is there, else one document per sequence)")
       ->check(positive());
-  cmd->add_option("--top", opt->top, "Layouts to list")->capture_default_str()->check(positive());
-  cmd->add_flag("--json", opt->json, "Print every layout as JSON, best first, those that do not fit last");
+  cmd->add_option("--top", opt->top,
+                  "Layouts to list; only those whose lower bound of step time may place them among these are planned "
+                  "in full")
+      ->capture_default_str()
+      ->check(positive());
+  cmd->add_flag("--json", opt->json,
+                "Print every layout as JSON, best first, those that do not fit last (every layout is planned in full: "
+                "slower than the table on many devices)");
   add_set_option(*cmd, opt->overrides,
                  "; a parallel.* key (set here or in the recipe file), train.micro_batch or train.recompute set "
                  "here keeps its value, and the search covers the others");

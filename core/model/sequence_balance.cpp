@@ -14,10 +14,13 @@ std::vector<float> sequence_choices(std::span<const std::int32_t> chosen, std::i
                  "choices of " + std::to_string(batch) + " sequences of top-" + std::to_string(top_k));
   const std::int64_t per_seq = choices / batch;  // T k
   std::vector<float> counts(static_cast<std::size_t>(batch * n_experts), 0.0f);
-  for (std::int64_t c = 0; c < choices; ++c) {
-    const std::int32_t e = chosen[static_cast<std::size_t>(c)];
-    USTRAIN_ASSERT(e >= 0 && e < n_experts, "expert " + std::to_string(e) + " of " + std::to_string(n_experts));
-    counts[static_cast<std::size_t>((c / per_seq) * n_experts + e)] += 1.0f;
+  for (std::int64_t b = 0, c = 0; b < batch; ++b) {
+    float* row = counts.data() + b * n_experts;  // (E)
+    for (const std::int64_t end = c + per_seq; c < end; ++c) {
+      const std::int32_t e = chosen[static_cast<std::size_t>(c)];
+      USTRAIN_ASSERT(e >= 0 && e < n_experts, "expert " + std::to_string(e) + " of " + std::to_string(n_experts));
+      row[e] += 1.0f;
+    }
   }
   return counts;
 }
@@ -38,11 +41,12 @@ SequenceBalance sequence_balance(std::span<const float> choices, std::span<const
     std::fill(score_sum.begin(), score_sum.end(), 0.0);  // this rank's tokens' sum_t s'_{i,t}
     for (std::int64_t t = b * len; t < (b + 1) * len; ++t) {
       const float* p = probs.data() + t * E;  // (E)
-      double norm = 1;
-      if (sigmoid) {
-        norm = 0;
-        for (std::int64_t i = 0; i < E; ++i) norm += p[i];
+      if (!sigmoid) {  // softmax scores already sum to one
+        for (std::int64_t i = 0; i < E; ++i) score_sum[static_cast<std::size_t>(i)] += p[i];
+        continue;
       }
+      double norm = 0;
+      for (std::int64_t i = 0; i < E; ++i) norm += p[i];
       for (std::int64_t i = 0; i < E; ++i) score_sum[static_cast<std::size_t>(i)] += p[i] / norm;
     }
     for (std::int64_t i = 0; i < E; ++i) {
