@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "core/model/llama.h"
 #include "core/monitor/kept_peak.h"
@@ -238,8 +239,13 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   std::iota(order.begin(), order.end(), std::size_t{0});
   if (o.fastest > 0) {
     bounds.resize(candidates.size());
+    // Neighbouring candidates share their probes: visited in a shuffled order, the threads record
+    // different probes at once rather than wait for one another's.
+    std::vector<std::size_t> visit = order;
+    std::shuffle(visit.begin(), visit.end(), std::mt19937_64(candidates.size()));
     parallel_for(
-        candidates.size(), o.threads, [&](std::size_t i) { bounds[i] = model.busy_lower_bound(candidates[i].recipe()); },
+        visit.size(), o.threads,
+        [&](std::size_t j) { bounds[visit[j]] = model.busy_lower_bound(candidates[visit[j]].recipe()); },
         progress("bounded"));
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bounds[a] < bounds[b]; });
   }
