@@ -258,7 +258,8 @@ Plan plan_layouts(const Recipe& given, const PlanOptions& o) {
   const auto planned = progress("planned");
   for (std::size_t begin = 0; begin < order.size(); begin += batch) {
     if (!bounds.empty() && beyond(bounds[order[begin]])) {  // and so are all the layouts after it
-      for (std::size_t j = begin; j < order.size(); ++j) plan.layouts[order[j]] = outranked(candidates[order[j]], bounds[order[j]]);
+      for (std::size_t j = begin; j < order.size(); ++j)
+        plan.layouts[order[j]] = outranked(candidates[order[j]], bounds[order[j]]);
       planned(order.size());
       break;
     }

@@ -110,7 +110,8 @@ OpsDigest StepTimeModel::digest(const std::vector<RecordedOp>& ops,
     if (op.op_class == OpClass::optimizer) d.optimizer_seconds += s + cal_.op_overhead_s;
     if (op.op_class == OpClass::gemm && std::strcmp(op.name, "linear_backward_weight") == 0)
       d.weight_gradient_seconds += s + cal_.op_overhead_s;
-    if (op.op_class == OpClass::elementwise && std::strcmp(op.name, "add") != 0) d.elementwise_seconds += s + cal_.op_overhead_s;
+    if (op.op_class == OpClass::elementwise && std::strcmp(op.name, "add") != 0)
+      d.elementwise_seconds += s + cal_.op_overhead_s;
     if (scratch_of) d.scratch = std::max(d.scratch, scratch_of(op));
   }
   return d;
@@ -352,7 +353,8 @@ StageCosts StepTimeModel::bound_costs(const Recipe& recipe, bool split_backward)
       return a;
     };
     const ProbeAction f = less(two.forward, one.forward), b = less(two.backward, one.backward);
-    const double forward = f.model_s + f.elementwise_s + comm_seconds(f.tp, spans.tp, hw_) + comm_seconds(f.ep, spans.ep, hw_);
+    const double forward =
+        f.model_s + f.elementwise_s + comm_seconds(f.tp, spans.tp, hw_) + comm_seconds(f.ep, spans.ep, hw_);
     // Full recompute runs each block's forward again at the start of its backward.
     const double again = full ? forward : 0, again_math = full ? f.model_s : 0;
     const LayerCosts c{forward,
@@ -384,7 +386,8 @@ StageCosts StepTimeModel::bound_costs(const Recipe& recipe, bool split_backward)
     for (const ChunkSpan& chunk : geometry_of(recipe, 0, r).chunks) {
       const double n = chunk.end_layer - chunk.first_layer;
       ActionCosts k;
-      k.forward = n * layer.forward + exposed_ring_seconds(ActionKind::forward, n * ring_forward, n * attention_forward) +
+      k.forward = n * layer.forward +
+                  exposed_ring_seconds(ActionKind::forward, n * ring_forward, n * attention_forward) +
                   (chunk.head ? std::max(0.0, layer.head_forward) : 0);
       if (split_backward) {  // the transfers and the head's share of B and W are left out
         k.backward_input = n * std::max(0.0, layer.backward_input);

@@ -55,7 +55,8 @@ void expect_bounds_hold(const Recipe& given, int devices) {
   o.gpu = "h100";
   const Hardware hw = gpu_hardware("h100");
   const Recipe base = recipe_for_device(given, o, 0);
-  const LayoutSearch search = enumerate_layouts(base, SearchSpace{devices, 8, given.train.global_batch, false, {}, {}, {}});
+  const LayoutSearch search =
+      enumerate_layouts(base, SearchSpace{devices, 8, given.train.global_batch, false, {}, {}, {}});
   ASSERT_GT(search.candidates.size(), 20u);
   StepTimeModel model(hw, default_gpu_calibration(hw, compute_dtype(base)), std::min(devices, 8), Device::cuda,
                       std::min(devices, 8));
